@@ -1,0 +1,222 @@
+"""The `canon` command line.
+
+Exit codes: 0 success; 1 the input (model, data) has problems, each printed as `file:line: /pointer: message`;
+2 usage or configuration error; 3 the store cannot be opened or written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from core import __version__
+from core.config import Config, load_config
+from core.errors import CanonError, ConfigError, ModelError, NotFoundError, Problem, StoreError, ValidationError
+from core.instance import open_instance
+from core.interchange import export_graph, import_path
+from core.model import check_model, default_model_path, load_model
+from core.progress import ProgressBar
+
+__all__ = ["main"]
+
+EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE = 1, 2, 3
+CLI_PRINCIPAL = "local"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except (ModelError, ValidationError) as exc:
+        _print_problems(str(exc), exc.problems)
+        return EXIT_PROBLEMS
+    except ConfigError as exc:
+        print(f"canon: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (StoreError, NotFoundError) as exc:
+        print(f"canon: {exc}", file=sys.stderr)
+        return EXIT_STORE
+    except CanonError as exc:
+        print(f"canon: {exc}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="canon",
+        description="A knowledge server for an organisation's canonical model: one typed property graph, "
+        "defined in JSON Schema 2020-12 and served natively over MCP.",
+        epilog="Configuration comes from --config, $CANON_CONFIG or ./canon.toml; $CANON_STORE and $CANON_MODEL "
+        "override the store and model paths. With no configuration canon uses ./canon.db and the embedded "
+        "model, seeded with sample data. 'canon COMMAND --help' describes each command.",
+    )
+    parser.add_argument("--version", action="version", version=f"canon {__version__}")
+    parser.add_argument(
+        "--config", type=Path, metavar="FILE", help="configuration file (default: ./canon.toml if present)"
+    )
+    parser.add_argument("--store", type=Path, metavar="PATH", help="store file (overrides the configuration)")
+    parser.add_argument("--model", type=Path, metavar="FILE", help="model file (overrides the configuration)")
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+
+    def command(name: str, handler: Callable[[argparse.Namespace], int], help_: str, description: str) -> Any:
+        p = sub.add_parser(name, help=help_, description=description)
+        p.set_defaults(handler=handler)
+        return p
+
+    command("init", _init, "create the store (seeded when on the embedded model)",
+            "Create the store if it does not exist and record the model in it. A new store on the embedded model "
+            "is seeded with its sample organisation. Safe to run again.")  # fmt: skip
+    p = command("validate", _validate, "check a model file and list every problem",
+                "Check a model against canon's meta-schema and rules; print every problem as "
+                "file: /json/pointer: message and exit 1 if there is any. "
+                "Without MODEL, checks the configured model.")  # fmt: skip
+    p.add_argument("model_file", nargs="?", type=Path, metavar="MODEL", help="the model file (JSON or YAML)")
+    p = command("import", _import, "import nodes and edges (all or nothing)",
+                "Import JSON, JSON Lines or YAML files, or a directory of them, in one transaction. Every problem in "
+                "every file is listed with its file, line or JSON pointer; "
+                "nothing is written unless there are none.")  # fmt: skip
+    p.add_argument(
+        "path", type=Path, metavar="PATH", help="a .json, .jsonl, .ndjson, .yaml or .yml file, or a directory"
+    )
+    p.add_argument("--dry-run", action="store_true", help="check everything, write nothing")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="show a progress bar (default: when stderr is a terminal)")  # fmt: skip
+    p = command("export", _export, "write every node and edge to a file",
+                "Write the whole graph in a stable order. The format follows the extension (.json, .jsonl, .yaml) "
+                "or --format; '-' writes to standard output. export, import into an empty store, export again "
+                "gives identical bytes.")  # fmt: skip
+    p.add_argument("path", metavar="PATH", help="output file, or - for standard output")
+    p.add_argument("--format", choices=("json", "jsonl", "yaml"), help="output format (default: from the extension)")
+    command("stats", _stats, "show the store's revision, counts and size",
+            "Print the store location, its revision, node and edge counts per type, "
+            "and its size, as JSON.")  # fmt: skip
+    command("config", _show_config, "show the effective configuration",
+            "Print the effective configuration as JSON, with where each value came from.")  # fmt: skip
+    p = command("synth", _synth, "write a deterministic synthetic graph (for benchmarks)",
+                "Write a synthetic graph typed like the embedded model, as JSON Lines: N nodes and about 3N edges. "
+                "The same N and --seed always give the same file.")  # fmt: skip
+    p.add_argument("path", type=Path, metavar="OUT", help="output .jsonl file")
+    p.add_argument("--nodes", type=int, required=True, metavar="N", help="number of nodes")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    return parser
+
+
+def _config(args: argparse.Namespace) -> Config:
+    config = load_config(args.config)
+    if args.store is not None:
+        config = replace(config, store=args.store, origins={**config.origins, "store": "--store"})
+    if args.model is not None:
+        config = replace(config, model=args.model, origins={**config.origins, "model": "--model"})
+    return config
+
+
+def _print_problems(summary: str, problems: Sequence[Problem]) -> None:
+    print(f"canon: {summary}", file=sys.stderr)
+    for problem in problems:
+        print(f"  {problem}", file=sys.stderr)
+
+
+def _init(args: argparse.Namespace) -> int:
+    config = _config(args)
+    existed = config.store.exists()
+    instance = open_instance(config, with_index=False, principal=CLI_PRINCIPAL)
+    try:
+        stats = instance.store.stats()
+    finally:
+        instance.close()
+    verb = "Opened" if existed else "Created"
+    print(f"{verb} {config.store} ({instance.model.name} {instance.model.version}): "
+          f"{stats.nodes} nodes, {stats.edges} edges, revision {stats.revision}.")  # fmt: skip
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    file: Path = args.model_file or _config(args).model or default_model_path()
+    from core.documents import load_document
+
+    document, problems = load_document(file)
+    problems = problems or check_model(document, source=str(file))
+    if problems:
+        _print_problems(f"{file}: {len(problems)} problem(s).", problems)
+        return EXIT_PROBLEMS
+    model = load_model(file)
+    print(f"{file}: ok ({model.name} {model.version}: {len(model.node_types)} node types, "
+          f"{len(model.edge_types)} edge types).")  # fmt: skip
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    instance = open_instance(_config(args), with_index=False, principal=CLI_PRINCIPAL)
+    bar = ProgressBar(enabled=args.progress)
+    try:
+        report = import_path(instance.store, args.path, principal=CLI_PRINCIPAL, dry_run=args.dry_run, progress=bar)
+    finally:
+        bar.close()
+        instance.close()
+    if report.result is None:
+        print(f"{args.path}: ok, {report.nodes} nodes and {report.edges} edges would be imported (dry run).")
+    else:
+        changed = len(report.result.changes)
+        print(f"Imported {report.nodes} nodes and {report.edges} edges from {report.files} file(s): "
+              f"{changed} changed, now at revision {report.result.revision}.")  # fmt: skip
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    instance = open_instance(_config(args), with_index=False, principal=CLI_PRINCIPAL)
+    try:
+        if args.path == "-":
+            nodes, edges = export_graph(instance.store, None, format=args.format or "json", out=sys.stdout)
+        else:
+            nodes, edges = export_graph(instance.store, Path(args.path), format=args.format)
+    finally:
+        instance.close()
+    if args.path != "-":
+        print(f"Exported {nodes} nodes and {edges} edges to {args.path}.")
+    return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    instance = open_instance(_config(args), with_index=False, principal=CLI_PRINCIPAL)
+    try:
+        s = instance.store.stats()
+    finally:
+        instance.close()
+    print(json.dumps({
+        "store": instance.store.location, "model": {"name": instance.model.name, "version": instance.model.version},
+        "revision": s.revision, "nodes": s.nodes, "edges": s.edges, "changes": s.changes,
+        "size_bytes": s.size_bytes, "nodes_by_type": s.nodes_by_type, "edges_by_type": s.edges_by_type,
+    }, indent=2))  # fmt: skip
+    return 0
+
+
+def _show_config(args: argparse.Namespace) -> int:
+    c = _config(args)
+    values = {"store": str(c.store), "model": str(c.model) if c.model else "(embedded default)", "seed": c.seed,
+              "host": c.host, "port": c.port, "max_body_bytes": c.max_body_bytes}  # fmt: skip
+    print(json.dumps({"file": str(c.source) if c.source else None, "settings": values,
+                      "from": {k: c.origins.get(k, "default") for k in values}}, indent=2))  # fmt: skip
+    return 0
+
+
+def _synth(args: argparse.Namespace) -> int:
+    from core.synthetic import write_synthetic
+
+    if args.nodes < 1:
+        raise ConfigError("--nodes must be at least 1.", source="--nodes")
+    nodes, edges = write_synthetic(args.path, args.nodes, args.seed)
+    print(f"Wrote {nodes} nodes and {edges} edges to {args.path}.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

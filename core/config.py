@@ -1,0 +1,113 @@
+"""Configuration: `canon.toml`, environment overrides, and defaults that need nothing.
+
+Precedence, highest first: command-line options, environment (`CANON_STORE`, `CANON_MODEL`, `CANON_HOST`,
+`CANON_PORT`), the configuration file, defaults. The file is the one named by `--config`, else by
+`CANON_CONFIG`, else `canon.toml` in the working directory if there is one. Its keys are checked against
+`schema/config/config.schema.json`: an unknown or mistyped key is an error naming the key, never ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from core.documents import pointer
+from core.errors import ConfigError
+
+__all__ = ["Config", "load_config"]
+
+DEFAULT_FILE = "canon.toml"
+
+
+@dataclass(frozen=True)
+class Config:
+    store: Path = Path("canon.db")
+    model: Path | None = None  # None: the embedded default model
+    seed: bool = True
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_body_bytes: int = 1024 * 1024
+    source: Path | None = None  # the file it was read from, if any
+    origins: Mapping[str, str] = field(default_factory=dict[str, str])  # setting -> where its value came from
+
+
+def _schema() -> dict[str, Any]:
+    text = resources.files("schema").joinpath("config", "config.schema.json").read_text(encoding="utf-8")
+    document: dict[str, Any] = json.loads(text)
+    return document
+
+
+def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Build the effective configuration; raise `ConfigError` naming the file, key and problem."""
+    env = os.environ if env is None else env
+    file = path or (Path(env["CANON_CONFIG"]) if env.get("CANON_CONFIG") else None)
+    if file is None and Path(DEFAULT_FILE).is_file():
+        file = Path(DEFAULT_FILE)
+    config = _from_file(file) if file is not None else Config()
+    return _apply_env(config, env)
+
+
+def _from_file(file: Path) -> Config:
+    name = str(file)
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"The configuration file {name} does not exist.", source=name) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"Cannot read the configuration file {name}: {exc}.", source=name) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{name} is not valid TOML: {exc}.", source=name) from exc
+    errors = sorted(Draft202012Validator(_schema()).iter_errors(data), key=lambda e: list(e.absolute_path))
+    if errors:
+        first = errors[0]
+        key = ".".join(str(p) for p in first.absolute_path) or None
+        where = f" at {key}" if key else ""
+        detail = first.message
+        if first.validator == "additionalProperties":
+            detail = f"{first.message} (known keys: {', '.join(sorted(first.schema.get('properties', {})))})"
+        raise ConfigError(f"{name}{where}: {detail}.", source=name, key=key or pointer(first.absolute_path))
+    base = file.parent
+    origins: dict[str, str] = {}
+    values: dict[str, Any] = {"source": file}
+    for section, key, attr in _KEYS:
+        if key in data.get(section, {}):
+            value = data[section][key]
+            values[attr] = (base / value) if attr in ("store", "model") else value
+            origins[attr] = f"{name} [{section}] {key}"
+    return replace(Config(), **values, origins=origins)
+
+
+_KEYS = [
+    ("store", "path", "store"),
+    ("model", "path", "model"),
+    ("model", "seed", "seed"),
+    ("server", "host", "host"),
+    ("server", "port", "port"),
+    ("server", "max_body_bytes", "max_body_bytes"),
+]
+
+
+def _apply_env(config: Config, env: Mapping[str, str]) -> Config:
+    values: dict[str, Any] = {}
+    origins = dict(config.origins)
+    for var, attr in (("CANON_STORE", "store"), ("CANON_MODEL", "model"), ("CANON_HOST", "host")):
+        if env.get(var):
+            values[attr] = Path(env[var]) if attr in ("store", "model") else env[var]
+            origins[attr] = f"${var}"
+    if env.get("CANON_PORT"):
+        raw = env["CANON_PORT"]
+        if not raw.isdigit() or not 0 <= int(raw) <= 65535:
+            raise ConfigError(
+                f"CANON_PORT={raw!r} is not a port number (0-65535).", source="$CANON_PORT", key="CANON_PORT"
+            )
+        values["port"] = int(raw)
+        origins["port"] = "$CANON_PORT"
+    return replace(config, **values, origins=origins)

@@ -1,0 +1,141 @@
+"""The errors canon raises, one small tree.
+
+Every error carries structured fields a surface can map to its wire format, and also inherits the builtin a
+caller would naturally catch::
+
+    CanonError
+     ├── ConfigError(ValueError)            bad canon.toml or environment value       .source .key
+     ├── ModelError(ValueError)             the model document is invalid             .problems
+     ├── ValidationError(ValueError)        data does not fit the model               .problems
+     │    └── ImportFileError(ValidationError) an import input is unreadable or invalid .problems
+     ├── NotFoundError(KeyError)            no such node, edge or type                .kind .key
+     ├── ConflictError(RuntimeError)        expected revision is stale                .key .expected .actual
+     └── StoreError(RuntimeError)           the store cannot be opened or migrated    .path
+
+A :class:`Problem` names *where* (file, JSON pointer, line) and *what* (message). Errors that hold several
+problems list all of them, so a user fixes a bad input in one pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "CanonError",
+    "ConfigError",
+    "ConflictError",
+    "ImportFileError",
+    "ModelError",
+    "NotFoundError",
+    "Problem",
+    "StoreError",
+    "ValidationError",
+]
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One thing wrong with an input: where it is and what is wrong."""
+
+    pointer: str
+    message: str
+    file: str | None = None
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = self.file or ""
+        if self.line is not None:
+            where += f":{self.line}"
+        parts = [part for part in (where, self.pointer) if part]
+        return ": ".join([*parts, self.message])
+
+    def as_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"pointer": self.pointer, "message": self.message}
+        if self.file is not None:
+            out["file"] = self.file
+        if self.line is not None:
+            out["line"] = self.line
+        return out
+
+
+class CanonError(Exception):
+    """Base of every error canon raises on purpose."""
+
+    code = "canon_error"
+
+
+class ConfigError(CanonError, ValueError):
+    """The configuration file or an environment override is invalid."""
+
+    code = "config_error"
+
+    def __init__(self, message: str, *, source: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.source = source
+        self.key = key
+
+
+class ModelError(CanonError, ValueError):
+    """The model document is not a valid canon model."""
+
+    code = "model_error"
+
+    def __init__(self, message: str, problems: Sequence[Problem]) -> None:
+        super().__init__(message)
+        self.problems = tuple(problems)
+
+
+class ValidationError(CanonError, ValueError):
+    """Data (a node, an edge or a batch of them) does not fit the model or the graph."""
+
+    code = "invalid"
+
+    def __init__(self, message: str, problems: Sequence[Problem]) -> None:
+        super().__init__(message)
+        self.problems = tuple(problems)
+
+
+class ImportFileError(ValidationError):
+    """An import input could not be read or parsed, or its records are invalid."""
+
+    code = "import_error"
+
+
+class NotFoundError(CanonError, KeyError):
+    """No node, edge or type exists under the given key."""
+
+    code = "not_found"
+
+    def __init__(self, kind: str, key: str) -> None:
+        super().__init__(f"No {kind} with id {key!r}.")
+        self.kind = kind
+        self.key = key
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class ConflictError(CanonError, RuntimeError):
+    """A write named an expected revision that is no longer current."""
+
+    code = "conflict"
+
+    def __init__(self, key: str, *, expected: int, actual: int) -> None:
+        state = "does not exist" if actual == 0 else f"is at revision {actual}"
+        super().__init__(
+            f"{key!r} {state}, not at the expected revision {expected}; read it again and retry with its revision."
+        )
+        self.key = key
+        self.expected = expected
+        self.actual = actual
+
+
+class StoreError(CanonError, RuntimeError):
+    """The store cannot be opened, is of an unknown version, or is damaged."""
+
+    code = "store_error"
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path

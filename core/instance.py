@@ -1,0 +1,50 @@
+"""Opening canon: the model, the store and the graph index, from a configuration.
+
+This is the composition root of the core: the only place that turns configuration into objects. A new store
+on the embedded model is seeded with the embedded sample data, so `canon serve` on a fresh machine needs
+nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.config import Config
+from core.graph import GraphIndex
+from core.interchange import import_path
+from core.model import Model, default_seed_path, load_model
+from core.store import Store, open_store
+
+__all__ = ["Instance", "open_instance"]
+
+SEED_PRINCIPAL = "system:seed"
+
+
+@dataclass
+class Instance:
+    config: Config
+    model: Model
+    store: Store
+    index: GraphIndex | None = None
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def open_instance(config: Config, *, with_index: bool = True, principal: str = "system") -> Instance:
+    """Open the configured model and store (creating and seeding a new store), and build the index."""
+    model = load_model(config.model)
+    is_new = not config.store.exists()
+    store = open_store(config.store, model, principal=principal)
+    try:
+        if is_new and config.model is None and config.seed:
+            import_path(store, default_seed_path(), principal=SEED_PRINCIPAL)
+        index = GraphIndex.build(store) if with_index else None
+    except BaseException:
+        store.close()
+        if is_new:  # a store that could not be seeded is not left behind half-made
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{config.store}{suffix}").unlink(missing_ok=True)
+        raise
+    return Instance(config, model, store, index)

@@ -1,0 +1,260 @@
+"""Import and export: the file formats that carry a graph in and out of a store.
+
+Formats, chosen by file extension:
+
+* JSON (`.json`) and YAML (`.yaml`, `.yml`): a document `{"nodes": [...], "edges": [...]}`;
+* JSON Lines (`.jsonl`, `.ndjson`): one record per line, each with `"kind": "node"` or `"kind": "edge"`.
+
+A node record is `{"id", "type", "visibility"?, "readers"?, "properties"?, "created_at"?, "updated_at"?,
+"updated_by"?}`; an edge record is `{"type", "source", "target", "properties"?, ...}`. Revisions are local to a
+store and are neither exported nor imported. A directory imports every such file in it, recursively, in
+path order.
+
+An import is one transaction: every problem in every file is listed (file, line or JSON pointer, message)
+and nothing is written unless there are none. Nodes are applied before edges, so files may reference each
+other. Export writes records in a fixed order with a fixed key order, so export → import into an empty store
+→ export gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from core.documents import load_document
+from core.errors import ImportFileError, Problem, ValidationError
+from core.operations import Operation, PutEdge, PutNode
+from core.records import Edge, Node
+from core.store import CommitResult, Store
+from core.validation import indexed_problems
+
+__all__ = ["ImportReport", "export_graph", "import_path", "read_records"]
+
+SUFFIXES = {".json": "json", ".yaml": "yaml", ".yml": "yaml", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+NODE_FIELDS = {"kind", "id", "type", "visibility", "readers", "properties", "created_at", "updated_at", "updated_by"}
+EDGE_FIELDS = {"kind", "type", "source", "target", "properties", "created_at", "updated_at", "updated_by"}
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class Located:
+    """An operation read from an input, with where it came from."""
+
+    op: Operation
+    file: str
+    pointer: str
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    files: int
+    nodes: int
+    edges: int
+    result: CommitResult | None  # None on a dry run
+
+
+def import_path(
+    store: Store, path: Path, *, principal: str, dry_run: bool = False, progress: Progress | None = None
+) -> ImportReport:
+    """Import a file or directory into the store, all or nothing; raise `ImportFileError` listing every problem."""
+    files = _input_files(path)
+    records, problems = read_records(files, progress)
+    if problems:
+        raise ImportFileError(f"The import has {len(problems)} problem(s); nothing was written.", problems)
+    ordered = [r for r in records if isinstance(r.op, PutNode)] + [r for r in records if isinstance(r.op, PutEdge)]
+    nodes = sum(isinstance(r.op, PutNode) for r in ordered)
+    try:
+        result = store.commit([r.op for r in ordered], principal=principal, dry_run=dry_run, progress=progress)
+    except ValidationError as exc:
+        located = [
+            Problem(
+                ordered[p.index].pointer + p.problem.pointer,
+                p.problem.message,
+                ordered[p.index].file,
+                ordered[p.index].line,
+            )
+            for p in indexed_problems(exc)
+        ]
+        raise ImportFileError(f"The import has {len(located)} problem(s); nothing was written.", located) from exc
+    return ImportReport(len(files), nodes, len(ordered) - nodes, None if dry_run else result)
+
+
+def _input_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES)
+        if not found:
+            raise ImportFileError(
+                f"No importable files in {path}.",
+                [Problem("", f"no {', '.join(sorted(SUFFIXES))} files in this directory", file=str(path))],
+            )
+        return found
+    if not path.exists():
+        raise ImportFileError(f"No such file: {path}.", [Problem("", "file not found", file=str(path))])
+    if path.suffix.lower() not in SUFFIXES:
+        raise ImportFileError(
+            f"Unknown import format {path.suffix!r}.",
+            [Problem("", f"expected one of {', '.join(sorted(SUFFIXES))}", file=str(path))],
+        )
+    return [path]
+
+
+def read_records(files: list[Path], progress: Progress | None = None) -> tuple[list[Located], list[Problem]]:
+    """Parse every file into operations; return them with every problem found (none are written)."""
+    records: list[Located] = []
+    problems: list[Problem] = []
+    for file in files:
+        for raw, pointer, line in _raw_records(file, problems):
+            op, record_problems = _to_operation(raw)
+            name = str(file)
+            problems += [Problem(pointer + p.pointer, p.message, name, line) for p in record_problems]
+            if op is not None:
+                records.append(Located(op, name, pointer, line))
+            if progress is not None and len(records) % 5000 == 0:
+                progress("reading", len(records), 0)
+    problems += _duplicates(records)
+    return records, problems
+
+
+def _raw_records(file: Path, problems: list[Problem]) -> Iterator[tuple[Any, str, int | None]]:
+    """(record, JSON pointer within the file, line) for every record of a file."""
+    if SUFFIXES[file.suffix.lower()] == "jsonl":
+        yield from _jsonl_records(file, problems)
+        return
+    document, parse_problems = load_document(file)
+    problems += parse_problems
+    if parse_problems:
+        return
+    if not isinstance(document, dict) or not set(document) <= {"nodes", "edges"}:
+        problems.append(
+            Problem("", 'expected an object with "nodes" and/or "edges" arrays and nothing else', str(file))
+        )
+        return
+    for section in ("nodes", "edges"):
+        items = document.get(section, [])
+        if not isinstance(items, list):
+            problems.append(Problem(f"/{section}", "expected an array", str(file)))
+            continue
+        for i, item in enumerate(items):
+            yield {"kind": section[:-1], **item} if isinstance(item, dict) else item, f"/{section}/{i}", None
+
+
+def _jsonl_records(file: Path, problems: list[Problem]) -> Iterator[tuple[Any, str, int | None]]:
+    try:
+        handle = file.open(encoding="utf-8")
+    except OSError as exc:
+        problems.append(Problem("", f"cannot read file: {exc.strerror}", str(file)))
+        return
+    with handle:
+        try:
+            for number, text in enumerate(handle, start=1):
+                if not text.strip():
+                    continue
+                try:
+                    yield json.loads(text), "", number
+                except json.JSONDecodeError as exc:
+                    problems.append(Problem("", f"invalid JSON: {exc.msg} (column {exc.colno})", str(file), number))
+        except UnicodeDecodeError as exc:
+            problems.append(Problem("", f"not UTF-8 text: {exc.reason}", str(file)))
+
+
+def _to_operation(raw: Any) -> tuple[Operation | None, list[Problem]]:
+    if not isinstance(raw, dict):
+        return None, [Problem("", "a record must be an object")]
+    record: Mapping[str, Any] = raw
+    kind = record.get("kind")
+    if kind not in ("node", "edge"):
+        return None, [Problem("/kind", 'expected "node" or "edge"')]
+    allowed = NODE_FIELDS if kind == "node" else EDGE_FIELDS
+    required = ("id", "type") if kind == "node" else ("type", "source", "target")
+    problems = [Problem(f"/{k}", f"unknown field {k!r} in a {kind} record") for k in record if k not in allowed]
+    problems += [Problem(f"/{k}", f"missing required field {k!r}") for k in required if k not in record]
+    for k in (*required, "visibility", "created_at", "updated_at", "updated_by"):
+        if k in record and not isinstance(record[k], str):
+            problems.append(Problem(f"/{k}", f"{k} must be a string"))
+    properties = record.get("properties", {})
+    if not isinstance(properties, dict):
+        problems.append(Problem("/properties", "properties must be an object"))
+    readers = record.get("readers", [])
+    if not isinstance(readers, list) or not all(isinstance(r, str) for r in readers):
+        problems.append(Problem("/readers", "readers must be an array of strings"))
+    if problems:
+        return None, problems
+    created, updated, by = record.get("created_at"), record.get("updated_at"), record.get("updated_by")
+    if kind == "node":
+        visibility = record.get("visibility", "internal")
+        node = Node(record["id"], record["type"], properties, visibility, tuple(readers), 0, created, updated, by)
+        return PutNode(node), []
+    edge = Edge(record["type"], record["source"], record["target"], properties, 0, created, updated, by)
+    return PutEdge(edge), []
+
+
+def _duplicates(records: list[Located]) -> list[Problem]:
+    seen: dict[tuple[str, ...], Located] = {}
+    problems: list[Problem] = []
+    for r in records:
+        key = ("node", r.op.node.id) if isinstance(r.op, PutNode) else ("edge", *_edge_id(r.op))
+        first = seen.setdefault(key, r)
+        if first is not r:
+            where = f"{first.file}:{first.line}" if first.line is not None else f"{first.file}#{first.pointer}"
+            problems.append(
+                Problem(r.pointer, f"duplicate {key[0]} {' '.join(key[1:])!r} (first at {where})", r.file, r.line)
+            )
+    return problems
+
+
+def _edge_id(op: Operation) -> tuple[str, str, str]:
+    assert isinstance(op, PutEdge)
+    return op.edge.type, op.edge.source, op.edge.target
+
+
+# -- export ------------------------------------------------------------------------------------------------------
+def export_graph(
+    store: Store, path: Path | None, *, format: str | None = None, out: IO[str] | None = None
+) -> tuple[int, int]:
+    """Write every node and edge to `path` (atomically) or to `out`; return (nodes, edges) written."""
+    kind = format or (SUFFIXES.get(path.suffix.lower(), "json") if path is not None else "json")
+    if path is None:
+        assert out is not None
+        return _write(store, out, kind)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            counts = _write(store, handle, kind)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return counts
+
+
+def _write(store: Store, out: IO[str], kind: str) -> tuple[int, int]:
+    nodes = (n.to_json(revision=False) for n in store.iter_nodes())
+    edges = (e.to_json(revision=False) for e in store.iter_edges())
+    counts = [0, 0]
+    if kind == "jsonl":
+        for n in nodes:
+            out.write(json.dumps({"kind": "node", **n}, ensure_ascii=False) + "\n")
+            counts[0] += 1
+        for e in edges:
+            out.write(json.dumps({"kind": "edge", **e}, ensure_ascii=False) + "\n")
+            counts[1] += 1
+        return counts[0], counts[1]
+    node_list, edge_list = list(nodes), list(edges)
+    document = {"nodes": node_list, "edges": edge_list}
+    if kind == "yaml":
+        yaml.safe_dump(document, out, sort_keys=False, allow_unicode=True, width=120)
+    else:
+        json.dump(document, out, ensure_ascii=False, indent=1)
+        out.write("\n")
+    return len(node_list), len(edge_list)

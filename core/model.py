@@ -1,0 +1,323 @@
+"""The canonical model: a JSON Schema 2020-12 document whose $defs declare node and edge types.
+
+`load_model` reads and checks a model file; `check_model` lists every problem with a JSON pointer; `Model`
+holds the parsed types and one compiled validator per type. A model is immutable once loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from jsonschema import Draft202012Validator
+from jsonschema.protocols import Validator
+from referencing import Registry, Resource
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
+
+from core.documents import load_document, pointer
+from core.errors import ModelError, Problem
+
+__all__ = [
+    "Cardinality",
+    "EdgeType",
+    "Model",
+    "NodeType",
+    "check_model",
+    "default_model_path",
+    "default_seed_path",
+    "load_model",
+    "meta_schema",
+    "parse_model",
+]
+
+Cardinality = Literal["one-to-one", "one-to-many", "many-to-one", "many-to-many"]
+
+NODE_TYPE_NAME = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+EDGE_TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+FORMAT_CHECKER = Draft202012Validator.FORMAT_CHECKER
+
+
+def _schema_file(*parts: str) -> Path:
+    return Path(str(resources.files("schema").joinpath(*parts)))
+
+
+def default_model_path() -> Path:
+    """The model shipped with canon (a small software company)."""
+    return _schema_file("default", "model.schema.json")
+
+
+def default_seed_path() -> Path:
+    """The seed data of the default model."""
+    return _schema_file("default", "seed.json")
+
+
+def meta_schema() -> dict[str, Any]:
+    """The meta-schema every model document must satisfy."""
+    document: dict[str, Any] = json.loads(_schema_file("meta", "model.schema.json").read_text(encoding="utf-8"))
+    return document
+
+
+@dataclass(frozen=True)
+class NodeType:
+    name: str
+    schema: Mapping[str, Any]
+    key: str
+    display: str
+    description: str
+    icon: str | None = None
+    plural: str | None = None
+    text: tuple[str, ...] = ()
+
+    @property
+    def properties(self) -> Mapping[str, Any]:
+        props: Mapping[str, Any] = self.schema["properties"]
+        return props
+
+
+@dataclass(frozen=True)
+class EdgeType:
+    name: str
+    schema: Mapping[str, Any]
+    sources: frozenset[str]
+    targets: frozenset[str]
+    cardinality: Cardinality
+    description: str
+    inverse: str | None = None
+    acyclic: bool = False
+
+    @property
+    def one_per_source(self) -> bool:
+        """At most one edge of this type leaves a node."""
+        return self.cardinality in ("many-to-one", "one-to-one")
+
+    @property
+    def one_per_target(self) -> bool:
+        """At most one edge of this type enters a node."""
+        return self.cardinality in ("one-to-many", "one-to-one")
+
+
+@dataclass(frozen=True)
+class Model:
+    """A checked model: its document, its types, and a validator per type."""
+
+    document: Mapping[str, Any]
+    node_types: Mapping[str, NodeType]
+    edge_types: Mapping[str, EdgeType]
+    source: str = "<memory>"
+    _validators: dict[str, Validator] = field(default_factory=dict[str, Validator], repr=False)
+
+    @property
+    def id(self) -> str:
+        return str(self.document["$id"])
+
+    @property
+    def name(self) -> str:
+        return str(self.document["x-canon-model"]["name"])
+
+    @property
+    def version(self) -> str:
+        return str(self.document["x-canon-model"]["version"])
+
+    @cached_property
+    def canonical_json(self) -> str:
+        """The document as canonical JSON (sorted keys, no spaces): what the store records and digests."""
+        return json.dumps(self.document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    @cached_property
+    def digest(self) -> str:
+        """sha256 of the canonical JSON: two models with the same digest are the same model."""
+        return hashlib.sha256(self.canonical_json.encode()).hexdigest()
+
+    @cached_property
+    def registry(self) -> Registry[Any]:
+        resource = Resource.from_contents(dict(self.document), default_specification=DRAFT202012)
+        return Registry().with_resource(self.id, resource)
+
+    def type_ref(self, name: str) -> str:
+        """The absolute URI of a type's schema, for `$ref`."""
+        return f"{self.id}#/$defs/{name}"
+
+    def validator(self, type_name: str) -> Validator:
+        """The compiled validator of a node or edge type (built once, then reused)."""
+        found = self._validators.get(type_name)
+        if found is None:
+            # Rooted at the document, then narrowed to the type: local $refs resolve against the document, and
+            # validating skips the `$ref` lookup a `{"$ref": type_ref}` wrapper would pay on every call.
+            root = Draft202012Validator(dict(self.document), registry=self.registry, format_checker=FORMAT_CHECKER)
+            found = root.evolve(schema=self.document["$defs"][type_name])
+            self._validators[type_name] = found
+        return found
+
+
+def load_model(path: Path | str | None = None) -> Model:
+    """Read and check a model file (JSON or YAML); `None` loads the embedded default model."""
+    file = Path(path) if path is not None else default_model_path()
+    document, problems = load_document(file)
+    if problems:
+        raise ModelError(f"Cannot read the model {file}.", problems)
+    return parse_model(document, source=str(file))
+
+
+def parse_model(document: Any, *, source: str = "<memory>") -> Model:
+    """Check a model document and build a `Model`; raise `ModelError` listing every problem."""
+    problems = check_model(document, source=source)
+    if problems:
+        raise ModelError(f"The model {source} has {len(problems)} problem(s).", problems)
+    return _build(document, source)
+
+
+def check_model(document: Any, *, source: str | None = None) -> list[Problem]:
+    """Every problem of a model document, each with its JSON pointer; empty when the model is valid."""
+    validator = Draft202012Validator(meta_schema())
+    problems = [Problem(pointer(error.absolute_path), error.message) for error in validator.iter_errors(document)]
+    if _checkable(document):  # the checks below need the shape the meta-schema guarantees, def by def
+        broken = {p.pointer.split("/")[2] for p in problems if p.pointer.startswith("/$defs/")}
+        well_formed = {k: v for k, v in document["$defs"].items() if k not in broken}
+        problems += [*_semantic_problems(document, well_formed), *_ref_problems(document)]
+    return sorted({Problem(p.pointer, p.message, source) for p in problems})
+
+
+def _checkable(document: Any) -> bool:
+    return (
+        isinstance(document, dict)
+        and isinstance(document.get("$id"), str)
+        and isinstance(document.get("$defs"), dict)
+        and all(isinstance(v, dict) for v in document["$defs"].values())
+    )
+
+
+def _semantic_problems(document: Mapping[str, Any], defs: Mapping[str, Any]) -> Iterator[Problem]:
+    """What the meta-schema cannot say: names, cross-references between types, key and display properties."""
+    nodes = {name for name, d in document["$defs"].items() if "x-canon-node" in d}
+    if not nodes:
+        yield Problem("/$defs", "a model needs at least one node type (a definition with x-canon-node)")
+    inverses: dict[str, str] = {}
+    for name, definition in defs.items():
+        at = pointer(["$defs", name])
+        if "x-canon-node" in definition:
+            yield from _node_problems(name, definition, at, document["$defs"])
+        elif "x-canon-edge" in definition:
+            yield from _edge_problems(name, definition, at, nodes, inverses)
+
+
+def _node_problems(name: str, definition: Mapping[str, Any], at: str, defs: Mapping[str, Any]) -> Iterator[Problem]:
+    if not NODE_TYPE_NAME.match(name):
+        yield Problem(at, f"node type name {name!r} must match {NODE_TYPE_NAME.pattern}")
+    annotation = definition["x-canon-node"]
+    props: Mapping[str, Any] = definition["properties"]
+    for role in ("key", "display"):
+        if annotation[role] not in props:
+            yield Problem(f"{at}/x-canon-node/{role}", f"{annotation[role]!r} is not a property of {name}")
+    key = annotation["key"]
+    if key in props:
+        if key not in definition.get("required", []):
+            yield Problem(f"{at}/x-canon-node/key", f"the key property {key!r} must be required")
+        resolved = _resolve_local(props[key], defs)
+        if resolved is not None and resolved.get("type") != "string":
+            yield Problem(f"{at}/properties/{key}", f"the key property {key!r} must be of type string")
+    for i, text in enumerate(annotation.get("text", [])):
+        if text not in props:
+            yield Problem(f"{at}/x-canon-node/text/{i}", f"{text!r} is not a property of {name}")
+    for i, required in enumerate(definition.get("required", [])):
+        if required not in props:
+            yield Problem(f"{at}/required/{i}", f"required property {required!r} is not declared in properties")
+
+
+def _edge_problems(
+    name: str, definition: Mapping[str, Any], at: str, nodes: set[str], inverses: dict[str, str]
+) -> Iterator[Problem]:
+    if not EDGE_TYPE_NAME.match(name):
+        yield Problem(at, f"edge type name {name!r} must match {EDGE_TYPE_NAME.pattern}")
+    annotation = definition["x-canon-edge"]
+    for end in ("source", "target"):
+        for i, type_name in enumerate(annotation[end]):
+            if type_name not in nodes:
+                yield Problem(f"{at}/x-canon-edge/{end}/{i}", f"{type_name!r} is not a node type of this model")
+    inverse = annotation.get("inverse")
+    if inverse is not None:
+        if inverse in inverses:
+            yield Problem(
+                f"{at}/x-canon-edge/inverse", f"inverse name {inverse!r} is already used by {inverses[inverse]}"
+            )
+        inverses[inverse] = name
+    for i, required in enumerate(definition.get("required", [])):
+        if required not in definition["properties"]:
+            yield Problem(f"{at}/required/{i}", f"required property {required!r} is not declared in properties")
+
+
+def _resolve_local(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The schema a property's local `$ref` points to (None if it points nowhere)."""
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return defs.get(ref.removeprefix("#/$defs/"))
+    return schema
+
+
+def _ref_problems(document: Mapping[str, Any]) -> list[Problem]:
+    """Every `$ref` in the document must resolve through a `referencing` registry."""
+    resource = Resource.from_contents(dict(document), default_specification=DRAFT202012)
+    resolver = Registry().with_resource(str(document["$id"]), resource).resolver(base_uri=str(document["$id"]))
+    problems: list[Problem] = []
+    for path, ref in _refs(document, []):
+        try:
+            resolver.lookup(ref)
+        except Unresolvable:
+            problems.append(Problem(pointer([*path, "$ref"]), f"$ref {ref!r} does not resolve"))
+    return problems
+
+
+def _refs(node: Any, path: list[object]) -> Iterator[tuple[list[object], str]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref" and isinstance(value, str):
+                yield path, value
+            else:
+                yield from _refs(value, [*path, key])
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _refs(value, [*path, i])
+
+
+def _build(document: Mapping[str, Any], source: str) -> Model:
+    node_types: dict[str, NodeType] = {}
+    edge_types: dict[str, EdgeType] = {}
+    for name, definition in document["$defs"].items():
+        if "x-canon-node" in definition:
+            a = definition["x-canon-node"]
+            props = definition["properties"]
+            text = tuple(a.get("text") or _string_properties(props, document["$defs"]))
+            node_types[name] = NodeType(
+                name,
+                definition,
+                a["key"],
+                a["display"],
+                definition["description"],
+                a.get("icon"),
+                a.get("plural"),
+                text,
+            )
+        elif "x-canon-edge" in definition:
+            a = definition["x-canon-edge"]
+            edge_types[name] = EdgeType(
+                name,
+                definition,
+                frozenset(a["source"]),
+                frozenset(a["target"]),
+                a["cardinality"],
+                definition["description"],
+                a.get("inverse"),
+                bool(a.get("acyclic", False)),
+            )
+    return Model(document, dict(sorted(node_types.items())), dict(sorted(edge_types.items())), source)
+
+
+def _string_properties(props: Mapping[str, Any], defs: Mapping[str, Any]) -> list[str]:
+    return [name for name, schema in props.items() if (_resolve_local(schema, defs) or {}).get("type") == "string"]

@@ -1,0 +1,85 @@
+"""The store: durable nodes, edges, change log and model, behind one small interface.
+
+`Store` is what every caller uses; `open_store` picks the backend from the location (today: a SQLite file, the
+embedded default). A backend must give these guarantees, which the tests check against every backend:
+
+* `commit` validates a batch with `core.validation.plan` inside one write transaction and commits all of
+  it or nothing (with `dry_run`, it stops after validating); each change gets the next revision, and the
+  change log and the records move together;
+* revisions are strictly increasing across every process sharing the store;
+* once `commit` returns, the change survives a crash of the process or the machine;
+* `changed()` is cheap and tells whether another process committed since the last call, so an in-memory index
+  can follow the change log without polling the tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from core.model import Model
+from core.operations import Operation
+from core.records import Change, Edge, Node
+
+__all__ = ["CommitResult", "Store", "StoreStats", "open_store"]
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What a commit changed; `revision` is the store's revision after it (unchanged when nothing changed)."""
+
+    revision: int
+    changes: tuple[Change, ...]
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    revision: int
+    nodes: int
+    edges: int
+    changes: int
+    nodes_by_type: dict[str, int]
+    edges_by_type: dict[str, int]
+    size_bytes: int
+
+
+class Store(Protocol):
+    """The durable state of one canon instance. Safe to share between threads."""
+
+    @property
+    def location(self) -> str: ...
+    @property
+    def model(self) -> Model: ...
+    def revision(self) -> int: ...
+    def changed(self) -> bool: ...
+    def node(self, id: str) -> Node | None: ...
+    def nodes(self, ids: Sequence[str]) -> dict[str, Node]: ...
+    def edge(self, type: str, source: str, target: str) -> Edge | None: ...
+    def iter_nodes(self, type: str | None = None) -> Iterator[Node]: ...
+    def iter_edges(self) -> Iterator[Edge]: ...
+    def iter_node_heads(self) -> Iterator[tuple[str, str, str, tuple[str, ...]]]: ...
+    def iter_topology(self) -> Iterator[tuple[str, str, str]]: ...
+    def changes(self, since: int, limit: int) -> list[Change]: ...
+    def commit(
+        self,
+        operations: Sequence[Operation],
+        *,
+        principal: str,
+        dry_run: bool = False,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> CommitResult: ...
+    def stats(self) -> StoreStats: ...
+    def close(self) -> None: ...
+
+
+def open_store(location: str | Path, model: Model, *, principal: str = "system") -> Store:
+    """Open (creating if needed) the store at `location` for `model`.
+
+    A new store records the model. An existing store recorded with another model adopts the new one only if
+    every stored record is valid under it (a `model` change in the log); otherwise `ModelError` lists why.
+    """
+    from core.store.sqlite import SQLiteStore
+
+    return SQLiteStore.open(Path(location), model, principal=principal)

@@ -1,0 +1,443 @@
+"""The SQLite backend: the embedded default store.
+
+One file in WAL mode with `synchronous=FULL`: a commit is durable when it returns, readers never block the
+writer, and several processes can share the file. Every commit is one `BEGIN IMMEDIATE` transaction, so
+validation (`core.validation.plan`) reads a state no other process can change until the commit lands, and
+revisions are assigned without gaps or races.
+
+Tables: `nodes`, `edges`, `changes` (the change log; its primary key is the revision) and `meta` (store
+version, model). `PRAGMA user_version` is the store's schema version; `MIGRATIONS` upgrades older files.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from core.errors import ModelError, Problem, StoreError, ValidationError
+from core.model import Model, parse_model
+from core.operations import Operation, PutEdge, PutNode
+from core.records import Change, Edge, Node
+from core.store import CommitResult, StoreStats
+from core.validation import Write, plan
+
+__all__ = ["SCHEMA_VERSION", "SQLiteStore"]
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 60.0
+
+_CREATE = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE nodes (
+  id TEXT PRIMARY KEY, type TEXT NOT NULL, key TEXT, visibility TEXT NOT NULL, readers TEXT,
+  properties TEXT NOT NULL, revision INTEGER NOT NULL,
+  created_at TEXT NOT NULL, updated_at TEXT NOT NULL, updated_by TEXT NOT NULL
+);
+CREATE UNIQUE INDEX nodes_type_key ON nodes (type, key);
+CREATE INDEX nodes_type_id ON nodes (type, id);
+CREATE TABLE edges (
+  source TEXT NOT NULL, type TEXT NOT NULL, target TEXT NOT NULL, properties TEXT NOT NULL,
+  revision INTEGER NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL, updated_by TEXT NOT NULL,
+  PRIMARY KEY (source, type, target)
+) WITHOUT ROWID;
+CREATE INDEX edges_target ON edges (target, type, source);
+CREATE TABLE changes (
+  revision INTEGER PRIMARY KEY, at TEXT NOT NULL, principal TEXT NOT NULL, op TEXT NOT NULL,
+  kind TEXT NOT NULL, key TEXT NOT NULL, type TEXT, before TEXT, after TEXT
+);
+"""
+
+# version reached -> SQL that upgrades the previous version to it
+MIGRATIONS: dict[int, str] = {1: _CREATE}
+
+_NODE_COLUMNS = "id, type, visibility, readers, properties, revision, created_at, updated_at, updated_by"
+_EDGE_COLUMNS = "type, source, target, properties, revision, created_at, updated_at, updated_by"
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _node(row: sqlite3.Row | tuple[Any, ...]) -> Node:
+    id_, type_, visibility, readers, properties, revision, created_at, updated_at, updated_by = row
+    return Node(
+        id_, type_, json.loads(properties), visibility, tuple(json.loads(readers)) if readers else (),
+        revision, created_at, updated_at, updated_by,
+    )  # fmt: skip
+
+
+def _edge(row: sqlite3.Row | tuple[Any, ...]) -> Edge:
+    type_, source, target, properties, revision, created_at, updated_at, updated_by = row
+    return Edge(type_, source, target, json.loads(properties), revision, created_at, updated_at, updated_by)
+
+
+def _change(row: tuple[Any, ...]) -> Change:
+    revision, at, principal, op, kind, key, type_, before, after = row
+    return Change(
+        revision, at, principal, op, kind, key, type_,
+        json.loads(before) if before is not None else None, json.loads(after) if after is not None else None,
+    )  # fmt: skip
+
+
+class _View:
+    """`StateView` over the connection, read inside the write transaction."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def node(self, id: str) -> Node | None:
+        row = self.db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE id = ?", (id,)).fetchone()
+        return _node(row) if row else None
+
+    def node_id_by_key(self, type: str, key: str) -> str | None:
+        row = self.db.execute("SELECT id FROM nodes WHERE type = ? AND key = ?", (type, key)).fetchone()
+        return row[0] if row else None
+
+    def edge(self, type: str, source: str, target: str) -> Edge | None:
+        row = self.db.execute(
+            f"SELECT {_EDGE_COLUMNS} FROM edges WHERE source = ? AND type = ? AND target = ?", (source, type, target)
+        ).fetchone()
+        return _edge(row) if row else None
+
+    def out_targets(self, source: str, type: str) -> list[str]:
+        rows = self.db.execute("SELECT target FROM edges WHERE source = ? AND type = ?", (source, type))
+        return [r[0] for r in rows]
+
+    def in_sources(self, target: str, type: str) -> list[str]:
+        rows = self.db.execute("SELECT source FROM edges WHERE target = ? AND type = ?", (target, type))
+        return [r[0] for r in rows]
+
+    def incident_edges(self, id: str) -> list[Edge]:
+        rows = self.db.execute(
+            f"SELECT {_EDGE_COLUMNS} FROM edges WHERE source = ? "
+            f"UNION SELECT {_EDGE_COLUMNS} FROM edges WHERE target = ?",
+            (id, id),
+        )
+        return [_edge(r) for r in rows]
+
+
+class _EmptyView:
+    """`StateView` of an empty store: what re-validating every record under a new model starts from."""
+
+    def node(self, id: str) -> Node | None:
+        return None
+
+    def node_id_by_key(self, type: str, key: str) -> str | None:
+        return None
+
+    def edge(self, type: str, source: str, target: str) -> Edge | None:
+        return None
+
+    def out_targets(self, source: str, type: str) -> list[str]:
+        return []
+
+    def in_sources(self, target: str, type: str) -> list[str]:
+        return []
+
+    def incident_edges(self, id: str) -> list[Edge]:
+        return []
+
+
+class SQLiteStore:
+    """A canon store in one SQLite file. Thread-safe: one connection, serialised by a lock."""
+
+    def __init__(self, path: Path, db: sqlite3.Connection, model: Model) -> None:
+        self._path = path
+        self._db = db
+        self._model = model
+        self._lock = threading.RLock()
+        self._data_version = self._pragma("data_version")
+
+    # -- opening -----------------------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: Path, model: Model, *, principal: str = "system") -> SQLiteStore:
+        if path.exists() and path.is_dir():
+            raise StoreError(f"The store path {path} is a directory; give a file path.", path=str(path))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_S)
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = FULL")
+            cls._migrate(db, path)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"Cannot open the store {path}: {exc}.", path=str(path)) from exc
+        except OSError as exc:
+            raise StoreError(f"Cannot create the store {path}: {exc.strerror}.", path=str(path)) from exc
+        store = cls(path, db, model)
+        store._adopt_model(model, principal)
+        return store
+
+    @staticmethod
+    def _migrate(db: sqlite3.Connection, path: Path) -> None:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"The store {path} has schema version {version}, newer than this canon knows ({SCHEMA_VERSION}); "
+                    "upgrade canon.",
+                    path=str(path),
+                )
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[target].split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version = {target}")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def _adopt_model(self, model: Model, principal: str) -> None:
+        """Record `model` as the store's model, re-validating every stored record if it changed."""
+        with self._transaction() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = 'model'").fetchone()
+            if row is not None and row[0] == model.canonical_json:
+                return
+            if row is not None:
+                self._revalidate(db, model)
+            at = utc_now()
+            previous = json.loads(row[0]) if row is not None else None
+            revision = self._max_revision(db) + 1
+            db.execute(
+                "INSERT INTO meta (key, value) VALUES ('model', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (model.canonical_json,),
+            )
+            db.execute(
+                "INSERT INTO changes VALUES (?, ?, ?, 'model', 'model', ?, NULL, ?, ?)",
+                (revision, at, principal, model.id, _dumps(_model_info(previous)) if previous else None,
+                 _dumps(_model_info(model.document))),
+            )  # fmt: skip
+
+    def _revalidate(self, db: sqlite3.Connection, model: Model) -> None:
+        ops: list[Operation] = [PutNode(_node(r)) for r in db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes ORDER BY id")]
+        ops += [
+            PutEdge(_edge(r)) for r in db.execute(f"SELECT {_EDGE_COLUMNS} FROM edges ORDER BY source, type, target")
+        ]
+        try:
+            plan(model, ops, _EmptyView(), base_revision=0, principal="system", now=utc_now())
+        except ValidationError as exc:
+            problems = exc.problems
+            raise ModelError(
+                f"The store {self._path} holds data that the model {model.source} does not accept; "
+                "fix the data or the model first.",
+                [Problem(p.pointer, p.message, file=str(self._path)) for p in problems[:100]],
+            ) from exc
+
+    # -- reading -----------------------------------------------------------------------------------------------
+    @property
+    def location(self) -> str:
+        return str(self._path)
+
+    @property
+    def model(self) -> Model:
+        return self._model
+
+    def stored_model(self) -> Model:
+        """The model recorded in the store (another process may have changed it)."""
+        row = self._read("SELECT value FROM meta WHERE key = 'model'", ())[0]
+        return parse_model(json.loads(row[0]), source=f"{self._path}#model")
+
+    def revision(self) -> int:
+        with self._lock:
+            return self._max_revision(self._db)
+
+    def changed(self) -> bool:
+        with self._lock:
+            version = self._pragma("data_version")
+            if version == self._data_version:
+                return False
+            self._data_version = version
+            return True
+
+    def node(self, id: str) -> Node | None:
+        rows = self._read(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE id = ?", (id,))
+        return _node(rows[0]) if rows else None
+
+    def nodes(self, ids: Sequence[str]) -> dict[str, Node]:
+        found: dict[str, Node] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for row in self._read(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE id IN ({marks})", chunk):
+                found[row[0]] = _node(row)
+        return found
+
+    def edge(self, type: str, source: str, target: str) -> Edge | None:
+        with self._lock:
+            return _View(self._db).edge(type, source, target)
+
+    def iter_nodes(self, type: str | None = None) -> Iterator[Node]:
+        if type is None:
+            yield from self._iterate(f"SELECT {_NODE_COLUMNS} FROM nodes ORDER BY id", (), _node)
+        else:
+            yield from self._iterate(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE type = ? ORDER BY id", (type,), _node)
+
+    def iter_edges(self) -> Iterator[Edge]:
+        yield from self._iterate(f"SELECT {_EDGE_COLUMNS} FROM edges ORDER BY source, type, target", (), _edge)
+
+    def iter_topology(self) -> Iterator[tuple[str, str, str]]:
+        """(type, source, target) of every edge, cheaper than `iter_edges` for building an index."""
+        yield from self._iterate("SELECT type, source, target FROM edges", (), tuple)
+
+    def iter_node_heads(self) -> Iterator[tuple[str, str, str, tuple[str, ...]]]:
+        """(id, type, visibility, readers) of every node."""
+        yield from self._iterate(
+            "SELECT id, type, visibility, readers FROM nodes",
+            (),
+            lambda r: (r[0], r[1], r[2], tuple(json.loads(r[3])) if r[3] else ()),
+        )
+
+    def changes(self, since: int, limit: int) -> list[Change]:
+        rows = self._read("SELECT * FROM changes WHERE revision > ? ORDER BY revision LIMIT ?", (since, limit))
+        return [_change(r) for r in rows]
+
+    def stats(self) -> StoreStats:
+        with self._lock:
+            db = self._db
+            by_type = dict(db.execute("SELECT type, count(*) FROM nodes GROUP BY type ORDER BY type").fetchall())
+            edges_by_type = dict(db.execute("SELECT type, count(*) FROM edges GROUP BY type ORDER BY type").fetchall())
+            changes = db.execute("SELECT count(*) FROM changes").fetchone()[0]
+            size = self._pragma("page_count") * self._pragma("page_size")
+            return StoreStats(
+                self._max_revision(db), sum(by_type.values()), sum(edges_by_type.values()), changes,
+                by_type, edges_by_type, size,
+            )  # fmt: skip
+
+    def integrity_check(self) -> str:
+        return str(self._read("PRAGMA integrity_check", ())[0][0])
+
+    # -- writing -----------------------------------------------------------------------------------------------
+    def commit(
+        self,
+        operations: Sequence[Operation],
+        *,
+        principal: str,
+        dry_run: bool = False,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> CommitResult:
+        """Validate and commit a batch in one transaction; see `core.validation.plan` for the rules."""
+        with self._transaction() as db:
+            base = self._max_revision(db)
+            writes = plan(
+                self._model, operations, _View(db), base_revision=base, principal=principal, now=utc_now(),
+                progress=progress,
+            )  # fmt: skip
+            changes = [] if dry_run else self._apply(db, writes, principal, progress)
+        return CommitResult(changes[-1].revision if changes else base, tuple(changes))
+
+    def _apply(
+        self,
+        db: sqlite3.Connection,
+        writes: list[Write],
+        principal: str,
+        progress: Callable[[str, int, int], None] | None,
+    ) -> list[Change]:
+        changes: list[Change] = []
+        at = utc_now()
+        for done, w in enumerate(writes, start=1):
+            before = w.before.to_json() if w.before is not None else None
+            after = w.after.to_json() if w.after is not None else None
+            if isinstance(w.after, Node):
+                self._put_node(db, w.after)
+            elif isinstance(w.after, Edge):
+                self._put_edge(db, w.after)
+            elif isinstance(w.before, Node):
+                db.execute("DELETE FROM nodes WHERE id = ?", (w.before.id,))
+            elif isinstance(w.before, Edge):
+                e = w.before
+                db.execute(
+                    "DELETE FROM edges WHERE source = ? AND type = ? AND target = ?", (e.source, e.type, e.target)
+                )
+            op = "put" if w.after is not None else "delete"
+            db.execute(
+                "INSERT INTO changes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (w.revision, at, principal, op, w.kind, w.key, w.type,
+                 _dumps(before) if before is not None else None, _dumps(after) if after is not None else None),
+            )  # fmt: skip
+            changes.append(Change(w.revision, at, principal, op, w.kind, w.key, w.type, before, after))  # type: ignore[arg-type]
+            if progress is not None and (done % 1000 == 0 or done == len(writes)):
+                progress("writing", done, len(writes))
+        return changes
+
+    def _put_node(self, db: sqlite3.Connection, n: Node) -> None:
+        key_property = self._model.node_types[n.type].key
+        key = n.properties.get(key_property)
+        db.execute(
+            "INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+            "type = excluded.type, key = excluded.key, visibility = excluded.visibility, readers = excluded.readers, "
+            "properties = excluded.properties, revision = excluded.revision, updated_at = excluded.updated_at, "
+            "updated_by = excluded.updated_by",
+            (n.id, n.type, key if isinstance(key, str) else None, n.visibility,
+             _dumps(list(n.readers)) if n.readers else None, _dumps(dict(n.properties)), n.revision,
+             n.created_at, n.updated_at, n.updated_by),
+        )  # fmt: skip
+
+    def _put_edge(self, db: sqlite3.Connection, e: Edge) -> None:
+        db.execute(
+            "INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, type, target) DO UPDATE SET "
+            "properties = excluded.properties, revision = excluded.revision, updated_at = excluded.updated_at, "
+            "updated_by = excluded.updated_by",
+            (e.source, e.type, e.target, _dumps(dict(e.properties)), e.revision, e.created_at, e.updated_at,
+             e.updated_by),
+        )  # fmt: skip
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- plumbing ----------------------------------------------------------------------------------------------
+    @contextmanager
+    def _transaction(self) -> Generator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise StoreError(f"The store {self._path} is busy or locked: {exc}.", path=str(self._path)) from exc
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+            # our own commit does not move data_version; remember it so `changed()` reports others only
+            self._data_version = self._pragma("data_version")
+
+    def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
+
+    def _iterate(self, sql: str, params: Sequence[Any], convert: Callable[[Any], Any]) -> Iterator[Any]:
+        """Stream rows from a snapshot on a connection of its own, so a long iteration blocks nobody."""
+        db = sqlite3.connect(f"{self._path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+        try:
+            db.execute("BEGIN")
+            cursor = db.execute(sql, params)
+            while rows := cursor.fetchmany(2000):
+                for row in rows:
+                    yield convert(row)
+        finally:
+            db.close()
+
+    def _pragma(self, name: str) -> int:
+        return int(self._db.execute(f"PRAGMA {name}").fetchone()[0])
+
+    @staticmethod
+    def _max_revision(db: sqlite3.Connection) -> int:
+        return int(db.execute("SELECT coalesce(max(revision), 0) FROM changes").fetchone()[0])
+
+
+def _model_info(document: Any) -> dict[str, Any]:
+    info = document.get("x-canon-model", {}) if isinstance(document, dict) else {}
+    return {"id": document.get("$id") if isinstance(document, dict) else None, **info}
