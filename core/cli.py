@@ -96,6 +96,19 @@ def _parser() -> argparse.ArgumentParser:
                 "gives identical bytes.")  # fmt: skip
     p.add_argument("path", metavar="PATH", help="output file, or - for standard output")
     p.add_argument("--format", choices=("json", "jsonl", "yaml"), help="output format (default: from the extension)")
+    p = command("serve", _serve, "serve the graph over MCP (HTTP, or stdio with --stdio)",
+                "Serve MCP over Streamable HTTP at http://HOST:PORT/mcp (both protocol revisions, 2025-11-25 and "
+                "2026-07-28), with /healthz; or over stdin/stdout with --stdio (logs go to stderr). A new store on "
+                "the embedded model is created and seeded first.")  # fmt: skip
+    p.add_argument("--stdio", action="store_true", help="serve MCP on stdin/stdout instead of HTTP")
+    p.add_argument("--host", help="bind address (default: 127.0.0.1, or the configuration's)")
+    p.add_argument("--port", type=int, help="port (default: 8000, or the configuration's; 0 picks a free port)")
+    p.add_argument("--profile", choices=("full", "agent"), default="full",
+                   help="agent: hide advanced tools from tools/list (they stay callable)")  # fmt: skip
+    p.add_argument("--tool-prefix", default="", metavar="PREFIX",
+                   help="list tools as PREFIX+name (e.g. canon_ → canon_get_node); calls map back")  # fmt: skip
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
+                   help="stderr log level (default: info)")  # fmt: skip
     command("stats", _stats, "show the store's revision, counts and size",
             "Print the store location, its revision, node and edge counts per type, "
             "and its size, as JSON.")  # fmt: skip
@@ -182,6 +195,37 @@ def _export(args: argparse.Namespace) -> int:
         instance.close()
     if args.path != "-":
         print(f"Exported {nodes} nodes and {edges} edges to {args.path}.")
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import logging
+    import re
+
+    logging.basicConfig(
+        stream=sys.stderr, level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if args.tool_prefix and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,31}", args.tool_prefix):
+        raise ConfigError(
+            "--tool-prefix must be letters, digits, _ or -, starting with a letter.", source="--tool-prefix"
+        )
+    config = _config(args)
+    config = replace(config, host=args.host or config.host, port=config.port if args.port is None else args.port)
+    from core.wire.mcp_server import ServeOptions
+
+    options = ServeOptions(profile=args.profile, prefix=args.tool_prefix)
+    instance = open_instance(config, principal=CLI_PRINCIPAL)
+    try:
+        if args.stdio:
+            from core.wire.stdio import serve_stdio
+
+            serve_stdio(instance, options)
+        else:
+            from core.wire.serve import serve_http
+
+            serve_http(instance, options)
+    finally:
+        instance.close()
     return 0
 
 

@@ -104,7 +104,7 @@ def _apply_env(config: Config, env: Mapping[str, str]) -> Config:
             origins[attr] = f"${var}"
     if env.get("CANON_PORT"):
         raw = env["CANON_PORT"]
-        if not raw.isdigit() or not 0 <= int(raw) <= 65535:
+        if not (raw.isascii() and raw.isdigit()) or not 0 <= int(raw) <= 65535:
             raise ConfigError(
                 f"CANON_PORT={raw!r} is not a port number (0-65535).", source="$CANON_PORT", key="CANON_PORT"
             )

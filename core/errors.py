@@ -8,8 +8,11 @@ caller would naturally catch::
      ├── ModelError(ValueError)             the model document is invalid             .problems
      ├── ValidationError(ValueError)        data does not fit the model               .problems
      │    └── ImportFileError(ValidationError) an import input is unreadable or invalid .problems
-     ├── NotFoundError(KeyError)            no such node, edge or type                .kind .key
+     │    └── InvalidArgumentsError         tool arguments do not fit the input schema .tool .problems
+     ├── NotFoundError(KeyError)            no such node, edge, type or resource      .kind .key
+     ├── UnknownToolError(LookupError)      no tool of that name                      .tool .suggestions
      ├── ConflictError(RuntimeError)        expected revision is stale                .key .expected .actual
+     ├── LimitExceededError(RuntimeError)   a query went past a bound (work, time)    .limit .value
      └── StoreError(RuntimeError)           the store cannot be opened or migrated    .path
 
 A :class:`Problem` names *where* (file, JSON pointer, line) and *what* (message). Errors that hold several
@@ -26,10 +29,13 @@ __all__ = [
     "ConfigError",
     "ConflictError",
     "ImportFileError",
+    "InvalidArgumentsError",
+    "LimitExceededError",
     "ModelError",
     "NotFoundError",
     "Problem",
     "StoreError",
+    "UnknownToolError",
     "ValidationError",
 ]
 
@@ -139,3 +145,37 @@ class StoreError(CanonError, RuntimeError):
     def __init__(self, message: str, *, path: str) -> None:
         super().__init__(message)
         self.path = path
+
+
+class InvalidArgumentsError(ValidationError):
+    """A tool's arguments do not validate against its input schema (or a cursor is not this query's)."""
+
+    code = "invalid_arguments"
+
+    def __init__(self, tool: str, problems: Sequence[Problem]) -> None:
+        detail = "; ".join(f"{p.pointer or '/'}: {p.message}" for p in problems[:5])
+        super().__init__(f"Invalid arguments for {tool}: {detail}", problems)
+        self.tool = tool
+
+
+class UnknownToolError(CanonError, LookupError):
+    """No tool (or resource template) of that name is registered."""
+
+    code = "unknown_tool"
+
+    def __init__(self, tool: str, suggestions: Sequence[str]) -> None:
+        hint = f" Did you mean {', '.join(repr(s) for s in suggestions)}?" if suggestions else ""
+        super().__init__(f"Unknown tool: {tool!r}.{hint}")
+        self.tool = tool
+        self.suggestions = tuple(suggestions)
+
+
+class LimitExceededError(CanonError, RuntimeError):
+    """A query went past one of its bounds (work, wall time); narrow it or raise the bound."""
+
+    code = "limit_exceeded"
+
+    def __init__(self, message: str, *, limit: str, value: float) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.value = value

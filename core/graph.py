@@ -1,7 +1,7 @@
 """The in-memory graph index: topology, types and visibility of every node, kept current from the change log.
 
 The index is a `networkx.MultiDiGraph` (edge key = edge type). It holds no property payloads: those stay in the
-store and are read by id, which keeps the index small (see docs/operations/memory.md for the measurements).
+store and are read by id, which keeps the index small (see docs/operations/capacity.md for the measurements).
 
 `sync()` brings the index up to the store's latest revision by replaying the change log, whoever committed:
 this process or another one on the same store. It costs one primary-key lookup when nothing changed, so readers

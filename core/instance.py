@@ -8,12 +8,15 @@ nothing else.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from core.config import Config
+from core.dispatch import Dispatcher
 from core.graph import GraphIndex
 from core.interchange import import_path
 from core.model import Model, default_seed_path, load_model
+from core.registry import Registry, build_registry
 from core.store import Store, open_store
 
 __all__ = ["Instance", "open_instance"]
@@ -27,6 +30,19 @@ class Instance:
     model: Model
     store: Store
     index: GraphIndex | None = None
+
+    @cached_property
+    def registry(self) -> Registry:
+        return build_registry(self.model)
+
+    @cached_property
+    def dispatcher(self) -> Dispatcher:
+        """The one dispatch path over this instance (needs the index)."""
+        from core.tools import HANDLERS
+
+        if self.index is None:
+            raise RuntimeError("this instance was opened without an index")
+        return Dispatcher(self.registry, self.store, self.index, HANDLERS)
 
     def close(self) -> None:
         self.store.close()

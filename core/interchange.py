@@ -67,14 +67,14 @@ def import_path(
     """Import a file or directory into the store, all or nothing; raise `ImportFileError` listing every problem."""
     files = _input_files(path)
     records, problems = read_records(files, progress)
-    if problems:
-        raise ImportFileError(f"The import has {len(problems)} problem(s); nothing was written.", problems)
     ordered = [r for r in records if isinstance(r.op, PutNode)] + [r for r in records if isinstance(r.op, PutEdge)]
     nodes = sum(isinstance(r.op, PutNode) for r in ordered)
-    try:
-        result = store.commit([r.op for r in ordered], principal=principal, dry_run=dry_run, progress=progress)
+    result: CommitResult | None = None
+    try:  # records that parsed are checked against the model even when others did not: one pass finds all
+        ops = [r.op for r in ordered]
+        result = store.commit(ops, principal=principal, dry_run=dry_run or bool(problems), progress=progress)
     except ValidationError as exc:
-        located = [
+        problems += [
             Problem(
                 ordered[p.index].pointer + p.problem.pointer,
                 p.problem.message,
@@ -83,7 +83,8 @@ def import_path(
             )
             for p in indexed_problems(exc)
         ]
-        raise ImportFileError(f"The import has {len(located)} problem(s); nothing was written.", located) from exc
+    if problems:
+        raise ImportFileError(f"The import has {len(problems)} problem(s); nothing was written.", problems)
     return ImportReport(len(files), nodes, len(ordered) - nodes, None if dry_run else result)
 
 

@@ -14,16 +14,28 @@ embedded default). A backend must give these guarantees, which the tests check a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from core.conditions import Condition
 from core.model import Model
 from core.operations import Operation
 from core.records import Change, Edge, Node
 
-__all__ = ["CommitResult", "Store", "StoreStats", "open_store"]
+__all__ = ["CommitResult", "NodeQuery", "Store", "StoreStats", "open_store"]
+
+
+@dataclass(frozen=True)
+class NodeQuery:
+    """Which nodes `Store.find_nodes` returns: all of these that are given must hold."""
+
+    type: str | None = None
+    conditions: tuple[Condition, ...] = ()
+    text: str | None = None  # case-insensitive substring of any of the node type's text properties
+    text_fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
+    id_prefix: str | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,8 @@ class Store(Protocol):
     def iter_edges(self) -> Iterator[Edge]: ...
     def iter_node_heads(self) -> Iterator[tuple[str, str, str, tuple[str, ...]]]: ...
     def iter_topology(self) -> Iterator[tuple[str, str, str]]: ...
+    def find_nodes(self, query: NodeQuery, *, after: str | None, limit: int) -> tuple[list[Node], int]: ...
+    def count_changes(self, since: int) -> int: ...
     def changes(self, since: int, limit: int) -> list[Change]: ...
     def commit(
         self,

@@ -20,12 +20,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from core.conditions import Condition
+from core.documents import pointer
 from core.errors import ModelError, Problem, StoreError, ValidationError
 from core.model import Model, parse_model
 from core.operations import Operation, PutEdge, PutNode
 from core.records import Change, Edge, Node
-from core.store import CommitResult, StoreStats
-from core.validation import Write, plan
+from core.store import CommitResult, NodeQuery, StoreStats
+from core.validation import Write, indexed_problems, plan
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
@@ -166,15 +168,22 @@ class SQLiteStore:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_S)
-            db.execute("PRAGMA journal_mode = WAL")
-            db.execute("PRAGMA synchronous = FULL")
-            cls._migrate(db, path)
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"Cannot open the store {path}: {exc}.", path=str(path)) from exc
         except OSError as exc:
             raise StoreError(f"Cannot create the store {path}: {exc.strerror}.", path=str(path)) from exc
-        store = cls(path, db, model)
-        store._adopt_model(model, principal)
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = FULL")
+            cls._migrate(db, path)
+            store = cls(path, db, model)
+            store._adopt_model(model, principal)
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            raise StoreError(f"Cannot open the store {path}: {exc}.", path=str(path)) from exc
+        except BaseException:
+            db.close()
+            raise
         return store
 
     @staticmethod
@@ -206,6 +215,11 @@ class SQLiteStore:
                 return
             if row is not None:
                 self._revalidate(db, model)
+                for name, node_type in model.node_types.items():  # a type's key property may have changed
+                    db.execute(
+                        "UPDATE nodes SET key = json_extract(properties, ?) WHERE type = ?",
+                        (f"$.{node_type.key}", name),
+                    )
             at = utc_now()
             previous = json.loads(row[0]) if row is not None else None
             revision = self._max_revision(db) + 1
@@ -221,19 +235,29 @@ class SQLiteStore:
             )  # fmt: skip
 
     def _revalidate(self, db: sqlite3.Connection, model: Model) -> None:
-        ops: list[Operation] = [PutNode(_node(r)) for r in db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes ORDER BY id")]
-        ops += [
+        """Check every stored record under `model`; refuse with one problem per refused record, named by it.
+
+        Nodes are checked first: while some are refused, their edges would only repeat "no such node".
+        """
+        nodes = [PutNode(_node(r)) for r in db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes ORDER BY id")]
+        edges = [
             PutEdge(_edge(r)) for r in db.execute(f"SELECT {_EDGE_COLUMNS} FROM edges ORDER BY source, type, target")
         ]
-        try:
-            plan(model, ops, _EmptyView(), base_revision=0, principal="system", now=utc_now())
-        except ValidationError as exc:
-            problems = exc.problems
-            raise ModelError(
-                f"The store {self._path} holds data that the model {model.source} does not accept; "
-                "fix the data or the model first.",
-                [Problem(p.pointer, p.message, file=str(self._path)) for p in problems[:100]],
-            ) from exc
+        for ops in (nodes, nodes + edges):
+            try:
+                plan(model, list[Operation](ops), _EmptyView(), base_revision=0, principal="system", now=utc_now())
+            except ValidationError as exc:
+                problems = [
+                    Problem(
+                        f"{_record_pointer(ops[p.index])}{p.problem.pointer}", p.problem.message, file=str(self._path)
+                    )
+                    for p in indexed_problems(exc)
+                ]
+                raise ModelError(
+                    f"The store {self._path} holds {len(problems)} problem(s) under the model {model.source}; "
+                    "fix the data or the model first. Nothing was changed.",
+                    problems,
+                ) from exc
 
     # -- reading -----------------------------------------------------------------------------------------------
     @property
@@ -298,6 +322,19 @@ class SQLiteStore:
             (),
             lambda r: (r[0], r[1], r[2], tuple(json.loads(r[3])) if r[3] else ()),
         )
+
+    def find_nodes(self, query: NodeQuery, *, after: str | None, limit: int) -> tuple[list[Node], int]:
+        """One page of matching nodes in id order (after the id `after`) and how many match in all."""
+        where, params = _node_filter(query)
+        rows = self._read(
+            f"SELECT {_NODE_COLUMNS} FROM nodes WHERE {where} AND id > ? ORDER BY id LIMIT ?",
+            [*params, after or "", limit],
+        )
+        total = self._read(f"SELECT count(*) FROM nodes WHERE {where}", params)[0][0]
+        return [_node(r) for r in rows], int(total)
+
+    def count_changes(self, since: int) -> int:
+        return int(self._read("SELECT count(*) FROM changes WHERE revision > ?", (since,))[0][0])
 
     def changes(self, since: int, limit: int) -> list[Change]:
         rows = self._read("SELECT * FROM changes WHERE revision > ? ORDER BY revision LIMIT ?", (since, limit))
@@ -436,6 +473,84 @@ class SQLiteStore:
     @staticmethod
     def _max_revision(db: sqlite3.Connection) -> int:
         return int(db.execute("SELECT coalesce(max(revision), 0) FROM changes").fetchone()[0])
+
+
+def _node_filter(query: NodeQuery) -> tuple[str, list[Any]]:
+    """The SQL condition (and its parameters) selecting the nodes of `query`; agrees with `Condition.matches`."""
+    clauses, params = ["1"], list[Any]()
+    if query.type is not None:
+        clauses.append("type = ?")
+        params.append(query.type)
+    if query.id_prefix:
+        clauses.append("id >= ? AND id < ?")
+        params += [query.id_prefix, query.id_prefix + "\U0010ffff"]
+    for c in query.conditions:
+        sql, values = _condition_sql(c)
+        clauses.append(sql)
+        params += values
+    if query.text:
+        needle = "%" + query.text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        groups: list[str] = []
+        for type_name, fields in sorted(query.text_fields.items()):
+            if query.type is not None and type_name != query.type:
+                continue
+            likes = " OR ".join(f"lower(json_extract(properties, '$.{f}')) LIKE ? ESCAPE '\\'" for f in fields)
+            if likes:
+                groups.append(f"(type = ? AND ({likes}))")
+                params += [type_name, *([needle] * len(fields))]
+        clauses.append("(" + (" OR ".join(groups) or "0") + ")")
+    return " AND ".join(clauses), params
+
+
+def _condition_sql(c: Condition) -> tuple[str, list[Any]]:
+    path = f"'$.{c.property}'"  # property names are validated identifiers
+    value = f"json_extract(properties, {path})"
+    kind = f"json_type(properties, {path})"
+    if c.op == "exists":
+        return (f"{kind} IS NOT NULL" if c.value else f"{kind} IS NULL"), []
+    if c.op in ("eq", "ne", "in"):
+        values = c.value if c.op == "in" else [c.value]
+        same = " OR ".join(_equals_sql(value, kind, v) for v in values) or "0"
+        params = [_sql_value(v) for v in values if not isinstance(v, bool) and v is not None]
+        if c.op == "ne":
+            return f"({kind} IS NULL OR NOT ({same}))", params
+        return f"({same})", params
+    if c.op == "contains":
+        if isinstance(c.value, str):
+            text_match = f"({kind} = 'text' AND instr(lower({value}), lower(?)) > 0)"
+            each_text = f"SELECT 1 FROM json_each(properties, {path}) WHERE type = 'text' AND value = ?"
+            member = f"({kind} = 'array' AND EXISTS ({each_text}))"
+            return f"({text_match} OR {member})", [c.value, c.value]
+        each = f"SELECT 1 FROM json_each(properties, {path}) AS e WHERE {_equals_sql('e.value', 'e.type', c.value)}"
+        params = [] if isinstance(c.value, bool) else [c.value]
+        return f"({kind} = 'array' AND EXISTS ({each}))", params
+    operator = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}[c.op]
+    types = "('text')" if isinstance(c.value, str) else "('integer', 'real')"
+    return f"({kind} IN {types} AND {value} {operator} ?)", [c.value]
+
+
+def _equals_sql(value: str, kind: str, v: Any) -> str:
+    if isinstance(v, bool):
+        return f"{kind} = '{'true' if v else 'false'}'"
+    if v is None:
+        return f"{kind} = 'null'"
+    if isinstance(v, str):
+        return f"({kind} = 'text' AND {value} = ?)"
+    if isinstance(v, int | float):
+        return f"({kind} IN ('integer', 'real') AND {value} = ?)"
+    return f"(json({value}) = json(?))"  # arrays and objects: compare as canonical JSON
+
+
+def _sql_value(v: Any) -> Any:
+    return json.dumps(v, separators=(",", ":")) if isinstance(v, list | dict) else v
+
+
+def _record_pointer(op: Operation) -> str:
+    """Where a stored record lives, as a JSON pointer: /nodes/{id} or /edges/{type:source->target}."""
+    if isinstance(op, PutNode):
+        return pointer(["nodes", op.node.id])
+    assert isinstance(op, PutEdge)
+    return pointer(["edges", op.edge.key])
 
 
 def _model_info(document: Any) -> dict[str, Any]:

@@ -1,0 +1,194 @@
+"""The one dispatch path: every call from every surface goes through `Dispatcher`.
+
+    call_tool(principal, surface, name, arguments)
+      → look up          unknown → UnknownToolError (MCP: JSON-RPC -32602 naming the closest tools)
+      → validate input   against the exact input schema; failure → an error *result* with JSON pointers
+      → authorise        (the seam for per-tool permissions and record visibility; every principal reads today)
+      → execute          under a wall-time bound that handlers check as they work
+      → audit            every hook gets one record: who, where, what, outcome, revision, duration
+      → result           one JSON object, which surfaces send as structured content and as text
+
+Resources and completions take the same path (look up, execute, audit). Surfaces never hold logic: they
+translate their wire format to these calls and the results (or `CanonError`s) back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from core.errors import CanonError, InvalidArgumentsError, LimitExceededError, Problem
+from core.graph import GraphIndex
+from core.model import Model
+from core.principal import Principal
+from core.registry import Registry
+from core.store import Store
+
+__all__ = ["AuditRecord", "CallContext", "Dispatcher", "Handler", "ToolResult", "error_json"]
+
+log = logging.getLogger("canon.dispatch")
+DEFAULT_TIME_LIMIT_S = 10.0
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What a handler may use: the caller, the state, and its deadline."""
+
+    principal: Principal
+    surface: str
+    registry: Registry
+    store: Store
+    index: GraphIndex
+    deadline: float
+
+    @property
+    def model(self) -> Model:
+        return self.registry.model
+
+    def check_time(self) -> None:
+        """Raise `LimitExceededError` once the call's wall-time bound has passed; handlers call it in loops."""
+        if time.monotonic() > self.deadline:
+            raise LimitExceededError(
+                "The query ran out of time; narrow it (fewer terms, a type, a smaller depth or limit).",
+                limit="time_s", value=round(self.deadline, 3),
+            )  # fmt: skip
+
+
+Handler = Callable[[CallContext, dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    tool: str
+    value: dict[str, Any] | None  # the structured result; None when the call failed
+    error: CanonError | None = None
+
+    @property
+    def is_error(self) -> bool:
+        return self.error is not None
+
+    def as_json(self) -> dict[str, Any]:
+        """The object both the structured content and the text content carry."""
+        if self.error is not None:
+            return {"error": error_json(self.error)}
+        assert self.value is not None
+        return self.value
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    at: str
+    principal: str
+    surface: str
+    action: str  # "tools/call" | "resources/read" | "resources/list" | "completion/complete"
+    target: str  # the tool name or resource URI
+    arguments_digest: str
+    outcome: str  # "ok" | "invalid" | "unknown" | "not_found" | "forbidden" | "conflict" | "error" | "failed"
+    revision: int
+    duration_ms: float
+
+
+def error_json(error: CanonError) -> dict[str, Any]:
+    """The wire form of an error, shared by every surface."""
+    out: dict[str, Any] = {"code": error.code, "message": str(error)}
+    problems: tuple[Problem, ...] = getattr(error, "problems", ())
+    if problems:
+        out["problems"] = [p.as_dict() for p in problems]
+    for name in ("tool", "kind", "key", "expected", "actual", "limit", "suggestions"):
+        if hasattr(error, name):
+            value = getattr(error, name)
+            out[name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def _digest(arguments: Mapping[str, Any]) -> str:
+    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class Dispatcher:
+    registry: Registry
+    store: Store
+    index: GraphIndex
+    handlers: Mapping[str, Handler]
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S
+    audit_hooks: list[Callable[[AuditRecord], None]] = field(default_factory=list[Callable[[AuditRecord], None]])
+
+    def __post_init__(self) -> None:
+        missing = {t.name for t in self.registry.tools} - set(self.handlers)
+        if missing:
+            raise ValueError(f"tools without a handler: {sorted(missing)}")
+
+    def context(self, principal: Principal, surface: str) -> CallContext:
+        deadline = time.monotonic() + self.time_limit_s
+        return CallContext(principal, surface, self.registry, self.store, self.index, deadline)
+
+    def call_tool(
+        self, principal: Principal, surface: str, name: str, arguments: Mapping[str, Any] | None
+    ) -> ToolResult:
+        """Run a tool for a principal. Raises `UnknownToolError` only; every other failure is a result."""
+        started = time.perf_counter()
+        args = dict(arguments or {})
+        outcome = "failed"
+        try:
+            tool = self.registry.tool(name)  # UnknownToolError propagates: a protocol error, not a result
+        except CanonError:
+            outcome = "unknown"
+            self._audit(principal, surface, "tools/call", name, args, outcome, started)
+            raise
+        try:
+            problems = [
+                Problem("/" + "/".join(str(p) for p in e.absolute_path), e.message)
+                for e in self.registry.input_validator(tool.name).iter_errors(args)
+            ]
+            if problems:
+                raise InvalidArgumentsError(tool.name, sorted(problems))
+            self.index.sync()
+            value = self.handlers[tool.name](self.context(principal, surface), args)
+            outcome = "ok"
+            return ToolResult(tool.name, value)
+        except CanonError as exc:
+            outcome = _outcome(exc)
+            return ToolResult(tool.name, None, exc)
+        finally:
+            self._audit(principal, surface, "tools/call", name, args, outcome, started)
+
+    def run(self, principal: Principal, surface: str, action: str, target: str,
+            arguments: Mapping[str, Any], work: Callable[[CallContext], Any]) -> Any:  # fmt: skip
+        """Run a non-tool action (resource read or list, completion) on the same path: execute, audit."""
+        started = time.perf_counter()
+        outcome = "failed"
+        try:
+            self.index.sync()
+            result = work(self.context(principal, surface))
+            outcome = "ok"
+            return result
+        except CanonError as exc:
+            outcome = _outcome(exc)
+            raise
+        finally:
+            self._audit(principal, surface, action, target, arguments, outcome, started)
+
+    def _audit(self, principal: Principal, surface: str, action: str, target: str,
+               arguments: Mapping[str, Any], outcome: str, started: float) -> None:  # fmt: skip
+        if not self.audit_hooks:
+            return
+        record = AuditRecord(
+            datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            principal.name, surface, action, target, _digest(arguments), outcome, self.index.revision,
+            round((time.perf_counter() - started) * 1000, 3),
+        )  # fmt: skip
+        for hook in self.audit_hooks:
+            hook(record)
+
+
+def _outcome(error: CanonError) -> str:
+    return {"invalid_arguments": "invalid", "invalid": "invalid", "not_found": "not_found", "conflict": "conflict",
+            "unknown_tool": "unknown"}.get(error.code, "error")  # fmt: skip

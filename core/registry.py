@@ -1,0 +1,188 @@
+"""The registry: every tool and resource canon serves, as data. The one definition all surfaces map.
+
+Tool definitions are JSON files in `schema/tools/` (name, title, description for an LLM reader, exact input
+and output JSON Schemas, annotations, permission, whether the tool is advanced, surface hints); the parts
+that depend on the model are derived once by `core.schemas.derive`. Resources are defined here. The order
+and content are deterministic for a given model, so generated surfaces and artifacts are reproducible.
+
+The registry holds no behaviour: `core.tools` binds each tool name to its handler, and `core.dispatch` is
+the one path every call takes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Literal
+
+from jsonschema import Draft202012Validator
+from jsonschema.protocols import Validator
+
+from core.errors import UnknownToolError
+from core.model import Model
+from core.schemas import DIALECT, derive
+
+__all__ = ["Permission", "Registry", "ResourceDefinition", "ToolDefinition", "build_registry"]
+
+Permission = Literal["read", "write", "admin"]
+NODE_TEMPLATE = "canon://nodes/{type}/{id}"
+
+
+@dataclass(frozen=True)
+class ToolDefinition:
+    name: str
+    title: str
+    description: str
+    input_schema: Mapping[str, Any]
+    output_schema: Mapping[str, Any]
+    annotations: Mapping[str, bool]
+    permission: Permission
+    advanced: bool  # hidden from the agent profile's tools/list, still callable
+    surface: Mapping[str, Any] = field(default_factory=dict[str, Any])
+    icon: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The definition as the manifest and generated artifacts carry it."""
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+            "outputSchema": self.output_schema,
+            "annotations": dict(self.annotations),
+            "permission": self.permission,
+            "advanced": self.advanced,
+            "surface": dict(self.surface),
+        }
+
+
+@dataclass(frozen=True)
+class ResourceDefinition:
+    """A concrete resource (`uri`) or a template (`uri_template`)."""
+
+    name: str
+    title: str
+    description: str
+    mime_type: str
+    uri: str | None = None
+    uri_template: str | None = None
+    subscribable: bool = False
+    icon: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "title": self.title, "description": self.description}
+        out |= {"uri": self.uri} if self.uri else {"uriTemplate": self.uri_template}
+        return out | {"mimeType": self.mime_type, "subscribable": self.subscribable}
+
+
+@dataclass(frozen=True)
+class Registry:
+    model: Model
+    tools: tuple[ToolDefinition, ...]
+    resources: tuple[ResourceDefinition, ...]
+    templates: tuple[ResourceDefinition, ...]
+    _by_name: dict[str, ToolDefinition] = field(default_factory=dict[str, ToolDefinition], repr=False)
+    _validators: dict[str, Validator] = field(default_factory=dict[str, Validator], repr=False)
+
+    def __post_init__(self) -> None:
+        self._by_name.update({t.name: t for t in self.tools})
+
+    def tool(self, name: str) -> ToolDefinition:
+        """The tool called `name`; `UnknownToolError` names the closest known tools otherwise."""
+        found = self._by_name.get(name)
+        if found is None:
+            raise UnknownToolError(name, difflib.get_close_matches(name, list(self._by_name), n=3, cutoff=0.5))
+        return found
+
+    def input_validator(self, name: str) -> Validator:
+        """The compiled validator of a tool's input schema (built once)."""
+        found = self._validators.get(name)
+        if found is None:
+            schema = self.tool(name).input_schema
+            found = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+            self._validators[name] = found
+        return found
+
+    def manifest(self) -> dict[str, Any]:
+        """Every definition as one JSON document (what drift checks compare)."""
+        return {
+            "model": {"id": self.model.id, "name": self.model.name, "version": self.model.version},
+            "tools": [t.to_json() for t in self.tools],
+            "resources": [r.to_json() for r in self.resources],
+            "resourceTemplates": [r.to_json() for r in self.templates],
+        }
+
+
+def _tool_files() -> list[dict[str, Any]]:
+    folder = resources.files("schema").joinpath("tools")
+    documents = [json.loads(f.read_text(encoding="utf-8")) for f in folder.iterdir() if f.name.endswith(".json")]
+    return sorted(documents, key=lambda d: (d["order"], d["name"]))
+
+
+def build_registry(model: Model) -> Registry:
+    """Load the static tool definitions, derive their model-dependent parts, and define the resources."""
+    tools = tuple(
+        ToolDefinition(
+            name=d["name"],
+            title=d["title"],
+            description=d["description"],
+            input_schema=derive(d["inputSchema"], model),
+            output_schema=derive(d["outputSchema"], model),
+            annotations=d["annotations"],
+            permission=d["permission"],
+            advanced=d["advanced"],
+            surface=d.get("surface", {}),
+        )
+        for d in _tool_files()
+    )
+    for tool in tools:  # a broken definition must fail at start-up, never at call time
+        Draft202012Validator.check_schema(tool.input_schema)
+        Draft202012Validator.check_schema(tool.output_schema)
+    return Registry(model, tools, _resources(model), _templates())
+
+
+def _resources(model: Model) -> tuple[ResourceDefinition, ...]:
+    fixed = [
+        ResourceDefinition(
+            "model", "The model", "The whole model: a JSON Schema 2020-12 document declaring every node and edge type.",
+            "application/schema+json", uri="canon://model",
+        ),
+        ResourceDefinition(
+            "changes", "Recent changes", "The latest 100 entries of the change log, newest last, with the revision "
+            "to pass to get_changes to resume.", "application/json", uri="canon://changes", subscribable=True,
+        ),
+    ]  # fmt: skip
+    for name, node_type in model.node_types.items():
+        fixed.append(
+            ResourceDefinition(
+                f"type-{name}", f"{name} schema", f"JSON Schema of the {name} node type. {node_type.description}",
+                "application/schema+json", uri=f"canon://types/{name}", icon=node_type.icon,
+            )
+        )  # fmt: skip
+    for name, edge_type in model.edge_types.items():
+        fixed.append(
+            ResourceDefinition(
+                f"type-{name}", f"{name} schema", f"JSON Schema of the {name} edge type. {edge_type.description}",
+                "application/schema+json", uri=f"canon://types/{name}",
+            )
+        )  # fmt: skip
+    return tuple(fixed)
+
+
+def _templates() -> tuple[ResourceDefinition, ...]:
+    return (
+        ResourceDefinition(
+            "node", "A node", "One node as JSON (the same object get_node returns). Subscribe to be told when it "
+            "changes. Example: canon://nodes/Team/team-payments.", "application/json",
+            uri_template=NODE_TEMPLATE, subscribable=True,
+        ),
+    )  # fmt: skip
+
+
+def type_schema(model: Model, name: str) -> dict[str, Any]:
+    """A self-contained JSON Schema for one type: its definition plus the model's $defs it may reference."""
+    return {"$schema": DIALECT, "$id": f"{model.id}/types/{name}", "$ref": f"#/$defs/{name}",
+            "$defs": dict(model.document["$defs"])}  # fmt: skip

@@ -1,0 +1,113 @@
+"""Reading, listing and completing the registry's resources; every surface serves them through these.
+
+URIs: `canon://model`, `canon://types/{name}`, `canon://changes`, and `canon://nodes/{type}/{id}`, whose JSON
+is exactly `get_node`'s `node`. The list holds the fixed resources first, then every node in id order, one
+page at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from core.dispatch import CallContext
+from core.errors import NotFoundError
+from core.paging import decode_cursor, encode_cursor
+from core.registry import NODE_TEMPLATE, ResourceDefinition, type_schema
+from core.store import NodeQuery
+
+__all__ = ["ResourceContent", "ResourceEntry", "complete", "list_resources", "read_resource"]
+
+NODE_URI = re.compile(r"^canon://nodes/(?P<type>[^/]+)/(?P<id>[^/]+)$")
+PAGE = 100
+MAX_COMPLETIONS = 100
+
+
+@dataclass(frozen=True)
+class ResourceContent:
+    uri: str
+    mime_type: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ResourceEntry:
+    uri: str
+    name: str
+    title: str
+    mime_type: str
+    description: str | None = None
+    icon: str | None = None
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=1)
+
+
+def read_resource(ctx: CallContext, uri: str) -> ResourceContent:
+    """The content of a resource; `NotFoundError` (kind "resource") when there is no such resource."""
+    model = ctx.model
+    if uri == "canon://model":
+        return ResourceContent(uri, "application/schema+json", _json(model.document))
+    if uri.startswith("canon://types/"):
+        name = uri.removeprefix("canon://types/")
+        if name in model.node_types or name in model.edge_types:
+            return ResourceContent(uri, "application/schema+json", _json(type_schema(model, name)))
+    if uri == "canon://changes":
+        revision = ctx.store.revision()
+        changes = ctx.store.changes(max(0, revision - PAGE), PAGE)
+        return ResourceContent(
+            uri, "application/json", _json({"items": [c.to_json() for c in changes], "revision": revision})
+        )
+    match = NODE_URI.match(uri)
+    if match:
+        node = ctx.store.node(match["id"])
+        if node is not None and node.type == match["type"]:
+            return ResourceContent(uri, "application/json", _json(node.to_json()))
+    raise NotFoundError("resource", uri)
+
+
+def list_resources(ctx: CallContext, cursor: str | None) -> tuple[list[ResourceEntry], str | None]:
+    """One page of resources: the fixed ones, then one per node (id order)."""
+    arguments = {"cursor": cursor} if cursor else {}
+    position: dict[str, Any] = decode_cursor("resources/list", arguments) or {"fixed": 0}
+    entries: list[ResourceEntry] = []
+    fixed: tuple[ResourceDefinition, ...] = ctx.registry.resources
+    start = int(position.get("fixed", len(fixed)))
+    for r in fixed[start : start + PAGE]:
+        assert r.uri is not None
+        entries.append(ResourceEntry(r.uri, r.name, r.title, r.mime_type, r.description, r.icon))
+    if start + PAGE < len(fixed):
+        return entries, encode_cursor("resources/list", {}, {"fixed": start + PAGE})
+    room = PAGE - len(entries)
+    if room == 0:  # the fixed resources filled the page: the nodes start on the next one
+        _, total = ctx.store.find_nodes(NodeQuery(), after=None, limit=0)
+        return entries, encode_cursor("resources/list", {}, {"after": ""}) if total else None
+    nodes, _ = ctx.store.find_nodes(NodeQuery(), after=position.get("after"), limit=room + 1)
+    more = len(nodes) > room
+    for node in nodes[:room]:
+        node_type = ctx.model.node_types[node.type]
+        title = str(node.properties.get(node_type.display, node.id))
+        entries.append(ResourceEntry(f"canon://nodes/{node.type}/{node.id}", node.id, title, "application/json",
+                                     f"{node.type}: {title}", node_type.icon))  # fmt: skip
+    next_cursor = encode_cursor("resources/list", {}, {"after": nodes[room - 1].id}) if more else None
+    return entries, next_cursor
+
+
+def complete(
+    ctx: CallContext, template: str, argument: str, value: str, context: dict[str, str]
+) -> tuple[list[str], int, bool]:
+    """Completion values for a template argument: node types by prefix, node ids by prefix (within a type)."""
+    if template != NODE_TEMPLATE:
+        raise NotFoundError("resource template", template)
+    if argument == "type":
+        names = [n for n in ctx.model.node_types if n.lower().startswith(value.lower())]
+        return names[:MAX_COMPLETIONS], len(names), len(names) > MAX_COMPLETIONS
+    if argument == "id":
+        node_type = context.get("type")
+        query = NodeQuery(node_type if node_type in ctx.model.node_types else None, id_prefix=value or None)
+        nodes, total = ctx.store.find_nodes(query, after=None, limit=MAX_COMPLETIONS)
+        return [n.id for n in nodes], total, total > len(nodes)
+    raise NotFoundError("template argument", argument)

@@ -1,0 +1,124 @@
+"""Schemas derived from the model: typed node and edge envelopes, and the `x-canon-derive` markers.
+
+Static tool schemas live in `schema/tools/`; where a schema depends on the model it holds a marker object
+`{"x-canon-derive": KIND, ...}` that `derive` replaces, once, at start-up:
+
+* `node-type` / `edge-type` — a string enum of the model's node / edge type names;
+* `node` / `edge` — a `$ref` to the typed envelope of any node / edge of the model.
+
+Envelopes are built from the model's own type schemas: the model's `$defs` are copied verbatim into the
+tool schema's `$defs` (so the model's local `$ref`s still resolve), next to `canon.*` definitions that wrap
+them. A structured result therefore validates exactly as the model validates the data.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from core.model import Model
+from core.records import ID_PATTERN, VISIBILITIES
+
+__all__ = ["derive", "edge_envelope", "node_envelope"]
+
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+_STAMP = {"type": "string", "description": "ISO 8601 UTC timestamp"}
+
+
+def node_envelope(type_name: str) -> dict[str, Any]:
+    """The schema of one node of `type_name` as every surface returns it."""
+    return {
+        "type": "object",
+        "required": ["id", "type", "visibility", "properties", "revision"],
+        "properties": {
+            "id": {"type": "string", "pattern": ID_PATTERN},
+            "type": {"const": type_name},
+            "visibility": {"enum": list(VISIBILITIES)},
+            "readers": {"type": "array", "items": {"type": "string"}},
+            "properties": {"$ref": f"#/$defs/{type_name}"},
+            "revision": {"type": "integer", "minimum": 1},
+            "created_at": _STAMP,
+            "updated_at": _STAMP,
+            "updated_by": {"type": "string"},
+        },
+        "additionalProperties": False,
+    }
+
+
+def edge_envelope(type_name: str) -> dict[str, Any]:
+    """The schema of one edge of `type_name` as every surface returns it."""
+    return {
+        "type": "object",
+        "required": ["type", "source", "target", "properties", "revision"],
+        "properties": {
+            "type": {"const": type_name},
+            "source": {"type": "string"},
+            "target": {"type": "string"},
+            "properties": {"$ref": f"#/$defs/{type_name}"},
+            "revision": {"type": "integer", "minimum": 1},
+            "created_at": _STAMP,
+            "updated_at": _STAMP,
+            "updated_by": {"type": "string"},
+        },
+        "additionalProperties": False,
+    }
+
+
+def _envelopes(model: Model) -> dict[str, Any]:
+    defs: dict[str, Any] = copy.deepcopy(dict(model.document["$defs"]))
+    defs["canon.Node"] = {"oneOf": [{"$ref": f"#/$defs/canon.node.{name}"} for name in model.node_types]}
+    defs["canon.Edge"] = {"oneOf": [{"$ref": f"#/$defs/canon.edge.{name}"} for name in model.edge_types]}
+    defs |= {f"canon.node.{name}": node_envelope(name) for name in model.node_types}
+    defs |= {f"canon.edge.{name}": edge_envelope(name) for name in model.edge_types}
+    return defs
+
+
+def derive(schema: Mapping[str, Any], model: Model) -> dict[str, Any]:
+    """Replace the markers in a static schema; add the model's definitions if a node or edge is referenced."""
+    uses_records = False
+
+    def walk(node: Any) -> Any:
+        nonlocal uses_records
+        if isinstance(node, dict):
+            marker = node.get("x-canon-derive")
+            rest = {k: walk(v) for k, v in node.items() if k != "x-canon-derive"}
+            if marker == "node-type":
+                return {**rest, "type": "string", "enum": list(model.node_types)}
+            if marker == "edge-type":
+                return {**rest, "type": "string", "enum": list(model.edge_types)}
+            if marker in ("node", "edge"):
+                uses_records = True
+                return {**rest, "$ref": f"#/$defs/canon.{'Node' if marker == 'node' else 'Edge'}"}
+            if marker is not None:
+                raise ValueError(f"unknown x-canon-derive marker {marker!r}")
+            return rest
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    derived: dict[str, Any] = {"$schema": DIALECT, **walk(schema)}
+    if uses_records:
+        derived["$defs"] = {**derived.get("$defs", {}), **_envelopes(model)}
+        derived["$defs"] = _reachable(derived)
+    return derived
+
+
+def _reachable(schema: dict[str, Any]) -> dict[str, Any]:
+    """The `$defs` a schema actually references (transitively), in their original order: no dead weight."""
+    defs: dict[str, Any] = schema["$defs"]
+    needed: set[str] = set()
+    pending: list[Any] = [{k: v for k, v in schema.items() if k != "$defs"}]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                name = ref.removeprefix("#/$defs/").split("/")[0]
+                if name not in needed and name in defs:
+                    needed.add(name)
+                    pending.append(defs[name])
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return {name: value for name, value in defs.items() if name in needed}

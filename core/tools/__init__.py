@@ -1,0 +1,24 @@
+"""The handlers of the registry's tools, by name. Each is `(CallContext, arguments) -> result object`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from core.dispatch import Handler
+from core.tools.changes import get_changes
+from core.tools.model import describe_model
+from core.tools.nodes import find_nodes, get_node
+from core.tools.query import query_graph
+from core.tools.traversal import find_paths, get_neighbors
+
+__all__ = ["HANDLERS"]
+
+HANDLERS: Mapping[str, Handler] = {
+    "describe_model": describe_model,
+    "get_node": get_node,
+    "find_nodes": find_nodes,
+    "get_neighbors": get_neighbors,
+    "find_paths": find_paths,
+    "query_graph": query_graph,
+    "get_changes": get_changes,
+}

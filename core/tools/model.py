@@ -1,0 +1,52 @@
+"""describe_model: what the graph can hold, and how much it holds."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from core.dispatch import CallContext
+from core.registry import type_schema
+
+
+def describe_model(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    model = ctx.model
+    with ctx.index.reading() as graph:
+        node_counts = Counter(data["type"] for _, data in graph.nodes(data=True))
+        edge_counts = Counter(key for _, _, key in graph.edges(keys=True))
+        revision = ctx.index.revision
+    document = model.document
+    info: dict[str, Any] = {"id": model.id, "name": model.name, "version": model.version}
+    for name in ("summary",):
+        if name in document["x-canon-model"]:
+            info[name] = document["x-canon-model"][name]
+    for name in ("title", "description"):
+        if name in document:
+            info[name] = document[name]
+    info["digest"] = model.digest
+    nodes: list[dict[str, Any]] = []
+    for t in model.node_types.values():
+        entry: dict[str, Any] = {"name": t.name, "description": t.description, "key": t.key, "display": t.display}
+        entry |= {k: v for k, v in (("title", t.schema.get("title")), ("icon", t.icon), ("plural", t.plural)) if v}
+        entry |= {
+            "text": list(t.text),
+            "properties": list(t.properties),
+            "required": list(t.schema.get("required", [])),
+        }
+        entry["count"] = node_counts.get(t.name, 0)
+        if args.get("include_schemas"):
+            entry["schema"] = type_schema(model, t.name)
+        nodes.append(entry)
+    edges: list[dict[str, Any]] = []
+    for e in model.edge_types.values():
+        entry = {"name": e.name, "description": e.description, "source": sorted(e.sources),
+                 "target": sorted(e.targets), "cardinality": e.cardinality}  # fmt: skip
+        if e.inverse:
+            entry["inverse"] = e.inverse
+        if e.acyclic:
+            entry["acyclic"] = True
+        entry |= {"properties": list(e.schema["properties"]), "count": edge_counts.get(e.name, 0)}
+        if args.get("include_schemas"):
+            entry["schema"] = type_schema(model, e.name)
+        edges.append(entry)
+    return {"model": info, "node_types": nodes, "edge_types": edges, "revision": revision}

@@ -1,0 +1,37 @@
+"""get_node and find_nodes: reads of node records by id and by query."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.conditions import parse_where
+from core.dispatch import CallContext
+from core.errors import NotFoundError
+from core.paging import decode_cursor, encode_cursor, page
+from core.store import NodeQuery
+
+
+def get_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    revision = ctx.index.revision
+    node = ctx.store.node(args["id"])
+    if node is None:
+        raise NotFoundError("node", args["id"])
+    return {"node": node.to_json(), "revision": revision}
+
+
+def text_fields(ctx: CallContext) -> dict[str, tuple[str, ...]]:
+    return {name: t.text for name, t in ctx.model.node_types.items()}
+
+
+def find_nodes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    node_type = ctx.model.node_types.get(args["type"]) if "type" in args else None
+    conditions = parse_where(args.get("where", {}), node_type, tool="find_nodes")
+    query = NodeQuery(args.get("type"), conditions, args.get("text"), text_fields(ctx))
+    limit = args.get("limit", 20)
+    after = decode_cursor("find_nodes", args)
+    revision = ctx.index.revision
+    nodes, total = ctx.store.find_nodes(query, after=after, limit=limit + 1)
+    more = len(nodes) > limit
+    nodes = nodes[:limit]
+    cursor = encode_cursor("find_nodes", args, nodes[-1].id) if more else None
+    return page([n.to_json() for n in nodes], total=total, limit=limit, revision=revision, next_cursor=cursor)

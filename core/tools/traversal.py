@@ -1,0 +1,155 @@
+"""get_neighbors and find_paths: walks over the graph index, bounded in depth, work and time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import networkx as nx
+
+from core.dispatch import CallContext
+from core.errors import LimitExceededError, NotFoundError
+from core.paging import decode_cursor, encode_cursor, page
+from core.records import Edge
+
+EdgeRef = tuple[str, str, str]  # (type, source, target)
+MAX_WORK = 200_000  # edges examined by one call
+MAX_PATHS = 1_000  # paths counted by find_paths; total stops there and truncated says so
+
+
+def steps(
+    graph: nx.MultiDiGraph[str], node: str, direction: str, types: frozenset[str]
+) -> Iterator[tuple[str, EdgeRef]]:
+    """(neighbour, edge) pairs one hop from `node`, in a stable order."""
+    found: list[tuple[str, EdgeRef]] = []
+    if direction in ("out", "both"):
+        found += [(t, (k, node, t)) for _, t, k in graph.out_edges(node, keys=True) if not types or k in types]
+    if direction in ("in", "both"):
+        found += [(s, (k, s, node)) for s, _, k in graph.in_edges(node, keys=True) if not types or k in types]
+    return iter(sorted(found))
+
+
+def _edge_json(ctx: CallContext, ref: EdgeRef) -> dict[str, Any]:
+    edge = ctx.store.edge(*ref)
+    if edge is None:  # removed since the index was read; report it as the index saw it
+        edge = Edge(*ref)
+    return edge.to_json()
+
+
+def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    origin, depth = args["id"], args.get("depth", 1)
+    direction, types = args.get("direction", "both"), frozenset(args.get("edge_types", []))
+    limit = args.get("limit", 50)
+    with ctx.index.reading() as graph:
+        if origin not in graph:
+            raise NotFoundError("node", origin)
+        revision = ctx.index.revision
+        reached: list[tuple[int, str, EdgeRef]] = []
+        seen, frontier, work = {origin}, [origin], 0
+        for level in range(1, depth + 1):
+            following: list[str] = []
+            for current in frontier:
+                for neighbour, ref in steps(graph, current, direction, types):
+                    work += 1
+                    if neighbour not in seen:
+                        seen.add(neighbour)
+                        following.append(neighbour)
+                        reached.append((level, neighbour, ref))
+                if work > MAX_WORK:
+                    raise LimitExceededError(
+                        f"get_neighbors examined more than {MAX_WORK:,} edges; use a smaller depth or edge_types.",
+                        limit="work", value=work,
+                    )  # fmt: skip
+                ctx.check_time()
+            frontier = sorted(following)
+    reached.sort(key=lambda r: (r[0], r[1]))
+    offset = decode_cursor("get_neighbors", args) or 0
+    chosen = reached[offset : offset + limit]
+    records = ctx.store.nodes([n for _, n, _ in chosen])
+    items = [
+        {"node": records[n].to_json(), "depth": d, "edge": _edge_json(ctx, ref)} for d, n, ref in chosen if n in records
+    ]
+    more = offset + limit < len(reached)
+    cursor = encode_cursor("get_neighbors", args, offset + limit) if more else None
+    return page(items, total=len(reached), limit=limit, revision=revision, next_cursor=cursor)
+
+
+def _distances(
+    graph: nx.MultiDiGraph[str], target: str, direction: str, types: frozenset[str], cap: int
+) -> dict[str, int]:
+    """Hops from every node within `cap` hops to `target`, walking edges backwards."""
+    backwards = {"out": "in", "in": "out", "both": "both"}[direction]
+    distance, frontier = {target: 0}, [target]
+    for hop in range(1, cap + 1):
+        following: list[str] = []
+        for node in frontier:
+            for neighbour, _ in steps(graph, node, backwards, types):
+                if neighbour not in distance:
+                    distance[neighbour] = hop
+                    following.append(neighbour)
+        frontier = following
+    return distance
+
+
+def find_paths(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    source, target = args["source"], args["target"]
+    direction, types = args.get("direction", "both"), frozenset(args.get("edge_types", []))
+    max_depth, limit = args.get("max_depth", 4), args.get("limit", 5)
+    with ctx.index.reading() as graph:
+        for end in (source, target):
+            if end not in graph:
+                raise NotFoundError("node", end)
+        revision = ctx.index.revision
+        distance = _distances(graph, target, direction, types, max_depth)
+        paths: list[list[EdgeRef]] = []
+        budget = [MAX_WORK]
+        shortest = distance[source] if source in distance else max_depth + 1
+        for length in range(shortest, max_depth + 1):
+            _walk(ctx, graph, source, target, length, direction, types, distance, [source], [], paths, budget)
+            if len(paths) >= MAX_PATHS or budget[0] <= 0:
+                break
+    cut = len(paths) >= MAX_PATHS or budget[0] <= 0
+    offset = decode_cursor("find_paths", args) or 0
+    chosen = paths[offset : offset + limit]
+    items = [{"nodes": [source, *[_other(ref, n) for ref, n in _hops(p, source)]],
+              "edges": [_edge_json(ctx, ref) for ref in p]} for p in chosen]  # fmt: skip
+    more = offset + limit < len(paths)
+    cursor = encode_cursor("find_paths", args, offset + limit) if more else None
+    return page(items, total=len(paths), limit=limit, revision=revision, next_cursor=cursor, cut=cut)
+
+
+def _hops(path: list[EdgeRef], start: str) -> Iterator[tuple[EdgeRef, str]]:
+    current = start
+    for ref in path:
+        yield ref, current
+        current = _other(ref, current)
+
+
+def _other(ref: EdgeRef, node: str) -> str:
+    return ref[2] if ref[1] == node else ref[1]
+
+
+def _walk(ctx: CallContext, graph: nx.MultiDiGraph[str], node: str, target: str, remaining: int, direction: str,
+          types: frozenset[str], distance: dict[str, int], trail: list[str], edges: list[EdgeRef],
+          paths: list[list[EdgeRef]], budget: list[int]) -> None:  # fmt: skip
+    """Collect the simple paths of exactly `remaining` more hops to `target`, pruned by distance."""
+    if remaining == 0:
+        if node == target:
+            paths.append(list(edges))
+        return
+    chosen: dict[str, EdgeRef] = {}
+    for neighbour, ref in steps(graph, node, direction, types):
+        chosen.setdefault(neighbour, ref)  # one edge per neighbour: the first by type name
+    for neighbour, ref in chosen.items():
+        budget[0] -= 1
+        if budget[0] <= 0 or len(paths) >= MAX_PATHS:
+            return
+        if neighbour in trail or distance.get(neighbour, remaining + 1) > remaining - 1:
+            continue
+        if budget[0] % 1024 == 0:
+            ctx.check_time()
+        trail.append(neighbour)
+        edges.append(ref)
+        _walk(ctx, graph, neighbour, target, remaining - 1, direction, types, distance, trail, edges, paths, budget)
+        trail.pop()
+        edges.pop()

@@ -1,0 +1,36 @@
+"""A bounded in-memory `EventStore`, so 2025-11-25 clients can resume an SSE stream with `Last-Event-ID`."""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+
+from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
+from mcp_types import JSONRPCMessage
+
+__all__ = ["MemoryEventStore"]
+
+
+class MemoryEventStore(EventStore):
+    """Keeps the last `capacity` events of every stream; replays a stream's events after a known id."""
+
+    def __init__(self, capacity: int = 10_000) -> None:
+        self._events: deque[tuple[int, StreamId, JSONRPCMessage | None]] = deque(maxlen=capacity)
+        self._ids = itertools.count(1)
+
+    async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
+        event_id = next(self._ids)
+        self._events.append((event_id, stream_id, message))
+        return str(event_id)
+
+    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
+        if not last_event_id.isdigit():
+            return None
+        last = int(last_event_id)
+        stream = next((s for i, s, _ in self._events if i == last), None)
+        if stream is None:  # unknown or already evicted: the client must start over
+            return None
+        for event_id, stream_id, message in list(self._events):
+            if event_id > last and stream_id == stream and message is not None:
+                await send_callback(EventMessage(message, str(event_id)))
+        return stream

@@ -1,0 +1,131 @@
+"""Change events to MCP subscribers of both protocol revisions.
+
+The index calls `EventFanout.collect` (from whatever thread synced it) with every batch of committed changes,
+whoever committed them; `EventFanout.pump` runs in the server's event loop, syncs the index on a short tick
+(so commits by *other processes* are noticed too), and sends:
+
+* `notifications/resources/updated` for `canon://nodes/{type}/{id}` of every changed node, and for
+  `canon://changes`, to 2026-07-28 listen streams (through the SDK's subscription bus, which filters by the
+  URIs each stream asked for) and to 2025-11-25 connections that subscribed to that URI;
+* `notifications/tools/list_changed` when the model changed, and `notifications/resources/list_changed`
+  when the model changed or nodes were created or deleted (resources/list lists types and nodes).
+
+The SDK publishes to one era at a time, so both are fanned out here. Legacy subscriptions are keyed by the
+SDK connection (its `ServerSession` is made per request) and dropped when the connection closes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+import anyio
+from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged, ResourceUpdated, ToolsListChanged
+
+from core.graph import GraphIndex
+from core.records import Change
+
+__all__ = ["CHANGES_URI", "EventFanout", "node_uri"]
+
+log = logging.getLogger("canon.events")
+CHANGES_URI = "canon://changes"
+
+
+def node_uri(type_: str, id_: str) -> str:
+    return f"canon://nodes/{type_}/{id_}"
+
+
+def _uris(change: Change) -> Iterable[str]:
+    if change.kind == "node" and change.type is not None:
+        yield node_uri(change.type, change.key)
+
+
+class EventFanout:
+    def __init__(self, index: GraphIndex, *, tick_s: float = 0.05) -> None:
+        self.index = index
+        self.tick_s = tick_s
+        self.bus = InMemorySubscriptionBus()
+        self._pending: deque[Change] = deque()
+        self._legacy: dict[str, dict[int, ServerSession]] = {}  # uri -> connection id -> session
+        self._legacy_all: dict[int, ServerSession] = {}  # every legacy connection seen, for list_changed
+        index.add_listener(self.collect)
+
+    # -- legacy (2025-11-25) subscriptions ---------------------------------------------------------------------
+    def _connection(self, ctx: ServerRequestContext[Any]) -> Any:
+        return ctx.session._connection  # pyright: ignore[reportPrivateUsage]  # per-connection, pinned SDK
+
+    def remember(self, ctx: ServerRequestContext[Any]) -> None:
+        """Track a legacy connection so it hears list_changed; forgotten when it closes."""
+        connection = self._connection(ctx)
+        key = id(connection)
+        if key not in self._legacy_all:
+            self._legacy_all[key] = ctx.session
+            connection.exit_stack.callback(lambda: self._forget(key))
+
+    def subscribe(self, ctx: ServerRequestContext[Any], uri: str) -> None:
+        self.remember(ctx)
+        self._legacy.setdefault(uri, {})[id(self._connection(ctx))] = ctx.session
+
+    def unsubscribe(self, ctx: ServerRequestContext[Any], uri: str) -> None:
+        subscribers = self._legacy.get(uri, {})
+        subscribers.pop(id(self._connection(ctx)), None)
+        if not subscribers:
+            self._legacy.pop(uri, None)
+
+    def _forget(self, key: int) -> None:
+        self._legacy_all.pop(key, None)
+        for uri in list(self._legacy):
+            self._legacy[uri].pop(key, None)
+            if not self._legacy[uri]:
+                del self._legacy[uri]
+
+    def legacy_subscriptions(self) -> int:
+        return sum(len(s) for s in self._legacy.values())
+
+    # -- delivery ----------------------------------------------------------------------------------------------
+    def collect(self, changes: list[Change]) -> None:
+        """Index listener: queue changes for the event loop (deque appends are thread-safe)."""
+        self._pending.extend(changes)
+
+    async def pump(self) -> None:
+        """Forever: sync the index, then deliver what was collected. Run it in the server's task group."""
+        while True:
+            try:
+                await anyio.to_thread.run_sync(self.index.sync)
+                await self.flush()
+            except Exception:  # the pump must outlive any one bad delivery; log and go on
+                log.exception("delivering change notifications failed")
+            await anyio.sleep(self.tick_s)
+
+    async def flush(self) -> None:
+        changes: list[Change] = []
+        while self._pending:
+            changes.append(self._pending.popleft())
+        if not changes:
+            return
+        uris = list(dict.fromkeys(uri for c in changes for uri in _uris(c)))
+        for uri in [*uris, CHANGES_URI]:
+            await self.bus.publish(ResourceUpdated(uri=uri))
+            for key, session in list(self._legacy.get(uri, {}).items()):
+                await self._send(key, session.send_resource_updated(uri))
+        model_changed = any(c.kind == "model" for c in changes)
+        nodes_came_or_went = any(c.kind == "node" and (c.before is None or c.after is None) for c in changes)
+        if model_changed:
+            await self.bus.publish(ToolsListChanged())
+            for key, session in list(self._legacy_all.items()):
+                await self._send(key, session.send_tool_list_changed())
+        if model_changed or nodes_came_or_went:  # resources/list lists the types and the nodes
+            await self.bus.publish(ResourcesListChanged())
+            for key, session in list(self._legacy_all.items()):
+                await self._send(key, session.send_resource_list_changed())
+
+    async def _send(self, key: int, sending: Any) -> None:
+        try:
+            await sending
+        except Exception:  # a closed or broken connection: stop sending to it
+            log.debug("dropping a legacy connection that could not be notified", exc_info=True)
+            self._forget(key)

@@ -1,0 +1,77 @@
+"""The HTTP app: one ASGI application on one port, which later surfaces extend.
+
+Routes: `/mcp` (Streamable HTTP, both protocol revisions: 2026-07-28 requests are served statelessly,
+2025-11-25 clients get sessions, a GET stream and `Last-Event-ID` resumption), and `/healthz`. Host and
+Origin are checked on `/mcp` (invalid Origin → 403, invalid Host → 421) and request bodies are bounded (413).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator, Callable
+from typing import Any
+
+import anyio
+from mcp.server.context import ServerRequestContext
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from core.instance import Instance
+from core.principal import ANONYMOUS, Principal
+from core.wire.event_store import MemoryEventStore
+from core.wire.events import EventFanout
+from core.wire.mcp_server import DEFAULT_OPTIONS, SUPPORTED_VERSIONS, ServeOptions, build_server
+
+__all__ = ["build_app", "security_settings"]
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+def security_settings(host: str) -> TransportSecuritySettings:
+    """Accept only local Host and Origin values (plus the bind address), as the spec asks of local servers."""
+    hosts = list(dict.fromkeys([*LOCAL_HOSTS, host]))
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{h}:*" for h in hosts] + hosts,
+        allowed_origins=[f"http://{h}:*" for h in hosts] + [f"http://{h}" for h in hosts],
+    )
+
+
+def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS,
+              principal_of: Callable[[ServerRequestContext[Any]], Principal] | None = None) -> Starlette:  # fmt: skip
+    """The ASGI app serving `instance`. Its lifespan runs the MCP session manager and the change pump."""
+    assert instance.index is not None
+    fanout = EventFanout(instance.index)
+    server = build_server(instance.dispatcher, fanout, principal_of or (lambda ctx: ANONYMOUS), options)
+    manager = StreamableHTTPSessionManager(
+        app=server,
+        event_store=MemoryEventStore(),
+        json_response=True,
+        stateless=False,
+        security_settings=security_settings(instance.config.host),
+        max_request_body_size=instance.config.max_body_bytes,
+    )
+
+    async def healthz(request: Request) -> JSONResponse:
+        store = instance.store
+        return JSONResponse({"status": "ok", "revision": store.revision(), "model": instance.model.name,
+                             "protocolVersions": SUPPORTED_VERSIONS})  # fmt: skip
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncGenerator[None]:
+        async with manager.run(), anyio.create_task_group() as tasks:
+            tasks.start_soon(fanout.pump)
+            yield
+            tasks.cancel_scope.cancel()
+
+    app = Starlette(
+        routes=[Route("/mcp", endpoint=StreamableHTTPASGIApp(manager)), Route("/healthz", healthz)],
+        lifespan=lifespan,
+    )
+    app.state.fanout = fanout
+    app.state.instance = instance
+    return app

@@ -1,0 +1,270 @@
+"""The registry on the official SDK's low-level `Server`, for both protocol revisions.
+
+Served: 2025-11-25 (initialize, sessions, resources/subscribe, logging/setLevel) and 2026-07-28 (server/discover,
+per-request `_meta`, subscriptions/listen, resultType, caching hints), decided per request by the SDK. Each
+handler maps one MCP method onto the dispatcher and its answer back; errors map in one table:
+
+| canon                      | MCP                                                         |
+|----------------------------|-------------------------------------------------------------|
+| UnknownToolError           | JSON-RPC -32602, message naming the closest tools            |
+| any other error of a tool  | CallToolResult isError=true, text = {"error": {...}}         |
+| resource NotFoundError     | -32002 on 2025-11-25, -32602 on 2026-07-28                  |
+| other resource/completion  | -32602 with the error's message                              |
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.caching import CacheHint
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.subscriptions import ListenHandler
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from core import __version__
+from core.dispatch import Dispatcher
+from core.errors import CanonError, NotFoundError, UnknownToolError
+from core.principal import Principal
+from core.registry import Registry, ToolDefinition
+from core.resources import complete, read_resource
+from core.resources import list_resources as resource_page
+from core.wire.events import EventFanout
+
+__all__ = ["SUPPORTED_VERSIONS", "ServeOptions", "build_server"]
+
+log = logging.getLogger("canon.mcp")
+SUPPORTED_VERSIONS = ["2026-07-28", "2025-11-25"]
+RESOURCE_NOT_FOUND_LEGACY = -32002
+INSTRUCTIONS = (
+    "canon serves an organisation's canonical knowledge graph. Start with describe_model to learn the node and "
+    "edge types, then find_nodes to search, get_node to read one node, and get_neighbors or find_paths to follow "
+    "relationships. Every list is paginated (limit, cursor → next_cursor) and says its total; results carry the "
+    "store revision they were read at, and get_changes resumes a feed of changes from a revision."
+)
+CANON_ICON = (
+    "data:image/svg+xml;base64,"
+    + base64.b64encode(
+        b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64"><circle cx="16" cy="16" r="8"/>'
+        b'<circle cx="48" cy="20" r="8"/><circle cx="30" cy="48" r="8"/>'
+        b'<path d="M16 16L48 20L30 48Z" fill="none" stroke="#000" stroke-width="3"/></svg>'
+    ).decode()
+)
+PrincipalOf = Callable[[ServerRequestContext[Any]], Principal]
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How the MCP surface presents the registry."""
+
+    profile: str = "full"  # "agent" hides advanced tools from tools/list; they stay callable
+    prefix: str = ""  # e.g. "canon_": tools are listed as canon_get_node and mapped back on call
+
+
+DEFAULT_OPTIONS = ServeOptions()
+
+
+def icon_of(glyph: str | None) -> list[types.Icon] | None:
+    """An MCP icon for a model icon: URIs pass through, an emoji becomes a small SVG."""
+    if not glyph:
+        return None
+    if glyph.startswith(("https:", "data:")):
+        return [types.Icon(src=glyph)]
+    svg = (
+        '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64">'
+        f'<text x="4" y="52" font-size="52">{glyph}</text></svg>'
+    )
+    src = "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
+    return [types.Icon(src=src, mime_type="image/svg+xml", sizes=["64x64"])]
+
+
+def _tool(definition: ToolDefinition, prefix: str) -> types.Tool:
+    return types.Tool(
+        name=prefix + definition.name,
+        title=definition.title,
+        description=definition.description,
+        input_schema=dict(definition.input_schema),
+        output_schema=dict(definition.output_schema),
+        annotations=types.ToolAnnotations.model_validate({"title": definition.title, **definition.annotations}),
+        icons=[types.Icon(src=CANON_ICON, mime_type="image/svg+xml", sizes=["64x64"])],
+    )
+
+
+class CanonServer(Server[Any]):
+    """The SDK server, advertising list_changed on every transport.
+
+    Legacy `initialize` over HTTP ignores the caller's NotificationOptions (SDK 2.3), so the defaults are
+    fixed here rather than at each `create_initialization_options` call site.
+    """
+
+    def create_initialization_options(
+        self, notification_options: Any = None, experimental_capabilities: Any = None, extensions: Any = None
+    ) -> Any:
+        options = notification_options or NotificationOptions(tools_changed=True, resources_changed=True)
+        return super().create_initialization_options(options, experimental_capabilities, extensions)
+
+
+def _modern(ctx: ServerRequestContext[Any]) -> bool:
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: PrincipalOf,
+                 options: ServeOptions = DEFAULT_OPTIONS) -> CanonServer:  # fmt: skip
+    """An SDK server whose every handler is one dispatcher call."""
+    registry: Registry = dispatcher.registry
+    prefix = options.prefix
+    visible = [t for t in registry.tools if options.profile != "agent" or not t.advanced]
+    listed = [_tool(t, prefix) for t in visible]
+    known = [prefix + t.name for t in registry.tools]
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        if not _modern(ctx):
+            fanout.remember(ctx)
+        return types.ListToolsResult(tools=listed)
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        name = params.name.removeprefix(prefix) if prefix and params.name.startswith(prefix) else params.name
+        principal = principal_of(ctx)
+        try:
+            result = await anyio.to_thread.run_sync(
+                dispatcher.call_tool, principal, "mcp", name, dict(params.arguments or {})
+            )
+        except UnknownToolError as exc:
+            close = ", ".join(repr(prefix + s) for s in exc.suggestions)
+            hint = f" Did you mean {close}?" if close else f" Known tools: {', '.join(known)}."
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}.{hint}") from None
+        body = result.as_json()
+        text: list[types.ContentBlock] = [types.TextContent(type="text", text=json.dumps(body, ensure_ascii=False))]
+        if result.is_error:
+            return types.CallToolResult(content=text, is_error=True)
+        return types.CallToolResult(content=text, structured_content=body)
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        cursor = params.cursor if params is not None else None
+        entries, next_cursor = await _run(ctx, "resources/list", cursor or "", lambda c: resource_page(c, cursor))
+        resources = [types.Resource(uri=e.uri, name=e.name, title=e.title, description=e.description,
+                                    mime_type=e.mime_type, icons=icon_of(e.icon)) for e in entries]  # fmt: skip
+        return types.ListResourcesResult(resources=resources, next_cursor=next_cursor)
+
+    async def list_templates(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        templates = [
+            types.ResourceTemplate(uri_template=t.uri_template or "", name=t.name, title=t.title,
+                                   description=t.description, mime_type=t.mime_type)
+            for t in registry.templates
+        ]  # fmt: skip
+        return types.ListResourceTemplatesResult(resource_templates=templates)
+
+    async def read(ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        content = await _run(ctx, "resources/read", uri, lambda c: read_resource(c, uri))
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=content.uri, mime_type=content.mime_type, text=content.text)]
+        )
+
+    async def subscribe(ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams) -> types.EmptyResult:
+        uri = str(params.uri)
+        await _run(ctx, "resources/subscribe", uri, lambda c: read_resource(c, uri))  # must exist, must be readable
+        fanout.subscribe(ctx, uri)
+        return types.EmptyResult()
+
+    async def unsubscribe(ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        fanout.unsubscribe(ctx, str(params.uri))
+        return types.EmptyResult()
+
+    async def completion(ctx: ServerRequestContext[Any], params: types.CompleteRequestParams) -> types.CompleteResult:
+        ref = params.ref
+        template = ref.uri if isinstance(ref, types.ResourceTemplateReference) else ""
+        context = dict(params.context.arguments or {}) if params.context is not None else {}
+        arg = params.argument
+        values, total, more = await _run(ctx, "completion/complete", template,
+                                         lambda c: complete(c, template, arg.name, arg.value, context))  # fmt: skip
+        return types.CompleteResult(completion=types.Completion(values=values, total=total, has_more=more))
+
+    async def set_level(ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams) -> types.EmptyResult:
+        return types.EmptyResult()  # canon logs to stderr; accepting the level keeps legacy clients happy
+
+    async def discover(ctx: ServerRequestContext[Any], params: types.RequestParams | None) -> types.DiscoverResult:
+        return types.DiscoverResult(
+            supported_versions=SUPPORTED_VERSIONS,
+            capabilities=server.get_capabilities(protocol_version=ctx.protocol_version),
+            instructions=INSTRUCTIONS,
+            ttl_ms=60_000,
+            cache_scope="public",
+        )
+
+    async def _run(ctx: ServerRequestContext[Any], action: str, target: str, work: Callable[[Any], Any]) -> Any:
+        principal = principal_of(ctx)
+        try:
+            return await anyio.to_thread.run_sync(
+                lambda: dispatcher.run(principal, "mcp", action, target, {"target": target}, work)
+            )
+        except NotFoundError as exc:
+            code = types.INVALID_PARAMS if _modern(ctx) else RESOURCE_NOT_FOUND_LEGACY
+            raise MCPError(code, str(exc), data={"uri": target} if exc.kind == "resource" else None) from None
+        except CanonError as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+
+    private = CacheHint(ttl_ms=0, scope="private")  # results depend on the caller (visibility, roles)
+    server = CanonServer(
+        "canon",
+        version=__version__,
+        title="canon",
+        description="A knowledge server for an organisation's canonical model.",
+        instructions=INSTRUCTIONS,
+        icons=[types.Icon(src=CANON_ICON, mime_type="image/svg+xml", sizes=["64x64"])],
+        cache_hints={
+            "tools/list": private,
+            "resources/list": private,
+            "resources/templates/list": private,
+            "resources/read": private,
+        },
+        get_tool_input_schema=lambda name: _input_schema(registry, name.removeprefix(prefix)),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read,
+        on_subscribe_resource=subscribe,
+        on_unsubscribe_resource=unsubscribe,
+        on_subscriptions_listen=_HonestListen(ListenHandler(fanout.bus)),
+        on_completion=completion,
+    )
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
+    server.add_request_handler("server/discover", types.RequestParams, discover)
+    return server
+
+
+def _input_schema(registry: Registry, name: str) -> dict[str, Any] | None:
+    try:
+        return dict(registry.tool(name).input_schema)
+    except UnknownToolError:
+        return None
+
+
+class _HonestListen:
+    """The SDK's listen handler acknowledges every requested kind; canon has no prompts, so it never offers them."""
+
+    def __init__(self, inner: ListenHandler) -> None:
+        self.inner = inner
+
+    async def __call__(self, ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams) -> Any:
+        requested = params.notifications
+        if requested.prompts_list_changed:
+            params = params.model_copy(
+                update={"notifications": requested.model_copy(update={"prompts_list_changed": None})}
+            )
+        return await self.inner(ctx, params)

@@ -1,0 +1,28 @@
+"""Running the HTTP app under uvicorn, bound to a socket canon opens itself (so port 0 reports its port)."""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import uvicorn
+
+from core.instance import Instance
+from core.wire.http import build_app
+from core.wire.mcp_server import DEFAULT_OPTIONS, ServeOptions
+
+__all__ = ["serve_http"]
+
+
+def serve_http(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> None:
+    config = instance.config
+    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((config.host, config.port))
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    print(f"canon: serving MCP at http://{shown}:{port}/mcp (health: /healthz)", file=sys.stderr, flush=True)
+    app = build_app(instance, options)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server.run(sockets=[sock])

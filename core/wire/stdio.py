@@ -1,0 +1,29 @@
+"""MCP over stdio: one process, one client; logs go to stderr only."""
+
+from __future__ import annotations
+
+import anyio
+from mcp.server.stdio import stdio_server
+
+from core.instance import Instance
+from core.principal import LOCAL
+from core.wire.events import EventFanout
+from core.wire.mcp_server import DEFAULT_OPTIONS, ServeOptions, build_server
+
+__all__ = ["serve_stdio"]
+
+
+def serve_stdio(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> None:
+    """Serve `instance` on stdin/stdout until the client closes stdin. The caller is the local principal."""
+    assert instance.index is not None
+    fanout = EventFanout(instance.index)
+    server = build_server(instance.dispatcher, fanout, lambda ctx: LOCAL, options)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(fanout.pump)
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+            tasks.cancel_scope.cancel()
+
+    anyio.run(main)

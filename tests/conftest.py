@@ -1,0 +1,58 @@
+"""Shared fixtures: the embedded model, and real SQLite stores in a temporary directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from core.interchange import import_path
+from core.model import Model, default_seed_path, load_model
+from core.store.sqlite import SQLiteStore
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def model() -> Model:
+    return load_model()
+
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    return tmp_path / "canon.db"
+
+
+@pytest.fixture
+def store(store_path: Path, model: Model) -> Iterator[SQLiteStore]:
+    """An empty store on the embedded model (not seeded)."""
+    opened = SQLiteStore.open(store_path, model)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def seeded_store(store: SQLiteStore) -> SQLiteStore:
+    """A store holding the embedded model's seed data."""
+    import_path(store, default_seed_path(), principal="test:seed")
+    return store
+
+
+def run_canon(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run the `canon` CLI in a child process, as a user would, without inheriting canon settings."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
+    return subprocess.run(
+        [sys.executable, "-m", "core.cli", *args],
+        cwd=cwd,
+        env={**clean, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

@@ -1,0 +1,221 @@
+"""Configuration: defaults, canon.toml, environment overrides, and errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.config import Config, load_config
+from core.errors import ConfigError
+
+
+@pytest.fixture(autouse=True)
+def _empty_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """load_config looks for ./canon.toml; run every test where there is none unless the test writes one."""
+    monkeypatch.chdir(tmp_path)
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+FULL = """
+[store]
+path = "data/store.db"
+
+[model]
+path = "models/model.yaml"
+seed = false
+
+[server]
+host = "0.0.0.0"
+port = 9000
+max_body_bytes = 2048
+"""
+
+
+def test_defaults_need_no_file_and_no_environment() -> None:
+    config = load_config(None, env={})
+
+    assert config.store == Path("canon.db")
+    assert config.model is None
+    assert config.seed is True
+    assert config.host == "127.0.0.1"
+    assert config.port == 8000
+    assert config.source is None
+    assert dict(config.origins) == {}
+
+
+def test_a_config_file_sets_every_value(tmp_path: Path) -> None:
+    file = _write(tmp_path / "etc" / "canon.toml", FULL)
+
+    config = load_config(file, env={})
+
+    assert config.source == file
+    assert (config.seed, config.host, config.port, config.max_body_bytes) == (False, "0.0.0.0", 9000, 2048)
+
+
+def test_relative_paths_in_a_config_file_resolve_against_its_directory(tmp_path: Path) -> None:
+    file = _write(tmp_path / "etc" / "canon.toml", FULL)
+
+    config = load_config(file, env={})
+
+    assert config.store == tmp_path / "etc" / "data" / "store.db"
+    assert config.model == tmp_path / "etc" / "models" / "model.yaml"
+
+
+def test_absolute_paths_in_a_config_file_are_kept(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere" / "x.db"
+    file = _write(tmp_path / "etc" / "canon.toml", f'[store]\npath = "{target}"\n')
+
+    assert load_config(file, env={}).store == target
+
+
+def test_canon_toml_in_the_working_directory_is_read_without_being_named(tmp_path: Path) -> None:
+    _write(tmp_path / "canon.toml", "[server]\nport = 9100\n")
+
+    config = load_config(None, env={})
+
+    assert config.port == 9100
+    assert config.source == Path("canon.toml")
+
+
+def test_environment_overrides_the_config_file(tmp_path: Path) -> None:
+    file = _write(tmp_path / "canon.toml", FULL)
+    env = {"CANON_STORE": "/srv/env.db", "CANON_MODEL": "/srv/env-model.json", "CANON_HOST": "::1",
+           "CANON_PORT": "7000"}  # fmt: skip
+
+    config = load_config(file, env=env)
+
+    assert config.store == Path("/srv/env.db")
+    assert config.model == Path("/srv/env-model.json")
+    assert config.host == "::1"
+    assert config.port == 7000
+    assert config.seed is False  # not overridden: still from the file
+
+
+def test_empty_environment_variables_are_ignored(tmp_path: Path) -> None:
+    file = _write(tmp_path / "canon.toml", FULL)
+
+    config = load_config(file, env={"CANON_STORE": "", "CANON_PORT": ""})
+
+    assert config.store == tmp_path / "data" / "store.db"
+    assert config.port == 9000
+
+
+def test_canon_config_names_the_config_file(tmp_path: Path) -> None:
+    file = _write(tmp_path / "somewhere" / "other.toml", "[server]\nport = 9200\n")
+    _write(tmp_path / "canon.toml", "[server]\nport = 9300\n")  # CANON_CONFIG wins over ./canon.toml
+
+    config = load_config(None, env={"CANON_CONFIG": str(file)})
+
+    assert config.source == file
+    assert config.port == 9200
+
+
+def test_an_explicit_path_wins_over_canon_config(tmp_path: Path) -> None:
+    named = _write(tmp_path / "named.toml", "[server]\nport = 9400\n")
+    other = _write(tmp_path / "other.toml", "[server]\nport = 9500\n")
+
+    assert load_config(named, env={"CANON_CONFIG": str(other)}).port == 9400
+
+
+def test_an_unknown_key_is_an_error_naming_the_section_and_the_key(tmp_path: Path) -> None:
+    file = _write(tmp_path / "canon.toml", '[store]\npth = "x.db"\n')
+
+    with pytest.raises(ConfigError) as raised:
+        load_config(file, env={})
+
+    named = f"{raised.value.key} {raised.value}"
+    assert "store" in named
+    assert "pth" in named
+    assert raised.value.source == str(file)
+
+
+def test_an_unknown_section_is_an_error_naming_it(tmp_path: Path) -> None:
+    file = _write(tmp_path / "canon.toml", "[sever]\nport = 80\n")
+
+    with pytest.raises(ConfigError) as raised:
+        load_config(file, env={})
+
+    assert "sever" in f"{raised.value.key} {raised.value}"
+
+
+def test_a_value_of_the_wrong_type_is_an_error_naming_its_dotted_key(tmp_path: Path) -> None:
+    file = _write(tmp_path / "canon.toml", '[server]\nport = "eighty"\n')
+
+    with pytest.raises(ConfigError) as raised:
+        load_config(file, env={})
+
+    assert raised.value.key == "server.port"
+
+
+def test_a_port_out_of_range_in_the_file_is_an_error(tmp_path: Path) -> None:
+    file = _write(tmp_path / "canon.toml", "[server]\nport = 70000\n")
+
+    with pytest.raises(ConfigError) as raised:
+        load_config(file, env={})
+
+    assert raised.value.key == "server.port"
+
+
+def test_invalid_toml_is_an_error_naming_the_line(tmp_path: Path) -> None:
+    file = _write(tmp_path / "canon.toml", '[server]\nhost = "ok"\nport = = 1\n')
+
+    with pytest.raises(ConfigError) as raised:
+        load_config(file, env={})
+
+    assert "line 3" in str(raised.value)
+    assert raised.value.source == str(file)
+
+
+def test_a_missing_config_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_config(tmp_path / "nope.toml", env={})
+
+    assert raised.value.source == str(tmp_path / "nope.toml")
+
+
+def test_canon_config_naming_a_missing_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        load_config(None, env={"CANON_CONFIG": str(tmp_path / "nope.toml")})
+
+
+# "²" passes str.isdigit() but not int(): it must still be a ConfigError, not a crash
+@pytest.mark.parametrize("value", ["abc", "-1", "65536", "80.5", "²"])
+def test_canon_port_that_is_not_a_port_number_is_an_error(value: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_config(None, env={"CANON_PORT": value})
+
+    assert raised.value.key == "CANON_PORT"
+
+
+def test_origins_say_where_each_value_came_from(tmp_path: Path) -> None:
+    file = _write(tmp_path / "canon.toml", '[store]\npath = "x.db"\n[server]\nport = 9000\n')
+
+    config = load_config(file, env={"CANON_HOST": "0.0.0.0"})
+
+    assert str(file) in config.origins["store"]
+    assert str(file) in config.origins["port"]
+    assert config.origins["host"] == "$CANON_HOST"
+    assert "model" not in config.origins  # a default
+    assert "max_body_bytes" not in config.origins
+
+
+def test_an_environment_override_replaces_the_file_as_origin(tmp_path: Path) -> None:
+    file = _write(tmp_path / "canon.toml", "[server]\nport = 9000\n")
+
+    config = load_config(file, env={"CANON_PORT": "9001"})
+
+    assert config.origins["port"] == "$CANON_PORT"
+
+
+def test_config_is_a_frozen_value() -> None:
+    config = load_config(None, env={})
+
+    assert isinstance(config, Config)
+    with pytest.raises(AttributeError):
+        config.port = 1  # type: ignore[misc]

@@ -1,0 +1,224 @@
+"""The graph index mirrors the store and follows its change log, in this process and across processes."""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+from core.graph import GraphIndex
+from core.model import Model
+from core.operations import DeleteEdge, DeleteNode, PutEdge, PutNode
+from core.records import Change, Edge, Node
+from core.store.sqlite import SQLiteStore
+
+HERE = Path(__file__).resolve().parent
+TEAM = "team-leadership"  # a team in the seed data
+
+
+def _person(id_: str, n: int, **extra: object) -> Node:
+    properties = {
+        "email": f"graph{n}@northwind.example",
+        "name": f"Graph Person {n}",
+        "handle": f"graph-{n}",
+        "title": "Engineer",
+        "role": "engineer",
+    }
+    return Node(id_, "Person", properties, **extra)  # type: ignore[arg-type]
+
+
+def test_build_mirrors_every_node_and_edge_of_the_store(seeded_store: SQLiteStore) -> None:
+    index = GraphIndex.build(seeded_store)
+    stats = seeded_store.stats()
+
+    assert index.graph.number_of_nodes() == stats.nodes
+    assert index.graph.number_of_edges() == stats.edges
+    assert len(index) == stats.nodes
+    assert index.revision == stats.revision
+    for node in seeded_store.iter_nodes():
+        attributes = index.graph.nodes[node.id]
+        assert (attributes["type"], attributes["visibility"], tuple(attributes["readers"])) == (
+            node.type,
+            node.visibility,
+            node.readers,
+        )
+    stored = {(e.source, e.target, e.type) for e in seeded_store.iter_edges()}
+    assert set(index.graph.edges(keys=True)) == stored
+
+
+def test_build_keeps_readers_of_restricted_nodes(store: SQLiteStore) -> None:
+    node = _person("person-secret", 1, visibility="restricted", readers=("group:team-payments", "user:ada"))
+    store.commit([PutNode(node)], principal="test")
+
+    index = GraphIndex.build(store)
+
+    assert index.graph.nodes["person-secret"]["visibility"] == "restricted"
+    assert tuple(index.graph.nodes["person-secret"]["readers"]) == ("group:team-payments", "user:ada")
+
+
+def test_sync_returns_the_changes_committed_in_this_process_and_applies_them(seeded_store: SQLiteStore) -> None:
+    index = GraphIndex.build(seeded_store)
+    node = _person("person-new", 1)
+    edge = Edge("member_of", "person-new", TEAM, {"role": "member"})
+
+    result = seeded_store.commit([PutNode(node), PutEdge(edge)], principal="test")
+    applied = index.sync()
+
+    assert applied == list(result.changes)
+    assert index.revision == result.revision
+    assert index.graph.nodes["person-new"]["type"] == "Person"
+    assert index.graph.nodes["person-new"]["visibility"] == "internal"
+    assert index.graph.has_edge("person-new", TEAM, key="member_of")
+
+
+def test_sync_with_nothing_new_returns_an_empty_list(seeded_store: SQLiteStore) -> None:
+    index = GraphIndex.build(seeded_store)
+
+    assert index.sync() == []
+    seeded_store.commit([PutNode(_person("person-new", 1))], principal="test")
+    assert len(index.sync()) == 1
+    assert index.sync() == []
+
+
+def test_sync_applies_an_updated_visibility(seeded_store: SQLiteStore) -> None:
+    seeded_store.commit([PutNode(_person("person-new", 1))], principal="test")
+    index = GraphIndex.build(seeded_store)
+
+    seeded_store.commit(
+        [PutNode(_person("person-new", 1, visibility="restricted", readers=("user:ada",)))], principal="test"
+    )
+    index.sync()
+
+    assert index.graph.nodes["person-new"]["visibility"] == "restricted"
+    assert tuple(index.graph.nodes["person-new"]["readers"]) == ("user:ada",)
+
+
+def test_sync_removes_a_deleted_edge_and_keeps_its_nodes(seeded_store: SQLiteStore) -> None:
+    seeded_store.commit(
+        [PutNode(_person("person-new", 1)), PutEdge(Edge("member_of", "person-new", TEAM, {"role": "member"}))],
+        principal="test",
+    )
+    index = GraphIndex.build(seeded_store)
+    edges_before = index.graph.number_of_edges()
+
+    seeded_store.commit([DeleteEdge("member_of", "person-new", TEAM)], principal="test")
+    index.sync()
+
+    assert not index.graph.has_edge("person-new", TEAM, key="member_of")
+    assert index.graph.number_of_edges() == edges_before - 1
+    assert "person-new" in index.graph
+    assert TEAM in index.graph
+
+
+def test_sync_removes_a_deleted_node_and_its_edges(seeded_store: SQLiteStore) -> None:
+    seeded_store.commit(
+        [PutNode(_person("person-new", 1)), PutEdge(Edge("member_of", "person-new", TEAM, {"role": "member"}))],
+        principal="test",
+    )
+    index = GraphIndex.build(seeded_store)
+
+    seeded_store.commit([DeleteNode("person-new", cascade=True)], principal="test")
+    index.sync()
+
+    assert "person-new" not in index.graph
+    stats = seeded_store.stats()
+    assert (index.graph.number_of_nodes(), index.graph.number_of_edges()) == (stats.nodes, stats.edges)
+
+
+def test_a_listener_receives_every_batch_the_index_applies_until_removed(seeded_store: SQLiteStore) -> None:
+    index = GraphIndex.build(seeded_store)
+    received: list[list[Change]] = []
+    remove = index.add_listener(received.append)
+
+    first = seeded_store.commit([PutNode(_person("person-a", 1))], principal="test")
+    index.sync()
+    index.sync()  # nothing new: the listener is not called
+    remove()
+    seeded_store.commit([PutNode(_person("person-b", 2))], principal="test")
+    index.sync()
+
+    assert received == [list(first.changes)]
+
+
+def test_reading_syncs_before_it_yields_the_graph(seeded_store: SQLiteStore) -> None:
+    index = GraphIndex.build(seeded_store)
+    seeded_store.commit([PutNode(_person("person-new", 1))], principal="test")
+
+    with index.reading() as graph:
+        assert "person-new" in graph
+
+
+def test_sync_applies_changes_committed_by_another_process(store_path: Path, model: Model) -> None:
+    def write_loop(count: int) -> None:
+        subprocess.run(
+            [sys.executable, str(HERE / "_write_loop.py"), str(store_path), str(count)],
+            capture_output=True, timeout=60, check=True,
+        )  # fmt: skip
+
+    write_loop(2)
+    reader = SQLiteStore.open(store_path, model)
+    try:
+        index = GraphIndex.build(reader)
+        assert {"person-loop-00000", "person-loop-00001"} <= set(index.graph)
+        write_loop(4)  # re-puts the first two unchanged, then adds two more
+
+        applied = index.sync()
+
+        assert {c.key for c in applied} >= {"person-loop-00002", "person-loop-00003"}
+        assert {"person-loop-00002", "person-loop-00003"} <= set(index.graph)
+        assert index.revision == reader.revision()
+    finally:
+        reader.close()
+
+
+def _line_reader(stream: IO[str], lines: queue.Queue[str | None]) -> None:
+    def run() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=run, daemon=True).start()
+
+
+def _next_line(lines: queue.Queue[str | None], deadline: float) -> str:
+    line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+    assert line is not None, "the follower exited early"
+    return line.strip()
+
+
+def test_a_follower_in_another_process_sees_a_commit_within_a_second(store_path: Path, store: SQLiteStore) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
+    follower = subprocess.Popen(
+        [sys.executable, str(HERE / "_graph_follower.py"), str(store_path), "person-watched"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+    try:
+        assert follower.stdout is not None
+        _line_reader(follower.stdout, lines)
+        deadline = time.monotonic() + 10
+        assert _next_line(lines, deadline) == "ready"
+
+        store.commit([PutNode(_person("person-watched", 1))], principal="test")
+        committed_at = time.monotonic()
+
+        word, seen_at = _next_line(lines, time.monotonic() + 10).split()
+        assert word == "seen"
+        # CLOCK_MONOTONIC is system-wide on Linux, so the two processes' readings compare
+        assert float(seen_at) - committed_at < 1.0
+        assert follower.wait(timeout=10) == 0
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+        follower.wait(timeout=10)
+        for pipe in (follower.stdout, follower.stderr):
+            if pipe is not None:
+                pipe.close()

@@ -1,0 +1,212 @@
+"""Checking, loading and reading a canon model: problems with pointers, JSON and YAML files, digests and types."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from core.errors import ModelError, Problem
+from core.model import Model, check_model, load_model, parse_model
+
+
+def _default_document(model: Model) -> dict[str, Any]:
+    return copy.deepcopy(dict(model.document))
+
+
+def _broken_document(model: Model) -> dict[str, Any]:
+    """The default model with six independent breaks, each in a definition of its own."""
+    document = _default_document(model)
+    defs = document["$defs"]
+    defs["Team"]["x-canon-node"]["key"] = "nonexistent"
+    defs["owns"]["x-canon-edge"]["target"].append("Widget")
+    defs["Service"]["properties"]["repository"]["$ref"] = "#/$defs/Nope"
+    defs["Document"]["properties"]["incident_severity"]["type"] = "integr"
+    defs["gadget"] = copy.deepcopy(defs["GlossaryTerm"])
+    defs["System"]["properties"]["id"] = {"description": "A shadowed system field.", "type": "string"}
+    return document
+
+
+EXPECTED_POINTERS = {
+    "/$defs/Team/x-canon-node/key",  # key property that does not exist
+    "/$defs/owns/x-canon-edge/target/3",  # edge target type that does not exist
+    "/$defs/Service/properties/repository/$ref",  # unresolvable $ref
+    "/$defs/Document/properties/incident_severity/type",  # "integr" is not a JSON Schema type
+    "/$defs/gadget",  # node type name in lowercase
+    # a reserved property name: JSON Schema reports propertyNames at the object that holds the names
+    "/$defs/System/properties",
+}
+
+
+def test_check_model_reports_one_problem_per_break_with_its_pointer(model: Model) -> None:
+    problems = check_model(_broken_document(model), source="bad.json")
+    assert {p.pointer for p in problems} == EXPECTED_POINTERS
+    assert len(problems) == len(EXPECTED_POINTERS)
+    assert all(p.file == "bad.json" for p in problems)
+
+
+def test_check_model_names_the_reserved_property(model: Model) -> None:
+    problems = check_model(_broken_document(model))
+    (reserved,) = [p for p in problems if p.pointer == "/$defs/System/properties"]
+    assert "'id'" in reserved.message  # the pointer stops at the object, so the message must name the key
+
+
+def test_check_model_of_the_default_model_is_empty(model: Model) -> None:
+    assert check_model(_default_document(model)) == []
+
+
+def test_check_model_of_a_non_object_reports_the_root() -> None:
+    problems = check_model(["not", "a", "model"])
+    assert problems
+    assert {p.pointer for p in problems} == {""}
+
+
+def test_check_model_requires_a_key_property_to_be_a_required_string(model: Model) -> None:
+    document = _default_document(model)
+    document["$defs"]["Person"]["required"].remove("email")
+    document["$defs"]["Team"]["x-canon-node"]["key"] = "founded"
+    document["$defs"]["Team"]["required"].append("founded")
+    document["$defs"]["Team"]["properties"]["founded"] = {"description": "Year.", "type": "integer"}
+    pointers = {p.pointer for p in check_model(document)}
+    assert pointers == {"/$defs/Person/x-canon-node/key", "/$defs/Team/properties/founded"}
+
+
+def test_check_model_rejects_an_inverse_name_used_twice(model: Model) -> None:
+    document = _default_document(model)
+    document["$defs"]["part_of"]["x-canon-edge"]["inverse"] = "members"
+    pointers = {p.pointer for p in check_model(document)}
+    assert pointers == {"/$defs/part_of/x-canon-edge/inverse"}
+
+
+def test_parse_model_raises_model_error_carrying_every_problem(model: Model) -> None:
+    document = _broken_document(model)
+    with pytest.raises(ModelError) as caught:
+        parse_model(document, source="bad.json")
+    assert caught.value.problems == tuple(check_model(document, source="bad.json"))
+    assert {p.pointer for p in caught.value.problems} == EXPECTED_POINTERS
+
+
+def test_load_model_of_invalid_json_names_the_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "model.schema.json"
+    path.write_text('{\n  "$schema": "https://json-schema.org/draft/2020-12/schema",\n  "$id": oops\n}\n')
+    with pytest.raises(ModelError) as caught:
+        load_model(path)
+    (problem,) = caught.value.problems
+    assert problem.file == str(path)
+    assert problem.line == 3
+
+
+def test_load_model_of_invalid_yaml_names_the_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "model.yaml"
+    path.write_text("title: ok\n$defs:\n  Person: [unclosed\n")
+    with pytest.raises(ModelError) as caught:
+        load_model(path)
+    (problem,) = caught.value.problems
+    assert problem.file == str(path)
+    assert problem.line is not None
+    assert problem.line >= 3
+
+
+def test_load_model_of_a_missing_file_is_a_model_error(tmp_path: Path) -> None:
+    path = tmp_path / "absent.schema.json"
+    with pytest.raises(ModelError) as caught:
+        load_model(path)
+    assert [p.file for p in caught.value.problems] == [str(path)]
+
+
+def test_load_model_of_a_file_with_model_problems_names_the_file(tmp_path: Path, model: Model) -> None:
+    path = tmp_path / "bad.schema.json"
+    path.write_text(json.dumps(_broken_document(model)))
+    with pytest.raises(ModelError) as caught:
+        load_model(path)
+    assert {p.pointer for p in caught.value.problems} == EXPECTED_POINTERS
+    assert {p.file for p in caught.value.problems} == {str(path)}
+
+
+def test_a_yaml_model_loads_equal_to_the_json_model(tmp_path: Path, model: Model) -> None:
+    path = tmp_path / "model.yaml"
+    path.write_text(yaml.safe_dump(_default_document(model), allow_unicode=True), encoding="utf-8")
+    loaded = load_model(path)
+    assert loaded.document == model.document
+    assert loaded.digest == model.digest
+    assert loaded.source == str(path)
+    assert set(loaded.node_types) == set(model.node_types)
+
+
+def test_load_model_without_a_path_loads_the_default_model() -> None:
+    model = load_model()
+    assert (model.id, model.name, model.version) == ("urn:canon:model:northwind", "northwind", "1.0.0")
+
+
+def test_model_digest_is_stable_across_loads_and_key_order(model: Model) -> None:
+    reordered = dict(reversed(list(_default_document(model).items())))
+    assert load_model().digest == model.digest
+    assert parse_model(reordered).digest == model.digest
+    assert len(model.digest) == 64
+
+
+def test_model_digest_changes_when_the_document_changes(model: Model) -> None:
+    document = _default_document(model)
+    document["$defs"]["Team"]["description"] += " Changed."
+    assert parse_model(document).digest != model.digest
+
+
+def test_node_types_know_their_key_display_and_text_properties(model: Model) -> None:
+    person = model.node_types["Person"]
+    assert (person.key, person.display) == ("email", "name")
+    assert person.text == ("name", "email", "handle", "title", "location")
+    assert (person.icon, person.plural) == ("👤", "people")
+    decision = model.node_types["Decision"]
+    assert (decision.key, decision.display) == ("number", "title")
+    assert "email" in person.properties
+
+
+def test_node_type_text_defaults_to_every_string_property(model: Model) -> None:
+    document = _default_document(model)
+    del document["$defs"]["Team"]["x-canon-node"]["text"]
+    team = parse_model(document).node_types["Team"]
+    # slug is a $ref to the Slug string schema; oncall (boolean), founded (string) and tags (array) are not all text
+    assert team.text == ("slug", "name", "mission", "area", "slack_channel", "founded")
+
+
+@pytest.mark.parametrize(
+    ("name", "one_per_source", "one_per_target"),
+    [
+        ("member_of", True, False),  # many-to-one
+        ("owns", False, True),  # one-to-many
+        ("supersedes", True, True),  # one-to-one
+        ("depends_on", False, False),  # many-to-many
+    ],
+)
+def test_edge_types_know_their_cardinality(model: Model, name: str, one_per_source: bool, one_per_target: bool) -> None:
+    edge_type = model.edge_types[name]
+    assert (edge_type.one_per_source, edge_type.one_per_target) == (one_per_source, one_per_target)
+
+
+def test_edge_types_know_their_ends_inverse_and_acyclicity(model: Model) -> None:
+    owns = model.edge_types["owns"]
+    assert owns.sources == {"Team"}
+    assert owns.targets == {"Service", "System", "Document"}
+    assert owns.inverse == "owned_by"
+    assert model.edge_types["reports_to"].acyclic
+    assert model.edge_types["supersedes"].acyclic
+    assert not model.edge_types["member_of"].acyclic
+    assert model.edge_types["related_to"].inverse is None
+
+
+def test_model_validator_checks_a_type_against_its_schema(model: Model) -> None:
+    validator = model.validator("depends_on")
+    assert validator.is_valid({"criticality": "hard"})
+    assert not validator.is_valid({"criticality": "maybe"})
+    assert not validator.is_valid({})
+    assert model.validator("depends_on") is validator
+
+
+def test_problem_renders_file_line_pointer_and_message() -> None:
+    problem = Problem("/nodes/0", "bad", file="a.json", line=3)
+    assert str(problem) == "a.json:3: /nodes/0: bad"
+    assert problem.as_dict() == {"pointer": "/nodes/0", "message": "bad", "file": "a.json", "line": 3}

@@ -1,0 +1,304 @@
+"""The `canon` command line, run as a user runs it: a child process, a working directory, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.model import default_model_path
+from core.synthetic import write_synthetic
+from tests.conftest import run_canon
+
+COMMANDS = ("init", "validate", "import", "export", "stats", "config", "synth")
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE = 0, 1, 2, 3
+
+
+def _description(help_text: str) -> str:
+    """The paragraph after the usage line of argparse help: the command's description."""
+    paragraphs = [p.strip() for p in help_text.split("\n\n") if p.strip()]
+    assert paragraphs[0].startswith("usage: canon")
+    return paragraphs[1]
+
+
+def _stats(cwd: Path, *options: str) -> dict[str, Any]:
+    result = run_canon(*options, "stats", cwd=cwd)
+    assert result.returncode == EXIT_OK, result.stderr
+    stats: dict[str, Any] = json.loads(result.stdout)
+    return stats
+
+
+def _init(cwd: Path) -> dict[str, Any]:
+    result = run_canon("init", cwd=cwd)
+    assert result.returncode == EXIT_OK, result.stderr
+    return _stats(cwd)
+
+
+def _person_record(n: int) -> dict[str, Any]:
+    return {
+        "id": f"person-cli-{n}",
+        "type": "Person",
+        "properties": {
+            "email": f"cli{n}@northwind.example",
+            "name": f"CLI Person {n}",
+            "handle": f"cli-{n}",
+            "title": "Engineer",
+            "role": "engineer",
+        },
+    }
+
+
+# -- help ----------------------------------------------------------------------------------------------------------
+def test_help_describes_canon_and_lists_every_command(tmp_path: Path) -> None:
+    result = run_canon("--help", cwd=tmp_path)
+
+    assert result.returncode == EXIT_OK
+    assert _description(result.stdout)
+    for command in COMMANDS:
+        assert f"\n    {command} " in result.stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_with_a_description(tmp_path: Path, command: str) -> None:
+    result = run_canon(command, "--help", cwd=tmp_path)
+
+    assert result.returncode == EXIT_OK
+    assert result.stdout.startswith(f"usage: canon {command}")
+    description = _description(result.stdout)
+    assert not description.startswith(("positional arguments", "options"))
+    assert list(tmp_path.iterdir()) == []  # asking for help creates no store
+
+
+# -- init ----------------------------------------------------------------------------------------------------------
+def test_init_in_an_empty_directory_creates_a_seeded_store(tmp_path: Path) -> None:
+    result = run_canon("init", cwd=tmp_path)
+
+    assert result.returncode == EXIT_OK, result.stderr
+    assert (tmp_path / "canon.db").is_file()
+    stats = _stats(tmp_path)
+    assert stats["nodes"] > 300
+    assert stats["edges"] > 0
+    assert stats["model"]["name"] == "northwind"
+
+
+def test_init_again_keeps_the_existing_store(tmp_path: Path) -> None:
+    first = _init(tmp_path)
+
+    again = run_canon("init", cwd=tmp_path)
+
+    assert again.returncode == EXIT_OK, again.stderr
+    assert _stats(tmp_path) == first
+
+
+# -- validate ------------------------------------------------------------------------------------------------------
+def test_validate_without_a_file_checks_the_embedded_model(tmp_path: Path) -> None:
+    result = run_canon("validate", cwd=tmp_path)
+
+    assert result.returncode == EXIT_OK, result.stderr
+    assert str(default_model_path()) in result.stdout
+    assert not (tmp_path / "canon.db").exists()
+
+
+def test_validate_a_bad_model_exits_1_naming_the_file_and_every_pointer(tmp_path: Path) -> None:
+    document = json.loads(default_model_path().read_text(encoding="utf-8"))
+    document["$defs"]["Person"]["x-canon-node"]["key"] = "nope"
+    document["$defs"]["member_of"]["x-canon-edge"]["target"] = ["Nope"]
+    document["$defs"]["Team"]["properties"]["slug"]["type"] = "strng"
+    (tmp_path / "bad.json").write_text(json.dumps(document), encoding="utf-8")
+
+    result = run_canon("validate", "bad.json", cwd=tmp_path)
+
+    assert result.returncode == EXIT_PROBLEMS
+    problem_lines = [line for line in result.stderr.splitlines() if line.startswith("  ")]
+    assert len(problem_lines) == 3
+    assert all("bad.json" in line for line in problem_lines)
+    for pointer in (
+        "/$defs/Person/x-canon-node/key",
+        "/$defs/member_of/x-canon-edge/target/0",
+        "/$defs/Team/properties/slug/type",
+    ):
+        assert pointer in result.stderr
+
+
+def test_validate_a_file_that_is_not_json_exits_1_naming_the_line(tmp_path: Path) -> None:
+    (tmp_path / "broken.json").write_text('{\n  "$defs": {\n    oops\n}\n', encoding="utf-8")
+
+    result = run_canon("validate", "broken.json", cwd=tmp_path)
+
+    assert result.returncode == EXIT_PROBLEMS
+    assert "broken.json:3" in result.stderr
+
+
+# -- import --------------------------------------------------------------------------------------------------------
+def _write_invalid_records(path: Path) -> None:
+    person = _person_record(1)
+    del person["properties"]["role"]
+    edge = {"type": "member_of", "source": "person-cli-1", "target": "team-does-not-exist", "properties": {}}
+    path.write_text(json.dumps({"nodes": [_person_record(2), person], "edges": [edge]}), encoding="utf-8")
+
+
+def _write_unparsable_lines(path: Path) -> None:
+    lines = [json.dumps({"kind": "node", **_person_record(1)}), "{not json", json.dumps({"kind": "nope"})]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("name", "write"), [("invalid.json", _write_invalid_records), ("unparsable.jsonl", _write_unparsable_lines)]
+)
+def test_import_of_a_bad_file_exits_1_and_writes_nothing(tmp_path: Path, name: str, write: Any) -> None:
+    before = _init(tmp_path)
+    write(tmp_path / name)
+
+    result = run_canon("import", name, cwd=tmp_path)
+
+    assert result.returncode == EXIT_PROBLEMS
+    assert name in result.stderr
+    assert _stats(tmp_path) == before
+
+
+def test_import_dry_run_checks_the_file_and_writes_nothing(tmp_path: Path) -> None:
+    before = _init(tmp_path)
+    (tmp_path / "people.json").write_text(json.dumps({"nodes": [_person_record(1)]}), encoding="utf-8")
+
+    result = run_canon("import", "--dry-run", "people.json", cwd=tmp_path)
+
+    assert result.returncode == EXIT_OK, result.stderr
+    assert _stats(tmp_path) == before
+
+
+def test_import_writes_the_records_of_a_good_file(tmp_path: Path) -> None:
+    before = _init(tmp_path)
+    edge = {
+        "type": "member_of",
+        "source": "person-cli-1",
+        "target": "team-leadership",
+        "properties": {"role": "member"},
+    }
+    (tmp_path / "people.json").write_text(json.dumps({"nodes": [_person_record(1)], "edges": [edge]}), encoding="utf-8")
+
+    result = run_canon("import", "people.json", cwd=tmp_path)
+
+    assert result.returncode == EXIT_OK, result.stderr
+    after = _stats(tmp_path)
+    assert (after["nodes"], after["edges"]) == (before["nodes"] + 1, before["edges"] + 1)
+    assert after["revision"] == before["revision"] + 2
+
+
+@pytest.mark.slow
+def test_import_with_progress_draws_a_progress_bar_on_stderr(tmp_path: Path) -> None:
+    write_synthetic(tmp_path / "synthetic.jsonl", 6_000)
+
+    result = run_canon("--model", str(default_model_path()), "import", "synthetic.jsonl", "--progress", cwd=tmp_path)
+
+    assert result.returncode == EXIT_OK, result.stderr
+    assert "writing" in result.stderr
+    assert "%" in result.stderr
+    assert "100%" in result.stderr  # the last update is always drawn
+    assert _stats(tmp_path, "--model", str(default_model_path()))["nodes"] == 6_000
+
+
+def test_import_without_a_terminal_draws_no_progress_bar(tmp_path: Path) -> None:
+    (tmp_path / "people.json").write_text(json.dumps({"nodes": [_person_record(1)]}), encoding="utf-8")
+
+    result = run_canon("--model", str(default_model_path()), "import", "people.json", cwd=tmp_path)
+
+    assert result.returncode == EXIT_OK, result.stderr
+    assert result.stderr == ""
+
+
+# -- export --------------------------------------------------------------------------------------------------------
+def test_export_to_stdout_prints_every_node_and_edge_as_json(tmp_path: Path) -> None:
+    stats = _init(tmp_path)
+
+    result = run_canon("export", "-", cwd=tmp_path)
+
+    assert result.returncode == EXIT_OK, result.stderr
+    document = json.loads(result.stdout)
+    assert set(document) == {"nodes", "edges"}
+    assert len(document["nodes"]) == stats["nodes"]
+    assert len(document["edges"]) == stats["edges"]
+    assert all({"id", "type", "properties"} <= set(node) for node in document["nodes"])
+    assert all({"type", "source", "target"} <= set(edge) for edge in document["edges"])
+
+
+@pytest.mark.slow
+def test_export_then_import_into_an_empty_store_then_export_gives_identical_bytes(tmp_path: Path) -> None:
+    _init(tmp_path)
+    model = ("--model", str(default_model_path()))
+    assert run_canon("export", "first.jsonl", cwd=tmp_path).returncode == EXIT_OK
+    assert run_canon(*model, "--store", "copy.db", "import", "first.jsonl", cwd=tmp_path).returncode == EXIT_OK
+    assert run_canon(*model, "--store", "copy.db", "export", "second.jsonl", cwd=tmp_path).returncode == EXIT_OK
+
+    assert (tmp_path / "first.jsonl").read_bytes() == (tmp_path / "second.jsonl").read_bytes()
+
+
+# -- synth ---------------------------------------------------------------------------------------------------------
+def test_synth_writes_the_same_bytes_for_the_same_size(tmp_path: Path) -> None:
+    first = run_canon("synth", "--nodes", "1000", "a.jsonl", cwd=tmp_path)
+    second = run_canon("synth", "--nodes", "1000", "b.jsonl", cwd=tmp_path)
+
+    assert (first.returncode, second.returncode) == (EXIT_OK, EXIT_OK)
+    data = (tmp_path / "a.jsonl").read_bytes()
+    assert data == (tmp_path / "b.jsonl").read_bytes()
+    nodes = [json.loads(line) for line in data.splitlines() if json.loads(line)["kind"] == "node"]
+    assert len(nodes) == 1000
+
+
+def test_synth_with_zero_nodes_is_a_usage_error(tmp_path: Path) -> None:
+    result = run_canon("synth", "--nodes", "0", "out.jsonl", cwd=tmp_path)
+
+    assert result.returncode == EXIT_USAGE
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+# -- store and configuration errors --------------------------------------------------------------------------------
+@pytest.mark.parametrize("command", [("init",), ("stats",), ("export", "-"), ("import", "x.json")])
+def test_a_store_path_that_is_a_directory_exits_3_naming_the_path(tmp_path: Path, command: tuple[str, ...]) -> None:
+    (tmp_path / "a-directory").mkdir()
+    (tmp_path / "x.json").write_text(json.dumps({"nodes": [_person_record(1)]}), encoding="utf-8")
+
+    result = run_canon("--store", "a-directory", *command, cwd=tmp_path)
+
+    assert result.returncode == EXIT_STORE
+    assert "a-directory" in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["under-a-file", "not-a-database"])
+def test_a_store_that_cannot_be_opened_exits_3_naming_the_path(tmp_path: Path, kind: str) -> None:
+    if kind == "under-a-file":
+        (tmp_path / "plain.txt").write_text("a file, not a directory\n", encoding="utf-8")
+        store = "plain.txt/canon.db"
+    else:
+        (tmp_path / "junk.db").write_bytes(b"this is not an SQLite database\n" * 200)
+        store = "junk.db"
+
+    result = run_canon("--store", store, "stats", cwd=tmp_path)
+
+    assert result.returncode == EXIT_STORE
+    assert store in result.stderr
+
+
+def test_a_bad_configuration_file_exits_2_and_creates_no_store(tmp_path: Path) -> None:
+    (tmp_path / "bad.toml").write_text('[store]\npth = "elsewhere.db"\n', encoding="utf-8")
+
+    result = run_canon("--config", "bad.toml", "stats", cwd=tmp_path)
+
+    assert result.returncode == EXIT_USAGE
+    assert "bad.toml" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]
+
+
+def test_config_shows_each_setting_with_where_it_came_from(tmp_path: Path) -> None:
+    (tmp_path / "canon.toml").write_text("[server]\nport = 9000\n", encoding="utf-8")
+
+    result = run_canon("config", cwd=tmp_path, env={"CANON_HOST": "0.0.0.0"})
+
+    assert result.returncode == EXIT_OK, result.stderr
+    shown = json.loads(result.stdout)
+    assert shown["settings"]["port"] == 9000
+    assert shown["settings"]["host"] == "0.0.0.0"
+    assert shown["from"]["host"] == "$CANON_HOST"
+    assert "canon.toml" in shown["from"]["port"]
+    assert shown["from"]["store"] == "default"
