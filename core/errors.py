@@ -114,7 +114,9 @@ class NotFoundError(CanonError, KeyError):
     code = "not_found"
 
     def __init__(self, kind: str, key: str) -> None:
-        super().__init__(f"No {kind} with id {key!r}.")
+        super().__init__(
+            f"No {kind} {key!r}." if kind in ("resource", "resource template") else f"No {kind} with id {key!r}."
+        )
         self.kind = kind
         self.key = key
 
