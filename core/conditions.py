@@ -55,9 +55,9 @@ def _compare(op: str, actual: Any, value: Any) -> bool:
         return not _same(actual, value)
     if op == "in":
         return any(_same(actual, v) for v in value)
-    if op == "contains":
+    if op == "contains":  # a substring of a string (strings only), or a member of an array
         if isinstance(actual, str):
-            return str(value).lower() in actual.lower()
+            return isinstance(value, str) and value.lower() in actual.lower()
         return isinstance(actual, list) and any(_same(item, value) for item in actual)
     comparable = (_number(actual) and _number(value)) or (isinstance(actual, str) and isinstance(value, str))
     if not comparable:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from core.documents import pointer
 from core.errors import CanonError, InvalidArgumentsError, LimitExceededError, Problem
 from core.graph import GraphIndex
 from core.model import Model
@@ -46,6 +47,7 @@ class CallContext:
     store: Store
     index: GraphIndex
     deadline: float
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S
 
     @property
     def model(self) -> Model:
@@ -55,8 +57,9 @@ class CallContext:
         """Raise `LimitExceededError` once the call's wall-time bound has passed; handlers call it in loops."""
         if time.monotonic() > self.deadline:
             raise LimitExceededError(
-                "The query ran out of time; narrow it (fewer terms, a type, a smaller depth or limit).",
-                limit="time_s", value=round(self.deadline, 3),
+                f"The query ran out of its {self.time_limit_s:g} s; narrow it (a type, conditions, a smaller depth "
+                "or limit).",
+                limit="time_s", value=self.time_limit_s,
             )  # fmt: skip
 
 
@@ -100,7 +103,7 @@ def error_json(error: CanonError) -> dict[str, Any]:
     problems: tuple[Problem, ...] = getattr(error, "problems", ())
     if problems:
         out["problems"] = [p.as_dict() for p in problems]
-    for name in ("tool", "kind", "key", "expected", "actual", "limit", "suggestions"):
+    for name in ("tool", "kind", "key", "expected", "actual", "limit", "value", "suggestions"):
         if hasattr(error, name):
             value = getattr(error, name)
             out[name] = list(value) if isinstance(value, tuple) else value
@@ -128,7 +131,7 @@ class Dispatcher:
 
     def context(self, principal: Principal, surface: str) -> CallContext:
         deadline = time.monotonic() + self.time_limit_s
-        return CallContext(principal, surface, self.registry, self.store, self.index, deadline)
+        return CallContext(principal, surface, self.registry, self.store, self.index, deadline, self.time_limit_s)
 
     def call_tool(
         self, principal: Principal, surface: str, name: str, arguments: Mapping[str, Any] | None
@@ -144,10 +147,8 @@ class Dispatcher:
             self._audit(principal, surface, "tools/call", name, args, outcome, started)
             raise
         try:
-            problems = [
-                Problem("/" + "/".join(str(p) for p in e.absolute_path), e.message)
-                for e in self.registry.input_validator(tool.name).iter_errors(args)
-            ]
+            validator = self.registry.input_validator(tool.name)
+            problems = [Problem(pointer(e.absolute_path), e.message) for e in validator.iter_errors(args)]
             if problems:
                 raise InvalidArgumentsError(tool.name, sorted(problems))
             self.index.sync()

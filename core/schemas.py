@@ -26,16 +26,12 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _STAMP = {"type": "string", "description": "ISO 8601 UTC timestamp"}
 
 
-def node_envelope(type_name: str) -> dict[str, Any]:
-    """The schema of one node of `type_name` as every surface returns it."""
+def _envelope(type_name: str, head: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {
         "type": "object",
-        "required": ["id", "type", "visibility", "properties", "revision"],
+        "required": [*required, "properties", "revision"],
         "properties": {
-            "id": {"type": "string", "pattern": ID_PATTERN},
-            "type": {"const": type_name},
-            "visibility": {"enum": list(VISIBILITIES)},
-            "readers": {"type": "array", "items": {"type": "string"}},
+            **head,
             "properties": {"$ref": f"#/$defs/{type_name}"},
             "revision": {"type": "integer", "minimum": 1},
             "created_at": _STAMP,
@@ -44,25 +40,23 @@ def node_envelope(type_name: str) -> dict[str, Any]:
         },
         "additionalProperties": False,
     }
+
+
+def node_envelope(type_name: str) -> dict[str, Any]:
+    """The schema of one node of `type_name` as every surface returns it."""
+    head = {
+        "id": {"type": "string", "pattern": ID_PATTERN},
+        "type": {"const": type_name},
+        "visibility": {"enum": list(VISIBILITIES)},
+        "readers": {"type": "array", "items": {"type": "string"}},
+    }
+    return _envelope(type_name, head, ["id", "type", "visibility"])
 
 
 def edge_envelope(type_name: str) -> dict[str, Any]:
     """The schema of one edge of `type_name` as every surface returns it."""
-    return {
-        "type": "object",
-        "required": ["type", "source", "target", "properties", "revision"],
-        "properties": {
-            "type": {"const": type_name},
-            "source": {"type": "string"},
-            "target": {"type": "string"},
-            "properties": {"$ref": f"#/$defs/{type_name}"},
-            "revision": {"type": "integer", "minimum": 1},
-            "created_at": _STAMP,
-            "updated_at": _STAMP,
-            "updated_by": {"type": "string"},
-        },
-        "additionalProperties": False,
-    }
+    head = {"type": {"const": type_name}, "source": {"type": "string"}, "target": {"type": "string"}}
+    return _envelope(type_name, head, ["type", "source", "target"])
 
 
 def _envelopes(model: Model) -> dict[str, Any]:

@@ -62,6 +62,17 @@ _NODE_COLUMNS = "id, type, visibility, readers, properties, revision, created_at
 _EDGE_COLUMNS = "type, source, target, properties, revision, created_at, updated_at, updated_by"
 
 
+def _lower(value: Any) -> Any:
+    """Python's `str.lower`, so SQL and `Condition.matches` agree beyond ASCII (SQLite's lower() does not)."""
+    return value.lower() if isinstance(value, str) else value
+
+
+def _connect(target: str | Path, **options: Any) -> sqlite3.Connection:
+    db = sqlite3.connect(target, isolation_level=None, **options)
+    db.create_function("canon_lower", 1, _lower, deterministic=True)
+    return db
+
+
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -167,7 +178,7 @@ class SQLiteStore:
             raise StoreError(f"The store path {path} is a directory; give a file path.", path=str(path))
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_S)
+            db = _connect(path, check_same_thread=False, timeout=BUSY_TIMEOUT_S)
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"Cannot open the store {path}: {exc}.", path=str(path)) from exc
         except OSError as exc:
@@ -457,7 +468,7 @@ class SQLiteStore:
 
     def _iterate(self, sql: str, params: Sequence[Any], convert: Callable[[Any], Any]) -> Iterator[Any]:
         """Stream rows from a snapshot on a connection of its own, so a long iteration blocks nobody."""
-        db = sqlite3.connect(f"{self._path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+        db = _connect(f"{self._path.resolve().as_uri()}?mode=ro", uri=True)
         try:
             db.execute("BEGIN")
             cursor = db.execute(sql, params)
@@ -494,7 +505,7 @@ def _node_filter(query: NodeQuery) -> tuple[str, list[Any]]:
         for type_name, fields in sorted(query.text_fields.items()):
             if query.type is not None and type_name != query.type:
                 continue
-            likes = " OR ".join(f"lower(json_extract(properties, '$.{f}')) LIKE ? ESCAPE '\\'" for f in fields)
+            likes = " OR ".join(f"canon_lower(json_extract(properties, '$.{f}')) LIKE ? ESCAPE '\\'" for f in fields)
             if likes:
                 groups.append(f"(type = ? AND ({likes}))")
                 params += [type_name, *([needle] * len(fields))]
@@ -517,7 +528,7 @@ def _condition_sql(c: Condition) -> tuple[str, list[Any]]:
         return f"({same})", params
     if c.op == "contains":
         if isinstance(c.value, str):
-            text_match = f"({kind} = 'text' AND instr(lower({value}), lower(?)) > 0)"
+            text_match = f"({kind} = 'text' AND instr(canon_lower({value}), canon_lower(?)) > 0)"
             each_text = f"SELECT 1 FROM json_each(properties, {path}) WHERE type = 'text' AND value = ?"
             member = f"({kind} = 'array' AND EXISTS ({each_text}))"
             return f"({text_match} OR {member})", [c.value, c.value]
@@ -538,7 +549,7 @@ def _equals_sql(value: str, kind: str, v: Any) -> str:
         return f"({kind} = 'text' AND {value} = ?)"
     if isinstance(v, int | float):
         return f"({kind} IN ('integer', 'real') AND {value} = ?)"
-    return f"(json({value}) = json(?))"  # arrays and objects: compare as canonical JSON
+    return f"({kind} IN ('array', 'object') AND json({value}) = json(?))"  # compare as canonical JSON
 
 
 def _sql_value(v: Any) -> Any:

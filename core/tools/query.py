@@ -100,6 +100,7 @@ def _parse(ctx: CallContext, match: list[dict[str, Any]]) -> tuple[dict[str, _Va
     variables: dict[str, _Var] = {}
     edges: list[_EdgeTerm] = []
     problems: list[Problem] = []
+    wheres: list[tuple[int, _Var, dict[str, Any]]] = []  # checked once every term has been read
     for i, term in enumerate(match):
         if "node" in term:
             var = variables.setdefault(term["node"], _Var(term["node"]))
@@ -110,9 +111,7 @@ def _parse(ctx: CallContext, match: list[dict[str, Any]]) -> tuple[dict[str, _Va
             if "id" in term:
                 var.id = term["id"]
             if "where" in term:
-                node_type = ctx.model.node_types.get(var.type) if var.type else None
-                where = parse_where(term["where"], node_type, tool="query_graph", at=f"/match/{i}/where")
-                var.conditions += where
+                wheres.append((i, var, term["where"]))
         else:
             for end in ("from", "to"):
                 variables.setdefault(term[end], _Var(term[end]))
@@ -125,6 +124,11 @@ def _parse(ctx: CallContext, match: list[dict[str, Any]]) -> tuple[dict[str, _Va
                 op, value = next(iter(spec.items())) if isinstance(spec, dict) else ("eq", spec)
                 conditions += (Condition(name, op, value),)
             edges.append(_EdgeTerm(term["edge"], term["from"], term["to"], conditions))
+    for var in variables.values():
+        var.type = var.type or _implied_type(ctx, var.name, edges)
+    for i, var, where in wheres:
+        node_type = ctx.model.node_types.get(var.type) if var.type else None
+        var.conditions += parse_where(where, node_type, tool="query_graph", at=f"/match/{i}/where")
     disconnected = _components(variables, edges)
     if len(disconnected) > 1:
         groups = " and ".join("{" + ", ".join(sorted(c)) + "}" for c in disconnected)
@@ -135,6 +139,17 @@ def _parse(ctx: CallContext, match: list[dict[str, Any]]) -> tuple[dict[str, _Va
     if problems:
         raise InvalidArgumentsError("query_graph", problems)
     return variables, edges
+
+
+def _implied_type(ctx: CallContext, name: str, edges: list[_EdgeTerm]) -> str | None:
+    """The one node type a variable can have, given the edge terms it is an end of (None if several)."""
+    allowed: set[str] | None = None
+    for term in edges:
+        edge_type = ctx.model.edge_types[term.type]
+        for end, types in ((term.source, edge_type.sources), (term.target, edge_type.targets)):
+            if end == name:
+                allowed = set(types) if allowed is None else allowed & types
+    return next(iter(allowed)) if allowed is not None and len(allowed) == 1 else None
 
 
 def _components(variables: dict[str, _Var], edges: list[_EdgeTerm]) -> list[set[str]]:

@@ -8,6 +8,7 @@ Origin are checked on `/mcp` (invalid Origin → 403, invalid Host → 421) and 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -15,10 +16,12 @@ import anyio
 from mcp.server.context import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.instance import Instance
 from core.principal import ANONYMOUS, Principal
@@ -39,6 +42,50 @@ def security_settings(host: str) -> TransportSecuritySettings:
         allowed_hosts=[f"{h}:*" for h in hosts] + hosts,
         allowed_origins=[f"http://{h}:*" for h in hosts] + [f"http://{h}" for h in hosts],
     )
+
+
+class VersionErrorFix:
+    """Make the -32022 error list every served revision, as `server/discover` does.
+
+    SDK 2.3 builds that error in its transport, before any handler, with only the 2026-07-28 revision in
+    `data.supported`. This wrapper rewrites just that one response (a small 400 JSON body) and passes
+    everything else through untouched.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        start: Message | None = None
+        body = bytearray()
+
+        async def capture(message: Message) -> None:
+            nonlocal start
+            if message["type"] == "http.response.start" and message["status"] == 400:
+                start = message
+                return
+            if start is None:
+                await send(message)
+                return
+            body.extend(message.get("body", b""))
+            if not message.get("more_body", False):
+                await self._send_fixed(start, bytes(body), send)
+
+        await self.app(scope, receive, capture)
+
+    @staticmethod
+    async def _send_fixed(start: Message, body: bytes, send: Send) -> None:
+        try:
+            payload = json.loads(body)
+            if payload["error"]["code"] == UNSUPPORTED_PROTOCOL_VERSION:
+                payload["error"].setdefault("data", {})["supported"] = SUPPORTED_VERSIONS
+                body = json.dumps(payload, separators=(",", ":")).encode()
+        except (ValueError, KeyError, TypeError):
+            pass  # not the error we fix: send it as it was
+        headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({**start, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
 
 def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS,
@@ -69,7 +116,7 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS,
             tasks.cancel_scope.cancel()
 
     app = Starlette(
-        routes=[Route("/mcp", endpoint=StreamableHTTPASGIApp(manager)), Route("/healthz", healthz)],
+        routes=[Route("/mcp", endpoint=VersionErrorFix(StreamableHTTPASGIApp(manager))), Route("/healthz", healthz)],
         lifespan=lifespan,
     )
     app.state.fanout = fanout

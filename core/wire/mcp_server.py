@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server.caching import CacheHint
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
@@ -128,8 +128,6 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        if not _modern(ctx):
-            fanout.remember(ctx)
         return types.ListToolsResult(tools=listed)
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -213,8 +211,10 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
                 lambda: dispatcher.run(principal, "mcp", action, target, {"target": target}, work)
             )
         except NotFoundError as exc:
-            code = types.INVALID_PARAMS if _modern(ctx) else RESOURCE_NOT_FOUND_LEGACY
-            raise MCPError(code, str(exc), data={"uri": target} if exc.kind == "resource" else None) from None
+            if exc.kind == "resource":  # the one error whose code differs between the revisions
+                code = types.INVALID_PARAMS if _modern(ctx) else RESOURCE_NOT_FOUND_LEGACY
+                raise MCPError(code, str(exc), data={"uri": target}) from None
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         except CanonError as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
 
@@ -243,6 +243,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
         on_subscriptions_listen=_HonestListen(ListenHandler(fanout.bus)),
         on_completion=completion,
     )
+    server.middleware.append(_RememberLegacy(fanout))
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
     server.add_request_handler("server/discover", types.RequestParams, discover)
     return server
@@ -253,6 +254,19 @@ def _input_schema(registry: Registry, name: str) -> dict[str, Any] | None:
         return dict(registry.tool(name).input_schema)
     except UnknownToolError:
         return None
+
+
+class _RememberLegacy:
+    """Every 2025-11-25 connection that sends a request hears list_changed, whether or not it subscribed."""
+
+    def __init__(self, fanout: EventFanout) -> None:
+        self.fanout = fanout
+
+    async def __call__(self, ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.request_id is not None and not _modern(ctx) and ctx.method != "initialize":
+            self.fanout.remember(ctx)
+        return result
 
 
 class _HonestListen:

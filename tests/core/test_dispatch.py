@@ -1,0 +1,266 @@
+"""The one dispatch path: look up, validate, execute under a time bound, audit, and answer with one JSON object."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+
+import pytest
+
+from core.config import Config
+from core.dispatch import AuditRecord, Dispatcher
+from core.errors import LimitExceededError, NotFoundError, UnknownToolError
+from core.instance import Instance, open_instance
+from core.principal import LOCAL, Principal
+from core.resources import read_resource
+from core.tools import HANDLERS
+
+SERVICE = "svc-checkout-api"  # a node of the seed data
+
+
+@pytest.fixture(scope="module")
+def instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
+    """A seeded instance shared by the module: every call here only reads."""
+    opened = open_instance(Config(store=tmp_path_factory.mktemp("dispatch") / "canon.db"))
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def records() -> list[AuditRecord]:
+    return []
+
+
+@pytest.fixture
+def dispatcher(instance: Instance, records: list[AuditRecord]) -> Dispatcher:
+    """A dispatcher of its own per test, so the audit records are this test's only."""
+    assert instance.index is not None
+    fresh = Dispatcher(instance.registry, instance.store, instance.index, HANDLERS)
+    fresh.audit_hooks.append(records.append)
+    return fresh
+
+
+def test_an_unknown_tool_raises_and_is_audited_as_unknown(dispatcher: Dispatcher, records: list[AuditRecord]) -> None:
+    with pytest.raises(UnknownToolError) as caught:
+        dispatcher.call_tool(LOCAL, "test", "get_nodes", {"id": SERVICE})
+
+    assert caught.value.tool == "get_nodes"
+    assert "get_node" in caught.value.suggestions
+    [record] = records
+    assert (record.action, record.target, record.outcome) == ("tools/call", "get_nodes", "unknown")
+
+
+def test_invalid_arguments_are_an_error_result_with_pointers_and_audited_as_invalid(
+    dispatcher: Dispatcher, records: list[AuditRecord]
+) -> None:
+    result = dispatcher.call_tool(LOCAL, "test", "find_nodes", {"type": "Starship", "limit": 0})
+
+    assert result.is_error
+    assert result.value is None
+    body = result.as_json()["error"]
+    assert body["code"] == "invalid_arguments"
+    assert body["tool"] == "find_nodes"
+    assert {p["pointer"] for p in body["problems"]} == {"/type", "/limit"}
+    assert all(isinstance(p["message"], str) and p["message"] for p in body["problems"])
+    [record] = records
+    assert (record.target, record.outcome) == ("find_nodes", "invalid")
+
+
+def test_arguments_are_validated_before_the_handler_runs(dispatcher: Dispatcher, records: list[AuditRecord]) -> None:
+    # an empty id could only be "not found" if the handler ran; the schema refuses it first
+    result = dispatcher.call_tool(LOCAL, "test", "get_node", {"id": ""})
+
+    assert result.error is not None
+    assert result.error.code == "invalid_arguments"
+    assert [p["pointer"] for p in result.as_json()["error"]["problems"]] == ["/id"]
+    assert records[-1].outcome == "invalid"
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{}, {"id": SERVICE, "colour": "blue"}],
+    ids=["missing-required", "unknown-argument"],
+)
+def test_a_problem_with_the_arguments_object_itself_points_at_the_root(
+    dispatcher: Dispatcher, arguments: dict[str, object]
+) -> None:
+    result = dispatcher.call_tool(LOCAL, "test", "get_node", arguments)
+
+    assert result.error is not None
+    assert result.error.code == "invalid_arguments"
+    # RFC 6901: the whole document is "", while "/" would be a member named "" (core.documents.pointer agrees)
+    assert [p["pointer"] for p in result.as_json()["error"]["problems"]] == [""]
+
+
+def test_a_missing_node_is_a_not_found_result_audited_as_not_found(
+    dispatcher: Dispatcher, records: list[AuditRecord]
+) -> None:
+    result = dispatcher.call_tool(LOCAL, "test", "get_node", {"id": "svc-does-not-exist"})
+
+    assert isinstance(result.error, NotFoundError)
+    body = result.as_json()["error"]
+    assert body["code"] == "not_found"
+    assert (body["kind"], body["key"]) == ("node", "svc-does-not-exist")
+    [record] = records
+    assert (record.target, record.outcome) == ("get_node", "not_found")
+
+
+def test_a_successful_call_is_audited_with_who_where_what_and_how_long(
+    dispatcher: Dispatcher, records: list[AuditRecord], instance: Instance
+) -> None:
+    caller = Principal("user:ada")
+
+    result = dispatcher.call_tool(caller, "rest", "get_node", {"id": SERVICE})
+
+    assert not result.is_error
+    [record] = records
+    assert record.principal == "user:ada"
+    assert record.surface == "rest"
+    assert record.action == "tools/call"
+    assert record.target == "get_node"
+    assert record.outcome == "ok"
+    assert record.revision == instance.store.revision()
+    assert isinstance(record.duration_ms, float)
+    assert record.duration_ms >= 0
+    assert record.at.endswith("Z")
+    assert len(record.arguments_digest) == 16
+    assert set(record.arguments_digest) <= set("0123456789abcdef")
+
+
+def test_the_audit_record_digests_the_arguments_without_carrying_them(
+    dispatcher: Dispatcher, records: list[AuditRecord]
+) -> None:
+    dispatcher.call_tool(LOCAL, "test", "find_nodes", {"type": "Person", "text": "okafor"})
+    dispatcher.call_tool(LOCAL, "test", "find_nodes", {"text": "okafor", "type": "Person"})
+    dispatcher.call_tool(LOCAL, "test", "find_nodes", {"type": "Person", "text": "lindqvist"})
+
+    first, same, other = records
+    assert "okafor" not in json.dumps(asdict(first))
+    assert "lindqvist" not in json.dumps(asdict(other))
+    assert first.arguments_digest == same.arguments_digest  # key order does not matter
+    assert first.arguments_digest != other.arguments_digest
+
+
+def test_an_error_result_as_json_holds_only_the_error(dispatcher: Dispatcher) -> None:
+    failed = dispatcher.call_tool(LOCAL, "test", "get_node", {"id": "svc-does-not-exist"})
+    invalid = dispatcher.call_tool(LOCAL, "test", "get_node", {"id": ""})
+
+    for result in (failed, invalid):
+        assert set(result.as_json()) == {"error"}
+        assert {"code", "message"} <= set(result.as_json()["error"])
+
+
+def test_a_successful_result_as_json_is_the_value(dispatcher: Dispatcher) -> None:
+    result = dispatcher.call_tool(LOCAL, "test", "get_node", {"id": SERVICE})
+
+    assert result.error is None
+    assert result.as_json() == result.value
+    assert result.as_json()["node"]["id"] == SERVICE
+
+
+DENSE_CALLS = [
+    pytest.param(
+        "find_paths", {"source": "person-ada-okafor", "target": "svc-search-api", "max_depth": 6}, id="find_paths"
+    ),
+    pytest.param(
+        "query_graph",
+        {
+            "match": [
+                {"node": "a", "type": "Person"},
+                {"edge": "member_of", "from": "a", "to": "t"},
+                {"edge": "member_of", "from": "b", "to": "t"},
+                {"edge": "owns", "from": "t", "to": "s"},
+            ],
+            "return": ["t"],
+        },
+        id="query_graph",
+    ),
+    pytest.param("get_neighbors", {"id": "team-payments", "depth": 3}, id="get_neighbors"),
+]
+
+
+@pytest.mark.parametrize(("tool", "arguments"), DENSE_CALLS)
+def test_a_call_past_the_wall_time_bound_is_a_limit_exceeded_result(
+    instance: Instance, tool: str, arguments: dict[str, object]
+) -> None:
+    assert instance.index is not None
+    unbounded = instance.dispatcher.call_tool(LOCAL, "test", tool, arguments)
+    assert not unbounded.is_error  # the call itself is fine; only the bound below makes it fail
+    records: list[AuditRecord] = []
+    hurried = Dispatcher(instance.registry, instance.store, instance.index, HANDLERS, time_limit_s=0)
+    hurried.audit_hooks.append(records.append)
+
+    result = hurried.call_tool(LOCAL, "test", tool, arguments)
+
+    assert isinstance(result.error, LimitExceededError)
+    assert result.as_json()["error"]["code"] == "limit_exceeded"
+    assert result.as_json()["error"]["limit"] == "time_s"
+    assert [r.outcome for r in records] == ["error"]
+
+
+def test_a_time_limit_error_reports_the_time_spent_not_a_clock_reading(instance: Instance) -> None:
+    assert instance.index is not None
+    hurried = Dispatcher(instance.registry, instance.store, instance.index, HANDLERS, time_limit_s=0)
+
+    started = time.monotonic()
+    result = hurried.call_tool(LOCAL, "test", "get_neighbors", {"id": "team-payments", "depth": 3})
+    elapsed = time.monotonic() - started
+
+    assert isinstance(result.error, LimitExceededError)
+    # `value` is seconds the query ran (at least the bound, at most the whole call), like work's `value` is work
+    assert 0 <= result.error.value <= elapsed
+
+
+def test_a_registry_with_a_tool_lacking_a_handler_is_refused(instance: Instance) -> None:
+    assert instance.index is not None
+    handlers = {name: handler for name, handler in HANDLERS.items() if name != "find_paths"}
+
+    with pytest.raises(ValueError, match="find_paths"):
+        Dispatcher(instance.registry, instance.store, instance.index, handlers)
+
+
+def test_every_registered_tool_has_a_handler(instance: Instance) -> None:
+    assert {t.name for t in instance.registry.tools} == set(HANDLERS)
+
+
+def test_a_resource_read_takes_the_same_path_and_is_audited(
+    dispatcher: Dispatcher, records: list[AuditRecord], instance: Instance
+) -> None:
+    uri = f"canon://nodes/Service/{SERVICE}"
+
+    content = dispatcher.run(LOCAL, "mcp", "resources/read", uri, {"uri": uri}, lambda ctx: read_resource(ctx, uri))
+
+    assert json.loads(content.text)["id"] == SERVICE
+    [record] = records
+    assert (record.action, record.target, record.surface, record.outcome) == ("resources/read", uri, "mcp", "ok")
+    assert record.principal == LOCAL.name
+    assert record.revision == instance.store.revision()
+
+
+def test_a_failed_resource_read_raises_and_is_audited_with_its_outcome(
+    dispatcher: Dispatcher, records: list[AuditRecord]
+) -> None:
+    uri = "canon://nodes/Service/svc-does-not-exist"
+
+    with pytest.raises(NotFoundError) as caught:
+        dispatcher.run(LOCAL, "mcp", "resources/read", uri, {"uri": uri}, lambda ctx: read_resource(ctx, uri))
+
+    assert caught.value.kind == "resource"
+    [record] = records
+    assert (record.action, record.target, record.outcome) == ("resources/read", uri, "not_found")
+
+
+def test_every_audit_hook_gets_every_record(instance: Instance) -> None:
+    assert instance.index is not None
+    first: list[AuditRecord] = []
+    second: list[AuditRecord] = []
+    dispatcher = Dispatcher(instance.registry, instance.store, instance.index, HANDLERS)
+    dispatcher.audit_hooks += [first.append, second.append]
+
+    dispatcher.call_tool(LOCAL, "test", "describe_model", {})
+    dispatcher.call_tool(LOCAL, "test", "get_node", {"id": "svc-does-not-exist"})
+
+    assert [r.outcome for r in first] == ["ok", "not_found"]
+    assert first == second

@@ -1,0 +1,264 @@
+"""The registry: tool definitions as data, derived from the model once, deterministic and self-contained."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from importlib import resources
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+from referencing import Registry as RefRegistry
+from referencing import Resource
+from referencing.jsonschema import DRAFT202012
+
+from core.errors import UnknownToolError
+from core.interchange import import_path
+from core.model import Model, default_seed_path, load_model
+from core.registry import Registry, build_registry, type_schema
+from core.store.sqlite import SQLiteStore
+
+DOCUMENT_URI = "urn:canon:test:tool-schema"
+
+
+@pytest.fixture(scope="module")
+def registry(model: Model) -> Registry:
+    return build_registry(model)
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory, model: Model) -> Iterator[SQLiteStore]:
+    """The seeded store, shared by this module's tests: they only read it."""
+    opened = SQLiteStore.open(tmp_path_factory.mktemp("registry") / "canon.db", model)
+    import_path(opened, default_seed_path(), principal="test:seed")
+    yield opened
+    opened.close()
+
+
+def _schemas(registry: Registry) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    for tool in registry.tools:
+        yield f"{tool.name}.inputSchema", tool.input_schema
+        yield f"{tool.name}.outputSchema", tool.output_schema
+
+
+SCHEMAS = [pytest.param(name, schema, id=name) for name, schema in _schemas(build_registry(load_model()))]
+
+
+def _walk(node: Any) -> Iterator[Any]:
+    yield node
+    if isinstance(node, dict):
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _walk(value)
+
+
+def _refs(node: Any) -> list[str]:
+    return [n["$ref"] for n in _walk(node) if isinstance(n, dict) and isinstance(n.get("$ref"), str)]
+
+
+def _markers(document: Any) -> list[Any]:
+    return [n for n in _walk(document) if isinstance(n, dict) and "x-canon-derive" in n]
+
+
+def _static_tool_files() -> list[dict[str, Any]]:
+    folder = resources.files("schema").joinpath("tools")
+    return [json.loads(f.read_text(encoding="utf-8")) for f in folder.iterdir() if f.name.endswith(".json")]
+
+
+def _validator(schema: Mapping[str, Any]) -> Draft202012Validator:
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def test_every_tool_schema_is_a_valid_draft_2020_12_schema(registry: Registry) -> None:
+    schemas = list(_schemas(registry))
+
+    assert len(schemas) == 2 * len(registry.tools) > 0
+    for name, schema in schemas:
+        Draft202012Validator.check_schema(schema)  # raises SchemaError, naming the schema via the traceback
+        assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema", name
+
+
+def test_two_builds_give_the_same_manifest_json(model: Model) -> None:
+    first = json.dumps(build_registry(model).manifest(), ensure_ascii=False)
+    second = json.dumps(build_registry(model).manifest(), ensure_ascii=False)
+
+    assert first == second
+
+
+def test_tools_are_listed_in_the_order_of_their_order_field(registry: Registry) -> None:
+    files = sorted(_static_tool_files(), key=lambda d: d["order"])
+
+    assert len({d["order"] for d in files}) == len(files)  # no ties: the order is the field, not the file name
+    assert [t.name for t in registry.tools] == [d["name"] for d in files]
+    assert [t["name"] for t in registry.manifest()["tools"]] == [d["name"] for d in files]
+
+
+def test_no_derive_marker_survives_derivation(registry: Registry) -> None:
+    assert _markers(_static_tool_files()), "the static files use markers, so this test checks something"
+
+    assert _markers(registry.manifest()) == []
+
+
+def test_derived_type_enums_list_the_models_types(registry: Registry, model: Model) -> None:
+    find_nodes_type = registry.tool("find_nodes").input_schema["properties"]["type"]
+    edge_types = registry.tool("get_neighbors").input_schema["properties"]["edge_types"]["items"]
+
+    assert find_nodes_type["enum"] == list(model.node_types)
+    assert find_nodes_type["type"] == "string"
+    assert edge_types["enum"] == list(model.edge_types)
+
+
+@pytest.mark.parametrize(("name", "schema"), SCHEMAS)
+def test_every_ref_in_a_tool_schema_resolves_inside_the_schema_itself(name: str, schema: Mapping[str, Any]) -> None:
+    resource = Resource.from_contents(dict(schema), default_specification=DRAFT202012)
+    resolver = RefRegistry().with_resource(DOCUMENT_URI, resource).resolver(base_uri=DOCUMENT_URI)
+
+    for ref in _refs(schema):
+        assert ref.startswith("#/"), f"{name}: {ref} points outside the document"
+        resolved = resolver.lookup(ref)  # Unresolvable if it names a $defs entry the document lacks
+        assert isinstance(resolved.contents, dict | bool), f"{name}: {ref}"
+
+
+def test_node_envelopes_ref_the_models_own_type_definitions_verbatim(registry: Registry, model: Model) -> None:
+    defs = registry.tool("get_node").output_schema["$defs"]
+
+    for type_name in model.node_types:
+        assert defs[type_name] == model.document["$defs"][type_name]
+        assert defs[f"canon.node.{type_name}"]["properties"]["properties"] == {"$ref": f"#/$defs/{type_name}"}
+        assert defs[f"canon.node.{type_name}"]["properties"]["type"] == {"const": type_name}
+    # the model's local refs (Slug, Tags, ...) come along, unchanged
+    assert defs["Slug"] == model.document["$defs"]["Slug"]
+    assert defs["Tags"] == model.document["$defs"]["Tags"]
+
+
+def test_edge_envelopes_ref_the_models_own_edge_definitions_verbatim(registry: Registry, model: Model) -> None:
+    defs = registry.tool("find_paths").output_schema["$defs"]
+
+    for type_name in model.edge_types:
+        assert defs[type_name] == model.document["$defs"][type_name]
+        assert defs[f"canon.edge.{type_name}"]["properties"]["properties"] == {"$ref": f"#/$defs/{type_name}"}
+
+
+def _reachable_defs(schema: Mapping[str, Any]) -> set[str]:
+    defs = schema.get("$defs", {})
+    found: set[str] = set()
+    pending = _refs({k: v for k, v in schema.items() if k != "$defs"})
+    while pending:
+        name = pending.pop().removeprefix("#/$defs/").split("/")[0]
+        if name in defs and name not in found:
+            found.add(name)
+            pending += _refs(defs[name])
+    return found
+
+
+@pytest.mark.parametrize(("name", "schema"), SCHEMAS)
+def test_a_tool_schema_defines_only_what_it_reaches(name: str, schema: Mapping[str, Any]) -> None:
+    assert set(schema.get("$defs", {})) == _reachable_defs(schema), name
+
+
+def test_get_node_output_holds_no_edge_type_definitions(registry: Registry, model: Model) -> None:
+    defs = registry.tool("get_node").output_schema["$defs"]
+
+    assert not set(model.edge_types) & set(defs)
+    assert not [name for name in defs if name.startswith("canon.edge.") or name == "canon.Edge"]
+
+
+def test_find_paths_output_holds_no_node_type_definitions(registry: Registry, model: Model) -> None:
+    defs = registry.tool("find_paths").output_schema["$defs"]  # its items carry node ids and edges only
+
+    assert not set(model.node_types) & set(defs)
+
+
+def test_a_stored_node_validates_against_get_nodes_output_schema(registry: Registry, seeded: SQLiteStore) -> None:
+    validator = _validator(registry.tool("get_node").output_schema)
+    revision = seeded.revision()
+
+    checked = 0
+    for type_name in registry.model.node_types:
+        node = next(seeded.iter_nodes(type_name))
+        errors = list(validator.iter_errors({"node": node.to_json(), "revision": revision}))
+        assert errors == [], (node.id, [e.message for e in errors])
+        checked += 1
+    assert checked == len(registry.model.node_types)
+
+
+@pytest.mark.parametrize(
+    ("change", "value"),
+    [
+        ("level", "senior"),  # integer property given a string
+        ("active", "yes"),  # boolean property given a string
+        ("skills", "kafka"),  # array property given a string
+        ("role", "wizard"),  # not in the enum
+        ("shoe_size", 44),  # not a Person property
+    ],
+)
+def test_a_node_with_a_wrong_property_does_not_validate_against_get_nodes_output_schema(
+    registry: Registry, seeded: SQLiteStore, change: str, value: object
+) -> None:
+    validator = _validator(registry.tool("get_node").output_schema)
+    node = next(seeded.iter_nodes("Person")).to_json()
+    assert validator.is_valid({"node": node, "revision": 1})
+
+    node["properties"][change] = value
+
+    assert not validator.is_valid({"node": node, "revision": 1})
+
+
+def test_a_node_whose_type_does_not_fit_its_properties_does_not_validate(
+    registry: Registry, seeded: SQLiteStore
+) -> None:
+    validator = _validator(registry.tool("get_node").output_schema)
+    node = next(seeded.iter_nodes("Person")).to_json()
+
+    node["type"] = "Team"  # Person properties in a Team envelope
+
+    assert not validator.is_valid({"node": node, "revision": 1})
+
+
+def test_an_unknown_tool_is_refused_with_the_closest_names(registry: Registry) -> None:
+    with pytest.raises(UnknownToolError) as caught:
+        registry.tool("get_nod")
+
+    assert caught.value.code == "unknown_tool"
+    assert caught.value.tool == "get_nod"
+    assert "get_node" in caught.value.suggestions
+    assert set(caught.value.suggestions) <= {t.name for t in registry.tools}
+
+
+def test_every_tool_description_is_long_enough_and_has_an_example(registry: Registry) -> None:
+    for tool in registry.tools:
+        assert len(tool.description) >= 200, tool.name
+        assert "Example" in tool.description, tool.name
+
+
+def test_read_tools_are_annotated_read_only(registry: Registry) -> None:
+    read_tools = [t for t in registry.tools if t.permission == "read"]
+
+    assert read_tools
+    for tool in read_tools:
+        assert tool.annotations["readOnlyHint"] is True, tool.name
+        assert tool.annotations["destructiveHint"] is False, tool.name
+
+
+def test_type_schema_validates_a_persons_properties(model: Model, seeded: SQLiteStore) -> None:
+    validator = _validator(type_schema(model, "Person"))
+    people = list(seeded.iter_nodes("Person"))
+
+    assert people
+    for person in people:
+        assert validator.is_valid(dict(person.properties)), person.id
+    broken = {**people[0].properties, "level": "senior"}
+    assert not validator.is_valid(broken)
+    missing = {k: v for k, v in people[0].properties.items() if k != "email"}
+    assert not validator.is_valid(missing)
+
+
+def test_type_schema_validates_an_edges_properties(model: Model) -> None:
+    validator = _validator(type_schema(model, "member_of"))
+
+    assert validator.is_valid({"role": "lead"})
+    assert not validator.is_valid({"role": "captain"})
+    assert not validator.is_valid({})

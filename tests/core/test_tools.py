@@ -1,0 +1,547 @@
+"""The read tools through the dispatch path, checked against answers computed directly from the store."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import networkx as nx
+import pytest
+from jsonschema import Draft202012Validator
+
+from core.config import Config
+from core.dispatch import ToolResult
+from core.instance import Instance, open_instance
+from core.principal import LOCAL
+from core.registry import type_schema
+from core.store import Store
+
+ORIGIN = "team-payments"
+PERSON = "person-ada-okafor"
+SERVICE = "svc-checkout-api"
+
+
+@pytest.fixture(scope="module")
+def instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
+    """A seeded instance shared by the module: every tool here only reads."""
+    opened = open_instance(Config(store=tmp_path_factory.mktemp("tools") / "canon.db"))
+    yield opened
+    opened.close()
+
+
+@pytest.fixture(scope="module")
+def store(instance: Instance) -> Store:
+    return instance.store
+
+
+def call(instance: Instance, name: str, arguments: dict[str, Any]) -> ToolResult:
+    return instance.dispatcher.call_tool(LOCAL, "test", name, arguments)
+
+
+def ok(instance: Instance, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = call(instance, name, arguments)
+    assert result.value is not None, result.as_json()
+    return result.value
+
+
+def error(instance: Instance, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = call(instance, name, arguments)
+    assert result.is_error, result.as_json()
+    body: dict[str, Any] = result.as_json()["error"]
+    return body
+
+
+def all_pages(instance: Instance, name: str, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every page of a paged answer, following next_cursor."""
+    pages = [ok(instance, name, arguments)]
+    while pages[-1]["next_cursor"] is not None:
+        pages.append(ok(instance, name, {**arguments, "cursor": pages[-1]["next_cursor"]}))
+        assert len(pages) < 1000
+    return pages
+
+
+def topology(store: Store, edge_types: set[str] | None = None, *, directed: bool) -> nx.Graph[str]:
+    """The store's edges as a simple graph, built from the store (not from the index the tools use)."""
+    graph: nx.Graph[str] = nx.DiGraph() if directed else nx.Graph()
+    graph.add_nodes_from(n.id for n in store.iter_nodes())
+    graph.add_edges_from((e.source, e.target) for e in store.iter_edges() if not edge_types or e.type in edge_types)
+    return graph
+
+
+# -- find_nodes ---------------------------------------------------------------------------------------------------
+
+
+def test_find_nodes_text_matches_the_types_text_fields_case_insensitively(instance: Instance, store: Store) -> None:
+    fields = instance.model.node_types["Service"].text
+    expected = sorted(
+        n.id
+        for n in store.iter_nodes("Service")
+        if any("checkout" in str(n.properties.get(f, "")).lower() for f in fields)
+    )
+
+    answer = ok(instance, "find_nodes", {"type": "Service", "text": "ChEcKoUt", "limit": 100})
+
+    assert [n["id"] for n in answer["items"]] == expected
+    assert answer["total"] == len(expected)
+    assert SERVICE in expected
+    assert all(n["type"] == "Service" for n in answer["items"])
+
+
+def test_find_nodes_text_without_a_type_searches_every_types_text_fields(instance: Instance, store: Store) -> None:
+    text = {name: t.text for name, t in instance.model.node_types.items()}
+    expected = sorted(
+        n.id
+        for n in store.iter_nodes()
+        if any("checkout" in str(n.properties.get(f, "")).lower() for f in text[n.type])
+    )
+
+    ids = [n["id"] for page in all_pages(instance, "find_nodes", {"text": "CHECKOUT"}) for n in page["items"]]
+
+    assert ids == expected
+    assert len({n.split("-")[0] for n in ids}) > 1  # services, teams, documents, ...
+
+
+def test_find_nodes_where_on_an_unknown_property_names_the_close_one(instance: Instance) -> None:
+    body = error(instance, "find_nodes", {"type": "Service", "where": {"tierr": 1}})
+
+    assert body["code"] == "invalid_arguments"
+    [problem] = body["problems"]
+    assert problem["pointer"] == "/where/tierr"
+    assert "did you mean tier" in problem["message"]  # the hint is the feature
+
+
+def test_find_nodes_where_without_a_type_is_invalid(instance: Instance) -> None:
+    body = error(instance, "find_nodes", {"where": {"tier": 1}})
+
+    assert body["code"] == "invalid_arguments"
+    assert [p["pointer"] for p in body["problems"]] == ["/where"]
+
+
+def test_find_nodes_where_selects_exactly_the_matching_nodes(instance: Instance, store: Store) -> None:
+    expected = sorted(
+        n.id
+        for n in store.iter_nodes("Service")
+        if n.properties["tier"] == 1 and n.properties["lifecycle"] == "production"
+    )
+
+    answer = ok(
+        instance,
+        "find_nodes",
+        {"type": "Service", "where": {"tier": 1, "lifecycle": {"eq": "production"}}, "limit": 100},
+    )
+
+    assert [n["id"] for n in answer["items"]] == expected
+    assert answer["total"] == len(expected) > 0
+
+
+def test_find_nodes_where_with_a_value_of_another_json_type_matches_nothing(instance: Instance) -> None:
+    # the schema allows any JSON value for eq; an array is never equal to a string, so nothing matches
+    answer = ok(instance, "find_nodes", {"type": "Service", "where": {"lifecycle": {"eq": ["production"]}}})
+
+    assert (answer["items"], answer["total"]) == ([], 0)
+
+
+def test_find_nodes_pages_concatenate_to_every_match_in_id_order(instance: Instance, store: Store) -> None:
+    people = [n.id for n in store.iter_nodes("Person")]
+
+    pages = all_pages(instance, "find_nodes", {"type": "Person", "limit": 7})
+
+    assert [n["id"] for page in pages for n in page["items"]] == people
+    assert len(pages) == math.ceil(len(people) / 7)
+    assert {page["total"] for page in pages} == {len(people)}
+    assert all(len(page["items"]) == 7 and page["truncated"] for page in pages[:-1])
+    assert pages[-1]["next_cursor"] is None
+    assert pages[-1]["truncated"] is False
+    assert {page["limit"] for page in pages} == {7}
+
+
+def test_a_cursor_from_another_query_is_refused(instance: Instance) -> None:
+    cursor = ok(instance, "find_nodes", {"type": "Person", "limit": 7})["next_cursor"]
+    assert cursor is not None
+
+    body = error(instance, "find_nodes", {"type": "Service", "limit": 7, "cursor": cursor})
+
+    assert body["code"] == "invalid_arguments"
+    assert [p["pointer"] for p in body["problems"]] == ["/cursor"]
+
+
+def test_a_damaged_cursor_is_refused(instance: Instance) -> None:
+    body = error(instance, "find_nodes", {"type": "Person", "cursor": "not-a-cursor"})
+
+    assert body["code"] == "invalid_arguments"
+    assert [p["pointer"] for p in body["problems"]] == ["/cursor"]
+
+
+# -- get_node -----------------------------------------------------------------------------------------------------
+
+
+def test_get_node_returns_the_stored_node(instance: Instance, store: Store) -> None:
+    stored = store.node(SERVICE)
+    assert stored is not None
+
+    assert ok(instance, "get_node", {"id": SERVICE})["node"] == stored.to_json()
+
+
+# -- get_neighbors ------------------------------------------------------------------------------------------------
+
+
+def neighbours(instance: Instance, arguments: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    pages = all_pages(instance, "get_neighbors", {**arguments, "limit": 200})
+    return [item for page in pages for item in page["items"]], pages
+
+
+def expected_depths(store: Store, origin: str, direction: str, depth: int, types: set[str] | None) -> dict[str, int]:
+    graph = topology(store, types, directed=direction != "both")
+    if direction == "in":
+        graph = graph.reverse()
+    reached = nx.single_source_shortest_path_length(graph, origin, cutoff=depth)
+    return {node: hops for node, hops in reached.items() if node != origin}
+
+
+@pytest.mark.parametrize("direction", ["out", "in", "both"])
+def test_get_neighbors_follows_only_edges_in_the_given_direction(
+    instance: Instance, store: Store, direction: str
+) -> None:
+    items, pages = neighbours(instance, {"id": ORIGIN, "direction": direction})
+
+    assert items
+    for item in items:
+        edge, node = item["edge"], item["node"]["id"]
+        assert item["depth"] == 1
+        if direction == "out":
+            assert (edge["source"], edge["target"]) == (ORIGIN, node)
+        elif direction == "in":
+            assert (edge["source"], edge["target"]) == (node, ORIGIN)
+        else:
+            assert {edge["source"], edge["target"]} == {ORIGIN, node}
+        assert store.edge(edge["type"], edge["source"], edge["target"]) is not None
+    assert {i["node"]["id"]: 1 for i in items} == expected_depths(store, ORIGIN, direction, 1, None)
+    assert pages[0]["total"] == len(items)
+
+
+def test_get_neighbors_follows_only_the_given_edge_types(instance: Instance, store: Store) -> None:
+    types = {"owns", "documents"}
+
+    items, _ = neighbours(instance, {"id": ORIGIN, "edge_types": sorted(types), "depth": 2})
+
+    assert {i["edge"]["type"] for i in items} == types
+    assert {i["node"]["id"]: i["depth"] for i in items} == expected_depths(store, ORIGIN, "both", 2, types)
+
+
+@pytest.mark.parametrize("direction", ["out", "in", "both"])
+def test_get_neighbors_at_depth_two_lists_nearer_nodes_first_and_counts_every_node(
+    instance: Instance, store: Store, direction: str
+) -> None:
+    origin = PERSON if direction == "out" else ORIGIN
+    items, pages = neighbours(instance, {"id": origin, "direction": direction, "depth": 2})
+    depths = [i["depth"] for i in items]
+
+    assert depths == sorted(depths)
+    assert set(depths) == {1, 2}
+    reached = {i["node"]["id"]: i["depth"] for i in items}
+    assert len(reached) == len(items)  # each node once, at its nearest depth
+    assert reached == expected_depths(store, origin, direction, 2, None)
+    assert {page["total"] for page in pages} == {len(items)}
+    for item in items:  # every node is reached through an edge from the level before
+        edge = item["edge"]
+        previous = ({edge["source"], edge["target"]} - {item["node"]["id"]}).pop()
+        assert reached.get(previous, 0) == item["depth"] - 1
+
+
+def test_get_neighbors_pages_by_limit_with_a_constant_total(instance: Instance) -> None:
+    everything, _ = neighbours(instance, {"id": ORIGIN, "depth": 2})
+
+    pages = all_pages(instance, "get_neighbors", {"id": ORIGIN, "depth": 2, "limit": 25})
+
+    assert [i["node"]["id"] for page in pages for i in page["items"]] == [i["node"]["id"] for i in everything]
+    assert {page["total"] for page in pages} == {len(everything)}
+    assert pages[-1]["next_cursor"] is None
+
+
+def test_get_neighbors_of_an_unknown_node_is_not_found(instance: Instance) -> None:
+    body = error(instance, "get_neighbors", {"id": "team-nobody"})
+
+    assert (body["code"], body["kind"], body["key"]) == ("not_found", "node", "team-nobody")
+
+
+# -- find_paths ---------------------------------------------------------------------------------------------------
+
+
+def paths(instance: Instance, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+    return [item for page in all_pages(instance, "find_paths", {**arguments, "limit": 50}) for item in page["items"]]
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"source": PERSON, "target": SERVICE, "max_depth": 3},
+        {"source": PERSON, "target": SERVICE, "max_depth": 4, "direction": "out"},
+        {"source": SERVICE, "target": PERSON, "max_depth": 4, "direction": "in"},
+        {"source": PERSON, "target": SERVICE, "max_depth": 4, "edge_types": ["member_of", "owns", "reports_to"]},
+    ],
+    ids=["both", "out", "in", "edge-types"],
+)
+def test_find_paths_returns_every_simple_path_shortest_first(
+    instance: Instance, store: Store, arguments: dict[str, Any]
+) -> None:
+    direction = arguments.get("direction", "both")
+    types = set(arguments.get("edge_types", []))
+
+    found = paths(instance, arguments)
+
+    assert found
+    lengths = [len(p["edges"]) for p in found]
+    assert lengths == sorted(lengths)
+    assert max(lengths) <= arguments["max_depth"]
+    for path in found:
+        nodes, edges = path["nodes"], path["edges"]
+        assert (nodes[0], nodes[-1]) == (arguments["source"], arguments["target"])
+        assert len(set(nodes)) == len(nodes)  # simple
+        assert len(edges) == len(nodes) - 1
+        for here, there, edge in zip(nodes, nodes[1:], edges, strict=False):
+            if direction == "out":
+                assert (edge["source"], edge["target"]) == (here, there)
+            elif direction == "in":
+                assert (edge["source"], edge["target"]) == (there, here)
+            else:
+                assert {edge["source"], edge["target"]} == {here, there}
+            assert not types or edge["type"] in types
+            assert store.edge(edge["type"], edge["source"], edge["target"]) is not None
+    graph = topology(store, types or None, directed=direction != "both")
+    if direction == "in":
+        graph = graph.reverse()
+    expected = {
+        tuple(p) for p in nx.all_simple_paths(graph, arguments["source"], arguments["target"], arguments["max_depth"])
+    }
+    assert {tuple(p["nodes"]) for p in found} == expected
+    assert lengths[0] == nx.shortest_path_length(graph, arguments["source"], arguments["target"])
+
+
+def test_find_paths_respects_max_depth(instance: Instance, store: Store) -> None:
+    shortest = nx.shortest_path_length(topology(store, directed=False), PERSON, "svc-search-api")
+
+    assert paths(instance, {"source": PERSON, "target": "svc-search-api", "max_depth": shortest - 1}) == []
+    found = paths(instance, {"source": PERSON, "target": "svc-search-api", "max_depth": shortest})
+    assert found
+    assert {len(p["edges"]) for p in found} == {shortest}
+
+
+def test_find_paths_from_an_unknown_node_is_not_found(instance: Instance) -> None:
+    body = error(instance, "find_paths", {"source": "person-nobody", "target": SERVICE})
+
+    assert (body["code"], body["key"]) == ("not_found", "person-nobody")
+
+
+# -- query_graph --------------------------------------------------------------------------------------------------
+
+
+def all_rows(instance: Instance, arguments: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    pages = all_pages(instance, "query_graph", {**arguments, "limit": 100})
+    return [row for page in pages for row in page["items"]], pages
+
+
+def test_query_graph_chain_returns_exactly_the_bindings_in_the_store(instance: Instance, store: Store) -> None:
+    managers = {n.id for n in store.iter_nodes("Person") if n.properties["role"] == "engineering_manager"}
+    services = {n.id for n in store.iter_nodes("Service")}
+    edges = list(store.iter_edges())
+    expected = {
+        (m.source, m.target, o.target)
+        for m in edges
+        if m.type == "member_of" and m.source in managers
+        for o in edges
+        if o.type == "owns" and o.source == m.target and o.target in services
+    }
+    pattern = [
+        {"node": "s", "type": "Service"},
+        {"edge": "owns", "from": "t", "to": "s"},
+        {"node": "t", "type": "Team"},
+        {"edge": "member_of", "from": "p", "to": "t"},
+        {"node": "p", "type": "Person", "where": {"role": "engineering_manager"}},
+    ]
+
+    rows, pages = all_rows(instance, {"match": pattern})
+
+    assert {(r["p"]["id"], r["t"]["id"], r["s"]["id"]) for r in rows} == expected
+    assert len(rows) == len(expected) > 0
+    assert {page["total"] for page in pages} == {len(expected)}
+    assert all(r["p"]["properties"]["role"] == "engineering_manager" for r in rows)
+
+
+def test_query_graph_return_projects_and_removes_duplicates(instance: Instance, store: Store) -> None:
+    edges = list(store.iter_edges())
+    services = {n.id for n in store.iter_nodes("Service")}
+    with_members = {e.target for e in edges if e.type == "member_of"}
+    owning = {e.source for e in edges if e.type == "owns" and e.target in services}
+    pattern = [
+        {"edge": "member_of", "from": "p", "to": "t"},
+        {"edge": "owns", "from": "t", "to": "s"},
+        {"node": "s", "type": "Service"},
+    ]
+
+    rows, pages = all_rows(instance, {"match": pattern, "return": ["t"]})
+
+    assert all(set(r) == {"t"} for r in rows)
+    ids = [r["t"]["id"] for r in rows]
+    assert len(ids) == len(set(ids))
+    assert set(ids) == with_members & owning
+    assert pages[0]["total"] == len(ids)
+
+
+def test_query_graph_edge_where_filters_on_edge_properties(instance: Instance, store: Store) -> None:
+    expected = {
+        (e.source, e.target) for e in store.iter_edges() if e.type == "member_of" and e.properties["role"] == "lead"
+    }
+    pattern = [{"edge": "member_of", "from": "p", "to": "t", "where": {"role": "lead"}}]
+
+    rows, _ = all_rows(instance, {"match": pattern})
+
+    assert {(r["p"]["id"], r["t"]["id"]) for r in rows} == expected
+    all_members = {(e.source, e.target) for e in store.iter_edges() if e.type == "member_of"}
+    assert 0 < len(expected) < len(all_members)
+
+
+def test_query_graph_conditions_on_a_node_do_not_depend_on_term_order(instance: Instance) -> None:
+    typed_first = [
+        {"node": "p", "type": "Person"},
+        {"node": "p", "where": {"role": "engineer"}},
+        {"edge": "member_of", "from": "p", "to": "t"},
+    ]
+    where_first = [typed_first[1], typed_first[0], typed_first[2]]
+
+    expected, _ = all_rows(instance, {"match": typed_first})
+    rows, _ = all_rows(instance, {"match": where_first})
+
+    assert rows == expected
+
+
+def test_query_graph_runs_the_example_in_its_description(instance: Instance, store: Store) -> None:
+    description = instance.registry.tool("query_graph").description
+    assert '{"node": "p", "where": {"role": "engineer"}}' in description  # the example this test runs
+    example = {
+        "match": [
+            {"node": "s", "type": "Service", "where": {"name": "checkout-api"}},
+            {"edge": "owns", "from": "t", "to": "s"},
+            {"edge": "member_of", "from": "p", "to": "t"},
+            {"node": "p", "where": {"role": "engineer"}},
+        ],
+        "return": ["p", "t"],
+    }
+
+    rows, _ = all_rows(instance, example)
+
+    assert rows
+    for row in rows:
+        assert row["p"]["properties"]["role"] == "engineer"
+        assert store.edge("owns", row["t"]["id"], SERVICE) is not None
+
+
+def test_query_graph_unknown_return_variable_is_invalid(instance: Instance) -> None:
+    body = error(
+        instance, "query_graph", {"match": [{"edge": "member_of", "from": "p", "to": "t"}], "return": ["p", "x"]}
+    )
+
+    assert body["code"] == "invalid_arguments"
+    assert [p["pointer"] for p in body["problems"]] == ["/return"]
+
+
+def test_query_graph_with_more_than_four_edge_terms_is_invalid(instance: Instance) -> None:
+    chain = [{"edge": "reports_to", "from": f"p{i}", "to": f"p{i + 1}"} for i in range(5)]
+
+    body = error(instance, "query_graph", {"match": chain})
+
+    assert body["code"] == "invalid_arguments"
+    assert "/match" in [p["pointer"] for p in body["problems"]]
+    assert not call(instance, "query_graph", {"match": chain[:4]}).is_error
+
+
+def test_query_graph_disconnected_pattern_is_invalid(instance: Instance) -> None:
+    pattern = [{"node": "a", "type": "Team"}, {"node": "b", "type": "Service"}]
+
+    body = error(instance, "query_graph", {"match": pattern})
+
+    assert body["code"] == "invalid_arguments"
+    assert [p["pointer"] for p in body["problems"]] == ["/match"]
+
+
+# -- get_changes --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("since", [0, 1000])
+def test_get_changes_pages_through_the_log_after_since(instance: Instance, store: Store, since: int) -> None:
+    expected = [c.revision for c in store.changes(since, 1_000_000)]
+
+    pages = all_pages(instance, "get_changes", {"since": since, "limit": 250})
+
+    assert [c["revision"] for page in pages for c in page["items"]] == expected
+    assert {page["total"] for page in pages} == {len(expected)}
+    assert len(pages) == math.ceil(len(expected) / 250)
+    assert pages[-1]["next_cursor"] is None
+    assert all(page["truncated"] for page in pages[:-1])
+
+
+def test_get_changes_after_the_latest_revision_is_empty(instance: Instance, store: Store) -> None:
+    answer = ok(instance, "get_changes", {"since": store.revision()})
+
+    assert (answer["items"], answer["total"], answer["next_cursor"]) == ([], 0, None)
+
+
+# -- describe_model -----------------------------------------------------------------------------------------------
+
+
+def test_describe_model_counts_what_the_store_holds(instance: Instance, store: Store) -> None:
+    stats = store.stats()
+
+    answer = ok(instance, "describe_model", {})
+
+    assert {t["name"]: t["count"] for t in answer["node_types"]} == {
+        name: stats.nodes_by_type.get(name, 0) for name in instance.model.node_types
+    }
+    assert {t["name"]: t["count"] for t in answer["edge_types"]} == {
+        name: stats.edges_by_type.get(name, 0) for name in instance.model.edge_types
+    }
+    assert answer["model"]["digest"] == instance.model.digest
+    assert all("schema" not in t for t in answer["node_types"] + answer["edge_types"])
+
+
+def test_describe_model_with_schemas_adds_each_types_schema(instance: Instance) -> None:
+    answer = ok(instance, "describe_model", {"include_schemas": True})
+
+    for entry in answer["node_types"] + answer["edge_types"]:
+        assert entry["schema"] == type_schema(instance.model, entry["name"])
+
+
+# -- every tool ---------------------------------------------------------------------------------------------------
+
+EVERY_TOOL = [
+    ("describe_model", {"include_schemas": True}),
+    ("get_node", {"id": SERVICE}),
+    ("find_nodes", {"type": "Service", "where": {"tier": 1}, "text": "api"}),
+    ("get_neighbors", {"id": ORIGIN, "depth": 2}),
+    ("find_paths", {"source": PERSON, "target": SERVICE}),
+    ("query_graph", {"match": [{"edge": "member_of", "from": "p", "to": "t"}]}),
+    ("get_changes", {"since": 1500}),
+]
+
+
+def test_every_tool_is_covered_here(instance: Instance) -> None:
+    assert {name for name, _ in EVERY_TOOL} == {t.name for t in instance.registry.tools}
+
+
+@pytest.mark.parametrize(("name", "arguments"), EVERY_TOOL, ids=[name for name, _ in EVERY_TOOL])
+def test_every_result_carries_the_stores_revision(
+    instance: Instance, store: Store, name: str, arguments: dict[str, Any]
+) -> None:
+    assert ok(instance, name, arguments)["revision"] == store.revision()
+
+
+@pytest.mark.parametrize(("name", "arguments"), EVERY_TOOL, ids=[name for name, _ in EVERY_TOOL])
+def test_every_result_validates_against_the_tools_output_schema(
+    instance: Instance, name: str, arguments: dict[str, Any]
+) -> None:
+    schema = instance.registry.tool(name).output_schema
+    validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+    errors = [f"{e.json_path}: {e.message}" for e in validator.iter_errors(ok(instance, name, arguments))]
+
+    assert errors == []
