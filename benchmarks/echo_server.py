@@ -23,7 +23,9 @@ VALIDATOR = Draft202012Validator(SCHEMA)
 TOOL = types.Tool(name="echo", description="Echo the arguments.", input_schema=SCHEMA, output_schema={"type": "object"})
 
 
-async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+async def list_tools(
+    ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
     return types.ListToolsResult(tools=[TOOL])
 
 
@@ -32,7 +34,8 @@ async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolReques
     errors = [e.message for e in VALIDATOR.iter_errors(args)]
     if errors:
         return types.CallToolResult(content=[types.TextContent(type="text", text="; ".join(errors))], is_error=True)
-    return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(args))], structured_content=args)
+    text = types.TextContent(type="text", text=json.dumps(args))
+    return types.CallToolResult(content=[text], structured_content=args)
 
 
 async def main() -> None:

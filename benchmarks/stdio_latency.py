@@ -38,9 +38,11 @@ class StdioPeer:
         self.next_id = 0
 
     def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
         self.next_id += 1
-        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}) + "\n")
+        request = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+        self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         while True:
             line = self.proc.stdout.readline()
@@ -67,7 +69,9 @@ class StdioPeer:
             self.proc.wait()
 
 
-def measure(command: list[str], env: dict[str, str], era: str, tool: str, arguments: dict[str, Any], calls: int) -> list[float]:
+def measure(
+    command: list[str], env: dict[str, str], era: str, tool: str, arguments: dict[str, Any], calls: int
+) -> list[float]:
     peer = StdioPeer(command, env)
     try:
         if era == LEGACY:

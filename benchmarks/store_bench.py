@@ -22,7 +22,6 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -136,7 +135,10 @@ def main() -> None:
             Path(store + s).stat().st_size for s in ("-wal",) if Path(store + s).exists()
         )
         with sqlite3.connect(store) as db:
-            tables = dict(db.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall()) if _has_dbstat(db) else {}
+            has_stat = _has_dbstat(db)
+            tables = (
+                dict(db.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall()) if has_stat else {}
+            )
         index = _child(phase_index(store, False))
         fat = _child(phase_index(store, True))
     print(json.dumps({

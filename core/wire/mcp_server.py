@@ -185,7 +185,9 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
 
     async def completion(ctx: ServerRequestContext[Any], params: types.CompleteRequestParams) -> types.CompleteResult:
         ref = params.ref
-        template = ref.uri if isinstance(ref, types.ResourceTemplateReference) else ""
+        if not isinstance(ref, types.ResourceTemplateReference):
+            raise MCPError(types.INVALID_PARAMS, f"No prompt {ref.name!r}: canon serves no prompts.")
+        template = ref.uri
         context = dict(params.context.arguments or {}) if params.context is not None else {}
         arg = params.argument
         values, total, more = await _run(ctx, "completion/complete", template,

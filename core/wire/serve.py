@@ -20,6 +20,7 @@ def serve_http(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> N
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((config.host, config.port))
+    sock.listen(2048)  # accept connections from the moment the address is announced
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     print(f"canon: serving MCP at http://{shown}:{port}/mcp (health: /healthz)", file=sys.stderr, flush=True)
