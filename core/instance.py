@@ -44,6 +44,23 @@ class Instance:
             raise RuntimeError("this instance was opened without an index")
         return Dispatcher(self.registry, self.store, self.index, HANDLERS)
 
+    def reload_model(self) -> bool:
+        """Adopt the model recorded in the store if another process changed it; True if it changed.
+
+        The store validates writes under it, and the registry (and the dispatcher's view of it) is rebuilt, so
+        every surface serves the new model from its next request on.
+        """
+        stored = self.store.stored_model()
+        if stored.digest == self.model.digest:
+            return False
+        self.store.use_model(stored)
+        self.model = stored
+        registry = build_registry(stored)
+        self.__dict__["registry"] = registry  # replace the cached property
+        if "dispatcher" in self.__dict__:
+            self.dispatcher.registry = registry
+        return True
+
     def close(self) -> None:
         self.store.close()
 

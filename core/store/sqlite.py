@@ -279,6 +279,11 @@ class SQLiteStore:
     def model(self) -> Model:
         return self._model
 
+    def use_model(self, model: Model) -> None:
+        """Validate later writes under `model` (the store's recorded model, after another process changed it)."""
+        with self._lock:
+            self._model = model
+
     def stored_model(self) -> Model:
         """The model recorded in the store (another process may have changed it)."""
         row = self._read("SELECT value FROM meta WHERE key = 'model'", ())[0]

@@ -7,7 +7,8 @@ whoever committed them; `EventFanout.pump` runs in the server's event loop, sync
 * `notifications/resources/updated` for `canon://nodes/{type}/{id}` of every changed node, and for
   `canon://changes`, to 2026-07-28 listen streams (through the SDK's subscription bus, which filters by the
   URIs each stream asked for) and to 2025-11-25 connections that subscribed to that URI;
-* `notifications/tools/list_changed` when the model changed, and `notifications/resources/list_changed`
+* `notifications/tools/list_changed` when the model changed (after `on_model_change` has made the server
+  serve the new model), and `notifications/resources/list_changed`
   when the model changed or nodes were created or deleted (resources/list lists types and nodes).
 
 The SDK publishes to one era at a time, so both are fanned out here. Legacy subscriptions are keyed by the
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import anyio
@@ -45,9 +46,12 @@ def _uris(change: Change) -> Iterable[str]:
 
 
 class EventFanout:
-    def __init__(self, index: GraphIndex, *, tick_s: float = 0.05) -> None:
+    def __init__(
+        self, index: GraphIndex, *, tick_s: float = 0.05, on_model_change: Callable[[], object] | None = None
+    ) -> None:
         self.index = index
         self.tick_s = tick_s
+        self.on_model_change = on_model_change
         self.bus = InMemorySubscriptionBus()
         self._pending: deque[Change] = deque()
         self._legacy: dict[str, dict[int, ServerSession]] = {}  # uri -> connection id -> session
@@ -113,6 +117,8 @@ class EventFanout:
             for key, session in list(self._legacy.get(uri, {}).items()):
                 await self._send(key, session.send_resource_updated(uri))
         model_changed = any(c.kind == "model" for c in changes)
+        if model_changed and self.on_model_change is not None:  # serve the new model before announcing it
+            await anyio.to_thread.run_sync(self.on_model_change)
         nodes_came_or_went = any(c.kind == "node" and (c.before is None or c.after is None) for c in changes)
         if model_changed:
             await self.bus.publish(ToolsListChanged())

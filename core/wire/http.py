@@ -92,7 +92,7 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS,
               principal_of: Callable[[ServerRequestContext[Any]], Principal] | None = None) -> Starlette:  # fmt: skip
     """The ASGI app serving `instance`. Its lifespan runs the MCP session manager and the change pump."""
     assert instance.index is not None
-    fanout = EventFanout(instance.index)
+    fanout = EventFanout(instance.index, on_model_change=instance.reload_model)
     server = build_server(instance.dispatcher, fanout, principal_of or (lambda ctx: ANONYMOUS), options)
     manager = StreamableHTTPSessionManager(
         app=server,

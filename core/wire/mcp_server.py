@@ -118,17 +118,26 @@ def _modern(ctx: ServerRequestContext[Any]) -> bool:
 
 def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: PrincipalOf,
                  options: ServeOptions = DEFAULT_OPTIONS) -> CanonServer:  # fmt: skip
-    """An SDK server whose every handler is one dispatcher call."""
-    registry: Registry = dispatcher.registry
+    """An SDK server whose every handler is one dispatcher call.
+
+    Handlers read `dispatcher.registry` on every call, so a model change (which replaces the registry) is
+    served from the next request on.
+    """
     prefix = options.prefix
-    visible = [t for t in registry.tools if options.profile != "agent" or not t.advanced]
-    listed = [_tool(t, prefix) for t in visible]
-    known = [prefix + t.name for t in registry.tools]
+    listings: dict[int, list[types.Tool]] = {}
+
+    def listed() -> list[types.Tool]:
+        registry = dispatcher.registry
+        if id(registry) not in listings:  # converted once per registry
+            visible = [t for t in registry.tools if options.profile != "agent" or not t.advanced]
+            listings.clear()
+            listings[id(registry)] = [_tool(t, prefix) for t in visible]
+        return listings[id(registry)]
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=listed)
+        return types.ListToolsResult(tools=listed())
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         name = params.name.removeprefix(prefix) if prefix and params.name.startswith(prefix) else params.name
@@ -139,7 +148,8 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
             )
         except UnknownToolError as exc:
             close = ", ".join(repr(prefix + s) for s in exc.suggestions)
-            hint = f" Did you mean {close}?" if close else f" Known tools: {', '.join(known)}."
+            known = ", ".join(prefix + t.name for t in dispatcher.registry.tools)
+            hint = f" Did you mean {close}?" if close else f" Known tools: {known}."
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}.{hint}") from None
         body = result.as_json()
         text: list[types.ContentBlock] = [types.TextContent(type="text", text=json.dumps(body, ensure_ascii=False))]
@@ -162,7 +172,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
         templates = [
             types.ResourceTemplate(uri_template=t.uri_template or "", name=t.name, title=t.title,
                                    description=t.description, mime_type=t.mime_type)
-            for t in registry.templates
+            for t in dispatcher.registry.templates
         ]  # fmt: skip
         return types.ListResourceTemplatesResult(resource_templates=templates)
 
@@ -234,7 +244,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
             "resources/templates/list": private,
             "resources/read": private,
         },
-        get_tool_input_schema=lambda name: _input_schema(registry, name.removeprefix(prefix)),
+        get_tool_input_schema=lambda name: _input_schema(dispatcher.registry, name.removeprefix(prefix)),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         on_list_resources=list_resources,

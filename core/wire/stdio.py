@@ -16,7 +16,7 @@ __all__ = ["serve_stdio"]
 def serve_stdio(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> None:
     """Serve `instance` on stdin/stdout until the client closes stdin. The caller is the local principal."""
     assert instance.index is not None
-    fanout = EventFanout(instance.index)
+    fanout = EventFanout(instance.index, on_model_change=instance.reload_model)
     server = build_server(instance.dispatcher, fanout, lambda ctx: LOCAL, options)
 
     async def main() -> None:
