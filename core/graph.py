@@ -11,6 +11,7 @@ call it before reading and `follow()` calls it in the background to push changes
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable, Generator, Iterable
 from contextlib import contextmanager
 
@@ -33,6 +34,8 @@ class GraphIndex:
         self.store = store
         self.graph: nx.MultiDiGraph[str] = nx.MultiDiGraph()
         self.revision = 0
+        self.node_counts: Counter[str] = Counter()  # node type -> nodes, kept with the graph
+        self.edge_counts: Counter[str] = Counter()  # edge type -> edges
         self._lock = threading.RLock()
         self._listeners: list[ChangeListener] = []
 
@@ -44,8 +47,10 @@ class GraphIndex:
         graph = index.graph
         for id_, type_, visibility, readers in store.iter_node_heads():
             graph.add_node(id_, type=type_, visibility=visibility, readers=readers or _NO_READERS)
+            index.node_counts[type_] += 1
         for type_, source, target in store.iter_topology():
             graph.add_edge(source, target, key=type_)
+            index.edge_counts[type_] += 1
         index.sync()
         return index
 
@@ -77,18 +82,33 @@ class GraphIndex:
             graph = self.graph
             for c in changes:
                 if c.kind == "node":
+                    present = graph.has_node(c.key)
                     if c.after is not None:
                         readers = tuple(c.after.get("readers", ())) or _NO_READERS
                         graph.add_node(c.key, type=c.type, visibility=c.after["visibility"], readers=readers)
-                    elif graph.has_node(c.key):
+                        self.node_counts[str(c.type)] += 0 if present else 1
+                    elif present:
+                        self.node_counts[graph.nodes[c.key]["type"]] -= 1
+                        self._drop_edges_of(c.key)
                         graph.remove_node(c.key)
                 elif c.kind == "edge":
                     type_, source, target = parse_edge_key(c.key)
-                    if c.after is not None:
+                    present = graph.has_edge(source, target, key=type_)
+                    if c.after is not None and not present:
                         graph.add_edge(source, target, key=type_)
-                    elif graph.has_edge(source, target, key=type_):
+                        self.edge_counts[type_] += 1
+                    elif c.after is None and present:
                         graph.remove_edge(source, target, key=type_)
+                        self.edge_counts[type_] -= 1
                 self.revision = max(self.revision, c.revision)
+
+    def _drop_edges_of(self, node: str) -> None:
+        """Count out the edges `remove_node` takes with it (the change log deletes them first, normally)."""
+        for _, _, key in self.graph.in_edges(node, keys=True):
+            self.edge_counts[key] -= 1
+        for _, target, key in self.graph.out_edges(node, keys=True):
+            if target != node:  # a self-loop was counted by in_edges already
+                self.edge_counts[key] -= 1
 
     def follow(self, interval: float = 0.1) -> Callable[[], None]:
         """Sync in a background thread every `interval` seconds; returns a function that stops it."""

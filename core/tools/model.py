@@ -11,9 +11,8 @@ from core.registry import type_schema
 
 def describe_model(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     model = ctx.model
-    with ctx.index.reading() as graph:
-        node_counts = Counter(data["type"] for _, data in graph.nodes(data=True))
-        edge_counts = Counter(key for _, _, key in graph.edges(keys=True))
+    with ctx.index.reading():
+        node_counts, edge_counts = Counter(ctx.index.node_counts), Counter(ctx.index.edge_counts)
         revision = ctx.index.revision
     document = model.document
     info: dict[str, Any] = {"id": model.id, "name": model.name, "version": model.version}

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import IO
 
@@ -222,3 +223,32 @@ def test_a_follower_in_another_process_sees_a_commit_within_a_second(store_path:
         for pipe in (follower.stdout, follower.stderr):
             if pipe is not None:
                 pipe.close()
+
+
+def _recount(index: GraphIndex) -> tuple[Counter[str], Counter[str]]:
+    graph = index.graph
+    return (
+        Counter(data["type"] for _, data in graph.nodes(data=True)),
+        Counter(key for _, _, key in graph.edges(keys=True)),
+    )
+
+
+def test_type_counts_follow_puts_deletes_and_cascades(seeded_store: SQLiteStore) -> None:
+    index = GraphIndex.build(seeded_store)
+    assert (+index.node_counts, +index.edge_counts) == _recount(index)
+    seeded_store.commit(
+        [PutNode(_person("person-count-a", 901)), PutNode(_person("person-count-b", 902)),
+         PutEdge(Edge("reports_to", "person-count-a", "person-count-b")),
+         PutEdge(Edge("member_of", "person-count-a", "team-payments", {"role": "member"}))],
+        principal="test",
+    )  # fmt: skip
+    index.sync()
+    renamed = _person("person-count-a", 901)
+    renamed = Node(renamed.id, renamed.type, {**renamed.properties, "title": "Staff Engineer"})
+    seeded_store.commit([PutNode(renamed)], principal="test")
+    seeded_store.commit([DeleteNode("person-count-a", cascade=True)], principal="test")
+    index.sync()
+
+    assert (+index.node_counts, +index.edge_counts) == _recount(index)
+    assert index.node_counts["Person"] == seeded_store.stats().nodes_by_type["Person"]
+    assert index.edge_counts["member_of"] == seeded_store.stats().edges_by_type["member_of"]
