@@ -88,13 +88,32 @@ class VersionErrorFix:
         await send({"type": "http.response.body", "body": body})
 
 
+class SessionManager(StreamableHTTPSessionManager):
+    """The SDK's session manager, with an event store of its own for every 2025-11-25 session.
+
+    The SDK hands one event store to every session and files each session's standalone stream under the same
+    name, so with a shared store `Last-Event-ID` from one session would replay another session's messages
+    (other principals' data included). A store per session makes resumption see only its own session's events;
+    it goes away with the session.
+    """
+
+    def __init__(self, *args: Any, events_per_session: int = 1_000, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.events_per_session = events_per_session
+
+    def _admit_session(self, requestor: Any) -> Any:
+        # no await between these two lines: the new transport is built with this session's own store
+        self.event_store = MemoryEventStore(self.events_per_session)
+        return super()._admit_session(requestor)  # pyright: ignore[reportUnknownMemberType]
+
+
 def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS,
               principal_of: Callable[[ServerRequestContext[Any]], Principal] | None = None) -> Starlette:  # fmt: skip
     """The ASGI app serving `instance`. Its lifespan runs the MCP session manager and the change pump."""
     assert instance.index is not None
     fanout = EventFanout(instance.index, on_model_change=instance.reload_model)
     server = build_server(instance.dispatcher, fanout, principal_of or (lambda ctx: ANONYMOUS), options)
-    manager = StreamableHTTPSessionManager(
+    manager = SessionManager(
         app=server,
         event_store=MemoryEventStore(),
         json_response=True,
