@@ -1,0 +1,66 @@
+"""Documentation keeps up with the product: every command, tool, resource and error code a user meets is in the docs."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+
+from core.cli import _parser
+from core.errors import CanonError
+from core.model import Model
+from core.registry import build_registry
+
+REPO = Path(__file__).resolve().parent.parent
+DOCS = REPO / "docs"
+
+
+def _commands() -> list[str]:
+    parser = _parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sorted(sub.choices)
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_every_cli_command_is_in_the_cli_reference(command: str) -> None:
+    assert f"`canon {command}" in (DOCS / "reference" / "cli.md").read_text(encoding="utf-8")
+
+
+def test_every_tool_and_resource_is_in_the_mcp_guide(model: Model) -> None:
+    guide = (DOCS / "surfaces" / "mcp.md").read_text(encoding="utf-8")
+    registry = build_registry(model)
+    missing = [t.name for t in registry.tools if f"`{t.name}`" not in guide]
+    missing += [r.uri or "" for r in registry.resources if r.uri and not r.uri.startswith("canon://types/")
+                and f"`{r.uri}`" not in guide]  # fmt: skip
+    missing += [t.uri_template or "" for t in registry.templates if f"`{t.uri_template}`" not in guide]
+    assert not missing
+
+
+def test_every_error_code_is_in_the_error_reference() -> None:
+    reference = (DOCS / "reference" / "errors.md").read_text(encoding="utf-8")
+    codes = {cls.code for cls in _subclasses(CanonError)} | {CanonError.code}
+    assert len(codes) >= 10
+    assert sorted(code for code in codes if f"| `{code}` |" not in reference) == []
+
+
+def test_every_decision_record_is_listed_in_the_index() -> None:
+    index = (DOCS / "decisions" / "README.md").read_text(encoding="utf-8")
+    records = sorted(p.name for p in (DOCS / "decisions").glob("[0-9][0-9][0-9][0-9]-*.md"))
+    assert records
+    assert all(f"({name})" in index for name in records)
+
+
+def test_every_relative_link_in_the_docs_points_at_a_file() -> None:
+    broken: list[str] = []
+    for page in [REPO / "README.md", *DOCS.rglob("*.md")]:
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+            if not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(REPO)} -> {target}")
+    assert not broken
+
+
+def _subclasses(cls: type) -> set[type]:
+    found = set(cls.__subclasses__())
+    return found | {s for c in found for s in _subclasses(c)}
