@@ -18,7 +18,7 @@ from core.paging import decode_cursor, encode_cursor
 from core.registry import NODE_TEMPLATE, ResourceDefinition, type_schema
 from core.store import NodeQuery
 
-__all__ = ["ResourceContent", "ResourceEntry", "complete", "list_resources", "read_resource"]
+__all__ = ["ResourceContent", "complete", "list_resources", "read_resource"]
 
 NODE_URI = re.compile(r"^canon://nodes/(?P<type>[^/]+)/(?P<id>[^/]+)$")
 PAGE = 100
@@ -30,16 +30,6 @@ class ResourceContent:
     uri: str
     mime_type: str
     text: str
-
-
-@dataclass(frozen=True)
-class ResourceEntry:
-    uri: str
-    name: str
-    title: str
-    mime_type: str
-    description: str | None = None
-    icon: str | None = None
 
 
 def _json(value: Any) -> str:
@@ -69,16 +59,14 @@ def read_resource(ctx: CallContext, uri: str) -> ResourceContent:
     raise NotFoundError("resource", uri)
 
 
-def list_resources(ctx: CallContext, cursor: str | None) -> tuple[list[ResourceEntry], str | None]:
-    """One page of resources: the fixed ones, then one per node (id order)."""
+def list_resources(ctx: CallContext, cursor: str | None) -> tuple[list[ResourceDefinition], str | None]:
+    """One page of resources: the registry's fixed ones, then one per node (id order), as concrete definitions."""
     arguments = {"cursor": cursor} if cursor else {}
     position: dict[str, Any] = decode_cursor("resources/list", arguments) or {"fixed": 0}
-    entries: list[ResourceEntry] = []
+    entries: list[ResourceDefinition] = []
     fixed: tuple[ResourceDefinition, ...] = ctx.registry.resources
     start = int(position.get("fixed", len(fixed)))
-    for r in fixed[start : start + PAGE]:
-        assert r.uri is not None
-        entries.append(ResourceEntry(r.uri, r.name, r.title, r.mime_type, r.description, r.icon))
+    entries += fixed[start : start + PAGE]
     if start + PAGE < len(fixed):
         return entries, encode_cursor("resources/list", {}, {"fixed": start + PAGE})
     room = PAGE - len(entries)
@@ -90,8 +78,9 @@ def list_resources(ctx: CallContext, cursor: str | None) -> tuple[list[ResourceE
     for node in nodes[:room]:
         node_type = ctx.model.node_types[node.type]
         title = str(node.properties.get(node_type.display, node.id))
-        entries.append(ResourceEntry(f"canon://nodes/{node.type}/{node.id}", node.id, title, "application/json",
-                                     f"{node.type}: {title}", node_type.icon))  # fmt: skip
+        entries.append(ResourceDefinition(node.id, title, f"{node.type}: {title}", "application/json",
+                                          uri=f"canon://nodes/{node.type}/{node.id}", subscribable=True,
+                                          icon=node_type.icon))  # fmt: skip
     next_cursor = encode_cursor("resources/list", {}, {"after": nodes[room - 1].id}) if more else None
     return entries, next_cursor
 

@@ -8,8 +8,9 @@ embedded default). A backend must give these guarantees, which the tests check a
   change log and the records move together;
 * revisions are strictly increasing across every process sharing the store;
 * once `commit` returns, the change survives a crash of the process or the machine;
-* `changed()` is cheap and tells whether another process committed since the last call, so an in-memory index
-  can follow the change log without polling the tables.
+* `revision()` is cheap (the graph index compares it before every read to follow the change log), and
+  `changed()` says whether another process committed since the last call, for a follower that wants to
+  skip even that lookup.
 """
 
 from __future__ import annotations

@@ -162,7 +162,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
     ) -> types.ListResourcesResult:
         cursor = params.cursor if params is not None else None
         entries, next_cursor = await _run(ctx, "resources/list", cursor or "", lambda c: resource_page(c, cursor))
-        resources = [types.Resource(uri=e.uri, name=e.name, title=e.title, description=e.description,
+        resources = [types.Resource(uri=e.uri or "", name=e.name, title=e.title, description=e.description,
                                     mime_type=e.mime_type, icons=icon_of(e.icon)) for e in entries]  # fmt: skip
         return types.ListResourcesResult(resources=resources, next_cursor=next_cursor)
 
