@@ -16,11 +16,13 @@ from typing import Any
 
 from core import __version__
 from core.config import Config, load_config
+from core.dispatch import OUTCOMES
 from core.errors import CanonError, ConfigError, ModelError, NotFoundError, Problem, StoreError, ValidationError
 from core.instance import open_instance
 from core.interchange import export_graph, import_path
 from core.model import check_model, default_model_path, load_model
 from core.progress import ProgressBar
+from core.tokens import TokenFile
 
 __all__ = ["main"]
 
@@ -120,6 +122,36 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("path", type=Path, metavar="OUT", help="output .jsonl file")
     p.add_argument("--nodes", type=int, required=True, metavar="N", help="number of nodes")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    p = command("token", _token_usage, "create, revoke and list bearer tokens for HTTP callers",
+                "Manage the bearer tokens that identify HTTP callers. Only a SHA-256 of each token is kept, in the "
+                "token file ([auth] tokens, default ./canon-tokens.json); a running server notices changes on "
+                "its next request.")  # fmt: skip
+    tokens = p.add_subparsers(title="token commands", metavar="ACTION")
+    t = tokens.add_parser("create", help="make a token and print it once",
+                          description="Make a token for NAME with ROLE and print it on standard output. It is "
+                          "shown only this once: keep it in a secret manager or the client's settings.")  # fmt: skip
+    t.add_argument("name", metavar="NAME", help="the principal's name (restricted nodes name it as user:NAME)")
+    t.add_argument("--role", required=True, choices=("reader", "writer", "admin"), help="what the token may do")
+    t.add_argument("--group", action="append", default=[], metavar="GROUP", dest="groups",
+                   help="a group the principal belongs to (group:GROUP in readers); repeatable")  # fmt: skip
+    t.set_defaults(handler=_token_create)
+    t = tokens.add_parser("revoke", help="revoke a token now", description="Delete NAME's token. A running "
+                          "server refuses it (401) from its next request on.")  # fmt: skip
+    t.add_argument("name", metavar="NAME")
+    t.set_defaults(handler=_token_revoke)
+    t = tokens.add_parser("list", help="list token names, roles and groups (never the tokens)",
+                          description="List every token's name, role, groups and creation time.")  # fmt: skip
+    t.set_defaults(handler=_token_list)
+    p = command("audit", _audit, "show the audit log (newest first)",
+                "Show the audit log, newest first: one line per call on every surface, with time, principal, "
+                "surface, action, target, outcome, revision and duration. Filters combine.")  # fmt: skip
+    p.add_argument("--principal", help="only calls by this principal")
+    p.add_argument("--target", metavar="TOOL_OR_URI", help="only calls of this tool or on this resource")
+    p.add_argument("--outcome", choices=OUTCOMES, help="only calls with this outcome")
+    p.add_argument("--surface", help="only calls on this surface (e.g. mcp-http, mcp-stdio)")
+    p.add_argument("--since", metavar="TIME", help="only calls at or after this ISO 8601 time")
+    p.add_argument("--limit", type=int, default=50, help="at most this many records (default: 50)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
     return parser
 
 
@@ -246,9 +278,69 @@ def _stats(args: argparse.Namespace) -> int:
 def _show_config(args: argparse.Namespace) -> int:
     c = _config(args)
     values = {"store": str(c.store), "model": str(c.model) if c.model else "(embedded default)", "seed": c.seed,
-              "host": c.host, "port": c.port, "max_body_bytes": c.max_body_bytes}  # fmt: skip
+              "host": c.host, "port": c.port, "max_body_bytes": c.max_body_bytes, "tokens": str(c.tokens),
+              "anonymous": c.anonymous, "local_name": c.local_name, "local_role": c.local_role,
+              "local_groups": list(c.local_groups)}  # fmt: skip
     print(json.dumps({"file": str(c.source) if c.source else None, "settings": values,
                       "from": {k: c.origins.get(k, "default") for k in values}}, indent=2))  # fmt: skip
+    return 0
+
+
+def _token_usage(args: argparse.Namespace) -> int:
+    print("canon token: choose an action: create, revoke or list (see canon token --help).", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _token_create(args: argparse.Namespace) -> int:
+    tokens = TokenFile(_config(args).tokens)
+    token = tokens.create(args.name, args.role, args.groups)
+    print(token)
+    print(f"canon: created a {args.role} token for {args.name} in {tokens.path}; it is shown only this once.",
+          file=sys.stderr)  # fmt: skip
+    return 0
+
+
+def _token_revoke(args: argparse.Namespace) -> int:
+    tokens = TokenFile(_config(args).tokens)
+    try:
+        tokens.revoke(args.name)
+    except NotFoundError:
+        print(f"canon: there is no token named {args.name!r} in {tokens.path}.", file=sys.stderr)
+        return EXIT_PROBLEMS
+    print(f"canon: revoked the token of {args.name}.", file=sys.stderr)
+    return 0
+
+
+def _token_list(args: argparse.Namespace) -> int:
+    for entry in TokenFile(_config(args).tokens).entries():
+        print(f"{entry.name}\t{entry.role}\t{','.join(entry.groups) or '-'}\t{entry.created_at}")
+    return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from core.audit import AuditQuery
+    from core.tools.audit import utc
+
+    if args.limit < 1:
+        raise ConfigError("--limit must be at least 1.", source="--limit")
+    try:
+        since = utc(args.since)
+    except ValueError:
+        raise ConfigError(f"--since {args.since!r} is not an ISO 8601 time.", source="--since") from None
+    instance = open_instance(_config(args), with_index=False, principal=CLI_PRINCIPAL)
+    try:
+        query = AuditQuery(args.principal, args.target, args.outcome, args.surface, since)
+        records, total = instance.store.audit_records(query, before=None, limit=args.limit)
+    finally:
+        instance.close()
+    for r in records:
+        if args.json:
+            print(json.dumps(r))
+        else:
+            print(f"{r['at']}  {r['principal']:<16} {r['surface']:<10} {r['action']:<20} {r['target'][:48]:<48} "
+                  f"{r['outcome']:<9} r{r['revision']:<7} {r['duration_ms']:.1f} ms")  # fmt: skip
+    if not args.json:
+        print(f"canon: {len(records)} of {total} matching record(s).", file=sys.stderr)
     return 0
 
 

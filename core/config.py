@@ -1,7 +1,7 @@
 """Configuration: `canon.toml`, environment overrides, and defaults that need nothing.
 
 Precedence, highest first: command-line options, environment (`CANON_STORE`, `CANON_MODEL`, `CANON_HOST`,
-`CANON_PORT`), the configuration file, defaults. The file is the one named by `--config`, else by
+`CANON_PORT`, `CANON_TOKENS`), the configuration file, defaults. The file is the one named by `--config`, else by
 `CANON_CONFIG`, else `canon.toml` in the working directory if there is one. Its keys are checked against
 `schema/config/config.schema.json`: an unknown or mistyped key is an error naming the key, never ignored.
 """
@@ -21,6 +21,7 @@ from jsonschema import Draft202012Validator
 
 from core.documents import pointer
 from core.errors import ConfigError
+from core.principal import Principal
 
 __all__ = ["Config", "load_config"]
 
@@ -35,8 +36,17 @@ class Config:
     host: str = "127.0.0.1"
     port: int = 8000
     max_body_bytes: int = 1024 * 1024
+    tokens: Path = Path("canon-tokens.json")  # hashed bearer tokens (canon token create/revoke)
+    anonymous: bool = True  # HTTP callers without a token may read public nodes
+    local_name: str = "local"  # the stdio principal
+    local_role: str = "admin"
+    local_groups: tuple[str, ...] = ()
     source: Path | None = None  # the file it was read from, if any
     origins: Mapping[str, str] = field(default_factory=dict[str, str])  # setting -> where its value came from
+
+    def local_principal(self) -> Principal:
+        """Who a stdio client is: the configured local principal (never what the client says it is)."""
+        return Principal(self.local_name, frozenset({self.local_role}), frozenset(self.local_groups))
 
 
 def _schema() -> dict[str, Any]:
@@ -80,7 +90,7 @@ def _from_file(file: Path) -> Config:
     for section, key, attr in _KEYS:
         if key in data.get(section, {}):
             value = data[section][key]
-            values[attr] = (base / value) if attr in ("store", "model") else value
+            values[attr] = (base / value) if attr in _PATHS else tuple(value) if isinstance(value, list) else value
             origins[attr] = f"{name} [{section}] {key}"
     return replace(Config(), **values, origins=origins)
 
@@ -92,15 +102,22 @@ _KEYS = [
     ("server", "host", "host"),
     ("server", "port", "port"),
     ("server", "max_body_bytes", "max_body_bytes"),
+    ("auth", "tokens", "tokens"),
+    ("auth", "anonymous", "anonymous"),
+    ("local", "name", "local_name"),
+    ("local", "role", "local_role"),
+    ("local", "groups", "local_groups"),
 ]
+_PATHS = ("store", "model", "tokens")
 
 
 def _apply_env(config: Config, env: Mapping[str, str]) -> Config:
     values: dict[str, Any] = {}
     origins = dict(config.origins)
-    for var, attr in (("CANON_STORE", "store"), ("CANON_MODEL", "model"), ("CANON_HOST", "host")):
+    for var, attr in (("CANON_STORE", "store"), ("CANON_MODEL", "model"), ("CANON_HOST", "host"),
+                      ("CANON_TOKENS", "tokens")):  # fmt: skip
         if env.get(var):
-            values[attr] = Path(env[var]) if attr in ("store", "model") else env[var]
+            values[attr] = Path(env[var]) if attr in _PATHS else env[var]
             origins[attr] = f"${var}"
     if env.get("CANON_PORT"):
         raw = env["CANON_PORT"]

@@ -2,14 +2,15 @@
 
     call_tool(principal, surface, name, arguments)
       → look up          unknown → UnknownToolError (MCP: JSON-RPC -32602 naming the closest tools)
+      → authorise        the caller's roles must grant the tool's permission, else ForbiddenError (a result)
       → validate input   against the exact input schema; failure → an error *result* with JSON pointers
-      → authorise        (the seam for per-tool permissions and record visibility; every principal reads today)
-      → execute          under a wall-time bound that handlers check as they work
+      → execute          under a wall-time bound; handlers read through the caller's `sight` (core.access)
       → audit            every hook gets one record: who, where, what, outcome, revision, duration
       → result           one JSON object, which surfaces send as structured content and as text
 
-Resources and completions take the same path (look up, execute, audit). Surfaces never hold logic: they
-translate their wire format to these calls and the results (or `CanonError`s) back.
+Resources, completions and tool listings take the same path (execute with the caller's sight, audit).
+Surfaces never hold logic: they translate their wire format to these calls and the results (or `CanonError`s)
+back. A request a surface rejects before it has a principal (a bad token) is audited with `rejected`.
 """
 
 from __future__ import annotations
@@ -23,15 +24,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from core.access import may_call, require_node, require_tool, sight_of
+from core.audit import AuditLog, AuditRecord
 from core.documents import pointer
 from core.errors import CanonError, InvalidArgumentsError, LimitExceededError, Problem
 from core.graph import GraphIndex
 from core.model import Model
 from core.principal import Principal
-from core.registry import Registry
+from core.records import Node, Sight
+from core.registry import Registry, ToolDefinition
 from core.store import Store
 
-__all__ = ["AuditRecord", "CallContext", "Dispatcher", "Handler", "ToolResult", "error_json"]
+__all__ = ["OUTCOMES", "AuditRecord", "CallContext", "Dispatcher", "Handler", "ToolResult", "error_json"]
 
 log = logging.getLogger("canon.dispatch")
 DEFAULT_TIME_LIMIT_S = 10.0
@@ -48,10 +52,17 @@ class CallContext:
     index: GraphIndex
     deadline: float
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
+    sight: Sight | None = None  # what the principal may see; None: everything
+    audit: AuditLog | None = None
 
     @property
     def model(self) -> Model:
         return self.registry.model
+
+    def readable(self, node: Node) -> Node:
+        """`node`, if the caller may see it; `ForbiddenError` otherwise."""
+        require_node(self.sight, self.principal, node)
+        return node
 
     def check_time(self) -> None:
         """Raise `LimitExceededError` once the call's wall-time bound has passed; handlers call it in loops."""
@@ -84,17 +95,9 @@ class ToolResult:
         return self.value
 
 
-@dataclass(frozen=True)
-class AuditRecord:
-    at: str
-    principal: str
-    surface: str
-    action: str  # "tools/call" | "resources/read" | "resources/list" | "completion/complete"
-    target: str  # the tool name or resource URI
-    arguments_digest: str
-    outcome: str  # "ok" | "invalid" | "unknown" | "not_found" | "forbidden" | "conflict" | "error" | "failed"
-    revision: int
-    duration_ms: float
+OUTCOMES = ("ok", "invalid", "unknown", "not_found", "forbidden", "conflict", "limit", "error", "failed", "rejected")
+"""Audit outcomes: success; the caller's input, target, rights or revision were wrong; a bound was hit; another
+canon error; an unexpected failure (a bug); a request refused before it had a principal (a bad token)."""
 
 
 def error_json(error: CanonError) -> dict[str, Any]:
@@ -123,6 +126,7 @@ class Dispatcher:
     handlers: Mapping[str, Handler]
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
     audit_hooks: list[Callable[[AuditRecord], None]] = field(default_factory=list[Callable[[AuditRecord], None]])
+    audit: AuditLog | None = None  # the store's audit log, when this dispatcher keeps one
 
     def __post_init__(self) -> None:
         missing = {t.name for t in self.registry.tools} - set(self.handlers)
@@ -131,7 +135,18 @@ class Dispatcher:
 
     def context(self, principal: Principal, surface: str) -> CallContext:
         deadline = time.monotonic() + self.time_limit_s
-        return CallContext(principal, surface, self.registry, self.store, self.index, deadline, self.time_limit_s)
+        return CallContext(principal, surface, self.registry, self.store, self.index, deadline, self.time_limit_s,
+                           sight_of(principal), self.audit)  # fmt: skip
+
+    def tools_for(self, principal: Principal, surface: str) -> list[ToolDefinition]:
+        """The tools `principal` may call, in registry order (what its tools/list shows); audited."""
+        return self.run(principal, surface, "tools/list", "", {},
+                        lambda ctx: [t for t in self.registry.tools if may_call(principal, t)])  # fmt: skip
+
+    def rejected(self, surface: str, target: str, reason: str) -> None:
+        """Audit a request a surface refused before it had a principal (e.g. an unknown bearer token)."""
+        self._audit(Principal(f"({reason})", authenticated=False), surface, "request", target, {}, "rejected",
+                    time.perf_counter())  # fmt: skip
 
     def call_tool(
         self, principal: Principal, surface: str, name: str, arguments: Mapping[str, Any] | None
@@ -147,6 +162,7 @@ class Dispatcher:
             self._audit(principal, surface, "tools/call", name, args, outcome, started)
             raise
         try:
+            require_tool(principal, tool)
             validator = self.registry.input_validator(tool.name)
             problems = [Problem(pointer(e.absolute_path), e.message) for e in validator.iter_errors(args)]
             if problems:
@@ -179,17 +195,24 @@ class Dispatcher:
 
     def _audit(self, principal: Principal, surface: str, action: str, target: str,
                arguments: Mapping[str, Any], outcome: str, started: float) -> None:  # fmt: skip
-        if not self.audit_hooks:
+        if not self.audit_hooks and self.audit is None:
             return
         record = AuditRecord(
             datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             principal.name, surface, action, target, _digest(arguments), outcome, self.index.revision,
             round((time.perf_counter() - started) * 1000, 3),
         )  # fmt: skip
+        if self.audit is not None:
+            self.audit.append(record)
         for hook in self.audit_hooks:
             hook(record)
 
 
+_OUTCOME_OF_CODE = {
+    "invalid_arguments": "invalid", "invalid": "invalid", "not_found": "not_found", "conflict": "conflict",
+    "unknown_tool": "unknown", "forbidden": "forbidden", "limit_exceeded": "limit",
+}  # fmt: skip
+
+
 def _outcome(error: CanonError) -> str:
-    return {"invalid_arguments": "invalid", "invalid": "invalid", "not_found": "not_found", "conflict": "conflict",
-            "unknown_tool": "unknown"}.get(error.code, "error")  # fmt: skip
+    return _OUTCOME_OF_CODE.get(error.code, "error")

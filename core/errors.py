@@ -12,6 +12,7 @@ caller would naturally catch::
      ├── NotFoundError(KeyError)            no such node, edge, type or resource      .kind .key
      ├── UnknownToolError(LookupError)      no tool of that name                      .tool .suggestions
      ├── ConflictError(RuntimeError)        expected revision is stale                .key .expected .actual
+     ├── ForbiddenError(PermissionError)    the caller may not call that or see that  .kind .key
      ├── LimitExceededError(RuntimeError)   a query went past a bound (work, time)    .limit .value
      └── StoreError(RuntimeError)           the store cannot be opened or migrated    .path
 
@@ -28,6 +29,7 @@ __all__ = [
     "CanonError",
     "ConfigError",
     "ConflictError",
+    "ForbiddenError",
     "ImportFileError",
     "InvalidArgumentsError",
     "LimitExceededError",
@@ -137,6 +139,17 @@ class ConflictError(CanonError, RuntimeError):
         self.key = key
         self.expected = expected
         self.actual = actual
+
+
+class ForbiddenError(CanonError, PermissionError):
+    """The caller's role lacks a tool, or the record's visibility does not include the caller."""
+
+    code = "forbidden"
+
+    def __init__(self, kind: str, key: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind  # "tool", "node", "edge", "resource"
+        self.key = key
 
 
 class StoreError(CanonError, RuntimeError):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from core.audit import AuditLog
 from core.config import Config
 from core.dispatch import Dispatcher
 from core.graph import GraphIndex
@@ -18,6 +19,7 @@ from core.interchange import import_path
 from core.model import Model, default_seed_path, load_model
 from core.registry import Registry, build_registry
 from core.store import Store, open_store
+from core.tokens import TokenFile
 
 __all__ = ["Instance", "open_instance"]
 
@@ -36,13 +38,22 @@ class Instance:
         return build_registry(self.model)
 
     @cached_property
+    def audit(self) -> AuditLog:
+        """The store's audit log, written by a background thread until `close()`."""
+        return AuditLog(self.store.append_audit)
+
+    @cached_property
+    def tokens(self) -> TokenFile:
+        return TokenFile(self.config.tokens)
+
+    @cached_property
     def dispatcher(self) -> Dispatcher:
-        """The one dispatch path over this instance (needs the index)."""
+        """The one dispatch path over this instance (needs the index); every call it takes is audited."""
         from core.tools import HANDLERS
 
         if self.index is None:
             raise RuntimeError("this instance was opened without an index")
-        return Dispatcher(self.registry, self.store, self.index, HANDLERS)
+        return Dispatcher(self.registry, self.store, self.index, HANDLERS, audit=self.audit)
 
     def reload_model(self) -> bool:
         """Adopt the model recorded in the store if another process changed it; True if it changed.
@@ -62,7 +73,12 @@ class Instance:
         return True
 
     def close(self) -> None:
-        self.store.close()
+        """Flush the audit log and close the store."""
+        try:
+            if "audit" in self.__dict__:
+                self.audit.close()
+        finally:
+            self.store.close()
 
 
 def open_instance(config: Config, *, with_index: bool = True, principal: str = "system") -> Instance:

@@ -16,10 +16,15 @@ __all__ = ["DeleteEdge", "DeleteNode", "Operation", "PutEdge", "PutNode"]
 
 @dataclass(frozen=True, slots=True)
 class PutNode:
-    """Create or replace a node. `expected_revision` 0 means "must not exist yet"."""
+    """Create or replace a node. `expected_revision` 0 means "must not exist yet".
+
+    With `keep_access`, replacing an existing node keeps its visibility and readers (decided inside the write
+    transaction, so a concurrent change of them is never undone); a new node takes the ones given.
+    """
 
     node: Node
     expected_revision: int | None = None
+    keep_access: bool = False
 
 
 @dataclass(frozen=True, slots=True)

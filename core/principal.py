@@ -1,15 +1,22 @@
-"""Who is calling: the principal every call carries, from day one, on every surface.
+"""Who is calling: the principal every call carries, on every surface.
 
-Authorisation decides on principals in one place (a later change); until then every principal may read.
-Self-reported client information is never identity: a principal comes from the transport (a verified token on
-HTTP, the configured local principal on stdio).
+A principal comes from the transport, never from what a client says about itself: a verified bearer token on
+HTTP (`core.tokens`), the configured local principal on stdio, and `ANONYMOUS` for an HTTP caller without a
+token. What a principal may do is decided in one place, `core.access`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["ANONYMOUS", "LOCAL", "Principal"]
+__all__ = ["ANONYMOUS", "LOCAL", "ROLES", "Principal"]
+
+ROLES: dict[str, frozenset[str]] = {
+    "reader": frozenset({"read"}),
+    "writer": frozenset({"read", "write"}),
+    "admin": frozenset({"read", "write", "admin"}),
+}
+"""Each role and the tool permissions it grants (a tool definition names the one it needs)."""
 
 
 @dataclass(frozen=True)
@@ -17,10 +24,22 @@ class Principal:
     name: str
     roles: frozenset[str] = field(default_factory=frozenset[str])
     groups: frozenset[str] = field(default_factory=frozenset[str])
+    authenticated: bool = True  # False only for the anonymous HTTP caller: public nodes only
 
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def permissions(self) -> frozenset[str]:
+        return frozenset().union(*(ROLES.get(role, frozenset[str]()) for role in self.roles))
+
+    @property
+    def reader_tags(self) -> tuple[str, ...]:
+        """The `readers` entries that name this principal: `user:NAME` and `group:G` for each of its groups."""
+        if not self.authenticated:
+            return ()
+        return (f"user:{self.name}", *(f"group:{g}" for g in sorted(self.groups)))
+
 
 LOCAL = Principal("local", frozenset({"admin"}))
-ANONYMOUS = Principal("anonymous", frozenset({"reader"}))
+ANONYMOUS = Principal("anonymous", frozenset({"reader"}), authenticated=False)

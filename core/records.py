@@ -9,14 +9,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 __all__ = [
     "ID_PATTERN",
     "VISIBILITIES",
     "Change",
+    "ChangeHead",
     "Edge",
     "Node",
+    "Sight",
     "Visibility",
     "edge_key",
     "parse_edge_key",
@@ -27,6 +29,22 @@ VISIBILITIES: tuple[Visibility, ...] = ("public", "internal", "restricted")
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 ID_RE = re.compile(ID_PATTERN)
 READER_PATTERN = r"^(user|group):[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$"
+
+
+@dataclass(frozen=True, slots=True)
+class Sight:
+    """Which records a caller may see: every node whose visibility is in `levels`, and restricted nodes that
+    name one of `tags` among their readers. `core.access.sight_of` builds it; `None` in its place means
+    "sees everything" (admins), which lets readers skip the filter entirely.
+    """
+
+    levels: frozenset[str]
+    tags: tuple[str, ...] = ()
+
+    def sees(self, visibility: str, readers: tuple[str, ...] | list[str]) -> bool:
+        if visibility in self.levels:
+            return True
+        return visibility == "restricted" and any(tag in readers for tag in self.tags)
 
 
 def _frozen_props() -> Mapping[str, Any]:
@@ -137,3 +155,13 @@ class Change:
             "before": dict(self.before) if self.before is not None else None,
             "after": dict(self.after) if self.after is not None else None,
         }
+
+
+class ChangeHead(NamedTuple):
+    """What the change log says about who may see a change: its key and each state's (visibility, readers)."""
+
+    revision: int
+    kind: str
+    key: str
+    before: tuple[str, tuple[str, ...]] | None
+    after: tuple[str, tuple[str, ...]] | None

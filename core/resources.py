@@ -2,7 +2,9 @@
 
 URIs: `canon://model`, `canon://types/{name}`, `canon://changes`, and `canon://nodes/{type}/{id}`, whose JSON
 is exactly `get_node`'s `node`. The list holds the fixed resources first, then every node in id order, one
-page at a time.
+page at a time. Everything is read through the caller's sight: nodes it may not see are not listed or
+completed, reading one is a `ForbiddenError`, and `canon://changes` shows the latest entries as `get_changes`
+would show them to that caller.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from core.access import change_for
 from core.dispatch import CallContext
 from core.errors import NotFoundError
 from core.paging import decode_cursor, encode_cursor
@@ -46,16 +49,17 @@ def read_resource(ctx: CallContext, uri: str) -> ResourceContent:
         if name in model.node_types or name in model.edge_types:
             return ResourceContent(uri, "application/schema+json", _json(type_schema(model, name)))
     if uri == "canon://changes":
-        revision = ctx.store.revision()
-        changes = ctx.store.changes(max(0, revision - PAGE), PAGE)
-        return ResourceContent(
-            uri, "application/json", _json({"items": [c.to_json() for c in changes], "revision": revision})
-        )
+        with ctx.index.reading() as graph:
+            revision = ctx.index.revision
+            changes = ctx.store.changes(max(0, revision - PAGE), PAGE)
+            entries = [change_for(ctx.sight, c, graph) for c in changes if c.revision <= revision]
+        items = [e for e in entries if e is not None]
+        return ResourceContent(uri, "application/json", _json({"items": items, "revision": revision}))
     match = NODE_URI.match(uri)
     if match:
         node = ctx.store.node(match["id"])
         if node is not None and node.type == match["type"]:
-            return ResourceContent(uri, "application/json", _json(node.to_json()))
+            return ResourceContent(uri, "application/json", _json(ctx.readable(node).to_json()))
     raise NotFoundError("resource", uri)
 
 
@@ -71,9 +75,9 @@ def list_resources(ctx: CallContext, cursor: str | None) -> tuple[list[ResourceD
         return entries, encode_cursor("resources/list", {}, {"fixed": start + PAGE})
     room = PAGE - len(entries)
     if room == 0:  # the fixed resources filled the page: the nodes start on the next one
-        _, total = ctx.store.find_nodes(NodeQuery(), after=None, limit=0)
+        _, total = ctx.store.find_nodes(NodeQuery(sight=ctx.sight), after=None, limit=0)
         return entries, encode_cursor("resources/list", {}, {"after": ""}) if total else None
-    nodes, _ = ctx.store.find_nodes(NodeQuery(), after=position.get("after"), limit=room + 1)
+    nodes, _ = ctx.store.find_nodes(NodeQuery(sight=ctx.sight), after=position.get("after"), limit=room + 1)
     more = len(nodes) > room
     for node in nodes[:room]:
         node_type = ctx.model.node_types[node.type]
@@ -96,7 +100,8 @@ def complete(
         return names[:MAX_COMPLETIONS], len(names), len(names) > MAX_COMPLETIONS
     if argument == "id":
         node_type = context.get("type")
-        query = NodeQuery(node_type if node_type in ctx.model.node_types else None, id_prefix=value or None)
+        query = NodeQuery(node_type if node_type in ctx.model.node_types else None, id_prefix=value or None,
+                          sight=ctx.sight)  # fmt: skip
         nodes, total = ctx.store.find_nodes(query, after=None, limit=MAX_COMPLETIONS)
         return [n.id for n in nodes], total, total > len(nodes)
     raise NotFoundError("template argument", argument)

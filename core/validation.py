@@ -175,6 +175,9 @@ class _Planner:
     def put_node(self, index: int, op: PutNode) -> None:
         node = op.node
         count = len(self.problems)
+        current = self.node(node.id)
+        if op.keep_access and current is not None:
+            node = replace(node, visibility=current.visibility, readers=current.readers)
         node_type = self.model.node_types.get(node.type)
         if not ID_RE.match(node.id):
             self.problem(index, ["id"], f"{node.id!r} is not a valid id (letters, digits, . _ : -; at most 128)")
@@ -188,7 +191,6 @@ class _Planner:
             return
         for error in self.model.validator(node.type).iter_errors(dict(node.properties)):
             self.problem(index, ["properties", *error.absolute_path], error.message)
-        current = self.node(node.id)
         if current is not None and current.type != node.type:
             self.problem(index, ["type"], f"node {node.id!r} is a {current.type}; a node's type cannot change")
         key_value = node.properties.get(node_type.key)

@@ -10,7 +10,8 @@ embedded default). A backend must give these guarantees, which the tests check a
 * once `commit` returns, the change survives a crash of the process or the machine;
 * `revision()` is cheap (the graph index compares it before every read to follow the change log), and
   `changed()` says whether another process committed since the last call, for a follower that wants to
-  skip even that lookup.
+  skip even that lookup;
+* the audit log is append-only: `append_audit` adds records, nothing updates or deletes them.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
+from core.audit import AuditQuery, AuditRecord
 from core.conditions import Condition
 from core.model import Model
 from core.operations import Operation
-from core.records import Change, Edge, Node
+from core.records import Change, ChangeHead, Edge, Node, Sight
+from core.validation import StateView
 
 __all__ = ["CommitResult", "NodeQuery", "Store", "StoreStats", "open_store"]
 
@@ -37,6 +40,7 @@ class NodeQuery:
     text: str | None = None  # case-insensitive substring of any of the node type's text properties
     text_fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
     id_prefix: str | None = None
+    sight: Sight | None = None  # only nodes the caller may see (None: all)
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,8 @@ class Store(Protocol):
     def find_nodes(self, query: NodeQuery, *, after: str | None, limit: int) -> tuple[list[Node], int]: ...
     def count_changes(self, since: int) -> int: ...
     def changes(self, since: int, limit: int) -> list[Change]: ...
+    def changes_at(self, revisions: Sequence[int]) -> list[Change]: ...
+    def iter_change_heads(self, since: int) -> Iterator[ChangeHead]: ...
     def commit(
         self,
         operations: Sequence[Operation],
@@ -86,7 +92,12 @@ class Store(Protocol):
         principal: str,
         dry_run: bool = False,
         progress: Callable[[str, int, int], None] | None = None,
+        guard: Callable[[StateView, Sequence[Operation]], None] | None = None,
     ) -> CommitResult: ...
+    def append_audit(self, records: Sequence[AuditRecord]) -> None: ...
+    def audit_records(
+        self, query: AuditQuery, *, before: int | None, limit: int
+    ) -> tuple[list[dict[str, Any]], int]: ...
     def stats(self) -> StoreStats: ...
     def close(self) -> None: ...
 

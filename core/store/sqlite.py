@@ -20,18 +20,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from core.audit import AuditQuery, AuditRecord
 from core.conditions import Condition
 from core.documents import pointer
 from core.errors import ModelError, Problem, StoreError, ValidationError
 from core.model import Model, parse_model
 from core.operations import Operation, PutEdge, PutNode
-from core.records import Change, Edge, Node
+from core.records import Change, ChangeHead, Edge, Node, Sight
 from core.store import CommitResult, NodeQuery, StoreStats
-from core.validation import Write, indexed_problems, plan
+from core.validation import StateView, Write, indexed_problems, plan
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_S = 60.0
 
 _CREATE = """
@@ -55,8 +56,26 @@ CREATE TABLE changes (
 );
 """
 
-# version reached -> SQL that upgrades the previous version to it
-MIGRATIONS: dict[int, str] = {1: _CREATE}
+_AUDIT = (
+    """CREATE TABLE audit (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, principal TEXT NOT NULL, surface TEXT NOT NULL,
+  action TEXT NOT NULL, target TEXT NOT NULL, arguments_digest TEXT NOT NULL, outcome TEXT NOT NULL,
+  revision INTEGER NOT NULL, duration_ms REAL NOT NULL
+)""",
+    "CREATE INDEX audit_principal ON audit (principal, id)",
+    "CREATE INDEX audit_at ON audit (at)",
+    *(
+        f"CREATE TRIGGER audit_no_{op.lower()} BEFORE {op} ON audit "
+        "BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END"
+        for op in ("UPDATE", "DELETE")
+    ),
+)
+
+# version reached -> the SQL statements that upgrade the previous version to it
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: tuple(statement for statement in _CREATE.split(";") if statement.strip()),
+    2: _AUDIT,  # the append-only audit log
+}
 
 _NODE_COLUMNS = "id, type, visibility, readers, properties, revision, created_at, updated_at, updated_by"
 _EDGE_COLUMNS = "type, source, target, properties, revision, created_at, updated_at, updated_by"
@@ -92,6 +111,15 @@ def _node(row: sqlite3.Row | tuple[Any, ...]) -> Node:
 def _edge(row: sqlite3.Row | tuple[Any, ...]) -> Edge:
     type_, source, target, properties, revision, created_at, updated_at, updated_by = row
     return Edge(type_, source, target, json.loads(properties), revision, created_at, updated_at, updated_by)
+
+
+def _head(row: tuple[Any, ...]) -> ChangeHead:
+    revision, kind, key, before_visibility, before_readers, after_visibility, after_readers = row
+    return ChangeHead(
+        revision, kind, key,
+        (before_visibility, tuple(json.loads(before_readers)) if before_readers else ()) if before_visibility else None,
+        (after_visibility, tuple(json.loads(after_readers)) if after_readers else ()) if after_visibility else None,
+    )  # fmt: skip
 
 
 def _change(row: tuple[Any, ...]) -> Change:
@@ -170,6 +198,8 @@ class SQLiteStore:
         self._model = model
         self._lock = threading.RLock()
         self._data_version = self._pragma("data_version")
+        self._audit_lock = threading.Lock()
+        self._audit_db: sqlite3.Connection | None = None
 
     # -- opening -----------------------------------------------------------------------------------------------
     @classmethod
@@ -209,9 +239,8 @@ class SQLiteStore:
                     path=str(path),
                 )
             for target in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in MIGRATIONS[target].split(";"):
-                    if statement.strip():
-                        db.execute(statement)
+                for statement in MIGRATIONS[target]:
+                    db.execute(statement)
                 db.execute(f"PRAGMA user_version = {target}")
             db.execute("COMMIT")
         except BaseException:
@@ -356,6 +385,25 @@ class SQLiteStore:
         rows = self._read("SELECT * FROM changes WHERE revision > ? ORDER BY revision LIMIT ?", (since, limit))
         return [_change(r) for r in rows]
 
+    def changes_at(self, revisions: Sequence[int]) -> list[Change]:
+        found: list[Change] = []
+        for start in range(0, len(revisions), 500):
+            chunk = list(revisions[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            rows = self._read(f"SELECT * FROM changes WHERE revision IN ({marks}) ORDER BY revision", chunk)
+            found += [_change(r) for r in rows]
+        return found
+
+    def iter_change_heads(self, since: int) -> Iterator[ChangeHead]:
+        """(revision, kind, key, and the visibility and readers of the before and after states) from `since` on:
+        what filtering the change log by visibility needs, without parsing whole records."""
+        sql = (
+            "SELECT revision, kind, key, json_extract(before, '$.visibility'), json_extract(before, '$.readers'), "
+            "json_extract(after, '$.visibility'), json_extract(after, '$.readers') FROM changes "
+            "WHERE revision > ? ORDER BY revision"
+        )
+        yield from self._iterate(sql, (since,), _head)
+
     def stats(self) -> StoreStats:
         with self._lock:
             db = self._db
@@ -379,9 +427,15 @@ class SQLiteStore:
         principal: str,
         dry_run: bool = False,
         progress: Callable[[str, int, int], None] | None = None,
+        guard: Callable[[StateView, Sequence[Operation]], None] | None = None,
     ) -> CommitResult:
-        """Validate and commit a batch in one transaction; see `core.validation.plan` for the rules."""
+        """Validate and commit a batch in one transaction; see `core.validation.plan` for the rules.
+
+        `guard` (authorisation) runs first, inside the same transaction, on the same state `plan` reads.
+        """
         with self._transaction() as db:
+            if guard is not None:
+                guard(_View(db), operations)
             base = self._max_revision(db)
             writes = plan(
                 self._model, operations, _View(db), base_revision=base, principal=principal, now=utc_now(),
@@ -446,7 +500,57 @@ class SQLiteStore:
              e.updated_by),
         )  # fmt: skip
 
+    # -- the audit log ----------------------------------------------------------------------------------------
+    def append_audit(self, records: Sequence[AuditRecord]) -> None:
+        """Append audit records in one transaction, on a connection of the audit writer's own.
+
+        That connection commits with `synchronous=NORMAL`: in WAL mode a record survives a crash of the process
+        at once and a power loss from the next checkpoint or durable commit on.
+        """
+        with self._audit_lock:
+            if self._audit_db is None:
+                self._audit_db = _connect(self._path, check_same_thread=False, timeout=BUSY_TIMEOUT_S)
+                self._audit_db.execute("PRAGMA synchronous = NORMAL")
+            db = self._audit_db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany(
+                    "INSERT INTO audit (at, principal, surface, action, target, arguments_digest, outcome, revision, "
+                    "duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(r.at, r.principal, r.surface, r.action, r.target, r.arguments_digest, r.outcome, r.revision,
+                      r.duration_ms) for r in records],
+                )  # fmt: skip
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    def audit_records(self, query: AuditQuery, *, before: int | None, limit: int) -> tuple[list[dict[str, Any]], int]:
+        """One page of audit records, newest first (ids below `before`), and how many match in all."""
+        clauses, params = ["1"], list[Any]()
+        for column in ("principal", "target", "outcome", "surface"):
+            value = getattr(query, column)
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        if query.since is not None:
+            clauses.append("at >= ?")
+            params.append(query.since)
+        where = " AND ".join(clauses)
+        columns = "id, at, principal, surface, action, target, arguments_digest, outcome, revision, duration_ms"
+        rows = self._read(
+            f"SELECT {columns} FROM audit WHERE {where} AND id < ? ORDER BY id DESC LIMIT ?",
+            [*params, before if before is not None else 2**63 - 1, limit],
+        )
+        total = int(self._read(f"SELECT count(*) FROM audit WHERE {where}", params)[0][0])
+        names = columns.split(", ")
+        return [dict(zip(names, row, strict=True)) for row in rows], total
+
     def close(self) -> None:
+        with self._audit_lock:
+            if self._audit_db is not None:
+                self._audit_db.close()
+                self._audit_db = None
         with self._lock:
             self._db.close()
 
@@ -491,9 +595,23 @@ class SQLiteStore:
         return int(db.execute("SELECT coalesce(max(revision), 0) FROM changes").fetchone()[0])
 
 
+def _sight_sql(sight: Sight) -> tuple[str, list[Any]]:
+    """The SQL condition selecting the nodes `sight` sees; agrees with `Sight.sees`."""
+    levels = sorted(sight.levels)
+    sql = f"visibility IN ({','.join('?' * len(levels))})"
+    if not sight.tags:
+        return sql, list(levels)
+    named = f"SELECT 1 FROM json_each(nodes.readers) WHERE value IN ({','.join('?' * len(sight.tags))})"
+    return f"({sql} OR (visibility = 'restricted' AND EXISTS ({named})))", [*levels, *sight.tags]
+
+
 def _node_filter(query: NodeQuery) -> tuple[str, list[Any]]:
     """The SQL condition (and its parameters) selecting the nodes of `query`; agrees with `Condition.matches`."""
     clauses, params = ["1"], list[Any]()
+    if query.sight is not None:
+        sql, values = _sight_sql(query.sight)
+        clauses.append(sql)
+        params += values
     if query.type is not None:
         clauses.append("type = ?")
         params.append(query.type)

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from core.dispatch import Handler
+from core.tools.audit import get_audit_log
 from core.tools.changes import get_changes
 from core.tools.model import describe_model
 from core.tools.nodes import find_nodes, get_node
 from core.tools.query import query_graph
 from core.tools.traversal import find_paths, get_neighbors
+from core.tools.writes import delete_edge, delete_node, upsert_edge, upsert_node, write_batch
 
 __all__ = ["HANDLERS"]
 
@@ -21,4 +23,10 @@ HANDLERS: Mapping[str, Handler] = {
     "find_paths": find_paths,
     "query_graph": query_graph,
     "get_changes": get_changes,
+    "upsert_node": upsert_node,
+    "delete_node": delete_node,
+    "upsert_edge": upsert_edge,
+    "delete_edge": delete_edge,
+    "write_batch": write_batch,
+    "get_audit_log": get_audit_log,
 }

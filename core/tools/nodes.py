@@ -16,7 +16,7 @@ def get_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     node = ctx.store.node(args["id"])
     if node is None:
         raise NotFoundError("node", args["id"])
-    return {"node": node.to_json(), "revision": revision}
+    return {"node": ctx.readable(node).to_json(), "revision": revision}
 
 
 def text_fields(ctx: CallContext) -> dict[str, tuple[str, ...]]:
@@ -26,7 +26,7 @@ def text_fields(ctx: CallContext) -> dict[str, tuple[str, ...]]:
 def find_nodes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     node_type = ctx.model.node_types.get(args["type"]) if "type" in args else None
     conditions = parse_where(args.get("where", {}), node_type, tool="find_nodes")
-    query = NodeQuery(args.get("type"), conditions, args.get("text"), text_fields(ctx))
+    query = NodeQuery(args.get("type"), conditions, args.get("text"), text_fields(ctx), sight=ctx.sight)
     limit = args.get("limit", 20)
     after = decode_cursor("find_nodes", args)
     revision = ctx.index.revision

@@ -18,6 +18,7 @@ from typing import Any
 
 import networkx as nx
 
+from core.access import sees_in_graph
 from core.conditions import Condition, all_match, parse_where
 from core.dispatch import CallContext
 from core.errors import InvalidArgumentsError, LimitExceededError, Problem
@@ -70,6 +71,8 @@ class _Run:
 
     def node_ok(self, var: _Var, node: str) -> bool:
         if var.id is not None and node != var.id:
+            return False
+        if not sees_in_graph(self.ctx.sight, self.graph, node):
             return False
         if var.type is not None and self.graph.nodes[node]["type"] != var.type:
             return False
@@ -165,20 +168,21 @@ def _candidates(run: _Run, var: _Var) -> list[str]:
     if var.id is not None:
         return [var.id] if var.id in run.graph and run.node_ok(var, var.id) else []
     if var.type is not None or var.conditions:
-        query = NodeQuery(var.type, var.conditions)
+        query = NodeQuery(var.type, var.conditions, sight=run.ctx.sight)
         nodes, _ = run.ctx.store.find_nodes(query, after=None, limit=MAX_WORK + 1)
         ids = [n.id for n in nodes if n.id in run.graph]
         for n in nodes:
             run.properties[n.id] = dict(n.properties)
         return ids
-    return sorted(run.graph.nodes)
+    return sorted(n for n in run.graph.nodes if sees_in_graph(run.ctx.sight, run.graph, n))
 
 
 def _selectivity(run: _Run, var: _Var) -> tuple[int, int, str]:
     if var.id is not None:
         return (0, 1, var.name)
     if var.type is not None or var.conditions:
-        _, total = run.ctx.store.find_nodes(NodeQuery(var.type, var.conditions), after=None, limit=0)
+        _, total = run.ctx.store.find_nodes(NodeQuery(var.type, var.conditions, sight=run.ctx.sight), after=None,
+                                            limit=0)  # fmt: skip
         return (1, total, var.name)
     return (2, run.graph.number_of_nodes(), var.name)
 

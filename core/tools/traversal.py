@@ -7,10 +7,11 @@ from typing import Any
 
 import networkx as nx
 
+from core.access import sees_in_graph
 from core.dispatch import CallContext
-from core.errors import LimitExceededError, NotFoundError
+from core.errors import ForbiddenError, LimitExceededError, NotFoundError
 from core.paging import decode_cursor, encode_cursor, page
-from core.records import Edge
+from core.records import Edge, Sight
 
 EdgeRef = tuple[str, str, str]  # (type, source, target)
 MAX_WORK = 200_000  # edges examined by one call
@@ -18,15 +19,25 @@ MAX_PATHS = 1_000  # paths counted by find_paths; total stops there and truncate
 
 
 def steps(
-    graph: nx.MultiDiGraph[str], node: str, direction: str, types: frozenset[str]
+    graph: nx.MultiDiGraph[str], node: str, direction: str, types: frozenset[str], sight: Sight | None = None
 ) -> Iterator[tuple[str, EdgeRef]]:
-    """(neighbour, edge) pairs one hop from `node`, in a stable order."""
+    """(neighbour, edge) pairs one hop from `node`, in a stable order, to neighbours `sight` sees."""
     found: list[tuple[str, EdgeRef]] = []
     if direction in ("out", "both"):
         found += [(t, (k, node, t)) for _, t, k in graph.out_edges(node, keys=True) if not types or k in types]
     if direction in ("in", "both"):
         found += [(s, (k, s, node)) for s, _, k in graph.in_edges(node, keys=True) if not types or k in types]
+    if sight is not None:
+        found = [(n, ref) for n, ref in found if sees_in_graph(sight, graph, n)]
     return iter(sorted(found))
+
+
+def _require_visible(ctx: CallContext, graph: nx.MultiDiGraph[str], id: str) -> None:
+    if id not in graph:
+        raise NotFoundError("node", id)
+    if not sees_in_graph(ctx.sight, graph, id):
+        visibility = graph.nodes[id]["visibility"]
+        raise ForbiddenError("node", id, f"{ctx.principal.name} may not read node {id!r}: it is {visibility}.")
 
 
 def _edge_json(ctx: CallContext, ref: EdgeRef) -> dict[str, Any]:
@@ -41,15 +52,14 @@ def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     direction, types = args.get("direction", "both"), frozenset(args.get("edge_types", []))
     limit = args.get("limit", 50)
     with ctx.index.reading() as graph:
-        if origin not in graph:
-            raise NotFoundError("node", origin)
+        _require_visible(ctx, graph, origin)
         revision = ctx.index.revision
         reached: list[tuple[int, str, EdgeRef]] = []
         seen, frontier, work = {origin}, [origin], 0
         for level in range(1, depth + 1):
             following: list[str] = []
             for current in frontier:
-                for neighbour, ref in steps(graph, current, direction, types):
+                for neighbour, ref in steps(graph, current, direction, types, ctx.sight):
                     work += 1
                     if neighbour not in seen:
                         seen.add(neighbour)
@@ -75,7 +85,7 @@ def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _distances(
-    graph: nx.MultiDiGraph[str], target: str, direction: str, types: frozenset[str], cap: int
+    graph: nx.MultiDiGraph[str], target: str, direction: str, types: frozenset[str], cap: int, sight: Sight | None
 ) -> dict[str, int]:
     """Hops from every node within `cap` hops to `target`, walking edges backwards."""
     backwards = {"out": "in", "in": "out", "both": "both"}[direction]
@@ -83,7 +93,7 @@ def _distances(
     for hop in range(1, cap + 1):
         following: list[str] = []
         for node in frontier:
-            for neighbour, _ in steps(graph, node, backwards, types):
+            for neighbour, _ in steps(graph, node, backwards, types, sight):
                 if neighbour not in distance:
                     distance[neighbour] = hop
                     following.append(neighbour)
@@ -97,10 +107,9 @@ def find_paths(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     max_depth, limit = args.get("max_depth", 4), args.get("limit", 5)
     with ctx.index.reading() as graph:
         for end in (source, target):
-            if end not in graph:
-                raise NotFoundError("node", end)
+            _require_visible(ctx, graph, end)
         revision = ctx.index.revision
-        distance = _distances(graph, target, direction, types, max_depth)
+        distance = _distances(graph, target, direction, types, max_depth, ctx.sight)
         paths: list[list[EdgeRef]] = []
         budget = [MAX_WORK]
         shortest = distance[source] if source in distance else max_depth + 1
@@ -138,7 +147,7 @@ def _walk(ctx: CallContext, graph: nx.MultiDiGraph[str], node: str, target: str,
             paths.append(list(edges))
         return
     chosen: dict[str, EdgeRef] = {}
-    for neighbour, ref in steps(graph, node, direction, types):
+    for neighbour, ref in steps(graph, node, direction, types, ctx.sight):
         chosen.setdefault(neighbour, ref)  # one edge per neighbour: the first by type name
     for neighbour, ref in chosen.items():
         budget[0] -= 1

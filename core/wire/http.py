@@ -1,7 +1,8 @@
 """The HTTP app: one ASGI application on one port, which later surfaces extend.
 
 Routes: `/mcp` (Streamable HTTP, both protocol revisions: 2026-07-28 requests are served statelessly,
-2025-11-25 clients get sessions, a GET stream and `Last-Event-ID` resumption), and `/healthz`. Host and
+2025-11-25 clients get sessions, a GET stream and `Last-Event-ID` resumption), and `/healthz`. Bearer tokens
+identify callers on every route (`core.wire.auth`); `/mcp` refuses a bad token with 401. Host and
 Origin are checked on `/mcp` (invalid Origin → 403, invalid Host → 421) and request bodies are bounded (413).
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import anyio
@@ -24,7 +25,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.instance import Instance
-from core.principal import ANONYMOUS, Principal
+from core.principal import Principal
+from core.wire.auth import BearerGate, auth_middleware, principal_of_request
 from core.wire.event_store import MemoryEventStore
 from core.wire.events import EventFanout
 from core.wire.mcp_server import DEFAULT_OPTIONS, SUPPORTED_VERSIONS, ServeOptions, build_server
@@ -32,6 +34,7 @@ from core.wire.mcp_server import DEFAULT_OPTIONS, SUPPORTED_VERSIONS, ServeOptio
 __all__ = ["build_app", "security_settings"]
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+SURFACE = "mcp-http"
 
 
 def security_settings(host: str) -> TransportSecuritySettings:
@@ -107,12 +110,19 @@ class SessionManager(StreamableHTTPSessionManager):
         return super()._admit_session(requestor)  # pyright: ignore[reportUnknownMemberType]
 
 
-def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS,
-              principal_of: Callable[[ServerRequestContext[Any]], Principal] | None = None) -> Starlette:  # fmt: skip
-    """The ASGI app serving `instance`. Its lifespan runs the MCP session manager and the change pump."""
+def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> Starlette:
+    """The ASGI app serving `instance`. Its lifespan runs the MCP session manager and the change pump.
+
+    Callers are identified by bearer token (`core.wire.auth`); without one they are anonymous.
+    """
     assert instance.index is not None
     fanout = EventFanout(instance.index, on_model_change=instance.reload_model)
-    server = build_server(instance.dispatcher, fanout, principal_of or (lambda ctx: ANONYMOUS), options)
+    dispatcher = instance.dispatcher
+
+    def principal_of(ctx: ServerRequestContext[Any]) -> Principal:
+        return principal_of_request(ctx.request)
+
+    server = build_server(dispatcher, fanout, principal_of, options, surface=SURFACE)
     manager = SessionManager(
         app=server,
         event_store=MemoryEventStore(),
@@ -134,8 +144,14 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS,
             yield
             tasks.cancel_scope.cancel()
 
+    def reject(path: str, reason: str) -> None:
+        dispatcher.rejected(SURFACE, path, reason)
+
+    mcp_endpoint = BearerGate(VersionErrorFix(StreamableHTTPASGIApp(manager)), anonymous=instance.config.anonymous,
+                              on_reject=reject)  # fmt: skip
     app = Starlette(
-        routes=[Route("/mcp", endpoint=VersionErrorFix(StreamableHTTPASGIApp(manager))), Route("/healthz", healthz)],
+        routes=[Route("/mcp", endpoint=mcp_endpoint), Route("/healthz", healthz)],
+        middleware=auth_middleware(instance.tokens),
         lifespan=lifespan,
     )
     app.state.fanout = fanout

@@ -9,7 +9,12 @@ handler maps one MCP method onto the dispatcher and its answer back; errors map 
 | UnknownToolError           | JSON-RPC -32602, message naming the closest tools            |
 | any other error of a tool  | CallToolResult isError=true, text = {"error": {...}}         |
 | resource NotFoundError     | -32002 on 2025-11-25, -32602 on 2026-07-28                  |
-| other resource/completion  | -32602 with the error's message                              |
+| other resource/completion  | -32602 with the error's message (ForbiddenError included,    |
+|                            | with data.code "forbidden")                                  |
+
+Every handler runs as the principal `principal_of` gives for the request (the transport decides: the local
+principal on stdio, the bearer token's principal or anonymous on HTTP), so tools/list shows only the tools
+that principal may call and every read goes through its sight.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,34 +122,36 @@ def _modern(ctx: ServerRequestContext[Any]) -> bool:
 
 
 def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: PrincipalOf,
-                 options: ServeOptions = DEFAULT_OPTIONS) -> CanonServer:  # fmt: skip
-    """An SDK server whose every handler is one dispatcher call.
+                 options: ServeOptions = DEFAULT_OPTIONS, *, surface: str = "mcp") -> CanonServer:  # fmt: skip
+    """An SDK server whose every handler is one dispatcher call, made for the caller `principal_of` names.
 
     Handlers read `dispatcher.registry` on every call, so a model change (which replaces the registry) is
     served from the next request on.
     """
     prefix = options.prefix
-    listings: dict[int, list[types.Tool]] = {}
+    converted: dict[tuple[int, str], types.Tool] = {}
 
-    def listed() -> list[types.Tool]:
+    def listed(principal: Principal) -> list[types.Tool]:
+        """The tools this caller may call (and, for the agent profile, that are not advanced), converted once."""
         registry = dispatcher.registry
-        if id(registry) not in listings:  # converted once per registry
-            visible = [t for t in registry.tools if options.profile != "agent" or not t.advanced]
-            listings.clear()
-            listings[id(registry)] = [_tool(t, prefix) for t in visible]
-        return listings[id(registry)]
+        if any(key[0] != id(registry) for key in converted):
+            converted.clear()
+        tools = dispatcher.tools_for(principal, surface)
+        visible = [t for t in tools if options.profile != "agent" or not t.advanced]
+        return [converted.setdefault((id(registry), t.name), _tool(t, prefix)) for t in visible]
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=listed())
+        principal = principal_of(ctx)
+        return types.ListToolsResult(tools=await anyio.to_thread.run_sync(listed, principal))
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         name = params.name.removeprefix(prefix) if prefix and params.name.startswith(prefix) else params.name
         principal = principal_of(ctx)
         try:
             result = await anyio.to_thread.run_sync(
-                dispatcher.call_tool, principal, "mcp", name, dict(params.arguments or {})
+                dispatcher.call_tool, principal, surface, name, dict(params.arguments or {})
             )
         except UnknownToolError as exc:
             close = ", ".join(repr(prefix + s) for s in exc.suggestions)
@@ -220,7 +227,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
         principal = principal_of(ctx)
         try:
             return await anyio.to_thread.run_sync(
-                lambda: dispatcher.run(principal, "mcp", action, target, {"target": target}, work)
+                lambda: dispatcher.run(principal, surface, action, target, {"target": target}, work)
             )
         except NotFoundError as exc:
             if exc.kind == "resource":  # the one error whose code differs between the revisions
@@ -228,7 +235,18 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
                 raise MCPError(code, str(exc), data={"uri": target}) from None
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         except CanonError as exc:
-            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+            raise MCPError(types.INVALID_PARAMS, str(exc), data={"code": exc.code, "target": target}) from None
+
+    async def readable(ctx: ServerRequestContext[Any], uris: list[str]) -> list[str]:
+        """The URIs of a listen request this caller may read: a stream never carries another's resources."""
+        allowed: list[str] = []
+        for uri in uris:
+            try:
+                await _run(ctx, "subscriptions/listen", uri, lambda c, uri=uri: read_resource(c, uri))
+                allowed.append(uri)
+            except MCPError:
+                continue  # not honoured: the client sees it missing from the acknowledged subscriptions
+        return allowed
 
     private = CacheHint(ttl_ms=0, scope="private")  # results depend on the caller (visibility, roles)
     server = CanonServer(
@@ -252,7 +270,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
         on_read_resource=read,
         on_subscribe_resource=subscribe,
         on_unsubscribe_resource=unsubscribe,
-        on_subscriptions_listen=_HonestListen(ListenHandler(fanout.bus)),
+        on_subscriptions_listen=_HonestListen(ListenHandler(fanout.bus), readable),
         on_completion=completion,
     )
     server.middleware.append(_RememberLegacy(fanout))
@@ -282,15 +300,24 @@ class _RememberLegacy:
 
 
 class _HonestListen:
-    """The SDK's listen handler acknowledges every requested kind; canon has no prompts, so it never offers them."""
+    """The SDK's listen handler, honouring only what canon serves and the caller may read.
 
-    def __init__(self, inner: ListenHandler) -> None:
+    The SDK acknowledges every requested kind; canon has no prompts, so it never offers them, and a resource
+    subscription the caller may not read (or that does not exist) is dropped before the SDK sees it.
+    """
+
+    def __init__(self, inner: ListenHandler,
+                 readable: Callable[[ServerRequestContext[Any], list[str]], Awaitable[list[str]]]) -> None:  # fmt: skip
         self.inner = inner
+        self.readable = readable
 
     async def __call__(self, ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams) -> Any:
         requested = params.notifications
+        update: dict[str, Any] = {}
         if requested.prompts_list_changed:
-            params = params.model_copy(
-                update={"notifications": requested.model_copy(update={"prompts_list_changed": None})}
-            )
+            update["prompts_list_changed"] = None
+        if requested.resource_subscriptions:
+            update["resource_subscriptions"] = await self.readable(ctx, list(requested.resource_subscriptions))
+        if update:
+            params = params.model_copy(update={"notifications": requested.model_copy(update=update)})
         return await self.inner(ctx, params)

@@ -6,7 +6,6 @@ import anyio
 from mcp.server.stdio import stdio_server
 
 from core.instance import Instance
-from core.principal import LOCAL
 from core.wire.events import EventFanout
 from core.wire.mcp_server import DEFAULT_OPTIONS, ServeOptions, build_server
 
@@ -14,10 +13,11 @@ __all__ = ["serve_stdio"]
 
 
 def serve_stdio(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> None:
-    """Serve `instance` on stdin/stdout until the client closes stdin. The caller is the local principal."""
+    """Serve `instance` on stdin/stdout until the client closes stdin. The caller is the configured local principal."""
     assert instance.index is not None
     fanout = EventFanout(instance.index, on_model_change=instance.reload_model)
-    server = build_server(instance.dispatcher, fanout, lambda ctx: LOCAL, options)
+    local = instance.config.local_principal()
+    server = build_server(instance.dispatcher, fanout, lambda ctx: local, options, surface="mcp-stdio")
 
     async def main() -> None:
         async with anyio.create_task_group() as tasks:

@@ -110,7 +110,7 @@ def test_a_missing_node_is_a_not_found_result_audited_as_not_found(
 def test_a_successful_call_is_audited_with_who_where_what_and_how_long(
     dispatcher: Dispatcher, records: list[AuditRecord], instance: Instance
 ) -> None:
-    caller = Principal("user:ada")
+    caller = Principal("user:ada", frozenset({"reader"}))
 
     result = dispatcher.call_tool(caller, "rest", "get_node", {"id": SERVICE})
 
@@ -197,7 +197,7 @@ def test_a_call_past_the_wall_time_bound_is_a_limit_exceeded_result(
     assert isinstance(result.error, LimitExceededError)
     assert result.as_json()["error"]["code"] == "limit_exceeded"
     assert result.as_json()["error"]["limit"] == "time_s"
-    assert [r.outcome for r in records] == ["error"]
+    assert [r.outcome for r in records] == ["limit"]
 
 
 def test_a_time_limit_error_reports_the_time_spent_not_a_clock_reading(instance: Instance) -> None:

@@ -214,7 +214,8 @@ async def test_serve_with_agent_profile_and_prefix_lists_prefixed_basic_tools_an
 ) -> None:
     async with mcp.Client(agent_process.url, mode=mode) as client:  # pyright: ignore[reportArgumentType]
         listed = [t.name for t in (await client.list_tools()).tools]
-        paths = await client.call_tool("canon_find_paths", {"source": "person-ada-okafor",
+        # public nodes: the caller has no token, so it is anonymous
+        paths = await client.call_tool("canon_find_paths", {"source": "team-payments",
                                                             "target": "svc-checkout-api", "max_depth": 3})  # fmt: skip
         node = await client.call_tool("canon_get_node", {"id": "team-payments"})
 

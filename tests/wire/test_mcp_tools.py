@@ -18,7 +18,9 @@ from tests.wire.conftest import Served
 
 pytestmark = pytest.mark.anyio
 
-TOOL_NAMES = ["describe_model", "get_node", "find_nodes", "get_neighbors", "find_paths", "query_graph", "get_changes"]
+READ_TOOLS = ["describe_model", "get_node", "find_nodes", "get_neighbors", "find_paths", "query_graph", "get_changes"]
+WRITE_TOOLS = ["upsert_node", "delete_node", "upsert_edge", "delete_edge", "write_batch"]
+TOOL_NAMES = [*READ_TOOLS, *WRITE_TOOLS, "get_audit_log"]  # all of them: the served principal is the local admin
 
 
 def _seed() -> dict[str, Any]:
@@ -81,8 +83,10 @@ async def test_tools_list_gives_the_registry_tools_in_order_with_their_exact_sch
         assert tool.title == definition.title
         assert tool.description == definition.description
         assert tool.annotations is not None
-        assert tool.annotations.read_only_hint is True
-        assert tool.annotations.destructive_hint is False
+        writes = tool.name in WRITE_TOOLS
+        assert tool.annotations.read_only_hint is not writes
+        assert tool.annotations.destructive_hint is writes  # upserts replace, deletes delete
+        assert tool.annotations.idempotent_hint is (tool.name != "write_batch")
         assert tool.icons
         assert tool.icons[0].src.startswith("data:image/svg+xml;base64,")
 

@@ -1,0 +1,153 @@
+"""Authorisation, decided here and nowhere else.
+
+Two questions, asked on the one dispatch path so every surface gets the same answers:
+
+* **May this principal call this tool?** A tool definition names the permission it needs (`read`, `write`,
+  `admin`); a principal's roles grant permissions (`core.principal.ROLES`). A tool the caller lacks is hidden
+  from its tools/list and refused with `ForbiddenError` if called anyway.
+* **May this principal see this record?** `public` nodes: everyone, the anonymous HTTP caller included.
+  `internal`: every authenticated principal. `restricted`: principals named in the node's `readers`
+  (`user:NAME`), members of a group named there (`group:NAME`), and admins. An edge is visible when both
+  its ends are. Every read path filters with the caller's `Sight`: SQL queries, index walks, the change
+  feed, resources, completions and subscriptions. Reading one record the caller may not see by id is a
+  `ForbiddenError`; in lists, searches and counts it simply does not exist for that caller.
+
+Writes are checked inside the write transaction (`write_guard`): a caller may change only records it can
+see, and edges only between nodes it can see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import networkx as nx
+
+from core.errors import ForbiddenError
+from core.operations import DeleteNode, Operation, PutEdge, PutNode
+from core.principal import Principal
+from core.records import Change, ChangeHead, Node, Sight, parse_edge_key
+from core.registry import ToolDefinition
+from core.validation import StateView
+
+__all__ = [
+    "WriteGuard",
+    "change_for",
+    "head_visible",
+    "may_call",
+    "require_node",
+    "require_tool",
+    "sees",
+    "sees_in_graph",
+    "sight_of",
+    "write_guard",
+]
+
+WriteGuard = Callable[[StateView, Sequence[Operation]], None]
+_PUBLIC = Sight(frozenset({"public"}))
+
+
+def may_call(principal: Principal, tool: ToolDefinition) -> bool:
+    return tool.permission in principal.permissions
+
+
+def require_tool(principal: Principal, tool: ToolDefinition) -> None:
+    if not may_call(principal, tool):
+        roles = ", ".join(sorted(principal.roles)) or "none"
+        needed = {"read": "reader", "write": "writer", "admin": "admin"}[tool.permission]
+        message = f"{principal.name} (roles: {roles}) may not call {tool.name}: it needs the {needed} role."
+        raise ForbiddenError("tool", tool.name, message)
+
+
+def sight_of(principal: Principal) -> Sight | None:
+    """What `principal` may see; None when it sees everything (admins)."""
+    if not principal.authenticated:
+        return _PUBLIC
+    if "admin" in principal.roles:
+        return None
+    return Sight(frozenset({"public", "internal"}), principal.reader_tags)
+
+
+def sees(sight: Sight | None, node: Node) -> bool:
+    return sight is None or sight.sees(node.visibility, node.readers)
+
+
+def require_node(sight: Sight | None, principal: Principal, node: Node) -> None:
+    if not sees(sight, node):
+        message = f"{principal.name} may not read node {node.id!r}: it is {node.visibility}."
+        raise ForbiddenError("node", node.id, message)
+
+
+def sees_in_graph(sight: Sight | None, graph: nx.MultiDiGraph[str], id: str) -> bool:
+    """Whether the index node `id` is visible (absent nodes are not)."""
+    if sight is None:
+        return id in graph
+    attributes: Mapping[str, Any] | None = graph.nodes.get(id)
+    return attributes is not None and sight.sees(attributes["visibility"], attributes["readers"])
+
+
+def head_visible(sight: Sight | None, head: ChangeHead, graph: nx.MultiDiGraph[str]) -> bool:
+    """Whether the caller may see anything of a change (see `change_for`)."""
+    if sight is None or head.kind == "model":
+        return True
+    if head.kind == "edge":
+        _, source, target = parse_edge_key(head.key)
+        return sees_in_graph(sight, graph, source) and sees_in_graph(sight, graph, target)
+    return any(state is not None and sight.sees(*state) for state in (head.before, head.after))
+
+
+def change_for(sight: Sight | None, change: Change, graph: nx.MultiDiGraph[str]) -> dict[str, Any] | None:
+    """The change log entry as this caller may see it, or None if it may see none of it.
+
+    A node change shows each state (before, after) the caller may see; a state it may not see is null and the
+    entry says `redacted` (so a node that became restricted reads as gone from the caller's view, without
+    its new content). An edge change is shown when both ends are visible now. Model changes are public.
+    """
+    entry = change.to_json()
+    if not head_visible(sight, _head_of(change), graph):
+        return None
+    if sight is None or change.kind != "node":
+        return entry
+    for side in ("before", "after"):
+        state: Mapping[str, Any] | None = entry[side]
+        if state is not None and not sight.sees(str(state["visibility"]), list(state.get("readers", ()))):
+            entry[side] = None
+            entry["redacted"] = True
+    return entry
+
+
+def _head_of(change: Change) -> ChangeHead:
+    def state(value: Mapping[str, Any] | None) -> tuple[str, tuple[str, ...]] | None:
+        return (str(value["visibility"]), tuple(value.get("readers", ()))) if value is not None else None
+
+    if change.kind != "node":
+        return ChangeHead(change.revision, change.kind, change.key, None, None)
+    return ChangeHead(change.revision, change.kind, change.key, state(change.before), state(change.after))
+
+
+def write_guard(principal: Principal) -> WriteGuard | None:
+    """The check a commit runs inside its transaction: the caller may touch only what it may see."""
+    sight = sight_of(principal)
+    if sight is None:
+        return None
+    seen: Sight = sight
+
+    def guard(view: StateView, operations: Sequence[Operation]) -> None:
+        for op in operations:
+            if isinstance(op, PutNode | DeleteNode):
+                id_ = op.node.id if isinstance(op, PutNode) else op.id
+                current = view.node(id_)
+                if current is not None:
+                    require_node(seen, principal, current)
+            else:
+                ref = (op.edge.type, op.edge.source, op.edge.target) if isinstance(op, PutEdge) else (
+                    op.type, op.source, op.target)  # fmt: skip
+                for end in ref[1:]:
+                    node = view.node(end)
+                    if node is not None and not sees(seen, node):
+                        raise ForbiddenError(
+                            "edge", f"{ref[0]}:{ref[1]}->{ref[2]}",
+                            f"{principal.name} may not change edges of node {end!r}: it is {node.visibility}.",
+                        )  # fmt: skip
+
+    return guard

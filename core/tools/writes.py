@@ -1,0 +1,123 @@
+"""The write tools: upsert_node, delete_node, upsert_edge, delete_edge and write_batch.
+
+Each builds `core.operations` and hands them to `Store.commit`, the one write path imports also take, so a
+write is validated exactly as an import is, inside the transaction, with `core.access.write_guard` checking
+that the caller may touch every record involved. After the commit the index is synced at once, which also
+hands the changes to the change listeners (subscriptions, the change feed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from core.access import write_guard
+from core.dispatch import CallContext
+from core.errors import NotFoundError, Problem, ValidationError
+from core.operations import DeleteEdge, DeleteNode, Operation, PutEdge, PutNode
+from core.records import Change, Edge, Node, edge_key
+from core.store import CommitResult
+
+__all__ = ["delete_edge", "delete_node", "upsert_edge", "upsert_node", "write_batch"]
+
+
+def _operation(op: str, args: dict[str, Any]) -> Operation:
+    expected = args.get("expected_revision")
+    if op == "upsert_node":
+        given = "visibility" in args or "readers" in args
+        readers = tuple(args.get("readers", ()))
+        visibility = args.get("visibility", "restricted" if readers else "internal")
+        node = Node(args["id"], args["type"], args["properties"], visibility, readers)
+        return PutNode(node, expected, keep_access=not given)
+    if op == "delete_node":
+        return DeleteNode(args["id"], expected, cascade=args.get("cascade", False))
+    if op == "upsert_edge":
+        return PutEdge(Edge(args["type"], args["source"], args["target"], args.get("properties", {})), expected)
+    return DeleteEdge(args["type"], args["source"], args["target"], expected)
+
+
+def _commit(ctx: CallContext, operations: Sequence[Operation], *, at: str, dry_run: bool = False) -> CommitResult:
+    """Commit for the caller; problems point into the tool's arguments (`at` + the operation's own pointer)."""
+    try:
+        result = ctx.store.commit(operations, principal=ctx.principal.name, dry_run=dry_run,
+                                  guard=write_guard(ctx.principal))  # fmt: skip
+    except ValidationError as exc:
+        problems = [_relocate(p, at) for p in exc.problems]
+        what = "The batch" if len(operations) > 1 or at else _subject(operations[0])
+        raise ValidationError(f"{what} has {len(problems)} problem(s); nothing was written.", problems) from None
+    if result.changes:
+        ctx.index.sync()  # apply now (and notify listeners), so the caller's next read sees its write
+    return result
+
+
+def _subject(op: Operation) -> str:
+    if isinstance(op, PutNode):
+        return f"Node {op.node.id!r}"
+    if isinstance(op, DeleteNode):
+        return f"Deleting node {op.id!r}"
+    if isinstance(op, PutEdge):
+        return f"Edge {op.edge.key!r}"
+    return f"Deleting edge {edge_key(op.type, op.source, op.target)!r}"
+
+
+def _relocate(problem: Problem, at: str) -> Problem:
+    index, _, rest = problem.pointer.lstrip("/").partition("/")
+    where = at.replace("{i}", index) + ("/" + rest if rest else "")
+    return Problem(where, problem.message)
+
+
+def upsert_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    result = _commit(ctx, [_operation("upsert_node", args)], at="")
+    if result.changes:
+        change = result.changes[-1]
+        assert change.after is not None
+        node, created = change.after, change.before is None
+    else:  # already exactly like this
+        current = ctx.store.node(args["id"])
+        if current is None:  # deleted by someone else since the commit: report what it was
+            raise NotFoundError("node", args["id"])
+        node, created = current.to_json(), False
+    return {"node": dict(node), "created": created, "changed": bool(result.changes), "revision": result.revision}
+
+
+def delete_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    result = _commit(ctx, [_operation("delete_node", args)], at="")
+    edges = sum(1 for c in result.changes if c.kind == "edge")
+    return {"id": args["id"], "deleted_edges": edges, "revision": result.revision}
+
+
+def upsert_edge(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    result = _commit(ctx, [_operation("upsert_edge", args)], at="")
+    if result.changes:
+        change = result.changes[-1]
+        assert change.after is not None
+        edge, created = change.after, change.before is None
+    else:
+        current = ctx.store.edge(args["type"], args["source"], args["target"])
+        if current is None:
+            raise NotFoundError("edge", edge_key(args["type"], args["source"], args["target"]))
+        edge, created = current.to_json(), False
+    return {"edge": dict(edge), "created": created, "changed": bool(result.changes), "revision": result.revision}
+
+
+def delete_edge(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    result = _commit(ctx, [_operation("delete_edge", args)], at="")
+    return {"key": edge_key(args["type"], args["source"], args["target"]), "revision": result.revision}
+
+
+def write_batch(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    requested: list[dict[str, Any]] = args["operations"]
+    operations = [_operation(r["op"], r) for r in requested]
+    dry_run = bool(args.get("dry_run", False))
+    result = _commit(ctx, operations, at="/operations/{i}", dry_run=dry_run)
+    last: dict[str, Change] = {}  # the change each operation made last, by the key it names
+    for change in result.changes:
+        last[change.key] = change
+    results: list[dict[str, Any]] = []
+    for r in requested:
+        key = r["id"] if r["op"] in ("upsert_node", "delete_node") else edge_key(r["type"], r["source"], r["target"])
+        entry: dict[str, Any] = {"op": r["op"], "key": key, "changed": key in last}
+        if key in last:
+            entry["revision"] = last[key].revision
+        results.append(entry)
+    return {"results": results, "changes": len(result.changes), "revision": result.revision, "dry_run": dry_run}

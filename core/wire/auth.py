@@ -1,0 +1,102 @@
+"""Who an HTTP caller is: bearer tokens through the SDK's token-verifier seam, for every HTTP surface.
+
+The stack, outermost first: Starlette's `AuthenticationMiddleware` with the SDK's `BearerAuthBackend` over
+`CanonTokenVerifier` (which asks `core.tokens.TokenFile`), the SDK's `AuthContextMiddleware`, then
+`BearerGate`, which turns the outcome into a rule:
+
+* a current token → that token's principal;
+* an `Authorization` header that is not a current bearer token (wrong, revoked, malformed) → 401 with
+  `WWW-Authenticate: Bearer error="invalid_token"`, audited as `rejected`; never a silent downgrade to
+  anonymous, so a client with a stale token finds out;
+* no `Authorization` header → the anonymous principal (read-only, public nodes only), or 401 when the
+  configuration turns anonymous access off.
+
+`principal_of_request` gives the principal of a request that passed the gate; surfaces call it, never
+look at client-supplied identity.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
+from mcp.server.auth.provider import AccessToken
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from core.principal import ANONYMOUS, Principal
+from core.tokens import TokenFile
+
+__all__ = ["BearerGate", "CanonTokenVerifier", "auth_middleware", "principal_of_request", "principal_of_scope"]
+
+
+class CanonTokenVerifier:
+    """The SDK's `TokenVerifier` protocol over canon's token file."""
+
+    def __init__(self, tokens: TokenFile) -> None:
+        self.tokens = tokens
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        principal = self.tokens.verify(token)
+        if principal is None:
+            return None
+        return AccessToken(token=token, client_id=principal.name, subject=principal.name,
+                           scopes=sorted(principal.roles), claims={"groups": sorted(principal.groups)})  # fmt: skip
+
+
+def auth_middleware(tokens: TokenFile) -> list[Middleware]:
+    return [
+        Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(CanonTokenVerifier(tokens))),
+        Middleware(AuthContextMiddleware),
+    ]
+
+
+def principal_of_scope(scope: Scope) -> Principal:
+    user = scope.get("user")
+    if isinstance(user, AuthenticatedUser):
+        token = user.access_token
+        groups = (token.claims or {}).get("groups", ())
+        return Principal(token.client_id, frozenset(token.scopes), frozenset(groups))
+    return ANONYMOUS
+
+
+def principal_of_request(request: Any) -> Principal:
+    """The principal of a Starlette request that passed `BearerGate` (None: no HTTP request, i.e. anonymous)."""
+    return principal_of_scope(request.scope) if request is not None else ANONYMOUS
+
+
+class BearerGate:
+    """Refuse a request whose bearer token is not current (401), and, optionally, one without a token."""
+
+    def __init__(self, app: ASGIApp, *, anonymous: bool, on_reject: Callable[[str, str], None]) -> None:
+        self.app = app
+        self.anonymous = anonymous
+        self.on_reject = on_reject  # (path, reason), for the audit log
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or isinstance(scope.get("user"), AuthenticatedUser):
+            await self.app(scope, receive, send)
+            return
+        presented = any(name.lower() == b"authorization" for name, _ in scope["headers"])
+        if not presented and self.anonymous:
+            await self.app(scope, receive, send)
+            return
+        reason = "invalid token" if presented else "no token"
+        error, description = _REJECTIONS[reason]
+        self.on_reject(scope.get("path", ""), reason)
+        body = json.dumps({"error": error, "error_description": description}).encode()
+        challenge = f'Bearer error="{error}", error_description="{description}"'
+        await send({"type": "http.response.start", "status": 401, "headers": [
+            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+            (b"www-authenticate", challenge.encode())]})  # fmt: skip
+        await send({"type": "http.response.body", "body": body})
+
+
+_REJECTIONS = {  # reason -> RFC 6750 error code and description
+    "invalid token": ("invalid_token", "The bearer token is not valid (unknown, revoked or malformed)."),
+    "no token": ("invalid_request", "A bearer token is required."),
+}
