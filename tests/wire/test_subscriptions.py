@@ -252,3 +252,31 @@ async def test_a_legacy_client_that_listed_resources_hears_that_a_node_was_creat
         notifications.close()
 
     assert isinstance(message, types.ResourceListChangedNotification)
+
+
+async def test_a_write_through_the_write_tool_notifies_the_subscribers_of_that_node(
+    seed_template: Path, tmp_path: Path, revision: str
+) -> None:
+    """The write path itself (tool → commit → index sync → fan-out), not a commit behind the server's back."""
+    instance = open_copy(seed_template, tmp_path)
+    try:
+        served = serve(instance)  # the local principal: an admin, who may write
+        current = instance.store.node(PAYMENTS)
+        assert current is not None
+        renamed = {**current.properties, "name": "Payments (renamed)"}
+        async with (
+            pumping(served.fanout),
+            watching(served.server, revision, [A, B]) as next_update,
+            served.client(revision) as writer,
+        ):
+            result = await writer.call_tool("upsert_node", {"id": PAYMENTS, "type": "Team", "properties": renamed,
+                                                            "expected_revision": current.revision})  # fmt: skip
+            assert result.is_error is not True, result.content
+            assert await next_update() == A
+            deleted = await writer.call_tool("delete_edge", {"type": "owns", "source": BILLING,
+                                                             "target": "svc-invoice-generator"})  # fmt: skip
+            assert deleted.is_error is not True, deleted.content
+            await anyio.to_thread.run_sync(touch_node, instance.store, BILLING)
+            assert await next_update() == B  # an edge change names no node resource: B is the next one heard
+    finally:
+        instance.close()
