@@ -26,14 +26,13 @@ import networkx as nx
 from core.errors import ForbiddenError
 from core.operations import DeleteNode, Operation, PutEdge, PutNode
 from core.principal import Principal
-from core.records import Change, ChangeHead, Node, Sight, parse_edge_key
+from core.records import Change, Node, Sight
 from core.registry import ToolDefinition
 from core.validation import StateView
 
 __all__ = [
     "WriteGuard",
     "change_for",
-    "head_visible",
     "may_call",
     "require_node",
     "require_tool",
@@ -86,26 +85,15 @@ def sees_in_graph(sight: Sight | None, graph: nx.MultiDiGraph[str], id: str) -> 
     return attributes is not None and sight.sees(attributes["visibility"], attributes["readers"])
 
 
-def head_visible(sight: Sight | None, head: ChangeHead, graph: nx.MultiDiGraph[str]) -> bool:
-    """Whether the caller may see anything of a change (see `change_for`)."""
-    if sight is None or head.kind == "model":
-        return True
-    if head.kind == "edge":
-        _, source, target = parse_edge_key(head.key)
-        return sees_in_graph(sight, graph, source) and sees_in_graph(sight, graph, target)
-    return any(state is not None and sight.sees(*state) for state in (head.before, head.after))
+def change_for(sight: Sight | None, change: Change) -> dict[str, Any]:
+    """A change log entry, as a caller the store selected it for may see it.
 
-
-def change_for(sight: Sight | None, change: Change, graph: nx.MultiDiGraph[str]) -> dict[str, Any] | None:
-    """The change log entry as this caller may see it, or None if it may see none of it.
-
-    A node change shows each state (before, after) the caller may see; a state it may not see is null and the
-    entry says `redacted` (so a node that became restricted reads as gone from the caller's view, without
-    its new content). An edge change is shown when both ends are visible now. Model changes are public.
+    The store selects the entries (`Store.changes` with the caller's sight): node changes whose state before
+    or after the caller may see, edge changes whose ends it may see now, model changes. Here each node state
+    it may not see becomes null and the entry says `redacted`: a node that became restricted reads as leaving
+    the caller's view, without its new content.
     """
     entry = change.to_json()
-    if not head_visible(sight, _head_of(change), graph):
-        return None
     if sight is None or change.kind != "node":
         return entry
     for side in ("before", "after"):
@@ -116,13 +104,17 @@ def change_for(sight: Sight | None, change: Change, graph: nx.MultiDiGraph[str])
     return entry
 
 
-def _head_of(change: Change) -> ChangeHead:
-    def state(value: Mapping[str, Any] | None) -> tuple[str, tuple[str, ...]] | None:
-        return (str(value["visibility"]), tuple(value.get("readers", ()))) if value is not None else None
-
-    if change.kind != "node":
-        return ChangeHead(change.revision, change.kind, change.key, None, None)
-    return ChangeHead(change.revision, change.kind, change.key, state(change.before), state(change.after))
+def _require_visible_neighbours(view: StateView, sight: Sight, principal: Principal, id: str) -> None:
+    """A node with edges to nodes the caller may not see cannot be deleted by it: a cascade would delete those
+    edges, and a refusal would list them. The error names neither the edges nor the hidden nodes."""
+    for edge in view.incident_edges(id):
+        other = edge.target if edge.source == id else edge.source
+        node = view.node(other)
+        if node is not None and not sees(sight, node):
+            raise ForbiddenError(
+                "node", id, f"{principal.name} may not delete node {id!r}: it has edges to nodes you may not see; "
+                "ask someone who can see them (an admin) to delete it.",
+            )  # fmt: skip
 
 
 def write_guard(principal: Principal) -> WriteGuard | None:
@@ -139,6 +131,8 @@ def write_guard(principal: Principal) -> WriteGuard | None:
                 current = view.node(id_)
                 if current is not None:
                     require_node(seen, principal, current)
+                if isinstance(op, DeleteNode) and current is not None:
+                    _require_visible_neighbours(view, seen, principal, id_)
             else:
                 ref = (op.edge.type, op.edge.source, op.edge.target) if isinstance(op, PutEdge) else (
                     op.type, op.source, op.target)  # fmt: skip

@@ -27,7 +27,7 @@ from typing import Any
 from core.access import may_call, require_node, require_tool, sight_of
 from core.audit import AuditLog, AuditRecord
 from core.documents import pointer
-from core.errors import CanonError, InvalidArgumentsError, LimitExceededError, Problem
+from core.errors import CanonError, ForbiddenError, InvalidArgumentsError, LimitExceededError, Problem
 from core.graph import GraphIndex
 from core.model import Model
 from core.principal import Principal
@@ -141,7 +141,7 @@ class Dispatcher:
     def tools_for(self, principal: Principal, surface: str) -> list[ToolDefinition]:
         """The tools `principal` may call, in registry order (what its tools/list shows); audited."""
         return self.run(principal, surface, "tools/list", "", {},
-                        lambda ctx: [t for t in self.registry.tools if may_call(principal, t)])  # fmt: skip
+                        lambda ctx: [t for t in self.registry.tools if may_call(principal, t)], needs=None)  # fmt: skip
 
     def rejected(self, surface: str, target: str, reason: str) -> None:
         """Audit a request a surface refused before it had a principal (e.g. an unknown bearer token)."""
@@ -177,12 +177,15 @@ class Dispatcher:
         finally:
             self._audit(principal, surface, "tools/call", name, args, outcome, started)
 
-    def run(self, principal: Principal, surface: str, action: str, target: str,
-            arguments: Mapping[str, Any], work: Callable[[CallContext], Any]) -> Any:  # fmt: skip
-        """Run a non-tool action (resource read or list, completion) on the same path: execute, audit."""
+    def run(self, principal: Principal, surface: str, action: str, target: str, arguments: Mapping[str, Any],
+            work: Callable[[CallContext], Any], *, needs: str | None = "read") -> Any:  # fmt: skip
+        """Run a non-tool action (resource read or list, completion) on the same path: authorise (the caller's
+        roles must grant `needs`), execute, audit."""
         started = time.perf_counter()
         outcome = "failed"
         try:
+            if needs is not None and needs not in principal.permissions:
+                raise ForbiddenError("resource", target, f"{principal.name} has no role that may {needs}.")
             self.index.sync()
             result = work(self.context(principal, surface))
             outcome = "ok"

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 import networkx as nx
 
-from core.records import Change, parse_edge_key
+from core.records import Change, Sight, parse_edge_key
 from core.store import Store
 
 __all__ = ["ChangeListener", "GraphIndex"]
@@ -25,6 +25,8 @@ __all__ = ["ChangeListener", "GraphIndex"]
 ChangeListener = Callable[[list[Change]], None]
 _PAGE = 10_000
 _NO_READERS: tuple[str, ...] = ()
+_LEVELS = ("public", "internal", "restricted")
+_LEVEL = {name: i for i, name in enumerate(_LEVELS)}
 
 
 class GraphIndex:
@@ -36,6 +38,10 @@ class GraphIndex:
         self.revision = 0
         self.node_counts: Counter[str] = Counter()  # node type -> nodes, kept with the graph
         self.edge_counts: Counter[str] = Counter()  # edge type -> edges
+        # for counting what a caller may see without walking the graph (see `visible_counts`):
+        self._by_visibility: Counter[tuple[str, str]] = Counter()  # (node type, visibility) -> nodes
+        self._by_level: Counter[tuple[str, str]] = Counter()  # (edge type, level of its less visible end) -> edges
+        self._restricted: set[str] = set()  # ids of restricted nodes
         self._lock = threading.RLock()
         self._listeners: list[ChangeListener] = []
 
@@ -47,10 +53,12 @@ class GraphIndex:
         graph = index.graph
         for id_, type_, visibility, readers in store.iter_node_heads():
             graph.add_node(id_, type=type_, visibility=visibility, readers=readers or _NO_READERS)
-            index.node_counts[type_] += 1
+            index._count_node(type_, visibility, 1, id_)
         for type_, source, target in store.iter_topology():
+            if source not in graph or target not in graph:  # an end committed after the nodes were read:
+                continue  # its change (and this edge's) is newer than `revision`, so sync() replays both
             graph.add_edge(source, target, key=type_)
-            index.edge_counts[type_] += 1
+            index._count_edge(type_, source, target, 1)
         index.sync()
         return index
 
@@ -85,30 +93,95 @@ class GraphIndex:
                     present = graph.has_node(c.key)
                     if c.after is not None:
                         readers = tuple(c.after.get("readers", ())) or _NO_READERS
-                        graph.add_node(c.key, type=c.type, visibility=c.after["visibility"], readers=readers)
-                        self.node_counts[str(c.type)] += 0 if present else 1
+                        visibility = str(c.after["visibility"])
+                        if present:
+                            self._revisit(c.key, visibility, readers)
+                        else:
+                            graph.add_node(c.key, type=c.type, visibility=visibility, readers=readers)
+                            self._count_node(str(c.type), visibility, 1, c.key)
                     elif present:
-                        self.node_counts[graph.nodes[c.key]["type"]] -= 1
+                        attributes = graph.nodes[c.key]
                         self._drop_edges_of(c.key)
+                        self._count_node(attributes["type"], attributes["visibility"], -1, c.key)
                         graph.remove_node(c.key)
                 elif c.kind == "edge":
                     type_, source, target = parse_edge_key(c.key)
                     present = graph.has_edge(source, target, key=type_)
                     if c.after is not None and not present:
                         graph.add_edge(source, target, key=type_)
-                        self.edge_counts[type_] += 1
+                        self._count_edge(type_, source, target, 1)
                     elif c.after is None and present:
+                        self._count_edge(type_, source, target, -1)
                         graph.remove_edge(source, target, key=type_)
-                        self.edge_counts[type_] -= 1
                 self.revision = max(self.revision, c.revision)
+
+    def _revisit(self, id: str, visibility: str, readers: tuple[str, ...]) -> None:
+        """Update a present node's visibility and readers, and the counts that depend on them."""
+        attributes = self.graph.nodes[id]
+        if attributes["visibility"] != visibility:
+            edges = self._incident(id)
+            for type_, source, target in edges:
+                self._count_edge(type_, source, target, -1)
+            self._count_node(attributes["type"], attributes["visibility"], -1, id)
+            attributes["visibility"] = visibility
+            self._count_node(attributes["type"], visibility, 1, id)
+            for type_, source, target in edges:
+                self._count_edge(type_, source, target, 1)
+        attributes["readers"] = readers
+
+    def _incident(self, id: str) -> list[tuple[str, str, str]]:
+        out = [(k, s, t) for s, t, k in self.graph.out_edges(id, keys=True)]
+        return out + [(k, s, t) for s, t, k in self.graph.in_edges(id, keys=True) if s != id]  # self-loops once
+
+    def _count_node(self, type_: str, visibility: str, delta: int, id: str) -> None:
+        self.node_counts[type_] += delta
+        self._by_visibility[(type_, visibility)] += delta
+        if visibility == "restricted":
+            (self._restricted.add if delta > 0 else self._restricted.discard)(id)
+
+    def _count_edge(self, type_: str, source: str, target: str, delta: int) -> None:
+        self.edge_counts[type_] += delta
+        nodes = self.graph.nodes
+        level = max(_LEVEL[nodes[source]["visibility"]], _LEVEL[nodes[target]["visibility"]])
+        self._by_level[(type_, _LEVELS[level])] += delta
 
     def _drop_edges_of(self, node: str) -> None:
         """Count out the edges `remove_node` takes with it (the change log deletes them first, normally)."""
-        for _, _, key in self.graph.in_edges(node, keys=True):
-            self.edge_counts[key] -= 1
-        for _, target, key in self.graph.out_edges(node, keys=True):
-            if target != node:  # a self-loop was counted by in_edges already
-                self.edge_counts[key] -= 1
+        for type_, source, target in self._incident(node):
+            self._count_edge(type_, source, target, -1)
+
+    def visible_counts(self, sight: Sight | None) -> tuple[Counter[str], Counter[str]]:
+        """Nodes per node type and edges per edge type that `sight` sees (None: all), without walking the graph:
+        the counts by visibility, plus a walk over just the restricted nodes the caller may read."""
+        with self._lock:
+            if sight is None:
+                return Counter(self.node_counts), Counter(self.edge_counts)
+            nodes: Counter[str] = Counter()
+            edges: Counter[str] = Counter()
+            for (type_, visibility), n in self._by_visibility.items():
+                if visibility in sight.levels:
+                    nodes[type_] += n
+            for (type_, level), n in self._by_level.items():
+                if level in sight.levels:
+                    edges[type_] += n
+            if not sight.tags:
+                return nodes, edges
+            graph = self.graph
+
+            def sees(id: str) -> bool:
+                attributes = graph.nodes[id]
+                return sight.sees(attributes["visibility"], attributes["readers"])
+
+            for id_ in self._restricted:
+                if not sees(id_):
+                    continue
+                nodes[graph.nodes[id_]["type"]] += 1
+                for _, target, key in graph.out_edges(id_, keys=True):  # counted here, from its source
+                    edges[key] += sees(target)
+                for source, _, key in graph.in_edges(id_, keys=True):  # unless the source is restricted too
+                    if source != id_ and graph.nodes[source]["visibility"] != "restricted":
+                        edges[key] += sees(source)
+            return nodes, edges
 
     def follow(self, interval: float = 0.1) -> Callable[[], None]:
         """Sync in a background thread every `interval` seconds; returns a function that stops it."""

@@ -9,13 +9,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 __all__ = [
     "ID_PATTERN",
     "VISIBILITIES",
     "Change",
-    "ChangeHead",
     "Edge",
     "Node",
     "Sight",
@@ -155,13 +154,3 @@ class Change:
             "before": dict(self.before) if self.before is not None else None,
             "after": dict(self.after) if self.after is not None else None,
         }
-
-
-class ChangeHead(NamedTuple):
-    """What the change log says about who may see a change: its key and each state's (visibility, readers)."""
-
-    revision: int
-    kind: str
-    key: str
-    before: tuple[str, tuple[str, ...]] | None
-    after: tuple[str, tuple[str, ...]] | None

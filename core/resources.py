@@ -49,11 +49,9 @@ def read_resource(ctx: CallContext, uri: str) -> ResourceContent:
         if name in model.node_types or name in model.edge_types:
             return ResourceContent(uri, "application/schema+json", _json(type_schema(model, name)))
     if uri == "canon://changes":
-        with ctx.index.reading() as graph:
-            revision = ctx.index.revision
-            changes = ctx.store.changes(max(0, revision - PAGE), PAGE)
-            entries = [change_for(ctx.sight, c, graph) for c in changes if c.revision <= revision]
-        items = [e for e in entries if e is not None]
+        revision = ctx.store.revision()
+        changes = ctx.store.changes(max(0, revision - PAGE), PAGE, sight=ctx.sight, until=revision)
+        items = [change_for(ctx.sight, c) for c in changes]
         return ResourceContent(uri, "application/json", _json({"items": items, "revision": revision}))
     match = NODE_URI.match(uri)
     if match:

@@ -25,7 +25,7 @@ from core.audit import AuditQuery, AuditRecord
 from core.conditions import Condition
 from core.model import Model
 from core.operations import Operation
-from core.records import Change, ChangeHead, Edge, Node, Sight
+from core.records import Change, Edge, Node, Sight
 from core.validation import StateView
 
 __all__ = ["CommitResult", "NodeQuery", "Store", "StoreStats", "open_store"]
@@ -45,10 +45,14 @@ class NodeQuery:
 
 @dataclass(frozen=True)
 class CommitResult:
-    """What a commit changed; `revision` is the store's revision after it (unchanged when nothing changed)."""
+    """What a commit changed; `revision` is the store's revision after it (unchanged when nothing changed).
+
+    `operations[i]` is the index (in the committed batch) of the operation that made `changes[i]`.
+    """
 
     revision: int
     changes: tuple[Change, ...]
+    operations: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,10 +85,10 @@ class Store(Protocol):
     def iter_node_heads(self) -> Iterator[tuple[str, str, str, tuple[str, ...]]]: ...
     def iter_topology(self) -> Iterator[tuple[str, str, str]]: ...
     def find_nodes(self, query: NodeQuery, *, after: str | None, limit: int) -> tuple[list[Node], int]: ...
-    def count_changes(self, since: int) -> int: ...
-    def changes(self, since: int, limit: int) -> list[Change]: ...
-    def changes_at(self, revisions: Sequence[int]) -> list[Change]: ...
-    def iter_change_heads(self, since: int) -> Iterator[ChangeHead]: ...
+    def count_changes(self, since: int, *, sight: Sight | None = None, until: int | None = None) -> int: ...
+    def changes(
+        self, since: int, limit: int, *, sight: Sight | None = None, until: int | None = None
+    ) -> list[Change]: ...
     def commit(
         self,
         operations: Sequence[Operation],

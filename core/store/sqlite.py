@@ -26,7 +26,7 @@ from core.documents import pointer
 from core.errors import ModelError, Problem, StoreError, ValidationError
 from core.model import Model, parse_model
 from core.operations import Operation, PutEdge, PutNode
-from core.records import Change, ChangeHead, Edge, Node, Sight
+from core.records import Change, Edge, Node, Sight
 from core.store import CommitResult, NodeQuery, StoreStats
 from core.validation import StateView, Write, indexed_problems, plan
 
@@ -56,6 +56,17 @@ CREATE TABLE changes (
 );
 """
 
+_ACCESS = (  # who may see a change, in columns the change feed filters on in SQL (see `_change_sight_sql`)
+    *(f"ALTER TABLE changes ADD COLUMN {column} TEXT" for column in (
+        "source", "target", "before_visibility", "before_readers", "after_visibility", "after_readers")),
+    "UPDATE changes SET before_visibility = json_extract(before, '$.visibility'), "
+    "before_readers = json_extract(before, '$.readers'), after_visibility = json_extract(after, '$.visibility'), "
+    "after_readers = json_extract(after, '$.readers') WHERE kind = 'node'",
+    # an edge key is type:source->target; a type has no ':' and an id has no '>'
+    "UPDATE changes SET source = substr(key, instr(key, ':') + 1, instr(key, '->') - instr(key, ':') - 1), "
+    "target = substr(key, instr(key, '->') + 2) WHERE kind = 'edge'",
+    "CREATE INDEX nodes_type_visibility ON nodes (type, visibility)",
+)  # fmt: skip
 _AUDIT = (
     """CREATE TABLE audit (
   id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, principal TEXT NOT NULL, surface TEXT NOT NULL,
@@ -74,11 +85,16 @@ _AUDIT = (
 # version reached -> the SQL statements that upgrade the previous version to it
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: tuple(statement for statement in _CREATE.split(";") if statement.strip()),
-    2: _AUDIT,  # the append-only audit log
+    2: (*_ACCESS, *_AUDIT),  # visibility columns on the change log; the append-only audit log
 }
 
 _NODE_COLUMNS = "id, type, visibility, readers, properties, revision, created_at, updated_at, updated_by"
 _EDGE_COLUMNS = "type, source, target, properties, revision, created_at, updated_at, updated_by"
+_CHANGE_COLUMNS = "revision, at, principal, op, kind, key, type, before, after"
+_CHANGE_INSERT = (
+    "INSERT INTO changes (revision, at, principal, op, kind, key, type, before, after, source, target, "
+    "before_visibility, before_readers, after_visibility, after_readers) VALUES (" + ", ".join("?" * 15) + ")"
+)
 
 
 def _lower(value: Any) -> Any:
@@ -111,15 +127,6 @@ def _node(row: sqlite3.Row | tuple[Any, ...]) -> Node:
 def _edge(row: sqlite3.Row | tuple[Any, ...]) -> Edge:
     type_, source, target, properties, revision, created_at, updated_at, updated_by = row
     return Edge(type_, source, target, json.loads(properties), revision, created_at, updated_at, updated_by)
-
-
-def _head(row: tuple[Any, ...]) -> ChangeHead:
-    revision, kind, key, before_visibility, before_readers, after_visibility, after_readers = row
-    return ChangeHead(
-        revision, kind, key,
-        (before_visibility, tuple(json.loads(before_readers)) if before_readers else ()) if before_visibility else None,
-        (after_visibility, tuple(json.loads(after_readers)) if after_readers else ()) if after_visibility else None,
-    )  # fmt: skip
 
 
 def _change(row: tuple[Any, ...]) -> Change:
@@ -269,9 +276,10 @@ class SQLiteStore:
                 (model.canonical_json,),
             )
             db.execute(
-                "INSERT INTO changes VALUES (?, ?, ?, 'model', 'model', ?, NULL, ?, ?)",
-                (revision, at, principal, model.id, _dumps(_model_info(previous)) if previous else None,
-                 _dumps(_model_info(model.document))),
+                _CHANGE_INSERT,
+                (revision, at, principal, "model", "model", model.id, None,
+                 _dumps(_model_info(previous)) if previous else None, _dumps(_model_info(model.document)),
+                 None, None, None, None, None, None),
             )  # fmt: skip
 
     def _revalidate(self, db: sqlite3.Connection, model: Model) -> None:
@@ -378,31 +386,15 @@ class SQLiteStore:
         total = self._read(f"SELECT count(*) FROM nodes WHERE {where}", params)[0][0]
         return [_node(r) for r in rows], int(total)
 
-    def count_changes(self, since: int) -> int:
-        return int(self._read("SELECT count(*) FROM changes WHERE revision > ?", (since,))[0][0])
+    def count_changes(self, since: int, *, sight: Sight | None = None, until: int | None = None) -> int:
+        where, params = _change_filter(since, sight, until)
+        return int(self._read(f"SELECT count(*) FROM changes WHERE {where}", params)[0][0])
 
-    def changes(self, since: int, limit: int) -> list[Change]:
-        rows = self._read("SELECT * FROM changes WHERE revision > ? ORDER BY revision LIMIT ?", (since, limit))
+    def changes(self, since: int, limit: int, *, sight: Sight | None = None, until: int | None = None) -> list[Change]:
+        where, params = _change_filter(since, sight, until)
+        rows = self._read(f"SELECT {_CHANGE_COLUMNS} FROM changes WHERE {where} ORDER BY revision LIMIT ?",
+                          [*params, limit])  # fmt: skip
         return [_change(r) for r in rows]
-
-    def changes_at(self, revisions: Sequence[int]) -> list[Change]:
-        found: list[Change] = []
-        for start in range(0, len(revisions), 500):
-            chunk = list(revisions[start : start + 500])
-            marks = ",".join("?" * len(chunk))
-            rows = self._read(f"SELECT * FROM changes WHERE revision IN ({marks}) ORDER BY revision", chunk)
-            found += [_change(r) for r in rows]
-        return found
-
-    def iter_change_heads(self, since: int) -> Iterator[ChangeHead]:
-        """(revision, kind, key, and the visibility and readers of the before and after states) from `since` on:
-        what filtering the change log by visibility needs, without parsing whole records."""
-        sql = (
-            "SELECT revision, kind, key, json_extract(before, '$.visibility'), json_extract(before, '$.readers'), "
-            "json_extract(after, '$.visibility'), json_extract(after, '$.readers') FROM changes "
-            "WHERE revision > ? ORDER BY revision"
-        )
-        yield from self._iterate(sql, (since,), _head)
 
     def stats(self) -> StoreStats:
         with self._lock:
@@ -442,7 +434,8 @@ class SQLiteStore:
                 progress=progress,
             )  # fmt: skip
             changes = [] if dry_run else self._apply(db, writes, principal, progress)
-        return CommitResult(changes[-1].revision if changes else base, tuple(changes))
+        made_by = tuple(w.index for w in writes) if changes else ()
+        return CommitResult(changes[-1].revision if changes else base, tuple(changes), made_by)
 
     def _apply(
         self,
@@ -468,10 +461,13 @@ class SQLiteStore:
                     "DELETE FROM edges WHERE source = ? AND type = ? AND target = ?", (e.source, e.type, e.target)
                 )
             op = "put" if w.after is not None else "delete"
+            record = w.after if w.after is not None else w.before
+            ends = (record.source, record.target) if isinstance(record, Edge) else (None, None)
             db.execute(
-                "INSERT INTO changes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                _CHANGE_INSERT,
                 (w.revision, at, principal, op, w.kind, w.key, w.type,
-                 _dumps(before) if before is not None else None, _dumps(after) if after is not None else None),
+                 _dumps(before) if before is not None else None, _dumps(after) if after is not None else None,
+                 *ends, *_access(w.before), *_access(w.after)),
             )  # fmt: skip
             changes.append(Change(w.revision, at, principal, op, w.kind, w.key, w.type, before, after))  # type: ignore[arg-type]
             if progress is not None and (done % 1000 == 0 or done == len(writes)):
@@ -595,14 +591,43 @@ class SQLiteStore:
         return int(db.execute("SELECT coalesce(max(revision), 0) FROM changes").fetchone()[0])
 
 
-def _sight_sql(sight: Sight) -> tuple[str, list[Any]]:
-    """The SQL condition selecting the nodes `sight` sees; agrees with `Sight.sees`."""
+def _sight_sql(sight: Sight, visibility: str = "visibility", readers: str = "nodes.readers") -> tuple[str, list[Any]]:
+    """The SQL condition true when `sight` sees a record with these visibility and readers columns (readers: a
+    JSON array or NULL); agrees with `Sight.sees`."""
     levels = sorted(sight.levels)
-    sql = f"visibility IN ({','.join('?' * len(levels))})"
+    sql = f"{visibility} IN ({','.join('?' * len(levels))})"
     if not sight.tags:
         return sql, list(levels)
-    named = f"SELECT 1 FROM json_each(nodes.readers) WHERE value IN ({','.join('?' * len(sight.tags))})"
-    return f"({sql} OR (visibility = 'restricted' AND EXISTS ({named})))", [*levels, *sight.tags]
+    named = f"SELECT 1 FROM json_each({readers}) WHERE value IN ({','.join('?' * len(sight.tags))})"
+    return f"({sql} OR ({visibility} = 'restricted' AND EXISTS ({named})))", [*levels, *sight.tags]
+
+
+def _change_filter(since: int, sight: Sight | None, until: int | None) -> tuple[str, list[Any]]:
+    """The changes after `since` (up to `until`) that `sight` may see something of.
+
+    A node change: its state before or after is visible (`core.access.change_for` hides the other one). An edge
+    change: both ends are visible now, by the nodes table. A model change: always.
+    """
+    clauses, params = ["revision > ?"], list[Any]([since])
+    if until is not None:
+        clauses.append("revision <= ?")
+        params.append(until)
+    if sight is not None:
+        before, before_params = _sight_sql(sight, "before_visibility", "before_readers")
+        after, after_params = _sight_sql(sight, "after_visibility", "after_readers")
+        end, end_params = _sight_sql(sight, "n.visibility", "n.readers")
+        ends = " AND ".join(f"EXISTS (SELECT 1 FROM nodes n WHERE n.id = changes.{column} AND {end})"
+                            for column in ("source", "target"))  # fmt: skip
+        clauses.append(f"(kind = 'model' OR (kind = 'node' AND ({before} OR {after})) OR (kind = 'edge' AND {ends}))")
+        params += [*before_params, *after_params, *end_params, *end_params]
+    return " AND ".join(clauses), params
+
+
+def _access(record: Node | Edge | None) -> tuple[str | None, str | None]:
+    """A node state's (visibility, readers as JSON) for the change log's access columns."""
+    if not isinstance(record, Node):
+        return None, None
+    return record.visibility, _dumps(list(record.readers)) if record.readers else None
 
 
 def _node_filter(query: NodeQuery) -> tuple[str, list[Any]]:

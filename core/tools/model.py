@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
-from core.access import sees_in_graph
 from core.dispatch import CallContext
 from core.registry import type_schema
 
 
 def describe_model(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     model = ctx.model
-    with ctx.index.reading() as graph:
-        if ctx.sight is None:
-            node_counts, edge_counts = Counter(ctx.index.node_counts), Counter(ctx.index.edge_counts)
-        else:  # count what this caller can see: a walk over the index (about 0.2 s per 100k nodes)
-            seen = {n for n in graph.nodes if sees_in_graph(ctx.sight, graph, n)}
-            node_counts = Counter(graph.nodes[n]["type"] for n in seen)
-            edge_counts = Counter(k for s, t, k in graph.edges(keys=True) if s in seen and t in seen)
+    with ctx.index.reading():
+        node_counts, edge_counts = ctx.index.visible_counts(ctx.sight)  # what this caller can see
         revision = ctx.index.revision
     document = model.document
     info: dict[str, Any] = {"id": model.id, "name": model.name, "version": model.version}

@@ -194,6 +194,8 @@ def _bindings(run: _Run, order: list[str], binding: dict[str, str]) -> Iterator[
         return
     var = run.variables[order[len(binding)]]
     for node in _extensions(run, var, binding):
+        if not sees_in_graph(run.ctx.sight, run.graph, node):
+            continue  # before counting it: `work` must not reveal how many hidden candidates there are
         run.tick()
         if not run.node_ok(var, node):
             continue

@@ -110,14 +110,14 @@ def write_batch(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     operations = [_operation(r["op"], r) for r in requested]
     dry_run = bool(args.get("dry_run", False))
     result = _commit(ctx, operations, at="/operations/{i}", dry_run=dry_run)
-    last: dict[str, Change] = {}  # the change each operation made last, by the key it names
-    for change in result.changes:
-        last[change.key] = change
+    last: dict[int, Change] = {}  # operation index -> the last change it made
+    for change, index in zip(result.changes, result.operations, strict=True):
+        last[index] = change
     results: list[dict[str, Any]] = []
-    for r in requested:
+    for index, r in enumerate(requested):
         key = r["id"] if r["op"] in ("upsert_node", "delete_node") else edge_key(r["type"], r["source"], r["target"])
-        entry: dict[str, Any] = {"op": r["op"], "key": key, "changed": key in last}
-        if key in last:
-            entry["revision"] = last[key].revision
+        entry: dict[str, Any] = {"op": r["op"], "key": key, "changed": index in last}
+        if index in last:
+            entry["revision"] = last[index].revision
         results.append(entry)
     return {"results": results, "changes": len(result.changes), "revision": result.revision, "dry_run": dry_run}
