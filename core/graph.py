@@ -41,7 +41,7 @@ class GraphIndex:
         # for counting what a caller may see without walking the graph (see `visible_counts`):
         self._by_visibility: Counter[tuple[str, str]] = Counter()  # (node type, visibility) -> nodes
         self._by_level: Counter[tuple[str, str]] = Counter()  # (edge type, level of its less visible end) -> edges
-        self._restricted: set[str] = set()  # ids of restricted nodes
+        self._readable: dict[str, set[str]] = {}  # reader tag (user:X, group:Y) -> restricted nodes naming it
         self._lock = threading.RLock()
         self._listeners: list[ChangeListener] = []
 
@@ -53,7 +53,7 @@ class GraphIndex:
         graph = index.graph
         for id_, type_, visibility, readers in store.iter_node_heads():
             graph.add_node(id_, type=type_, visibility=visibility, readers=readers or _NO_READERS)
-            index._count_node(type_, visibility, 1, id_)
+            index._count_node(type_, visibility, 1, id_, readers)
         for type_, source, target in store.iter_topology():
             if source not in graph or target not in graph:  # an end committed after the nodes were read:
                 continue  # its change (and this edge's) is newer than `revision`, so sync() replays both
@@ -98,11 +98,11 @@ class GraphIndex:
                             self._revisit(c.key, visibility, readers)
                         else:
                             graph.add_node(c.key, type=c.type, visibility=visibility, readers=readers)
-                            self._count_node(str(c.type), visibility, 1, c.key)
+                            self._count_node(str(c.type), visibility, 1, c.key, readers)
                     elif present:
                         attributes = graph.nodes[c.key]
                         self._drop_edges_of(c.key)
-                        self._count_node(attributes["type"], attributes["visibility"], -1, c.key)
+                        self._count_node(attributes["type"], attributes["visibility"], -1, c.key, attributes["readers"])
                         graph.remove_node(c.key)
                 elif c.kind == "edge":
                     type_, source, target = parse_edge_key(c.key)
@@ -118,26 +118,35 @@ class GraphIndex:
     def _revisit(self, id: str, visibility: str, readers: tuple[str, ...]) -> None:
         """Update a present node's visibility and readers, and the counts that depend on them."""
         attributes = self.graph.nodes[id]
-        if attributes["visibility"] != visibility:
-            edges = self._incident(id)
-            for type_, source, target in edges:
-                self._count_edge(type_, source, target, -1)
-            self._count_node(attributes["type"], attributes["visibility"], -1, id)
-            attributes["visibility"] = visibility
-            self._count_node(attributes["type"], visibility, 1, id)
-            for type_, source, target in edges:
-                self._count_edge(type_, source, target, 1)
-        attributes["readers"] = readers
+        type_, was, had = attributes["type"], attributes["visibility"], attributes["readers"]
+        if (was, had) == (visibility, readers):
+            return
+        edges = self._incident(id) if was != visibility else []  # their level follows their ends' visibility
+        for edge in edges:
+            self._count_edge(*edge, -1)
+        self._count_node(type_, was, -1, id, had)
+        attributes["visibility"], attributes["readers"] = visibility, readers
+        self._count_node(type_, visibility, 1, id, readers)
+        for edge in edges:
+            self._count_edge(*edge, 1)
 
     def _incident(self, id: str) -> list[tuple[str, str, str]]:
         out = [(k, s, t) for s, t, k in self.graph.out_edges(id, keys=True)]
         return out + [(k, s, t) for s, t, k in self.graph.in_edges(id, keys=True) if s != id]  # self-loops once
 
-    def _count_node(self, type_: str, visibility: str, delta: int, id: str) -> None:
+    def _count_node(self, type_: str, visibility: str, delta: int, id: str, readers: tuple[str, ...]) -> None:
         self.node_counts[type_] += delta
         self._by_visibility[(type_, visibility)] += delta
-        if visibility == "restricted":
-            (self._restricted.add if delta > 0 else self._restricted.discard)(id)
+        if visibility != "restricted":
+            return
+        for tag in readers:
+            if delta > 0:
+                self._readable.setdefault(tag, set()).add(id)
+            else:
+                named = self._readable.get(tag, set())
+                named.discard(id)
+                if not named:
+                    self._readable.pop(tag, None)
 
     def _count_edge(self, type_: str, source: str, target: str, delta: int) -> None:
         self.edge_counts[type_] += delta
@@ -152,7 +161,7 @@ class GraphIndex:
 
     def visible_counts(self, sight: Sight | None) -> tuple[Counter[str], Counter[str]]:
         """Nodes per node type and edges per edge type that `sight` sees (None: all), without walking the graph:
-        the counts by visibility, plus a walk over just the restricted nodes the caller may read."""
+        the counts by visibility, plus a walk over just the restricted nodes that name the caller as a reader."""
         with self._lock:
             if sight is None:
                 return Counter(self.node_counts), Counter(self.edge_counts)
@@ -172,9 +181,8 @@ class GraphIndex:
                 attributes = graph.nodes[id]
                 return sight.sees(attributes["visibility"], attributes["readers"])
 
-            for id_ in self._restricted:
-                if not sees(id_):
-                    continue
+            readable = set[str]().union(*(self._readable.get(tag, set[str]()) for tag in sight.tags))
+            for id_ in readable:
                 nodes[graph.nodes[id_]["type"]] += 1
                 for _, target, key in graph.out_edges(id_, keys=True):  # counted here, from its source
                     edges[key] += sees(target)

@@ -1,4 +1,10 @@
-"""get_changes: the change log as a resumable feed, as the caller may see it (see `core.access.change_for`)."""
+"""get_changes: the change log as a resumable feed, as the caller may see it (see `core.access.change_for`).
+
+A paged read is a snapshot: the first page fixes the revision it reads up to and counts `total` once (for a
+non-admin that count filters the log in SQL, the costly part); both travel in the cursor, so later pages are
+as cheap as the first page's rows and agree with it. Changes committed meanwhile come on the next read, from
+the last revision seen.
+"""
 
 from __future__ import annotations
 
@@ -11,14 +17,17 @@ from core.paging import decode_cursor, encode_cursor, page
 
 def get_changes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     limit = args.get("limit", 100)
-    position = decode_cursor("get_changes", args)
-    start = args.get("since", 0)
-    since = position if position is not None else start
-    revision = ctx.store.revision()
-    changes = ctx.store.changes(since, limit + 1, sight=ctx.sight, until=revision)
+    position: dict[str, int] | None = decode_cursor("get_changes", args)
+    if position is None:
+        after, until = args.get("since", 0), ctx.store.revision()
+        total = ctx.store.count_changes(after, sight=ctx.sight, until=until)
+    else:
+        after, until, total = position["after"], position["until"], position["total"]
+    changes = ctx.store.changes(after, limit + 1, sight=ctx.sight, until=until)
     more = len(changes) > limit
     changes = changes[:limit]
-    total = ctx.store.count_changes(start, sight=ctx.sight, until=revision)
-    cursor = encode_cursor("get_changes", args, changes[-1].revision) if more else None
+    cursor = None
+    if more:
+        cursor = encode_cursor("get_changes", args, {"after": changes[-1].revision, "until": until, "total": total})
     items = [change_for(ctx.sight, c) for c in changes]
-    return page(items, total=total, limit=limit, revision=revision, next_cursor=cursor)
+    return page(items, total=total, limit=limit, revision=until, next_cursor=cursor)
