@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -247,6 +248,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     options = ServeOptions(profile=args.profile, prefix=args.tool_prefix)
     instance = open_instance(config, principal=CLI_PRINCIPAL)
+    signal.signal(signal.SIGTERM, _terminate)  # stop like Ctrl-C does: the audit log is flushed, the store closed
     try:
         if args.stdio:
             from core.wire.stdio import serve_stdio
@@ -259,6 +261,15 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         instance.close()
     return 0
+
+
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM handler: unwind (running every `finally`) and exit with the conventional status 128 + 15.
+
+    uvicorn handles SIGTERM itself while it serves, shuts down gracefully, then re-raises the signal with the
+    handler it found installed: this one, so the process still unwinds instead of dying mid-cleanup.
+    """
+    raise SystemExit(128 + signum)
 
 
 def _stats(args: argparse.Namespace) -> int:
@@ -295,7 +306,8 @@ def _token_create(args: argparse.Namespace) -> int:
     tokens = TokenFile(_config(args).tokens)
     token = tokens.create(args.name, args.role, args.groups)
     print(token)
-    print(f"canon: created a {args.role} token for {args.name} in {tokens.path}; it is shown only this once.",
+    article = "an" if args.role[0] in "aeiou" else "a"
+    print(f"canon: created {article} {args.role} token for {args.name} in {tokens.path}; it is shown only this once.",
           file=sys.stderr)  # fmt: skip
     return 0
 

@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError, NotFoundError, Problem, ValidationError
-from core.principal import ROLES, Principal
+from core.principal import ANONYMOUS, ROLES, Principal
 
 __all__ = ["TOKEN_PREFIX", "TokenEntry", "TokenFile"]
 
 TOKEN_PREFIX = "canon_"  # makes a leaked token easy to recognise for secret scanners
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
 FORMAT = 1
+RESERVED = frozenset({ANONYMOUS.name})
 
 
 @dataclass(frozen=True)
@@ -104,14 +105,17 @@ class TokenFile:
 
     def create(self, name: str, role: str, groups: Iterable[str] = ()) -> str:
         """Add a token for `name` and return its value: the only time the value exists outside the caller."""
-        groups = tuple(sorted(set(groups)))
-        problems = []
+        given = list(groups)
+        problems: list[Problem] = []
         if not NAME_RE.match(name):
             problems.append(Problem("/name", f"{name!r} is not a name (letters, digits, . _ @ -; at most 128)"))
+        elif name in RESERVED:
+            problems.append(Problem("/name", f"{name!r} is reserved: it names the caller without a token"))
         if role not in ROLES:
             problems.append(Problem("/role", f"{role!r} is not a role; choose one of {', '.join(ROLES)}"))
-        problems += [Problem(f"/groups/{i}", f"{g!r} is not a group name") for i, g in enumerate(groups)
+        problems += [Problem(f"/groups/{i}", f"{g!r} is not a group name") for i, g in enumerate(given)
                      if not NAME_RE.match(g)]  # fmt: skip
+        groups = tuple(sorted(set(given)))
         entries = self.entries()
         if any(e.name == name for e in entries):
             problems.append(Problem("/name", f"a token named {name!r} exists; revoke it first to replace it"))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -129,16 +130,19 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
     served from the next request on.
     """
     prefix = options.prefix
-    converted: dict[tuple[int, str], types.Tool] = {}
+    converted: dict[str, types.Tool] = {}  # tool name -> its MCP form, for the registry in `converted_for`
+    converted_for: list[int] = [0]
+    converting = threading.Lock()  # listings run in worker threads, concurrently
 
     def listed(principal: Principal) -> list[types.Tool]:
         """The tools this caller may call (and, for the agent profile, that are not advanced), converted once."""
-        registry = dispatcher.registry
-        if any(key[0] != id(registry) for key in converted):
-            converted.clear()
         tools = dispatcher.tools_for(principal, surface)
         visible = [t for t in tools if options.profile != "agent" or not t.advanced]
-        return [converted.setdefault((id(registry), t.name), _tool(t, prefix)) for t in visible]
+        with converting:
+            if converted_for[0] != id(dispatcher.registry):  # a new model: convert again
+                converted.clear()
+                converted_for[0] = id(dispatcher.registry)
+            return [converted.setdefault(t.name, _tool(t, prefix)) for t in visible]
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None

@@ -23,7 +23,10 @@ def serve_http(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> N
     sock.listen(2048)  # accept connections from the moment the address is announced
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
-    print(f"canon: serving MCP at http://{shown}:{port}/mcp (health: /healthz)", file=sys.stderr, flush=True)
+    tokens = len(instance.tokens.entries())
+    access = "callers without a token read public nodes" if config.anonymous else "every request needs a token"
+    print(f"canon: serving MCP at http://{shown}:{port}/mcp (health: /healthz); {tokens} bearer token(s) in "
+          f"{config.tokens}; {access}", file=sys.stderr, flush=True)  # fmt: skip
     app = build_app(instance, options)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     server.run(sockets=[sock])

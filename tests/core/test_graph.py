@@ -279,8 +279,9 @@ def test_visible_counts_follow_visibility_changes_of_nodes_with_edges(seeded_sto
         assert tuple(+c for c in index.visible_counts(sight)) == _seen_by_walking(index, sight)
 
     a, b = _person("person-vis-a", 911), _person("person-vis-b", 912, visibility="public")
-    seeded_store.commit([PutNode(a), PutNode(b), PutEdge(Edge("reports_to", a.id, b.id)),
-                         PutEdge(Edge("member_of", a.id, "team-payments", {"role": "member"}))], principal="test")  # fmt: skip
+    membership = Edge("member_of", a.id, "team-payments", {"role": "member"})
+    seeded_store.commit([PutNode(a), PutNode(b), PutEdge(Edge("reports_to", a.id, b.id)), PutEdge(membership)],
+                        principal="test")  # fmt: skip
     steps = [
         Node(a.id, "Person", a.properties, "restricted", ("group:graph-group",)),
         Node(b.id, "Person", b.properties, "restricted", ("user:graph-reader",)),

@@ -4,7 +4,9 @@
 * `shared_instance` (module scope) for tests that only read; `open_copy` for a store of a test's own.
 * `revision`: every in-process behaviour runs on both protocol revisions, `legacy` (2025-11-25, initialize
   and sessions) and `2026-07-28` (stateless, per-request `_meta`).
-* `serving(...)`: a real `canon serve` child process on 127.0.0.1 and a free port.
+* `serving(...)`: a real `canon serve` child process on 127.0.0.1 and a free port; `Process.stop` stops it as an
+  operator would (a signal), so it shuts down cleanly.
+* `connect(url, mode, token)`: the SDK client over HTTP, presenting a bearer token (or none: anonymous).
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ import os
 import queue
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +31,7 @@ import anyio
 import httpx2
 import mcp
 import pytest
+from mcp.client.streamable_http import streamable_http_client
 
 from core.config import Config
 from core.instance import Instance, open_instance
@@ -37,9 +41,12 @@ from core.store.sqlite import SQLiteStore
 from core.wire.events import EventFanout
 from core.wire.http import build_app
 from core.wire.mcp_server import DEFAULT_OPTIONS, CanonServer, ServeOptions, build_server
+from tests.conftest import run_canon
 
 LEGACY, MODERN = "2025-11-25", "2026-07-28"
 REVISIONS = ("legacy", MODERN)  # the SDK client's `mode` for each protocol revision
+MODES = ("auto", "legacy")  # over HTTP: `auto` negotiates 2026-07-28 (server/discover), `legacy` 2025-11-25
+MODE_IDS = (MODERN, LEGACY)
 SERVE_LINE = re.compile(r"canon: serving MCP at (http://127\.0\.0\.1:(\d+)/mcp)")
 DEADLINE_S = 5.0
 
@@ -194,6 +201,11 @@ class Process:
     def output(self) -> str:
         return "".join(self.stderr)
 
+    def stop(self, sig: signal.Signals = signal.SIGINT, timeout: float = 30) -> int:
+        """Stop the server as an operator does (a signal) and wait for it to exit; its exit status."""
+        self.popen.send_signal(sig)
+        return self.popen.wait(timeout=timeout)
+
 
 def _drain(stream: Any, lines: list[str], ready: queue.Queue[str]) -> None:
     for line in stream:
@@ -242,3 +254,28 @@ def serving(store: Path, *options: str, cwd: Path) -> Iterator[Process]:
         popen.wait(timeout=10)
         if popen.stderr is not None:
             popen.stderr.close()
+
+
+def create_token(folder: Path, name: str, role: str, *groups: str) -> str:
+    """`canon token create NAME --role ROLE [--group G]...` in `folder` (the default token file is there); the token."""
+    done = run_canon("token", "create", name, "--role", role, *[a for g in groups for a in ("--group", g)], cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def revoke_token(folder: Path, name: str) -> None:
+    done = run_canon("token", "revoke", name, cwd=folder)
+    assert done.returncode == 0, done.stderr
+
+
+# -- the SDK client over HTTP, with a bearer token --------------------------------------------------------------------
+@contextlib.asynccontextmanager
+async def connect(url: str, mode: str, token: str | None = None, **options: Any) -> AsyncGenerator[mcp.Client]:
+    """An SDK client of `mode` (see MODES) at `url`, presenting `token` as a bearer token; none: anonymous."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
+        mcp.Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client,  # pyright: ignore[reportArgumentType]
+    ):
+        assert client.protocol_version == (LEGACY if mode == "legacy" else MODERN)
+        yield client
