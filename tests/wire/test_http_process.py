@@ -160,6 +160,12 @@ def test_the_server_keeps_serving_after_every_bad_request(http: httpx2.Client, p
     assert "Traceback" not in process.output()
 
 
+def test_the_start_up_line_says_how_callers_are_identified(process: Process) -> None:
+    announced = next(line for line in process.stderr if "serving MCP at" in line)
+    assert "0 bearer token(s) in canon-tokens.json" in announced  # none created in this process's folder
+    assert "callers without a token read public nodes" in announced
+
+
 def test_healthz_reports_ok_and_the_store_revision(http: httpx2.Client) -> None:
     response = http.get("/healthz")
 
