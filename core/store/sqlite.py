@@ -32,7 +32,7 @@ from core.validation import StateView, Write, indexed_problems, plan
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_S = 60.0
 
 _CREATE = """
@@ -82,10 +82,19 @@ _AUDIT = (
     ),
 )
 
+_TEXT = (
+    # What `NodeQuery.text` searches, per node: its type's text properties, lowered as `canon_lower` lowers them,
+    # one per line. A trigram index answers "contains this substring" from the index for needles of 3 or more
+    # characters; `detail=none` keeps it small (candidates are re-checked against the stored text).
+    "CREATE VIRTUAL TABLE node_text USING fts5(text, tokenize = 'trigram case_sensitive 1', detail = 'none')",
+    "CREATE TABLE node_text_ids (docid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE)",
+)
+
 # version reached -> the SQL statements that upgrade the previous version to it
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: tuple(statement for statement in _CREATE.split(";") if statement.strip()),
     2: (*_ACCESS, *_AUDIT),  # visibility columns on the change log; the append-only audit log
+    3: _TEXT,  # the trigram index text search uses (filled by `_ensure_text_index`)
 }
 
 _NODE_COLUMNS = "id, type, visibility, readers, properties, revision, created_at, updated_at, updated_by"
@@ -226,6 +235,7 @@ class SQLiteStore:
             cls._migrate(db, path)
             store = cls(path, db, model)
             store._adopt_model(model, principal)
+            store._ensure_text_index()
         except sqlite3.DatabaseError as exc:
             db.close()
             raise StoreError(f"Cannot open the store {path}: {exc}.", path=str(path)) from exc
@@ -275,6 +285,7 @@ class SQLiteStore:
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (model.canonical_json,),
             )
+            self._rebuild_text_index(db, model)
             db.execute(
                 _CHANGE_INSERT,
                 (revision, at, principal, "model", "model", model.id, None,
@@ -455,6 +466,7 @@ class SQLiteStore:
                 self._put_edge(db, w.after)
             elif isinstance(w.before, Node):
                 db.execute("DELETE FROM nodes WHERE id = ?", (w.before.id,))
+                self._unindex_text(db, w.before.id)
             elif isinstance(w.before, Edge):
                 e = w.before
                 db.execute(
@@ -486,6 +498,47 @@ class SQLiteStore:
              _dumps(list(n.readers)) if n.readers else None, _dumps(dict(n.properties)), n.revision,
              n.created_at, n.updated_at, n.updated_by),
         )  # fmt: skip
+        self._index_text(db, n.id, n.type)
+
+    # -- the text index ----------------------------------------------------------------------------------------
+    def _index_text(self, db: sqlite3.Connection, id: str, type: str) -> None:
+        row = db.execute("SELECT docid FROM node_text_ids WHERE id = ?", (id,)).fetchone()
+        if row is None:
+            docid = int(db.execute("INSERT INTO node_text_ids (id) VALUES (?) RETURNING docid", (id,)).fetchone()[0])
+        else:
+            docid = int(row[0])
+            db.execute("DELETE FROM node_text WHERE rowid = ?", (docid,))
+        expression = _text_sql({type: self._model.node_types[type].text})
+        db.execute(f"INSERT INTO node_text (rowid, text) SELECT ?, {expression} FROM nodes WHERE id = ?", (docid, id))
+
+    @staticmethod
+    def _unindex_text(db: sqlite3.Connection, id: str) -> None:
+        row = db.execute("DELETE FROM node_text_ids WHERE id = ? RETURNING docid", (id,)).fetchone()
+        if row is not None:
+            db.execute("DELETE FROM node_text WHERE rowid = ?", (row[0],))
+
+    def _ensure_text_index(self) -> None:
+        """Build the text index if it was built for other text properties (or never: a store from before v3)."""
+        fields = _text_fields_json(self._model)
+        row = self._read("SELECT value FROM meta WHERE key = 'text_index'", ())
+        if row and row[0][0] == fields:
+            return
+        with self._transaction() as db:
+            self._rebuild_text_index(db, self._model)
+
+    @staticmethod
+    def _rebuild_text_index(db: sqlite3.Connection, model: Model) -> None:
+        db.execute("DELETE FROM node_text")
+        db.execute("DELETE FROM node_text_ids")
+        db.execute("INSERT INTO node_text_ids (id) SELECT id FROM nodes ORDER BY id")
+        expression = _text_sql({name: t.text for name, t in model.node_types.items()})
+        db.execute(f"INSERT INTO node_text (rowid, text) SELECT m.docid, {expression} "
+                   "FROM nodes JOIN node_text_ids m ON m.id = nodes.id")  # fmt: skip
+        db.execute(
+            "INSERT INTO meta (key, value) VALUES ('text_index', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (_text_fields_json(model),),
+        )
 
     def _put_edge(self, db: sqlite3.Connection, e: Edge) -> None:
         db.execute(
@@ -602,6 +655,25 @@ def _sight_sql(sight: Sight, visibility: str = "visibility", readers: str = "nod
     return f"({sql} OR ({visibility} = 'restricted' AND EXISTS ({named})))", [*levels, *sight.tags]
 
 
+def _text_sql(fields: dict[str, tuple[str, ...]]) -> str:
+    """The SQL expression (over a `nodes` row) of a node's searchable text: its type's text properties, each as
+    `canon_lower(json_extract(...))` renders it for LIKE, one per line."""
+    cases: list[str] = []
+    for type_name, names in sorted(fields.items()):
+        parts = " || char(10) || ".join(f"coalesce(canon_lower(json_extract(properties, '$.{f}')), '')" for f in names)
+        cases.append(f"WHEN '{type_name}' THEN {parts or repr('')}")
+    return f"(CASE type {' '.join(cases)} ELSE '' END)"
+
+
+def _text_fields_json(model: Model) -> str:
+    return json.dumps({name: list(t.text) for name, t in model.node_types.items()}, sort_keys=True)
+
+
+def _glob_literal(text: str) -> str:
+    """`text` as a GLOB pattern matching exactly itself."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
 def _change_filter(since: int, sight: Sight | None, until: int | None) -> tuple[str, list[Any]]:
     """The changes after `since` (up to `until`) that `sight` may see something of.
 
@@ -648,14 +720,19 @@ def _node_filter(query: NodeQuery) -> tuple[str, list[Any]]:
         clauses.append(sql)
         params += values
     if query.text:
-        needle = "%" + query.text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        lowered = query.text.lower()
+        if len(lowered) >= 3:  # candidates from the trigram index; the LIKE below keeps the answer exact
+            clauses.append("id IN (SELECT m.id FROM node_text_ids m WHERE m.docid IN "
+                           "(SELECT rowid FROM node_text WHERE text GLOB ?))")  # fmt: skip
+            params.append(f"*{_glob_literal(lowered)}*")
+        needle = "%" + lowered.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         groups: list[str] = []
         for type_name, fields in sorted(query.text_fields.items()):
             if query.type is not None and type_name != query.type:
                 continue
             likes = " OR ".join(f"canon_lower(json_extract(properties, '$.{f}')) LIKE ? ESCAPE '\\'" for f in fields)
             if likes:
-                groups.append(f"(type = ? AND ({likes}))")
+                groups.append(f"(+type = ? AND ({likes}))")  # +: never drive the search from the type index
                 params += [type_name, *([needle] * len(fields))]
         clauses.append("(" + (" OR ".join(groups) or "0") + ")")
     return " AND ".join(clauses), params

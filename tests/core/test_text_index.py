@@ -1,0 +1,129 @@
+"""The trigram text index answers exactly what the plain scan answers, through writes, deletes and model changes.
+
+`find_nodes` text search is a case-insensitive substring match over each node type's text properties. From
+three characters on, candidates come from the index (schema v3); the oracle here is a direct Python scan.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from core.model import Model, parse_model
+from core.operations import DeleteNode, PutNode
+from core.records import Node
+from core.store import NodeQuery
+from core.store.sqlite import SQLiteStore
+
+SPECIAL = ["pay", "PAY", "Payments", "*", "a*b", "?ay", "[pa", "50%", "a_b", "ß", "straße", "ÉCO", "\n", "ts\nsvc",
+           "zzzz-not-there", "e", "ay", "é"]  # fmt: skip
+
+
+def _fields(model: Model) -> dict[str, tuple[str, ...]]:
+    return {name: t.text for name, t in model.node_types.items()}
+
+
+def _oracle(store: SQLiteStore, model: Model, needle: str, type_: str | None = None) -> list[str]:
+    found: list[str] = []
+    for node in store.iter_nodes(type_):
+        values = [node.properties.get(f) for f in model.node_types[node.type].text]
+        if any(isinstance(v, str) and needle.lower() in v.lower() for v in values):
+            found.append(node.id)
+    return sorted(found)
+
+
+def _search(store: SQLiteStore, model: Model, needle: str, type_: str | None = None) -> list[str]:
+    nodes, total = store.find_nodes(NodeQuery(type_, text=needle, text_fields=_fields(model)), after=None,
+                                    limit=100_000)  # fmt: skip
+    assert total == len(nodes)
+    return [n.id for n in nodes]
+
+
+def _needles(store: SQLiteStore, model: Model, count: int, seed: int) -> list[str]:
+    """Substrings of real text (so most needles match something), of 1 to 9 characters, plus the special ones."""
+    rng = random.Random(seed)
+    texts = [v for n in store.iter_nodes() for f in model.node_types[n.type].text
+             if isinstance(v := n.properties.get(f), str) and v]  # fmt: skip
+    needles = list(SPECIAL)
+    for _ in range(count):
+        text = rng.choice(texts)
+        start = rng.randrange(len(text))
+        needles.append(text[start : start + rng.randint(1, 9)])
+    return needles
+
+
+def test_the_index_agrees_with_a_scan_for_every_needle(seeded_store: SQLiteStore, model: Model) -> None:
+    for needle in _needles(seeded_store, model, 300, seed=1):
+        assert _search(seeded_store, model, needle) == _oracle(seeded_store, model, needle), needle
+    for needle in ("pay", "ing", "er"):
+        for type_ in model.node_types:
+            assert _search(seeded_store, model, needle, type_) == _oracle(seeded_store, model, needle, type_)
+
+
+def test_the_index_follows_puts_replacements_and_deletes(seeded_store: SQLiteStore, model: Model) -> None:
+    team = seeded_store.node("team-payments")
+    assert team is not None
+    renamed = Node(team.id, team.type, {**team.properties, "name": "Quokka Wrangling", "mission": "Straße [*] 100%"},
+                   team.visibility, team.readers)  # fmt: skip
+    seeded_store.commit([PutNode(renamed)], principal="test")
+    assert _search(seeded_store, model, "quokka") == ["team-payments"]
+    assert _search(seeded_store, model, "straße [*] 100%") == ["team-payments"]
+    assert "team-payments" not in _search(seeded_store, model, "payments processing")
+
+    edges = [e for e in seeded_store.iter_edges() if "team-payments" in (e.source, e.target)]
+    assert edges  # the delete below cascades
+    seeded_store.commit([DeleteNode("team-payments", cascade=True)], principal="test")
+    assert _search(seeded_store, model, "quokka") == []
+    for needle in _needles(seeded_store, model, 100, seed=2):
+        assert _search(seeded_store, model, needle) == _oracle(seeded_store, model, needle), needle
+
+
+def test_a_model_with_other_text_properties_rebuilds_the_index(
+    seeded_store: SQLiteStore, model: Model, store_path: Path
+) -> None:
+    document = model.document
+    changed = {**document, "$defs": {**document["$defs"], "Team": {
+        **document["$defs"]["Team"],
+        "x-canon-node": {**document["$defs"]["Team"]["x-canon-node"], "text": ["slug"]},
+    }}}  # fmt: skip
+    other = parse_model(changed, source="test")
+    seeded_store.close()
+
+    store = SQLiteStore.open(store_path, other)
+    try:
+        assert _search(store, other, "payments", "Team") == ["team-payments"]  # its slug
+        assert _search(store, other, "processing", "Team") == []  # words of its mission are no longer text
+        for needle in _needles(store, other, 100, seed=3):
+            assert _search(store, other, needle) == _oracle(store, other, needle), needle
+    finally:
+        store.close()
+
+
+def test_a_store_from_before_the_index_gets_it_when_opened(seeded_store: SQLiteStore, model: Model,
+                                                           store_path: Path) -> None:  # fmt: skip
+    seeded_store.close()
+    db = sqlite3.connect(store_path)
+    db.execute("DELETE FROM node_text")
+    db.execute("DELETE FROM node_text_ids")
+    db.execute("DELETE FROM meta WHERE key = 'text_index'")  # as a v2 store migrated to v3 has it
+    db.commit()
+    db.close()
+
+    store = SQLiteStore.open(store_path, model)
+    try:
+        for needle in _needles(store, model, 100, seed=4):
+            assert _search(store, model, needle) == _oracle(store, model, needle), needle
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("needle", ["pay", "team"])
+def test_a_long_needle_is_answered_from_the_index(seeded_store: SQLiteStore, needle: str) -> None:
+    from core.store.sqlite import _node_filter  # pyright: ignore[reportPrivateUsage]
+
+    where, params = _node_filter(NodeQuery(text=needle, text_fields={"Team": ("name",)}))
+    plan = seeded_store._read(f"EXPLAIN QUERY PLAN SELECT id FROM nodes WHERE {where}", params)  # pyright: ignore[reportPrivateUsage]
+    assert any("node_text" in str(row) for row in plan)
