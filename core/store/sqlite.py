@@ -394,7 +394,10 @@ class SQLiteStore:
             f"SELECT {_NODE_COLUMNS} FROM nodes WHERE {where} AND id > ? ORDER BY id LIMIT ?",
             [*params, after or "", limit],
         )
-        total = self._read(f"SELECT count(*) FROM nodes WHERE {where}", params)[0][0]
+        if after is None and len(rows) < limit:  # the first page holds every match: no need to count again
+            total = len(rows)
+        else:
+            total = self._read(f"SELECT count(*) FROM nodes WHERE {where}", params)[0][0]
         return [_node(r) for r in rows], int(total)
 
     def count_changes(self, since: int, *, sight: Sight | None = None, until: int | None = None) -> int:
