@@ -3,7 +3,9 @@
 Its `echo` tool returns its arguments as structured content, with input validation done the way canon does it
 (a compiled JSON Schema validator), so the difference to canon's `get_node` is canon's own work.
 
-    python benchmarks/echo_server.py
+    python benchmarks/echo_server.py                 # over stdio
+    python benchmarks/echo_server.py --http --port N # Streamable HTTP at http://127.0.0.1:PORT/mcp, set up as
+                                                     # canon's is (sessions for 2025-11-25, JSON responses)
 """
 
 from __future__ import annotations
@@ -38,11 +40,46 @@ async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolReques
     return types.CallToolResult(content=[text], structured_content=args)
 
 
+def _server() -> Server[Any]:
+    return Server("echo", version="1", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
 async def main() -> None:
-    server = Server("echo", version="1", on_list_tools=list_tools, on_call_tool=call_tool)
+    server = _server()
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
 
+def serve_http(port: int) -> None:
+    """The same server over Streamable HTTP on 127.0.0.1, with the socket set up as canon's (Nagle off)."""
+    import contextlib
+    import sys
+    from collections.abc import AsyncIterator
+
+    import uvicorn
+    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    from core.wire.serve import listening_socket
+
+    manager = StreamableHTTPSessionManager(app=_server(), json_response=True, stateless=False)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+
+    app = Starlette(routes=[Route("/mcp", endpoint=StreamableHTTPASGIApp(manager))], lifespan=lifespan)
+    sock = listening_socket("127.0.0.1", port)
+    print(f"echo: serving MCP at http://127.0.0.1:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on")).run(sockets=[sock])
+
+
 if __name__ == "__main__":
-    anyio.run(main)
+    import sys
+
+    if "--http" in sys.argv:
+        serve_http(int(sys.argv[sys.argv.index("--port") + 1]) if "--port" in sys.argv else 0)
+    else:
+        anyio.run(main)
