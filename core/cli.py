@@ -112,6 +112,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="list tools as PREFIX+name (e.g. canon_ → canon_get_node); calls map back")  # fmt: skip
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
                    help="stderr log level (default: info)")  # fmt: skip
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="HTTP worker processes sharing the port (default: 1); 2026-07-28 requests go to any "
+                   "worker, a 2025-11-25 session stays in the worker that opened it")  # fmt: skip
     command("stats", _stats, "show the store's revision, counts and size",
             "Print the store location, its revision, node and edge counts per type, "
             "and its size, as JSON.")  # fmt: skip
@@ -247,8 +250,19 @@ def _serve(args: argparse.Namespace) -> int:
     from core.wire.mcp_server import ServeOptions
 
     options = ServeOptions(profile=args.profile, prefix=args.tool_prefix)
+    if not 1 <= args.workers <= 64:
+        raise ConfigError("--workers must be between 1 and 64.", source="--workers")
+    if args.workers > 1 and args.stdio:
+        raise ConfigError("--workers applies to HTTP; stdio serves one client in one process.", source="--workers")
     instance = open_instance(config, principal=CLI_PRINCIPAL)
     signal.signal(signal.SIGTERM, _terminate)  # stop like Ctrl-C does: the audit log is flushed, the store closed
+    if args.workers > 1:  # the store exists and is seeded now; each worker opens its own
+        tokens = len(instance.tokens.entries())
+        instance.close()
+        from core.wire.serve import serve_workers
+
+        serve_workers(config, options, args.workers, tokens)
+        return 0
     try:
         if args.stdio:
             from core.wire.stdio import serve_stdio

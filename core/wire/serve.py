@@ -1,17 +1,29 @@
-"""Running the HTTP app under uvicorn, bound to a socket canon opens itself (so port 0 reports its port)."""
+"""Running the HTTP app under uvicorn, bound to a socket canon opens itself (so port 0 reports its port).
+
+With several workers, the parent binds the socket and starts worker processes (spawned, never forked: a
+SQLite connection must not cross a fork) that each open the store, build their own index and serve the same
+socket; the kernel spreads connections over them. Each worker follows the change log, so a write through one
+is read through another from its next request on. 2026-07-28 requests are stateless and go anywhere;
+a 2025-11-25 session lives in the worker that opened it, so such clients need to keep their connection.
+"""
 
 from __future__ import annotations
 
+import logging
+import multiprocessing
+import signal
 import socket
 import sys
+from multiprocessing.process import BaseProcess
 
 import uvicorn
 
-from core.instance import Instance
+from core.config import Config
+from core.instance import Instance, open_instance
 from core.wire.http import build_app
 from core.wire.mcp_server import DEFAULT_OPTIONS, ServeOptions
 
-__all__ = ["listening_socket", "serve_http"]
+__all__ = ["listening_socket", "serve_http", "serve_workers"]
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -31,15 +43,63 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve_http(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> None:
-    config = instance.config
-    sock = listening_socket(config.host, config.port)
+def _announce(sock: socket.socket, config: Config, tokens: int, workers: int = 1) -> None:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
-    tokens = len(instance.tokens.entries())
     access = "callers without a token read public nodes" if config.anonymous else "every request needs a token"
+    processes = f"; {workers} worker processes" if workers > 1 else ""
     print(f"canon: serving MCP at http://{shown}:{port}/mcp (health: /healthz); {tokens} bearer token(s) in "
-          f"{config.tokens}; {access}", file=sys.stderr, flush=True)  # fmt: skip
+          f"{config.tokens}; {access}{processes}", file=sys.stderr, flush=True)  # fmt: skip
+
+
+def _run(instance: Instance, options: ServeOptions, sock: socket.socket) -> None:
     app = build_app(instance, options)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     server.run(sockets=[sock])
+
+
+def serve_http(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> None:
+    """Serve `instance` in this process until it is interrupted."""
+    sock = listening_socket(instance.config.host, instance.config.port)
+    _announce(sock, instance.config, len(instance.tokens.entries()))
+    _run(instance, options, sock)
+
+
+def _worker(config: Config, options: ServeOptions, sock: socket.socket, log_level: int) -> None:
+    logging.basicConfig(stream=sys.stderr, level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def terminate(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)  # unwind: the audit log is flushed and the store closed
+
+    signal.signal(signal.SIGTERM, terminate)
+    instance = open_instance(config, principal="system:worker")
+    try:
+        _run(instance, options, sock)
+    finally:
+        instance.close()
+
+
+def serve_workers(config: Config, options: ServeOptions, workers: int, tokens: int) -> None:
+    """Serve with `workers` processes sharing one listening socket, until interrupted; stop them all then."""
+    sock = listening_socket(config.host, config.port)
+    context = multiprocessing.get_context("spawn")
+    level = logging.getLogger().getEffectiveLevel()
+    children: list[BaseProcess] = [
+        context.Process(target=_worker, args=(config, options, sock, level), name=f"canon-worker-{i}", daemon=False)
+        for i in range(workers)
+    ]
+    for child in children:
+        child.start()
+    _announce(sock, config, tokens, workers)
+    try:
+        for child in children:
+            child.join()
+    finally:
+        for child in children:
+            if child.is_alive():
+                child.terminate()  # SIGTERM: each worker unwinds and flushes its audit log
+        for child in children:
+            child.join(timeout=30)
+            if child.is_alive():
+                child.kill()
+        sock.close()

@@ -30,6 +30,7 @@ from typing import Any
 import anyio
 import httpx2
 import mcp
+import psutil
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 
@@ -250,6 +251,9 @@ def serving(store: Path, *options: str, cwd: Path) -> Iterator[Process]:
         _wait_healthy(process.base, deadline)
         yield process
     finally:
+        with contextlib.suppress(psutil.NoSuchProcess):  # worker processes (--workers) hold stderr open too
+            for child in psutil.Process(popen.pid).children(recursive=True):
+                child.kill()
         popen.kill()
         popen.wait(timeout=10)
         if popen.stderr is not None:

@@ -7,6 +7,9 @@ serving afterwards.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +26,7 @@ from tests.wire.conftest import (
     MODERN,
     Process,
     copy_store,
+    envelope,
     initialize_body,
     modern_request,
     serving,
@@ -232,3 +236,47 @@ async def test_serve_with_agent_profile_and_prefix_lists_prefixed_basic_tools_an
     assert paths.structured_content["items"]
     assert node.structured_content is not None
     assert node.structured_content["node"]["id"] == "team-payments"
+
+
+def test_serve_with_two_workers_answers_from_both_and_stops_them_all(seed_template: Path, tmp_path: Path) -> None:
+    """`--workers 2`: two spawned processes share the port, every call is answered (a read after a write sees it,
+    whichever worker each lands on), a SIGTERM to the parent stops both, and each flushes its audit log."""
+    import psutil
+
+    store = copy_store(seed_template, tmp_path / "canon.db")
+    created = subprocess.run([sys.executable, "-m", "core.cli", "--store", str(store), "token", "create", "op",
+                              "--role", "admin"], cwd=tmp_path, capture_output=True, text=True, check=True)  # fmt: skip
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call",
+               "Authorization": f"Bearer {created.stdout.strip()}"}  # fmt: skip
+    with serving(store, "--workers", "2", cwd=tmp_path) as process:
+        children = psutil.Process(process.popen.pid).children()
+        workers = [c for c in children if "spawn_main" in " ".join(c.cmdline())]  # not multiprocessing's tracker
+        assert len(workers) == 2
+        team = {"slug": "twoworkers", "name": "Two Workers", "mission": "Serve twice.", "area": "platform"}
+        answers: list[dict[str, Any]] = []
+        for i in range(40):  # a fresh connection each time: the kernel spreads them over both workers
+            name, arguments = (("upsert_node", {"id": "team-two", "type": "Team", "properties": team}) if i == 0
+                               else ("get_node", {"id": "team-two"}))  # fmt: skip
+            body = {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                    "params": {"name": name, "arguments": arguments, "_meta": envelope()}}  # fmt: skip
+            with httpx2.Client() as http:
+                answers.append(http.post(process.url, json=body, headers={**headers, "Mcp-Name": name}).json())
+        status = process.stop(signal.SIGTERM)
+
+    assert all("result" in a and not a["result"].get("isError") for a in answers), answers
+    assert {a["result"]["structuredContent"]["node"]["id"] for a in answers[1:]} == {"team-two"}
+    assert status == 143
+    assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
+    audit = subprocess.run([sys.executable, "-m", "core.cli", "--store", str(store), "audit", "--json", "--limit",
+                            "100"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout  # fmt: skip
+    records = [json.loads(line) for line in audit.splitlines()]
+    assert sum(r["target"] in ("get_node", "upsert_node") for r in records) == 40
+    assert len({r["surface"] for r in records}) == 1
+
+
+def test_workers_apply_to_http_only(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "core.cli", "--store", str(tmp_path / "c.db"), "serve", "--stdio",
+                           "--workers", "2"], cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2
+    assert "--workers applies to HTTP" in done.stderr
