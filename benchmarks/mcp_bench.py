@@ -58,6 +58,21 @@ def _peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def _admin_token(store: Path, name: str) -> str:
+    """`canon token create NAME --role admin` in the store's folder (where a server started there reads it)."""
+    command = [sys.executable, "-m", "core.cli", "--store", str(store), "token", "create", name, "--role", "admin"]
+    return subprocess.run(command, cwd=store.parent, capture_output=True, check=True, text=True).stdout.strip()
+
+
+def _served_url(proc: subprocess.Popen[str]) -> str:
+    """The URL a starting server announces on stderr."""
+    assert proc.stderr is not None
+    while not (found := SERVING.search(proc.stderr.readline() or "EOF")):
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args} exited before serving")
+    return found[1]
+
+
 class Peer:
     """A server process and a raw JSON-RPC client of one revision over one transport."""
 
@@ -70,11 +85,7 @@ class Peer:
                                      bufsize=1)  # fmt: skip
         self.session: str | None = None
         if transport == "http":
-            assert self.proc.stderr is not None
-            while not (found := SERVING.search(self.proc.stderr.readline() or "EOF")):
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"{command} exited before serving")
-            self.url = found[1]
+            self.url = _served_url(self.proc)
             self.http = httpx2.Client(timeout=60)
         if revision == LEGACY:
             self.request("initialize", {"protocolVersion": LEGACY, "capabilities": {},
@@ -209,13 +220,7 @@ def run(store: Path, nodes: int, transports: list[str], revisions: list[str], ca
     work = store.parent
     canon = [sys.executable, "-m", "core.cli", "--store", str(store), "serve", "--log-level", "warning"]
     echo = [sys.executable, str(HERE / "echo_server.py")]
-    token = subprocess.run(
-        [sys.executable, "-m", "core.cli", "--store", str(store), "token", "create", "bench", "--role", "admin"],
-        cwd=work,
-        capture_output=True,
-        check=True,
-        text=True,
-    ).stdout.strip()
+    token = _admin_token(store, "bench")
     results: dict[str, Any] = {}
     for transport in transports:
         for revision in revisions:
@@ -269,13 +274,7 @@ def throughput(store: Path, worker_counts: list[int], seconds: float, clients: i
     import multiprocessing
 
     work = store.parent
-    token = subprocess.run(
-        [sys.executable, "-m", "core.cli", "--store", str(store), "token", "create", "hammer", "--role", "admin"],
-        cwd=work,
-        capture_output=True,
-        check=True,
-        text=True,
-    ).stdout.strip()
+    token = _admin_token(store, "hammer")
     results: dict[str, Any] = {}
     for workers in worker_counts:
         command = [sys.executable, "-m", "core.cli", "--store", str(store), "serve", "--log-level", "warning",
@@ -283,14 +282,11 @@ def throughput(store: Path, worker_counts: list[int], seconds: float, clients: i
         proc = subprocess.Popen(command, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)  # fmt: skip
         try:
-            assert proc.stderr is not None
-            while not (found := SERVING.search(proc.stderr.readline() or "EOF")):
-                if proc.poll() is not None:
-                    raise RuntimeError("canon serve exited before serving")
+            url = _served_url(proc)
             time.sleep(3.0 * workers)  # spawned workers open the store and build their index after the line
             start_at = time.time() + 2.0
             with multiprocessing.get_context("spawn").Pool(clients) as pool:
-                done = pool.starmap(_hammer, [(found[1], token, seconds, connections, start_at)] * clients)
+                done = pool.starmap(_hammer, [(url, token, seconds, connections, start_at)] * clients)
             results[f"{workers} worker(s)"] = {"calls": sum(done), "calls_per_s": round(sum(done) / seconds, 1)}
         finally:
             proc.terminate()
