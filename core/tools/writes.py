@@ -8,7 +8,7 @@ hands the changes to the change listeners (subscriptions, the change feed).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from core.access import write_guard
@@ -66,18 +66,24 @@ def _relocate(problem: Problem, at: str) -> Problem:
     return Problem(where, problem.message)
 
 
-def upsert_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    result = _commit(ctx, [_operation("upsert_node", args)], at="")
+def _upserted(ctx: CallContext, op: str, args: dict[str, Any], field: str, kind: str, key: str,
+              current: Callable[[], Node | Edge | None]) -> dict[str, Any]:  # fmt: skip
+    """Commit one upsert; answer with the record as written (or as it already was: nothing changed)."""
+    result = _commit(ctx, [_operation(op, args)], at="")
     if result.changes:
         change = result.changes[-1]
         assert change.after is not None
-        node, created = change.after, change.before is None
+        record, created = dict(change.after), change.before is None
     else:  # already exactly like this
-        current = ctx.store.node(args["id"])
-        if current is None:  # deleted by someone else since the commit: report what it was
-            raise NotFoundError("node", args["id"])
-        node, created = current.to_json(), False
-    return {"node": dict(node), "created": created, "changed": bool(result.changes), "revision": result.revision}
+        found = current()
+        if found is None:  # deleted by someone else since the commit
+            raise NotFoundError(kind, key)
+        record, created = found.to_json(), False
+    return {field: record, "created": created, "changed": bool(result.changes), "revision": result.revision}
+
+
+def upsert_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    return _upserted(ctx, "upsert_node", args, "node", "node", args["id"], lambda: ctx.store.node(args["id"]))
 
 
 def delete_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -87,17 +93,8 @@ def delete_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def upsert_edge(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    result = _commit(ctx, [_operation("upsert_edge", args)], at="")
-    if result.changes:
-        change = result.changes[-1]
-        assert change.after is not None
-        edge, created = change.after, change.before is None
-    else:
-        current = ctx.store.edge(args["type"], args["source"], args["target"])
-        if current is None:
-            raise NotFoundError("edge", edge_key(args["type"], args["source"], args["target"]))
-        edge, created = current.to_json(), False
-    return {"edge": dict(edge), "created": created, "changed": bool(result.changes), "revision": result.revision}
+    ref = (args["type"], args["source"], args["target"])
+    return _upserted(ctx, "upsert_edge", args, "edge", "edge", edge_key(*ref), lambda: ctx.store.edge(*ref))
 
 
 def delete_edge(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
