@@ -36,6 +36,7 @@ class Config:
     host: str = "127.0.0.1"
     port: int = 8000
     max_body_bytes: int = 1024 * 1024
+    ui_assets: Path | None = None  # browser assets for /docs and /graphql served at /ui-assets/ (None: public CDNs)
     tokens: Path = Path("canon-tokens.json")  # hashed bearer tokens (canon token create/revoke)
     anonymous: bool = True  # HTTP callers without a token may read public nodes
     local_name: str = "local"  # the stdio principal
@@ -102,20 +103,21 @@ _KEYS = [
     ("server", "host", "host"),
     ("server", "port", "port"),
     ("server", "max_body_bytes", "max_body_bytes"),
+    ("server", "ui_assets", "ui_assets"),
     ("auth", "tokens", "tokens"),
     ("auth", "anonymous", "anonymous"),
     ("local", "name", "local_name"),
     ("local", "role", "local_role"),
     ("local", "groups", "local_groups"),
 ]
-_PATHS = ("store", "model", "tokens")
+_PATHS = ("store", "model", "tokens", "ui_assets")
 
 
 def _apply_env(config: Config, env: Mapping[str, str]) -> Config:
     values: dict[str, Any] = {}
     origins = dict(config.origins)
     for var, attr in (("CANON_STORE", "store"), ("CANON_MODEL", "model"), ("CANON_HOST", "host"),
-                      ("CANON_TOKENS", "tokens")):  # fmt: skip
+                      ("CANON_TOKENS", "tokens"), ("CANON_UI_ASSETS", "ui_assets")):  # fmt: skip
         if env.get(var):
             values[attr] = Path(env[var]) if attr in _PATHS else env[var]
             origins[attr] = f"${var}"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Literal
@@ -122,8 +122,13 @@ def _tool_files() -> list[dict[str, Any]]:
     return sorted(documents, key=lambda d: (d["order"], d["name"]))
 
 
-def build_registry(model: Model) -> Registry:
-    """Load the static tool definitions, derive their model-dependent parts, and define the resources."""
+def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = ()) -> Registry:
+    """Load the static tool definitions, derive their model-dependent parts, and define the resources.
+
+    `extra_tools` are more definitions in the file format (tests use it to show that a new definition reaches
+    every surface with no other change); each still needs a handler in the dispatcher.
+    """
+    documents = sorted([*_tool_files(), *extra_tools], key=lambda d: (d["order"], d["name"]))
     tools = tuple(
         ToolDefinition(
             name=d["name"],
@@ -136,7 +141,7 @@ def build_registry(model: Model) -> Registry:
             advanced=d["advanced"],
             surface=d.get("surface", {}),
         )
-        for d in _tool_files()
+        for d in documents
     )
     for tool in tools:  # a broken definition must fail at start-up, never at call time
         Draft202012Validator.check_schema(tool.input_schema)

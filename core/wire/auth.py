@@ -72,10 +72,12 @@ def principal_of_request(request: Any) -> Principal:
 class BearerGate:
     """Refuse a request whose bearer token is not current (401), and, optionally, one without a token."""
 
-    def __init__(self, app: ASGIApp, *, anonymous: bool, on_reject: Callable[[str, str], None]) -> None:
+    def __init__(self, app: ASGIApp, *, anonymous: bool, on_reject: Callable[[str, str], None],
+                 problem: bool = False) -> None:  # fmt: skip
         self.app = app
         self.anonymous = anonymous
         self.on_reject = on_reject  # (path, reason), for the audit log
+        self.problem = problem  # answer as RFC 9457 problem+json (the generated surfaces) besides RFC 6750
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or isinstance(scope.get("user"), AuthenticatedUser):
@@ -88,10 +90,16 @@ class BearerGate:
         reason = "invalid token" if presented else "no token"
         error, description = _REJECTIONS[reason]
         self.on_reject(scope.get("path", ""), reason)
-        body = json.dumps({"error": error, "error_description": description}).encode()
+        payload: dict[str, Any] = {"error": error, "error_description": description}
+        content_type = b"application/json"
+        if self.problem:
+            payload = {"type": "about:blank", "title": "Unauthorized", "status": 401, "detail": description,
+                       "instance": scope.get("path", ""), **payload}  # fmt: skip
+            content_type = b"application/problem+json"
+        body = json.dumps(payload).encode()
         challenge = f'Bearer error="{error}", error_description="{description}"'
         await send({"type": "http.response.start", "status": 401, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+            (b"content-type", content_type), (b"content-length", str(len(body)).encode()),
             (b"www-authenticate", challenge.encode())]})  # fmt: skip
         await send({"type": "http.response.body", "body": body})
 

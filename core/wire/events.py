@@ -11,18 +11,23 @@ whoever committed them; `EventFanout.pump` runs in the server's event loop, sync
   serve the new model), and `notifications/resources/list_changed`
   when the model changed or nodes were created or deleted (resources/list lists types and nodes).
 
+Other surfaces (GraphQL subscriptions) `watch()` the same changes: each watcher gets every change in order,
+and one that falls `max_buffer` changes behind is ended rather than let grow without bound.
+
 The SDK publishes to one era at a time, so both are fanned out here. Legacy subscriptions are keyed by the
 SDK connection (its `ServerSession` is made per request) and dropped when the connection closes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from typing import Any
 
 import anyio
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged, ResourceUpdated, ToolsListChanged
@@ -56,6 +61,7 @@ class EventFanout:
         self._pending: deque[Change] = deque()
         self._legacy: dict[str, dict[int, ServerSession]] = {}  # uri -> connection id -> session
         self._legacy_all: dict[int, ServerSession] = {}  # every legacy connection seen, for list_changed
+        self._watchers: set[MemoryObjectSendStream[Change]] = set()
         index.add_listener(self.collect)
 
     # -- legacy (2025-11-25) subscriptions ---------------------------------------------------------------------
@@ -90,6 +96,32 @@ class EventFanout:
     def legacy_subscriptions(self) -> int:
         return sum(len(s) for s in self._legacy.values())
 
+    # -- watchers (other surfaces) ------------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def watch(self, max_buffer: int = 10_000) -> AsyncGenerator[AsyncIterator[Change]]:
+        """Every change committed from now on, in order, until the block exits (or the watcher falls behind)."""
+        send, receive = anyio.create_memory_object_stream[Change](max_buffer)
+        self._watchers.add(send)
+        try:
+            async with receive:
+                yield receive
+        finally:
+            self._watchers.discard(send)
+            send.close()
+
+    def watchers(self) -> int:
+        return len(self._watchers)
+
+    def _tell_watchers(self, changes: list[Change]) -> None:
+        for watcher in list(self._watchers):
+            try:
+                for change in changes:
+                    watcher.send_nowait(change)
+            except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                log.warning("ending a change watcher that fell %d changes behind", watcher.statistics().max_buffer_size)
+                self._watchers.discard(watcher)
+                watcher.close()
+
     # -- delivery ----------------------------------------------------------------------------------------------
     def collect(self, changes: list[Change]) -> None:
         """Index listener: queue changes for the event loop (deque appends are thread-safe)."""
@@ -111,6 +143,7 @@ class EventFanout:
             changes.append(self._pending.popleft())
         if not changes:
             return
+        self._tell_watchers(changes)
         uris = list(dict.fromkeys(uri for c in changes for uri in _uris(c)))
         for uri in [*uris, CHANGES_URI]:
             await self.bus.publish(ResourceUpdated(uri=uri))

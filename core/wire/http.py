@@ -1,7 +1,9 @@
 """The HTTP app: one ASGI application on one port, which later surfaces extend.
 
 Routes: `/mcp` (Streamable HTTP, both protocol revisions: 2026-07-28 requests are served statelessly,
-2025-11-25 clients get sessions, a GET stream and `Last-Event-ID` resumption), and `/healthz`. Bearer tokens
+2025-11-25 clients get sessions, a GET stream and `Last-Event-ID` resumption), `/healthz`, and every path a
+discovered surface claims (`core.surfaces`: REST, GraphQL, llms.txt), each served by that surface's app for
+the current registry. Bearer tokens
 identify callers on every route (`core.wire.auth`); `/mcp` refuses a bad token with 401. Host and
 Origin are checked on `/mcp` (invalid Origin → 403, invalid Host → 421) and request bodies are bounded (413).
 """
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import anyio
@@ -21,20 +23,24 @@ from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Match, Mount, Route
+from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.instance import Instance
 from core.principal import Principal
+from core.registry import Registry
+from core.surfaces import Surface, SurfaceHost, claims, discover
 from core.wire.auth import BearerGate, auth_middleware, principal_of_request
 from core.wire.event_store import MemoryEventStore
 from core.wire.events import EventFanout
 from core.wire.mcp_server import DEFAULT_OPTIONS, SUPPORTED_VERSIONS, ServeOptions, build_server
 
-__all__ = ["build_app", "security_settings"]
+__all__ = ["UI_ASSETS", "build_app", "security_settings"]
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 SURFACE = "mcp-http"
+UI_ASSETS = "/ui-assets"
 
 
 def security_settings(host: str) -> TransportSecuritySettings:
@@ -110,10 +116,45 @@ class SessionManager(StreamableHTTPSessionManager):
         return super()._admit_session(requestor)  # pyright: ignore[reportUnknownMemberType]
 
 
-def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> Starlette:
+class SurfaceRoute(BaseRoute):
+    """Every path one surface claims, served by its app for the current registry (rebuilt when that changes).
+
+    The scope passes through unchanged, so a surface sees full request paths. A bad bearer token is a 401 in
+    RFC 9457 form, as on `/mcp`.
+    """
+
+    def __init__(self, surface: Surface, host: SurfaceHost, gate: Callable[[ASGIApp], ASGIApp]) -> None:
+        self.surface = surface
+        self.host = host
+        self.gate = gate
+        self._built: tuple[Registry, ASGIApp] | None = None
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope["type"] in ("http", "websocket") and any(claims(p, scope["path"]) for p in self.surface.paths):
+            return Match.FULL, {}
+        return Match.NONE, {}
+
+    def current(self) -> ASGIApp:
+        registry = self.host.registry
+        if self._built is None or self._built[0] is not registry:
+            self._built = (registry, self.gate(self.surface.app(self.host, registry)))  # pyright: ignore[reportArgumentType]
+        return self._built[1]
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.current()(scope, receive, send)
+
+    def url_path_for(self, name: str, /, **path_params: Any) -> Any:
+        from starlette.routing import NoMatchFound
+
+        raise NoMatchFound(name, path_params)
+
+
+def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS,
+              surfaces: list[Surface] | None = None) -> Starlette:  # fmt: skip
     """The ASGI app serving `instance`. Its lifespan runs the MCP session manager and the change pump.
 
-    Callers are identified by bearer token (`core.wire.auth`); without one they are anonymous.
+    Callers are identified by bearer token (`core.wire.auth`); without one they are anonymous. `surfaces`
+    defaults to every installed surface (`core.surfaces.discover`); pass `[]` for MCP alone.
     """
     assert instance.index is not None
     fanout = EventFanout(instance.index, on_model_change=instance.reload_model)
@@ -149,8 +190,19 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> St
 
     mcp_endpoint = BearerGate(VersionErrorFix(StreamableHTTPASGIApp(manager)), anonymous=instance.config.anonymous,
                               on_reject=reject)  # fmt: skip
+    surface_routes: list[BaseRoute] = []
+    for surface in discover() if surfaces is None else surfaces:
+        host = SurfaceHost(instance, principal_of_request, fanout.watch, surface.name)
+
+        def gate(app: ASGIApp, name: str = surface.name) -> ASGIApp:
+            return BearerGate(app, anonymous=instance.config.anonymous, problem=True,
+                              on_reject=lambda path, reason: dispatcher.rejected(name, path, reason))  # fmt: skip
+
+        surface_routes.append(SurfaceRoute(surface, host, gate))
+    if instance.config.ui_assets is not None:  # the docs pages' scripts and styles, for offline use
+        surface_routes.append(Mount(UI_ASSETS, app=StaticFiles(directory=instance.config.ui_assets)))
     app = Starlette(
-        routes=[Route("/mcp", endpoint=mcp_endpoint), Route("/healthz", healthz)],
+        routes=[Route("/mcp", endpoint=mcp_endpoint), Route("/healthz", healthz), *surface_routes],
         middleware=auth_middleware(instance.tokens),
         lifespan=lifespan,
     )
