@@ -115,6 +115,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="HTTP worker processes sharing the port (default: 1); 2026-07-28 requests go to any "
                    "worker, a 2025-11-25 session stays in the worker that opened it")  # fmt: skip
+    p = command("generate", _generate, "write (or --check) the reference artifacts every surface generates",
+                "Generate the reference artifacts of the configured model (by default the embedded one) from the "
+                "registry: the tool and resource manifest and every installed surface's (OpenAPI document, GraphQL "
+                "SDL, llms.txt), into DIR. With --check, write nothing: print a diff and exit 1 if any file "
+                "differs from what would be generated (CI runs this, so no surface can drift unnoticed).")  # fmt: skip
+    p.add_argument("--out", type=Path, default=Path("docs/reference"), metavar="DIR",
+                   help="where the artifacts go (default: docs/reference)")  # fmt: skip
+    p.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 on any difference")
     command("stats", _stats, "show the store's revision, counts and size",
             "Print the store location, its revision, node and edge counts per type, "
             "and its size, as JSON.")  # fmt: skip
@@ -297,6 +305,26 @@ def _stats(args: argparse.Namespace) -> int:
         "revision": s.revision, "nodes": s.nodes, "edges": s.edges, "changes": s.changes,
         "size_bytes": s.size_bytes, "nodes_by_type": s.nodes_by_type, "edges_by_type": s.edges_by_type,
     }, indent=2))  # fmt: skip
+    return 0
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from core.artifacts import check, generate, write
+
+    files = generate(_config(args).model)
+    if args.check:
+        diffs = check(files, args.out)
+        for diff in diffs:
+            sys.stdout.write(diff)
+        if diffs:
+            print(f"canon: {len(diffs)} of {len(files)} reference artifacts in {args.out} are out of date; "
+                  "run 'canon generate' and commit the result", file=sys.stderr)  # fmt: skip
+            return EXIT_PROBLEMS
+        print(f"canon: the {len(files)} reference artifacts in {args.out} are current", file=sys.stderr)
+        return 0
+    changed = write(files, args.out)
+    print(f"canon: wrote {len(files)} reference artifacts to {args.out} ({len(changed)} changed: "
+          f"{', '.join(p.name for p in changed) or 'none'})", file=sys.stderr)  # fmt: skip
     return 0
 
 

@@ -1,0 +1,89 @@
+"""Reference artifacts: what every surface generates for a model, written to disk and checked for drift.
+
+`generate(model)` opens a throw-away store on the model (seeded with the sample data when it is the embedded
+one), asks every installed surface for its artifacts (`core.surfaces`), and adds the registry's manifest. The
+result is a mapping of file name to exact text, the same bytes on every run for the same model and surfaces.
+`canon generate` writes it to `docs/reference/`; `canon generate --check` compares it with what is there, so a
+definition changed without regenerating fails CI with a diff.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import json
+import tempfile
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from core.config import Config
+from core.instance import open_instance
+from core.principal import ANONYMOUS, Principal
+from core.records import Change
+from core.surfaces import Surface, SurfaceHost, discover
+
+__all__ = ["MANIFEST", "check", "generate", "write"]
+
+MANIFEST = "manifest.json"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+
+
+@contextlib.asynccontextmanager
+async def _no_changes() -> AsyncGenerator[AsyncIterator[Change]]:
+    async def nothing() -> AsyncIterator[Change]:
+        return
+        yield  # an async generator that ends at once
+
+    yield nothing()
+
+
+def _anonymous(request: object) -> Principal:
+    return ANONYMOUS
+
+
+def generate(model: Path | None = None, surfaces: list[Surface] | None = None) -> dict[str, str]:
+    """Every reference artifact for `model` (None: the embedded one), by file name, in a stable order."""
+    with tempfile.TemporaryDirectory(prefix="canon-generate-") as folder:
+        config = Config(store=Path(folder) / "reference.db", model=model, tokens=Path(folder) / "tokens.json")
+        instance = open_instance(config, principal="system:generate")
+        try:
+            files: dict[str, str] = {MANIFEST: _json(instance.registry.manifest())}
+            for surface in discover() if surfaces is None else surfaces:
+                host = SurfaceHost(instance, _anonymous, _no_changes, surface.name)
+                for name, text in surface.artifacts(host).items():
+                    if name in files:
+                        raise ValueError(f"surface {surface.name!r} generates {name}, which another surface made")
+                    files[name] = text
+        finally:
+            instance.close()
+    return dict(sorted(files.items()))
+
+
+def write(files: Mapping[str, str], folder: Path) -> list[Path]:
+    """Write the artifacts into `folder` (created if missing); return the files that changed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    changed: list[Path] = []
+    for name, text in files.items():
+        path = folder / name
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8", newline="\n")
+            changed.append(path)
+    return changed
+
+
+def check(files: Mapping[str, str], folder: Path) -> list[str]:
+    """A unified diff per artifact that differs from (or is missing in) `folder`; empty when all are current."""
+    diffs: list[str] = []
+    for name, text in files.items():
+        path = folder / name
+        current = path.read_text(encoding="utf-8") if path.is_file() else ""
+        if current != text:
+            label = str(path) if path.is_file() else f"{path} (missing)"
+            diff = difflib.unified_diff(current.splitlines(keepends=True), text.splitlines(keepends=True),
+                                        fromfile=label, tofile=f"{name} (generated)")  # fmt: skip
+            diffs.append("".join(diff))
+    return diffs
