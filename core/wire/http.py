@@ -176,7 +176,9 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS,
     async def healthz(request: Request) -> JSONResponse:
         store = instance.store
         return JSONResponse({"status": "ok", "revision": store.revision(), "model": instance.model.name,
-                             "protocolVersions": SUPPORTED_VERSIONS})  # fmt: skip
+                             "protocolVersions": SUPPORTED_VERSIONS,
+                             "surfaces": ["mcp", *(r.surface.name for r in surface_routes
+                                                   if isinstance(r, SurfaceRoute))]})  # fmt: skip
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncGenerator[None]:

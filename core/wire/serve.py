@@ -20,6 +20,7 @@ import uvicorn
 
 from core.config import Config
 from core.instance import Instance, open_instance
+from core.surfaces import discover
 from core.wire.http import build_app
 from core.wire.mcp_server import DEFAULT_OPTIONS, ServeOptions
 
@@ -48,8 +49,11 @@ def _announce(sock: socket.socket, config: Config, tokens: int, workers: int = 1
     shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
     access = "callers without a token read public nodes" if config.anonymous else "every request needs a token"
     processes = f"; {workers} worker processes" if workers > 1 else ""
+    surfaces = ", ".join(f"{s.name} ({' '.join(p.rstrip('/') for p in s.paths)})" for s in discover())
     print(f"canon: serving MCP at http://{shown}:{port}/mcp (health: /healthz); {tokens} bearer token(s) in "
           f"{config.tokens}; {access}{processes}", file=sys.stderr, flush=True)  # fmt: skip
+    if surfaces:
+        print(f"canon: also serving {surfaces}", file=sys.stderr, flush=True)
 
 
 def _run(instance: Instance, options: ServeOptions, sock: socket.socket) -> None:

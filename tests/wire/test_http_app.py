@@ -9,6 +9,7 @@ import httpx2
 import pytest
 
 from core.instance import Instance
+from core.surfaces import discover
 from core.wire.mcp_server import SUPPORTED_VERSIONS
 from tests.wire.conftest import LEGACY, LEGACY_HEADERS, MODERN, asgi_http, initialize_body, modern_request
 
@@ -116,6 +117,7 @@ async def test_healthz_reports_ok_the_revision_and_the_protocol_versions(shared_
         "revision": shared_instance.store.revision(),
         "model": shared_instance.model.name,
         "protocolVersions": [MODERN, LEGACY],
+        "surfaces": ["mcp", *(s.name for s in discover())],
     }
 
 
