@@ -1,0 +1,603 @@
+"""The GraphQL surface (strawberry), generated at start-up from the registry; every call goes through the dispatcher.
+
+Served paths: `/graphql` (POST and GET queries, GraphiQL for a browser GET, subscriptions over WebSocket with the
+graphql-transport-ws protocol) and `/schema.graphql` (the printed SDL). Names are the registry's, unchanged
+(`StrawberryConfig(auto_camel_case=False)`):
+
+* **Query**: one field per read tool (`readOnlyHint`), named as the tool, arguments exactly its input
+  properties (non-null exactly when required, JSON Schema defaults as SDL defaults); and one field per
+  resource, `resource_<name>` with every character that is not a name character replaced by `_`
+  (`resource_model`, `resource_type_Person`, the template `resource_node(type, id)`), returning `Resource`
+  (`uri`, `mimeType`, `text`: what MCP's resources/read returns).
+* **Mutation**: one field per write tool. **Subscription**: one field per subscribable resource
+  (`resource_changes`, `resource_node(type, id)`), fed by `host.watch()`, the same events MCP subscribers hear.
+* **Node types** implement `interface Node`; each has `properties` typed from its JSON Schema and a field per
+  edge type: `<edge>` (edges leaving the node, to the target type, or `Node` when there are several) and
+  `<edge>_incoming` (edges arriving), both read through `get_neighbors` (depth 1) so visibility applies.
+
+A root field's result, fully selected and with `__typename` dropped, is the tool's structured result, except
+that GraphQL answers `null` for a field the JSON leaves out. An argument given as `null` counts as not given,
+unless its schema accepts null. Errors carry `extensions.code` (canon's code, upper-cased) and
+`extensions.problems` (JSON pointers); the failing root field is `null`.
+
+Bounds: depth (`MAX_DEPTH`), aliases, tokens, an estimated cost (fields x list sizes, `MAX_COST`), the
+subscriptions per connection and per process; request bodies are bounded by core.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+from collections.abc import AsyncGenerator, Callable, Mapping
+from datetime import timedelta
+from typing import Any, Optional
+
+import anyio
+import strawberry
+from graphql import (
+    FieldNode,
+    FragmentSpreadNode,
+    GraphQLError,
+    GraphQLInterfaceType,
+    GraphQLList,
+    GraphQLNamedType,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    InlineFragmentNode,
+    IntValueNode,
+    OperationDefinitionNode,
+    OperationType,
+    SelectionSetNode,
+    ValidationRule,
+    get_named_type,
+)
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, Response
+from starlette.websockets import WebSocket
+from strawberry.asgi import GraphQL
+from strawberry.exceptions import ConnectionRejectionError
+from strawberry.extensions import (
+    AddValidationRules,
+    MaskErrors,
+    MaxAliasesLimiter,
+    MaxTokensLimiter,
+    ParserCache,
+    QueryDepthLimiter,
+    ValidationCache,
+)
+from strawberry.schema.config import StrawberryConfig
+from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.types import ExecutionContext
+from strawberry.types.unset import UNSET, UnsetType
+
+from core.access import change_for, sees_in_graph, sight_of
+from core.dispatch import error_json
+from core.errors import CanonError, LimitExceededError
+from core.principal import Principal
+from core.records import Change, Sight
+from core.registry import Registry, ResourceDefinition, ToolDefinition
+from core.resources import ResourceContent, read_resource
+from core.surfaces import ASGIApp, SurfaceHost
+from generators.graphql_types import (
+    Fallback,
+    HashableDict,
+    HashableList,
+    Mapped,
+    TypeMapper,
+    argument,
+    graphql_name,
+    pascal,
+    python_name,
+)
+
+__all__ = ["FALLBACKS", "MAX_COST", "MAX_DEPTH", "GraphQLSurface", "build_schema", "surface"]
+
+log = logging.getLogger("canon.graphql")
+
+MAX_DEPTH = 10
+MAX_ALIASES = 30
+MAX_TOKENS = 5_000
+MAX_COST = 10_000  # estimated field resolutions: each field counts 1, times the list sizes above it
+UNKNOWN_LIST = 10  # the size assumed for a list nothing bounds (e.g. describe_model's node_types)
+EDGE_LIMIT = 10  # default `limit` of an edge field (the dispatcher bounds it as get_neighbors does)
+EDGE_LIMIT_DOC = f"At most this many nodes (default {EDGE_LIMIT}; bounded as get_neighbors' limit)."
+MAX_SUBSCRIPTIONS_PER_CONNECTION = 20
+MAX_SUBSCRIPTIONS = 1_000  # per process (per built app)
+INCOMING = "_incoming"
+UI_ASSETS = "/ui-assets/"
+
+FALLBACKS: tuple[Fallback, ...] = (
+    Fallback("Edge.properties", "one field for every edge type's properties"),
+    Fallback("Change.before", "an object of any properties"),
+    Fallback("Change.after", "an object of any properties"),
+    Fallback("DescribeModelResultNodeTypes.schema", "an object of any properties"),
+    Fallback("DescribeModelResultEdgeTypes.schema", "an object of any properties"),
+    Fallback("find_nodes(where:)", "a map"),
+    Fallback("query_graph(match:)[]", "oneOf has no GraphQL equivalent"),
+    Fallback("QueryGraphResult.items[]", "a map"),
+    Fallback("upsert_node(properties:)", "an object of any properties"),
+    Fallback("upsert_edge(properties:)", "an object of any properties"),
+    Fallback("write_batch(operations:)[]", "oneOf has no GraphQL equivalent"),
+)
+"""Where the built-in tools' schemas fall back to the `JSON` scalar (which field, why); model-dependent ones
+(node or edge properties GraphQL cannot express) are in `build_schema(...).fallbacks`. A test keeps this true."""
+
+
+# -- errors -----------------------------------------------------------------------------------------------------------
+def canon_error(error: CanonError) -> GraphQLError:
+    """The GraphQL form of a canon error: `extensions.code` upper-cased, `problems`, and the structured fields."""
+    body = error_json(error)
+    code = str(body.pop("code")).upper()
+    body.pop("message", None)
+    return GraphQLError(str(error), extensions={"code": code, "problems": body.pop("problems", []), **body})
+
+
+def _unexpected(error: GraphQLError) -> bool:
+    original = error.original_error
+    return original is not None and not isinstance(original, GraphQLError | CanonError)
+
+
+class CanonSchema(strawberry.Schema):
+    """Logs only unexpected failures (with their traceback); canon errors and invalid queries are answers."""
+
+    def process_errors(self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None) -> None:
+        for error in errors:
+            if _unexpected(error):
+                log.error("GraphQL field %s failed", error.path, exc_info=error.original_error)
+
+
+# -- the cost bound ---------------------------------------------------------------------------------------------------
+def cost_rule(maxima: Mapping[tuple[str, str], int]) -> type[ValidationRule]:
+    """A validation rule estimating a query's work: every field counts 1, and what a list holds counts once per
+    item it may hold (its own `limit`, or the nearest enclosing `limit`, else `UNKNOWN_LIST`). A `limit` given
+    as a variable counts at its maximum (`maxima`, by (type, field)). Fragments on other types count their
+    largest one, not their sum. Queries over `MAX_COST` are refused before anything runs."""
+
+    class CostRule(ValidationRule):
+        def enter_operation_definition(self, node: OperationDefinitionNode, *_: Any) -> None:
+            schema = self.context.schema
+            root = {OperationType.QUERY: schema.query_type, OperationType.MUTATION: schema.mutation_type,
+                    OperationType.SUBSCRIPTION: schema.subscription_type}[node.operation]  # fmt: skip
+            if root is None:
+                return
+            cost = self._cost(node.selection_set, root, None, frozenset())
+            if cost > MAX_COST:
+                message = (f"The query would cost about {cost} (fields x list sizes), over the {MAX_COST} allowed; "
+                           "select fewer fields, use smaller limits or follow fewer edges.")  # fmt: skip
+                self.report_error(GraphQLError(message, node, extensions={"code": "LIMIT_EXCEEDED", "problems": []}))
+
+        def _limit(self, node: FieldNode, parent: str, field: Any) -> int | None:
+            given = next((a.value for a in node.arguments or () if a.name.value == "limit"), None)
+            if isinstance(given, IntValueNode):
+                return max(1, int(given.value))
+            if given is not None:  # a variable (or a wrong literal, which another rule reports)
+                return maxima.get((parent, node.name.value), UNKNOWN_LIST)
+            arg = field.args.get("limit")
+            default = getattr(arg, "default_value", None)
+            return default if isinstance(default, int) and not isinstance(default, bool) else None
+
+        def _cost(self, selections: SelectionSetNode | None, parent: GraphQLNamedType, limit: int | None,
+                  seen: frozenset[str]) -> int:  # fmt: skip
+            if selections is None:
+                return 0
+            total, branches = 0, [0]
+            for selection in selections.selections:
+                if isinstance(selection, FieldNode):
+                    total += self._field(selection, parent, limit, seen)
+                    continue
+                if isinstance(selection, FragmentSpreadNode):
+                    name = selection.name.value
+                    fragment = self.context.get_fragment(name)
+                    if fragment is None or name in seen:
+                        continue
+                    condition, inner, seen = fragment.type_condition, fragment.selection_set, seen | {name}
+                else:
+                    assert isinstance(selection, InlineFragmentNode)
+                    condition, inner = selection.type_condition, selection.selection_set
+                target = self.context.schema.get_type(condition.name.value) if condition is not None else parent
+                if target is None:
+                    continue
+                cost = self._cost(inner, target, limit, seen)
+                if target is parent:
+                    total += cost
+                else:
+                    branches.append(cost)
+            return total + max(branches)
+
+        def _field(self, node: FieldNode, parent: GraphQLNamedType, limit: int | None, seen: frozenset[str]) -> int:
+            if not isinstance(parent, GraphQLObjectType | GraphQLInterfaceType):
+                return 1
+            field = parent.fields.get(node.name.value)
+            if field is None:
+                return 1
+            own = self._limit(node, parent.name, field)
+            limit = own if own is not None else limit
+            kind = field.type.of_type if isinstance(field.type, GraphQLNonNull) else field.type
+            inner = get_named_type(field.type)
+            if isinstance(kind, GraphQLList):
+                size = limit if limit is not None else UNKNOWN_LIST
+                return 1 + size * self._cost(node.selection_set, inner, None, seen)
+            return 1 + self._cost(node.selection_set, inner, limit, seen)
+
+    return CostRule
+
+
+# -- calls through the dispatcher -------------------------------------------------------------------------------------
+class Runtime:
+    """What resolvers need at run time: the caller, and the dispatcher (called in a worker thread)."""
+
+    def __init__(self, host: SurfaceHost) -> None:
+        self.host = host
+        self.surface = host.surface_name or "graphql"
+        self.subscriptions = 0
+
+    def principal(self, info: strawberry.Info) -> Principal:
+        context: dict[str, Any] = info.context
+        found = context.get("principal")
+        return found if isinstance(found, Principal) else self.host.principal_of(context["request"])
+
+    async def call_tool(self, info: strawberry.Info, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        principal = self.principal(info)
+        result = await anyio.to_thread.run_sync(self.host.dispatcher.call_tool, principal, self.surface, name,
+                                                arguments)  # fmt: skip
+        if result.error is not None:
+            raise canon_error(result.error)
+        assert result.value is not None
+        return result.value
+
+    async def read(self, principal: Principal, uri: str, action: str = "resources/read") -> ResourceContent:
+        def work() -> ResourceContent:
+            content: ResourceContent = self.host.dispatcher.run(principal, self.surface, action, uri, {"target": uri},
+                                                                lambda ctx: read_resource(ctx, uri))  # fmt: skip
+            return content
+
+        try:
+            return await anyio.to_thread.run_sync(work)
+        except CanonError as exc:
+            raise canon_error(exc) from None
+
+    def visible(self, sight: Sight | None, change: Change) -> bool:
+        """Whether the caller may see something of `change` (as `get_changes` selects entries)."""
+        if sight is None or change.kind == "model":
+            return True
+        if change.kind == "node":
+            return any(s is not None and sight.sees(str(s["visibility"]), list(s.get("readers", ())))
+                       for s in (change.before, change.after))  # fmt: skip
+        index = self.host.instance.index
+        assert index is not None
+        ends = (change.before or change.after or {}).get("source"), (change.before or change.after or {}).get("target")
+        return all(isinstance(end, str) and sees_in_graph(sight, index.graph, end) for end in ends)
+
+
+# -- the schema -------------------------------------------------------------------------------------------------------
+class Built:
+    """A schema for one registry and what building it found out (fallbacks, `limit` maxima for the cost rule)."""
+
+    def __init__(self, schema: CanonSchema, fallbacks: tuple[Fallback, ...]) -> None:
+        self.schema = schema
+        self.fallbacks = fallbacks
+
+
+def _params(keyword_only: bool = True) -> list[inspect.Parameter]:
+    kind = inspect.Parameter.KEYWORD_ONLY if keyword_only else inspect.Parameter.POSITIONAL_OR_KEYWORD
+    return [inspect.Parameter("info", kind, annotation=strawberry.Info)]
+
+
+def _sign(function: Callable[..., Any], params: list[inspect.Parameter], returns: Any) -> None:
+    """Give a generated resolver the signature strawberry reads its arguments and type from."""
+    function.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
+    function.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
+
+
+def _default(value: Any, mapped: Mapped) -> Any:
+    converted = mapped.hydrate(value)
+    if isinstance(converted, dict):
+        return HashableDict(converted)  # pyright: ignore[reportUnknownArgumentType]
+    if isinstance(converted, list):
+        return HashableList(converted)  # pyright: ignore[reportUnknownArgumentType]
+    return converted
+
+
+class Builder:
+    def __init__(self, registry: Registry, runtime: Runtime) -> None:
+        self.registry = registry
+        self.runtime = runtime
+        self.mapper = TypeMapper(registry.model)
+        self.maxima: dict[tuple[str, str], int] = {}
+
+    # -- tools ---------------------------------------------------------------------------------------------------------
+    def tool_field(self, tool: ToolDefinition, root_name: str) -> Any:
+        schema = tool.input_schema
+        required = set(schema.get("required", ()))
+        params, spec, taken = _params(), list[tuple[str, str, Mapped, bool]](), set[str]()
+        for prop, sub in schema.get("properties", {}).items():
+            if not graphql_name(prop):
+                raise ValueError(f"tool {tool.name!r}: input property {prop!r} is not a GraphQL name")
+            mapped = self.mapper.map(sub, schema, pascal(tool.name) + pascal(prop), f"{tool.name}({prop}:)",
+                                     output=False)  # fmt: skip
+            null_ok = self.mapper.nullable_in(sub, schema)
+            annotation = mapped.annotation if prop in required and not null_ok else Optional[mapped.annotation]  # noqa: UP045
+            default = _default(sub["default"], mapped) if "default" in sub and prop not in required else UNSET
+            py = python_name(prop, taken)
+            params.append(inspect.Parameter(py, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                            annotation=argument(annotation, prop, sub.get("description"))))  # fmt: skip
+            spec.append((prop, py, mapped, null_ok))
+            if prop == "limit" and isinstance(sub.get("maximum"), int):
+                self.maxima[(root_name, tool.name)] = sub["maximum"]
+        result = self.mapper.map(tool.output_schema, tool.output_schema, pascal(tool.name) + "Result", tool.name,
+                                 output=True)  # fmt: skip
+        runtime, name, properties = self.runtime, tool.name, schema.get("properties", {})
+
+        async def resolve(info: strawberry.Info, **given: Any) -> Any:
+            arguments: dict[str, Any] = {}
+            for prop, py, mapped, null_ok in spec:
+                value = given.get(py, UNSET)
+                if value is UNSET or (value is None and not null_ok):
+                    continue
+                value = mapped.dehydrate(value)
+                if "default" not in properties[prop] or value != properties[prop]["default"]:
+                    arguments[prop] = value  # a value equal to the default is the default: the call is the same
+            return result.hydrate(await runtime.call_tool(info, name, arguments))
+
+        _sign(resolve, params, Optional[result.annotation])  # noqa: UP045
+        return strawberry.field(resolver=resolve, name=tool.name, description=tool.description)
+
+    # -- edges ---------------------------------------------------------------------------------------------------------
+    def edge_fields(self, node_type: str, classes: dict[str, Any]) -> dict[str, Any]:
+        """`<edge>` and `<edge>_incoming` fields of one node type, names kept clear of its other fields."""
+        model = self.registry.model
+        neighbours = next((t for t in self.registry.tools if t.name == "get_neighbors"), None)
+        if neighbours is None:
+            return {}
+        maximum = neighbours.input_schema.get("properties", {}).get("limit", {}).get("maximum", UNKNOWN_LIST)
+        taken = set(model.node_types[node_type].schema.get("properties", ())) | {
+            "id",
+            "type",
+            "visibility",
+            "readers",
+            "properties",
+            "revision",
+            "created_at",
+            "updated_at",
+            "updated_by",
+        }
+        fields: dict[str, Any] = {}
+        wanted = [(e, "out", t.targets) for e, t in model.edge_types.items() if node_type in t.sources]
+        wanted += [(e, "in", t.sources) for e, t in model.edge_types.items() if node_type in t.targets]
+        for edge, direction, ends in wanted:
+            name = re.sub(r"\W", "_", edge) + ("" if direction == "out" else INCOMING)
+            while name in taken:
+                name += "_edge"
+            taken.add(name)
+            only = sorted(ends)
+            target = classes[only[0]] if len(only) == 1 else self.mapper.shapes.node_interface
+            fields[name] = self._edge_field(name, edge, direction, target)
+            self.maxima[(node_type, name)] = maximum
+        return fields
+
+    def _edge_field(self, name: str, edge: str, direction: str, target: Any) -> Any:
+        runtime, shapes = self.runtime, self.mapper.shapes
+
+        async def resolve(root: Any, info: strawberry.Info, limit: int = EDGE_LIMIT) -> Any:
+            arguments = {"id": root.id, "direction": direction, "edge_types": [edge], "depth": 1, "limit": limit}
+            value = await runtime.call_tool(info, "get_neighbors", arguments)
+            return [shapes.hydrate_node(item["node"]) for item in value["items"]]
+
+        params = [inspect.Parameter("root", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Any),
+                  *_params(keyword_only=False),
+                  inspect.Parameter("limit", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=EDGE_LIMIT,
+                                    annotation=argument(int, "limit", EDGE_LIMIT_DOC))]  # fmt: skip
+        _sign(resolve, params, list[target])
+        what = "leaving this node" if direction == "out" else "arriving at this node"
+        description = f"The nodes at the other end of {edge} edges {what}, as get_neighbors sees them."
+        return strawberry.field(resolver=resolve, name=name, description=description)
+
+    # -- resources -----------------------------------------------------------------------------------------------------
+    def resource_types(self) -> tuple[Any, Any]:
+        resource = strawberry.type(type("Resource", (), {
+            "__annotations__": {"uri": str, "mime_type": str, "text": str},
+            "mime_type": strawberry.field(name="mimeType"),
+        }), description="A resource's content, as MCP's resources/read returns it.")  # fmt: skip
+        changes = next((t for t in self.registry.tools if t.name == "get_changes"), None)
+        schema = changes.output_schema.get("properties", {}).get("items", {}).get("items") if changes else None
+        change = (self.mapper.map(schema, changes.output_schema if changes else {}, "Change", "Change", output=True)
+                  if isinstance(schema, Mapping) else Mapped(strawberry.scalars.JSON))  # fmt: skip
+        update = strawberry.type(type("ResourceUpdate", (), {
+            "__annotations__": {"uri": str, "revision": int, "change": change.annotation},
+        }), description="A change to a subscribed resource: its URI, the change's revision and the change entry, "
+                        "redacted for you as get_changes would show it.")  # fmt: skip
+        self._change = change
+        return resource, update
+
+    def resource_field(self, entry: ResourceDefinition, resource: Any, taken: set[str]) -> tuple[str, Any, Any]:
+        """A Query field for a resource (template variables as String! arguments); its name and URI builder."""
+        name = "resource_" + re.sub(r"[^0-9A-Za-z_]", "_", entry.name)
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        variables = re.findall(r"\{(\w+)\}", entry.uri_template or "")
+        params, py_names = _params(), list[str]()
+        local: set[str] = set()
+        for variable in variables:
+            py = python_name(variable, local)
+            py_names.append(py)
+            described = argument(str, variable, f"{{{variable}}} in the URI.")
+            params.append(inspect.Parameter(py, inspect.Parameter.KEYWORD_ONLY, annotation=described))
+
+        def uri_of(given: Mapping[str, Any]) -> str:
+            uri = entry.uri or entry.uri_template or ""
+            for variable, py in zip(variables, py_names, strict=True):
+                uri = uri.replace("{" + variable + "}", str(given[py]))
+            return uri
+
+        runtime = self.runtime
+
+        async def resolve(info: strawberry.Info, **given: Any) -> Any:
+            content = await runtime.read(runtime.principal(info), uri_of(given))
+            return resource(uri=content.uri, mime_type=content.mime_type, text=content.text)
+
+        _sign(resolve, params, Optional[resource])  # noqa: UP045
+        description = f"{entry.title}: {entry.description} ({entry.uri or entry.uri_template})"
+        return name, strawberry.field(resolver=resolve, name=name, description=description), (uri_of, params)
+
+    def subscription_field(self, name: str, entry: ResourceDefinition, uri_of: Callable[[Mapping[str, Any]], str],
+                           params: list[inspect.Parameter], update: Any) -> Any:  # fmt: skip
+        runtime, host, change_type = self.runtime, self.runtime.host, self._change
+
+        async def subscribe(info: strawberry.Info, **given: Any) -> AsyncGenerator[Any]:
+            uri = uri_of(given)
+            principal = runtime.principal(info)
+            if runtime.subscriptions >= MAX_SUBSCRIPTIONS:
+                raise canon_error(LimitExceededError(f"The server holds its maximum of {MAX_SUBSCRIPTIONS} "
+                                                     "subscriptions; try again later.", limit="subscriptions",
+                                                     value=MAX_SUBSCRIPTIONS))  # fmt: skip
+            runtime.subscriptions += 1
+            try:
+                async with host.watch() as changes:  # watching before authorising: nothing is missed in between
+                    await runtime.read(principal, uri, "resources/subscribe")  # must exist, must be readable
+                    sight = sight_of(principal)
+                    async for change in changes:
+                        if uri in _uris_of(change) and runtime.visible(sight, change):
+                            entry_json = change_for(sight, change)
+                            yield update(uri=uri, revision=change.revision, change=change_type.hydrate(entry_json))
+            finally:
+                runtime.subscriptions -= 1
+
+        _sign(subscribe, params, AsyncGenerator[update])
+        description = f"Every change to {entry.uri or entry.uri_template}, as it is committed. {entry.description}"
+        return strawberry.subscription(resolver=subscribe, name=name, description=description)
+
+    # -- all of it -----------------------------------------------------------------------------------------------------
+    def build(self, extensions: list[Any]) -> Built:
+        self.mapper.node_types(self.edge_fields)
+        resource, update = self.resource_types()
+        query: dict[str, Any] = {}
+        mutation: dict[str, Any] = {}
+        for tool in self.registry.tools:
+            read_only = bool(tool.annotations.get("readOnlyHint", False))
+            root = query if read_only else mutation
+            root[tool.name] = self.tool_field(tool, "Query" if read_only else "Mutation")
+        subscription: dict[str, Any] = {}
+        taken = set(query)
+        for entry in (*self.registry.resources, *self.registry.templates):
+            name, query[name], (uri_of, params) = self.resource_field(entry, resource, taken)
+            if entry.subscribable:
+                subscription[name] = self.subscription_field(name, entry, uri_of, params, update)
+        named = (("Query", query), ("Mutation", mutation), ("Subscription", subscription))
+        roots = {n: strawberry.type(type(n, (), fields)) if fields else None for n, fields in named}
+        assert roots["Query"] is not None  # every registry has read tools and resources
+        schema = CanonSchema(
+            query=roots["Query"], mutation=roots["Mutation"], subscription=roots["Subscription"],
+            types=self.mapper.extra_types, config=StrawberryConfig(auto_camel_case=False),
+            extensions=[*extensions, lambda: AddValidationRules([cost_rule(self.maxima)])],
+        )  # fmt: skip
+        return Built(schema, tuple(self.mapper.fallbacks))
+
+
+def _uris_of(change: Change) -> tuple[str, ...]:
+    """The resource URIs a change updates (as MCP's notifications/resources/updated name them)."""
+    if change.kind == "node" and change.type is not None:
+        return ("canon://changes", f"canon://nodes/{change.type}/{change.key}")
+    return ("canon://changes",)
+
+
+def _extensions() -> list[Any]:
+    return [
+        lambda: QueryDepthLimiter(max_depth=MAX_DEPTH),
+        lambda: MaxAliasesLimiter(max_alias_count=MAX_ALIASES),
+        lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
+        lambda: MaskErrors(should_mask_error=_unexpected, error_message="Unexpected error; it has been logged."),
+        ParserCache,
+        ValidationCache,
+    ]
+
+
+def build_schema(registry: Registry, host: SurfaceHost) -> Built:
+    """The strawberry schema for `registry`, resolving through `host`'s dispatcher."""
+    return Builder(registry, Runtime(host)).build(_extensions())
+
+
+# -- the HTTP and WebSocket app ---------------------------------------------------------------------------------------
+ASSET_URL = re.compile(
+    r'(?P<attr>\b(?:src|href)=")https://[^/"]+/(?:[^"@]*/)?(?P<path>(?:@[\w.-]+/)?[\w.-]+@[^/"]+/[^"]*)"'
+)
+
+
+def local_assets(html: str) -> str:
+    """Point a page's CDN scripts and styles (`https://<host>/[npm/]<package>@<version>/<file>`) at
+    `/ui-assets/<package>@<version>/<file>`; the files are the same, so `integrity` attributes stay valid."""
+    return ASSET_URL.sub(lambda m: f'{m["attr"]}{UI_ASSETS}{m["path"]}"', html)
+
+
+class CanonGraphQL(GraphQL[dict[str, Any], None]):
+    """strawberry's ASGI view, with canon's caller on every request and WebSocket connection."""
+
+    def __init__(self, schema: CanonSchema, host: SurfaceHost, surface: str) -> None:
+        super().__init__(schema, subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
+                         max_subscriptions_per_connection=MAX_SUBSCRIPTIONS_PER_CONNECTION,
+                         connection_init_wait_timeout=timedelta(seconds=30))  # fmt: skip
+        self.host = host
+        self.surface = surface
+
+    async def get_context(self, request: Request | WebSocket, response: Response | WebSocket) -> dict[str, Any]:
+        principal = self.host.principal_of(request)
+        presented = any(k.lower() == b"authorization" for k, _ in request.scope.get("headers", ()))
+        return {"request": request, "response": response, "principal": principal,
+                "bad_token": presented and not principal.authenticated}  # fmt: skip
+
+    async def on_ws_connect(self, context: dict[str, Any]) -> UnsetType | dict[str, object] | None:
+        """`connection_init` may carry `{"Authorization": "Bearer <token>"}` (browsers cannot send the header)."""
+        params: Any = context.get("connection_params") or {}
+        given = next((v for k, v in params.items() if str(k).lower() == "authorization"), None)
+        if context["bad_token"]:
+            self._reject("invalid token")
+        if given is not None:
+            token = (
+                given.removeprefix("Bearer ").strip() if isinstance(given, str) and given.startswith("Bearer ") else ""
+            )
+            principal = await anyio.to_thread.run_sync(self.host.instance.tokens.verify, token) if token else None
+            if principal is None:
+                self._reject("invalid token")
+            context["principal"] = principal
+        elif not context["principal"].authenticated and not self.host.instance.config.anonymous:
+            self._reject("no token")
+        return UNSET
+
+    def _reject(self, reason: str) -> None:
+        self.host.dispatcher.rejected(self.surface, "/graphql", reason)
+        raise ConnectionRejectionError({"reason": reason})
+
+    async def render_graphql_ide(self, request: Request) -> HTMLResponse:
+        html = self.graphql_ide_html
+        return HTMLResponse(local_assets(html) if self.host.instance.config.ui_assets is not None else html)
+
+
+class GraphQLSurface:
+    """The `graphql` surface: `/graphql` and `/schema.graphql`."""
+
+    name: str = "graphql"
+    paths: tuple[str, ...] = ("/graphql", "/schema.graphql")
+
+    def app(self, host: SurfaceHost, registry: Registry) -> ASGIApp:
+        built = Builder(registry, Runtime(host)).build(_extensions())
+        view = CanonGraphQL(built.schema, host, host.surface_name or self.name)
+        sdl = built.schema.as_str() + "\n"
+
+        async def serve(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http" and scope["path"] == "/schema.graphql":
+                if scope["method"] in ("GET", "HEAD"):
+                    response = PlainTextResponse(sdl)
+                else:
+                    response = PlainTextResponse("Method Not Allowed", 405, headers={"Allow": "GET, HEAD"})
+                await response(scope, receive, send)
+                return
+            await view(scope, receive, send)
+
+        return serve
+
+    def artifacts(self, host: SurfaceHost) -> Mapping[str, str]:
+        return {"schema.graphql": build_schema(host.registry, host).schema.as_str() + "\n"}
+
+
+surface = GraphQLSurface()
