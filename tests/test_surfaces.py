@@ -233,3 +233,18 @@ def test_canon_generate_writes_then_check_passes_and_fails_after_an_edit(tmp_pat
         '-"name": "get_nodes",', '+"name": "get_node",'
     ]  # fmt: skip
     assert "out of date" in stale.stderr
+
+
+def test_a_websocket_upgrade_with_a_bad_token_is_refused_before_the_surface(instance: Instance) -> None:
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    from tests.generators.conftest import live
+
+    with live(instance, surfaces=[Echo()]) as base, pytest.raises(InvalidStatus) as refused:  # noqa: SIM117
+        with connect(f"{base.replace('http', 'ws', 1)}/echo/", additional_headers={"Authorization": "Bearer x"}):
+            pass
+    assert refused.value.response.status_code == 403
+    instance.audit.flush()
+    records, _ = instance.store.audit_records(AuditQuery(surface="echo", outcome="rejected"), before=None, limit=10)
+    assert [r["target"] for r in records] == ["/echo/"]

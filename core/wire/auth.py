@@ -80,10 +80,17 @@ class BearerGate:
         self.problem = problem  # answer as RFC 9457 problem+json (the generated surfaces) besides RFC 6750
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or isinstance(scope.get("user"), AuthenticatedUser):
+        if scope["type"] not in ("http", "websocket") or isinstance(scope.get("user"), AuthenticatedUser):
             await self.app(scope, receive, send)
             return
         presented = any(name.lower() == b"authorization" for name, _ in scope["headers"])
+        if scope["type"] == "websocket":  # browsers cannot send the header: a surface may accept a token later
+            if presented:  # but one that was sent and is not current is refused here, as on HTTP
+                self.on_reject(scope.get("path", ""), "invalid token")
+                await send({"type": "websocket.close", "code": 4401, "reason": "invalid bearer token"})
+                return
+            await self.app(scope, receive, send)
+            return
         if not presented and self.anonymous:
             await self.app(scope, receive, send)
             return
