@@ -3,7 +3,8 @@
     call_tool(principal, surface, name, arguments)
       → look up          unknown → UnknownToolError (MCP: JSON-RPC -32602 naming the closest tools)
       → authorise        the caller's roles must grant the tool's permission, else ForbiddenError (a result)
-      → validate input   against the exact input schema; failure → an error *result* with JSON pointers
+      → validate input   against the exact input schema; failure → an error *result* with JSON pointers; then
+                         the schema's top-level defaults are filled in, so every surface makes the same call
       → execute          under a wall-time bound; handlers read through the caller's `sight` (core.access)
       → audit            every hook gets one record: who, where, what, outcome, revision, duration
       → result           one JSON object, which surfaces send as structured content and as text
@@ -15,6 +16,7 @@ back. A request a surface rejects before it has a principal (a bad token) is aud
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -168,7 +170,10 @@ class Dispatcher:
             if problems:
                 raise InvalidArgumentsError(tool.name, sorted(problems))
             self.index.sync()
-            value = self.handlers[tool.name](self.context(principal, surface), args)
+            # the schema's defaults, made explicit: an argument left out and one given as its default are the same
+            # call (same cursor fingerprint) whichever surface sent it
+            full = {**copy.deepcopy(self.registry.input_defaults(tool.name)), **args}
+            value = self.handlers[tool.name](self.context(principal, surface), full)
             outcome = "ok"
             return ToolResult(tool.name, value)
         except CanonError as exc:

@@ -106,6 +106,11 @@ class Registry:
             self._validators[name] = found
         return found
 
+    def input_defaults(self, name: str) -> Mapping[str, Any]:
+        """The defaults a tool's input schema declares for its top-level properties (what a caller may leave out)."""
+        properties: Mapping[str, Any] = self.tool(name).input_schema.get("properties", {})
+        return {key: schema["default"] for key, schema in properties.items() if "default" in schema}
+
     def manifest(self) -> dict[str, Any]:
         """Every definition as one JSON document (what drift checks compare)."""
         return {
