@@ -318,7 +318,12 @@ class Builder:
                                      output=False)  # fmt: skip
             null_ok = self.mapper.nullable_in(sub, schema)
             annotation = mapped.annotation if prop in required and not null_ok else Optional[mapped.annotation]  # noqa: UP045
-            default = _default(sub["default"], mapped) if "default" in sub and prop not in required else UNSET
+            # a JSON-scalar default that is an object or list has no GraphQL literal (introspection would fail on
+            # it): leave it out of the SDL; the tool applies its schema default all the same
+            literal = not (mapped.json_fallback and isinstance(sub.get("default"), dict | list))
+            default = (
+                _default(sub["default"], mapped) if "default" in sub and prop not in required and literal else UNSET
+            )
             py = python_name(prop, taken)
             params.append(inspect.Parameter(py, inspect.Parameter.KEYWORD_ONLY, default=default,
                                             annotation=argument(annotation, prop, sub.get("description"))))  # fmt: skip

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +17,20 @@ from core.model import Model, default_seed_path, load_model
 from core.store.sqlite import SQLiteStore
 
 REPO = Path(__file__).resolve().parent.parent
+_HYPOTHESIS_HOME: list[Path] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Hypothesis (under the fuzz tests) keeps caches even without an example database: not in the work tree."""
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    _HYPOTHESIS_HOME.append(Path(tempfile.mkdtemp(prefix="canon-hypothesis-")))
+    set_hypothesis_home_dir(_HYPOTHESIS_HOME[-1])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for home in _HYPOTHESIS_HOME:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

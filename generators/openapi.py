@@ -1,0 +1,464 @@
+"""The REST surface's OpenAPI 3.1 document, built from the registry by hand (FastAPI and pydantic never touch it).
+
+How a tool becomes an operation (`route_of`); `generators.rest` serves exactly these routes:
+
+* method and path come from the tool's REST hint (`surface.rest`), under `/api`; a tool without one is
+  `GET /api/tools/<name>` when read-only, else `POST`. GET is only ever used for read-only tools.
+* `{name}` segments of the path are path parameters carrying that input property's schema.
+* GET and DELETE: every other input property is a query parameter. Scalars and enums are sent as they are,
+  arrays of scalars as repeated parameters (form, explode), anything else as one JSON-encoded parameter
+  (`content: application/json`).
+* PUT and POST: every other input property is in the `application/json` body, whose schema is the input
+  schema without the path parameters.
+* 200 carries the output schema (what MCP's structuredContent carries); errors are RFC 9457 problem+json.
+
+Resources: `canon://X` is `GET /api/resources/X`, a template keeps its `{var}`s as path parameters, and
+`GET /api/resources` lists them a page at a time.
+
+Schemas are the registry's, unchanged except that each one's `$defs` move into `components/schemas` (a
+definition shared by several tools is stored once; different definitions with one name get `_2`, `_3`, …) with
+their refs rewritten. Each operation records its input schema's top-level keywords (`x-canon-input`) and where
+its definitions went (`x-canon-defs`), so `unhoist` rebuilds the exact input and output schemas.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from core.registry import Registry, ResourceDefinition, ToolDefinition
+
+__all__ = [
+    "API",
+    "Param",
+    "ResourceRoute",
+    "ToolRoute",
+    "openapi_document",
+    "resource_path",
+    "resource_routes",
+    "route_of",
+    "unhoist",
+]
+
+API = "/api"
+OPENAPI_VERSION = "3.1.1"
+SCALARS = frozenset({"string", "integer", "number", "boolean", "null"})
+COMPOSITION = ("$ref", "allOf", "anyOf", "oneOf", "not", "if", "properties", "items", "prefixItems")
+DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})  # values, not schemas: never rewritten
+SEGMENT = re.compile(r"\{([^{}/]+)\}")
+COMPONENT_NAME = re.compile(r"[^A-Za-z0-9._-]")
+DEFS, COMPONENTS = "#/$defs/", "#/components/schemas/"
+PROBLEM_MEDIA = "application/problem+json"
+
+Style = Literal["scalar", "array", "json"]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One path or query parameter and the input property it carries."""
+
+    name: str
+    location: Literal["path", "query"]
+    style: Style
+    schema: Mapping[str, Any]  # the property's exact schema
+    required: bool
+
+
+@dataclass(frozen=True)
+class ToolRoute:
+    tool: ToolDefinition
+    method: str
+    path: str  # full request path template, e.g. /api/nodes/{id}
+    params: tuple[Param, ...]
+    body: bool  # the properties that are not parameters come as a JSON body
+
+    @property
+    def conditional(self) -> bool:
+        """GET answers carry an ETag and honour If-None-Match."""
+        return self.method == "GET"
+
+    @property
+    def takes_if_match(self) -> bool:
+        return not self.tool.annotations.get("readOnlyHint", False) and "expected_revision" in _properties(
+            self.tool.input_schema
+        )
+
+    @property
+    def pages(self) -> bool:
+        return "next_cursor" in _properties(self.tool.output_schema)
+
+
+@dataclass(frozen=True)
+class ResourceRoute:
+    resource: ResourceDefinition | None  # None: the resource list
+    path: str
+    variables: tuple[str, ...] = ()
+
+
+def _properties(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    found = schema.get("properties", {})
+    return found if isinstance(found, Mapping) else {}
+
+
+def style_of(schema: Mapping[str, Any]) -> Style:
+    """How a property travels in a query string: as it is, repeated, or JSON-encoded."""
+    if _scalar(schema):
+        return "scalar"
+    items = schema.get("items")
+    if schema.get("type") == "array" and isinstance(items, Mapping) and _scalar(items):  # pyright: ignore[reportUnknownArgumentType]
+        return "array"
+    return "json"
+
+
+def _scalar(schema: Mapping[str, Any]) -> bool:
+    if any(keyword in schema for keyword in COMPOSITION):
+        return False
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return kind in SCALARS
+    if isinstance(kind, list):
+        return bool(kind) and all(k in SCALARS for k in kind)  # pyright: ignore[reportUnknownVariableType]
+    values = schema.get("enum", [schema["const"]] if "const" in schema else None)
+    return isinstance(values, list) and all(not isinstance(v, (dict, list)) for v in values)  # pyright: ignore[reportUnknownVariableType]
+
+
+def route_of(tool: ToolDefinition) -> ToolRoute:
+    """The operation a tool becomes (see the module docstring); a hint that cannot be served fails here."""
+    read_only = bool(tool.annotations.get("readOnlyHint", False))
+    hint = tool.surface.get("rest") or {"method": "GET" if read_only else "POST", "path": f"/tools/{tool.name}"}
+    method, path = str(hint["method"]).upper(), API + str(hint["path"])
+    if method not in ("GET", "PUT", "POST", "DELETE"):
+        raise ValueError(f"tool {tool.name!r}: REST method {method} is not one of GET, PUT, POST, DELETE")
+    if method == "GET" and not read_only:
+        raise ValueError(f"tool {tool.name!r}: GET is only for read-only tools")
+    properties = _properties(tool.input_schema)
+    required = set(tool.input_schema.get("required", ()))
+    params: list[Param] = []
+    for name in SEGMENT.findall(path):
+        if name not in properties:
+            raise ValueError(f"tool {tool.name!r}: path parameter {name!r} is not an input property")
+        params.append(Param(name, "path", style_of(properties[name]), properties[name], True))
+    body = method in ("PUT", "POST")
+    if not body:
+        taken = {p.name for p in params}
+        params += [Param(n, "query", style_of(s), s, n in required) for n, s in properties.items() if n not in taken]
+    return ToolRoute(tool, method, path, tuple(params), body)
+
+
+def resource_path(uri: str) -> str:
+    """`canon://types/Team` -> `/api/resources/types/Team` (templates keep their `{var}` segments)."""
+    return f"{API}/resources/{uri.split('://', 1)[-1]}"
+
+
+def resource_routes(registry: Registry) -> list[ResourceRoute]:
+    """The resource list, every concrete resource, then every template (so a concrete path wins)."""
+    routes = [ResourceRoute(None, f"{API}/resources")]
+    routes += [ResourceRoute(r, resource_path(r.uri or "")) for r in registry.resources]
+    for template in registry.templates:
+        path = resource_path(template.uri_template or "")
+        routes.append(ResourceRoute(template, path, tuple(SEGMENT.findall(path))))
+    return routes
+
+
+# -- $defs hoisting ----------------------------------------------------------------------------------------------------
+def _rewrite(node: Any, ref: Callable[[str], str]) -> Any:
+    """A copy of a schema with every `$ref` passed through `ref`; values of data keywords are left alone."""
+    if isinstance(node, Mapping):
+        out: dict[str, Any] = {}
+        for key, value in node.items():  # pyright: ignore[reportUnknownVariableType]
+            if key == "$ref" and isinstance(value, str):
+                out[key] = ref(value)
+            elif key in DATA_KEYWORDS:
+                out[key] = copy.deepcopy(value)
+            else:
+                out[key] = _rewrite(value, ref)
+        return out
+    if isinstance(node, list):
+        return [_rewrite(item, ref) for item in node]  # pyright: ignore[reportUnknownVariableType]
+    return node
+
+
+def _renamer(source: str, target: str, mapping: Mapping[str, str]) -> Callable[[str], str]:
+    def ref(value: str) -> str:
+        if not value.startswith(source):
+            return value
+        head, sep, tail = value[len(source) :].partition("/")
+        name = head.replace("~1", "/").replace("~0", "~")
+        if name not in mapping:
+            return value
+        return target + mapping[name].replace("~", "~0").replace("/", "~1") + sep + tail
+
+    return ref
+
+
+def _hoist(schema: Mapping[str, Any], components: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """`schema` without `$defs` (refs now into components) and where each definition went; fills `components`."""
+    defs: Mapping[str, Any] = schema.get("$defs", {})
+    base = {name: COMPONENT_NAME.sub("_", name) for name in defs}
+    suffix = dict.fromkeys(defs, 1)
+
+    def target(name: str) -> str:
+        return base[name] if suffix[name] == 1 else f"{base[name]}_{suffix[name]}"
+
+    while True:  # bump clashing names until stable: each bump only moves towards a free name
+        mapping = {name: target(name) for name in defs}
+        rewritten = {name: _rewrite(d, _renamer(DEFS, COMPONENTS, mapping)) for name, d in defs.items()}
+        seen: set[str] = set()
+        clashes: list[str] = []
+        for name in defs:
+            stored = components.get(mapping[name])
+            if mapping[name] in seen or (stored is not None and stored != rewritten[name]):
+                clashes.append(name)
+            seen.add(mapping[name])
+        if not clashes:
+            break
+        for name in clashes:
+            suffix[name] += 1
+    for name in defs:
+        components.setdefault(mapping[name], rewritten[name])
+    body = {k: v for k, v in schema.items() if k != "$defs"}
+    return _rewrite(body, _renamer(DEFS, COMPONENTS, mapping)), mapping
+
+
+def unhoist(doc: Mapping[str, Any], operation: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A tool operation's exact input and output schemas, rebuilt from the document (the inverse of hoisting)."""
+    components: dict[str, Any] = doc["components"]["schemas"]
+    defs: Mapping[str, Mapping[str, str]] = operation.get("x-canon-defs", {})
+    properties: dict[str, Any] = {}
+    for param in operation.get("parameters", ()):
+        properties[param["name"]] = (
+            param["schema"] if "schema" in param else param["content"]["application/json"]["schema"]
+        )
+    if "requestBody" in operation:
+        properties |= operation["requestBody"]["content"]["application/json"]["schema"].get("properties", {})
+    frame: dict[str, Any] = dict(operation["x-canon-input"])
+    output = operation["responses"]["200"]["content"]["application/json"]["schema"]
+
+    def rebuilt(body: Mapping[str, Any], mapping: Mapping[str, str]) -> dict[str, Any]:
+        back = _renamer(COMPONENTS, DEFS, {v: k for k, v in mapping.items()})
+        out: dict[str, Any] = _rewrite(body, back)
+        if mapping:
+            out["$defs"] = {name: _rewrite(components[c], back) for name, c in mapping.items()}
+        return out
+
+    frame["properties"] = properties
+    return rebuilt(frame, defs.get("input", {})), rebuilt(output, defs.get("output", {}))
+
+
+# -- the document ------------------------------------------------------------------------------------------------------
+_ERRORS: dict[str, tuple[int, str]] = {  # component name -> status, when it is answered
+    "BadRequest": (
+        400,
+        "The input is invalid (failed the input schema or the model, malformed JSON, unknown parameter).",
+    ),
+    "Unauthorized": (401, "The bearer token is not valid, or anonymous access is turned off."),
+    "Forbidden": (403, "The caller's role may not call this, or may not see that record."),
+    "NotFound": (404, "No such node, edge, resource or path."),
+    "Conflict": (409, "The record is not at the expected revision (or the write conflicts with the graph)."),
+    "PreconditionFailed": (412, "If-Match named a revision the record is no longer at."),
+    "ContentTooLarge": (413, "The request body is larger than the server accepts."),
+    "LimitExceeded": (422, "Valid input, but the query went past a bound (work or time); narrow it."),
+}
+_FIXED_SCHEMAS: dict[str, Any] = {
+    "rest.Problem": {
+        "type": "object",
+        "description": "An RFC 9457 problem: what went wrong, with canon's error code and JSON pointers.",
+        "required": ["type", "title", "status"],
+        "properties": {
+            "type": {"type": "string"},
+            "title": {"type": "string"},
+            "status": {"type": "integer"},
+            "detail": {"type": "string"},
+            "instance": {"type": "string"},
+            "code": {"type": "string", "description": "canon's error code, e.g. invalid_arguments or not_found."},
+            "errors": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["pointer", "message"],
+                    "properties": {"pointer": {"type": "string"}, "message": {"type": "string"}},
+                },
+            },
+        },
+    },
+    "rest.Resource": {
+        "type": "object",
+        "required": ["name", "title", "description", "uri", "mimeType", "subscribable"],
+        "properties": {
+            "name": {"type": "string"},
+            "title": {"type": "string"},
+            "description": {"type": "string"},
+            "uri": {"type": "string"},
+            "mimeType": {"type": "string"},
+            "subscribable": {"type": "boolean"},
+        },
+    },
+    "rest.ResourceList": {
+        "type": "object",
+        "required": ["resources", "next_cursor"],
+        "properties": {
+            "resources": {"type": "array", "items": {"$ref": COMPONENTS + "rest.Resource"}},
+            "next_cursor": {"type": ["string", "null"], "description": "Pass as cursor to get the next page."},
+        },
+    },
+}
+_CACHE_HEADERS = {
+    "ETag": {"description": "Validator for If-None-Match.", "schema": {"type": "string"}},
+    "Cache-Control": {"schema": {"type": "string"}},
+}
+_LINK = {"Link": {"description": 'The next page, as rel="next", when there is one.', "schema": {"type": "string"}}}
+
+
+def _errors(*names: str) -> dict[str, Any]:
+    return {str(_ERRORS[n][0]): {"$ref": f"#/components/responses/{n}"} for n in names}
+
+
+def _parameter(param: Param, schema: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": param.name, "in": param.location, "required": param.required}
+    if isinstance(schema.get("description"), str):
+        out["description"] = schema["description"]
+    if param.style == "json":
+        return out | {"content": {"application/json": {"schema": schema}}}
+    if param.style == "array":
+        out |= {"style": "form", "explode": True}
+    return out | {"schema": schema}
+
+
+def _operation(route: ToolRoute, components: dict[str, Any]) -> dict[str, Any]:
+    tool = route.tool
+    input_body, input_defs = _hoist(tool.input_schema, components)
+    output, output_defs = _hoist(tool.output_schema, components)
+    properties: Mapping[str, Any] = input_body.get("properties", {})
+    op: dict[str, Any] = {
+        "operationId": tool.name,
+        "summary": tool.title,
+        "description": tool.description,
+        "tags": [tool.permission],
+    }
+    if route.params:
+        op["parameters"] = [_parameter(p, properties[p.name]) for p in route.params]
+    if route.body:
+        path_names = {p.name for p in route.params}
+        body: dict[str, Any] = {k: v for k, v in input_body.items() if k not in ("properties", "required")}
+        body["properties"] = {k: v for k, v in properties.items() if k not in path_names}
+        required = [n for n in input_body.get("required", ()) if n not in path_names]
+        if required:
+            body["required"] = required
+        op["requestBody"] = {"required": bool(required), "content": {"application/json": {"schema": body}}}
+    ok: dict[str, Any] = {
+        "description": "The tool's structured result.",
+        "content": {"application/json": {"schema": output}},
+    }
+    headers = (_CACHE_HEADERS if route.conditional else {}) | (_LINK if route.pages and route.method == "GET" else {})
+    if headers:
+        ok["headers"] = headers
+    responses: dict[str, Any] = {"200": ok}
+    if route.conditional:
+        responses["304"] = {"$ref": "#/components/responses/NotModified"}
+    names = ["BadRequest", "Unauthorized", "Forbidden", "NotFound"]
+    if not tool.annotations.get("readOnlyHint", False):
+        names.append("Conflict")
+    if route.takes_if_match:
+        names.append("PreconditionFailed")
+    if route.body:
+        names.append("ContentTooLarge")
+    op["responses"] = responses | _errors(*names, "LimitExceeded")
+    op["x-canon-tool"] = tool.name
+    op["x-canon-annotations"] = dict(tool.annotations)
+    op["x-canon-permission"] = tool.permission
+    op["x-canon-input"] = {k: v for k, v in input_body.items() if k != "properties"}
+    defs = {k: v for k, v in (("input", input_defs), ("output", output_defs)) if v}
+    if defs:
+        op["x-canon-defs"] = defs
+    return op
+
+
+def _resource_operation(route: ResourceRoute) -> dict[str, Any]:
+    resource = route.resource
+    if resource is None:
+        return {
+            "operationId": "list_resources",
+            "summary": "List resources",
+            "description": "Every resource the caller may read: the fixed ones, then one per node, a page at a time "
+            "(as MCP resources/list). Pass next_cursor back as cursor for the next page.",
+            "tags": ["resources"],
+            "parameters": [{"name": "cursor", "in": "query", "required": False, "schema": {"type": "string"}}],
+            "responses": {
+                "200": {
+                    "description": "One page of resources.",
+                    "headers": _LINK,
+                    "content": {"application/json": {"schema": {"$ref": COMPONENTS + "rest.ResourceList"}}},
+                },
+            }
+            | _errors("BadRequest", "Unauthorized", "Forbidden"),
+            "x-canon-action": "resources/list",
+            "x-canon-permission": "read",
+        }
+    mime = resource.mime_type
+    json_like = mime == "application/json" or mime.endswith("+json")
+    op: dict[str, Any] = {
+        "operationId": f"resource.{resource.name}",
+        "summary": resource.title,
+        "description": resource.description,
+        "tags": ["resources"],
+    }
+    if route.variables:
+        op["parameters"] = [
+            {"name": v, "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
+            for v in route.variables
+        ]
+    body = {
+        "description": f"The resource ({mime}).",
+        "content": {mime: {"schema": {"type": "object" if json_like else "string"}}},
+    }
+    op["responses"] = {"200": body} | _errors("Unauthorized", "Forbidden", "NotFound")
+    op["x-canon-resource"] = resource.name
+    op["x-canon-permission"] = "read"
+    return op
+
+
+def openapi_document(registry: Registry) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of the REST surface for `registry`; the same registry gives the same document."""
+    model = registry.model
+    components: dict[str, Any] = copy.deepcopy(_FIXED_SCHEMAS)
+    paths: dict[str, dict[str, Any]] = {}
+    for tool in registry.tools:
+        route = route_of(tool)
+        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, components)
+    for resource_route in resource_routes(registry):
+        paths.setdefault(resource_route.path, {})["get"] = _resource_operation(resource_route)
+    responses: dict[str, Any] = {"NotModified": {"description": "The ETag in If-None-Match is still current."}}
+    for name, (_, description) in _ERRORS.items():
+        problem = {"schema": {"$ref": COMPONENTS + "rest.Problem"}}
+        responses[name] = {"description": description, "content": {PROBLEM_MEDIA: problem}}
+    description = str(model.document.get("description", ""))
+    return {
+        "openapi": OPENAPI_VERSION,
+        "info": {
+            "title": f"canon: {model.name}",
+            "version": model.version,
+            "description": f"{description}\n\nGenerated from canon's tool registry; every call goes through the same "
+            "dispatcher as MCP. Send a bearer token, or none to read public nodes anonymously.".lstrip(),
+            "x-canon-model": {"id": model.id, "name": model.name, "version": model.version},
+        },
+        # no jsonSchemaDialect: OpenAPI 3.1's default (2020-12 plus its vocabulary) already fits, and Swagger UI 5
+        # shows a warning box for any other value; each tool schema names its own $schema anyway
+        "security": [{"bearer": []}, {}],
+        "paths": paths,
+        "components": {
+            "schemas": components,
+            "responses": responses,
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer", "description": "A canon token (canon token create)."}
+            },
+        },
+        "tags": [
+            {"name": "read", "description": "Tools that only read."},
+            {"name": "write", "description": "Tools that change the graph."},
+            {"name": "admin", "description": "Tools for administrators."},
+            {"name": "resources", "description": "The MCP resources, read over HTTP."},
+        ],
+    }
