@@ -1,0 +1,1 @@
+"""Browser tests: /docs (Swagger UI) and /graphql (GraphiQL) in headless Chromium against `canon serve`."""

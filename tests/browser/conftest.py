@@ -1,0 +1,234 @@
+"""Fixtures for the browser tests: headless Chromium, the pages' scripts and styles from npm, a real `canon serve`.
+
+* `chromium`: the path of the Chromium binary (Debian's `chromium`; `$CANON_CHROMIUM` names another). Playwright
+  drives it; Playwright's own browser downloads are never used.
+* `ui_assets`: a folder laid out as `[server] ui_assets` expects (`<npm package>@<version>/<file>`), holding exactly
+  the files /docs and /graphql load, copied from tests/browser/node_modules (pinned by package-lock.json; installed
+  by scripts/test). Copies, not symlinks: canon's static files refuse a path that resolves outside the folder.
+* `site`: `canon serve` on a copy of the seeded store, configured by a canon.toml that sets `ui_assets`, and the id
+  of a public node.
+* `browser` and `page`: a headless Chromium, and a page that records what would make a page silently half-work
+  (console errors, uncaught exceptions, failed requests, requests that left the server).
+
+The tests skip only when CANON_SKIP_BROWSER_TESTS=1; otherwise a missing Chromium or npm package fails them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NoReturn
+from urllib.parse import urlsplit
+
+import pytest
+from playwright.sync_api import Browser, ConsoleMessage, Page, Request, Response, Route, sync_playwright
+
+from core.access import sees, sight_of
+from core.model import load_model
+from core.principal import ANONYMOUS
+from core.store.sqlite import SQLiteStore
+from tests.wire.conftest import (  # seed_template is a fixture used here
+    copy_store,
+    seed_template,  # noqa: F401  # pyright: ignore[reportUnusedImport]
+    serving,
+)
+
+BROWSER_DIR = Path(__file__).resolve().parent
+NODE_MODULES = BROWSER_DIR / "node_modules"
+SKIP = "CANON_SKIP_BROWSER_TESTS"
+CHROMIUM = "CANON_CHROMIUM"
+WAIT_MS = 30_000  # generous: two cores shared with other test runs; every wait is on a condition, never a sleep
+
+
+@dataclass(frozen=True)
+class Asset:
+    """One npm package's files that a page loads, and the `package@version` folder its URLs name."""
+
+    package: str
+    version: str  # as the page's URL names it: exact, or a major version (FastAPI's Swagger UI page asks for @5)
+    files: tuple[str, ...]
+
+    @property
+    def folder(self) -> str:
+        return f"{self.package}@{self.version}"
+
+
+ASSETS = (
+    Asset("swagger-ui-dist", "5", ("swagger-ui-bundle.js", "swagger-ui.css", "favicon-32x32.png")),
+    # strawberry's GraphiQL page (static/graphiql.html); its SRI hashes match these npm files byte for byte
+    Asset("react", "18.2.0", ("umd/react.production.min.js",)),
+    Asset("react-dom", "18.2.0", ("umd/react-dom.production.min.js",)),
+    Asset("js-cookie", "3.0.5", ("dist/js.cookie.min.js",)),
+    Asset("graphiql", "3.8.3", ("graphiql.min.css", "graphiql.min.js")),
+    Asset("@graphiql/plugin-explorer", "1.0.2", ("dist/style.css", "dist/index.umd.js")),
+)
+
+
+# -- what must be installed -----------------------------------------------------------------------------------------
+def _skip_if_asked() -> None:
+    if os.environ.get(SKIP) == "1":
+        pytest.skip(f"{SKIP}=1: the browser tests were asked to be skipped")
+
+
+def _fail(problem: str) -> NoReturn:
+    advice = f"Run scripts/test (it installs what the browser tests need), or set {SKIP}=1 to skip the browser tests"
+    pytest.fail(f"{problem}. {advice}.", pytrace=False)
+
+
+def _asset_problems() -> list[str]:
+    """What is not installed as package-lock.json pins it: another lockfile, a missing file, another version."""
+    lock = hashlib.sha256((BROWSER_DIR / "package-lock.json").read_bytes()).hexdigest()
+    stamp = NODE_MODULES / ".installed-from-lockfile"  # written by scripts/test
+    if not stamp.is_file() or stamp.read_text().strip() != lock:
+        return ["tests/browser/node_modules was not installed by scripts/test from the current lockfile"]
+    problems = []
+    for asset in ASSETS:
+        manifest = NODE_MODULES / asset.package / "package.json"
+        if not manifest.is_file():
+            problems.append(f"{asset.package} is not installed in tests/browser")
+            continue
+        found: str = json.loads(manifest.read_text())["version"]
+        if asset.version not in (found, found.split(".")[0]):  # exact, or the major version the URL names
+            problems.append(f"{asset.package} is {found} in tests/browser; the pages load {asset.folder}")
+        problems += [f"{asset.package} has no {name}" for name in asset.files if not (manifest.parent / name).is_file()]
+    return problems
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Path:
+    """Chromium's binary: $CANON_CHROMIUM, else `chromium` (Debian) or `chromium-browser` on PATH."""
+    _skip_if_asked()
+    if named := os.environ.get(CHROMIUM):
+        if not Path(named).is_file():
+            _fail(f"The browser tests need Chromium: {CHROMIUM}={named} is not a file")
+        return Path(named)
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        _fail("The browser tests need Chromium: there is no `chromium` on PATH (Debian: apt-get install chromium)")
+    return Path(found)
+
+
+@pytest.fixture(scope="session")
+def ui_assets(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The `ui_assets` folder: exactly the files the pages load, so a page asking for any other file gets a 404."""
+    _skip_if_asked()
+    if problems := _asset_problems():
+        _fail("The npm packages the pages load are not installed as pinned: " + "; ".join(problems))
+    folder = tmp_path_factory.mktemp("ui-assets")
+    for asset in ASSETS:
+        for name in asset.files:
+            target = folder / asset.folder / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(NODE_MODULES / asset.package / name, target)
+    return folder
+
+
+# -- the server -----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Site:
+    """A running `canon serve` with ui_assets set, and a node every caller (anonymous too) may read."""
+
+    base: str
+    public_id: str
+
+
+def public_node_id(store_path: Path) -> str:
+    """A seeded Service that an anonymous caller sees (by the same rule the server applies)."""
+    store = SQLiteStore.open(store_path, load_model())
+    try:
+        sight = sight_of(ANONYMOUS)
+        return next(node.id for node in store.iter_nodes("Service") if sees(sight, node))
+    finally:
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def site(
+    seed_template: Path,  # noqa: F811
+    ui_assets: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Site]:
+    """`canon serve` as an operator runs it, with a canon.toml in its working directory that sets ui_assets."""
+    folder = tmp_path_factory.mktemp("site")
+    store = copy_store(seed_template, folder / "canon.db")
+    public_id = public_node_id(store)
+    (folder / "canon.toml").write_text(f"[server]\nui_assets = {json.dumps(str(ui_assets))}\n")
+    with serving(store, cwd=folder) as process:
+        yield Site(process.base, public_id)
+        assert process.popen.poll() is None, f"canon serve exited:\n{process.output()}"
+
+
+# -- the browser ----------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def browser(chromium: Path) -> Iterator[Browser]:
+    """Headless Chromium; no sandbox (CI runs as root) and no proxy (every request goes to 127.0.0.1)."""
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=chromium, headless=True, args=["--no-sandbox", "--no-proxy-server"]
+        )
+        yield launched
+        launched.close()
+
+
+@dataclass
+class Watched:
+    """A page, and what went wrong on it that the page itself would not show."""
+
+    page: Page
+    errors: list[str] = field(default_factory=list[str])  # console errors and uncaught exceptions
+    failed: list[str] = field(default_factory=list[str])  # requests to the server that failed or were answered >= 400
+    outside: list[str] = field(default_factory=list[str])  # requests for anything not on the server (blocked)
+
+    def problems(self) -> list[str]:
+        return (
+            [f"console: {e}" for e in self.errors]
+            + [f"failed: {f}" for f in self.failed]
+            + [f"left the server: {o}" for o in self.outside]
+        )
+
+
+@pytest.fixture
+def page(browser: Browser, site: Site) -> Iterator[Watched]:
+    """A fresh page; a request for anything off the server is blocked and recorded (the pages must work offline)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(WAIT_MS)
+    opened = context.new_page()
+    watched = Watched(opened)
+
+    def route(route: Route) -> None:
+        url = route.request.url
+        if url.startswith(("data:", "blob:")) or _origin(url) == site.base:
+            route.continue_()
+        else:
+            watched.outside.append(url)
+            route.abort()
+
+    def console(message: ConsoleMessage) -> None:
+        if message.type == "error":
+            watched.errors.append(f"{message.text} ({message.location.get('url', '')})")
+
+    def response(answer: Response) -> None:
+        if answer.status >= 400 and _origin(answer.url) == site.base:
+            watched.failed.append(f"{answer.request.method} {answer.url}: {answer.status}")
+
+    def failed(request: Request) -> None:
+        if _origin(request.url) == site.base:
+            watched.failed.append(f"{request.method} {request.url}: {request.failure}")
+
+    context.route("**/*", route)
+    opened.on("console", console)
+    opened.on("pageerror", lambda error: watched.errors.append(f"uncaught {error.name}: {error.message}"))
+    opened.on("response", response)
+    opened.on("requestfailed", failed)
+    yield watched
+    context.close()
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
