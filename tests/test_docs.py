@@ -64,3 +64,17 @@ def test_every_relative_link_in_the_docs_points_at_a_file() -> None:
 def _subclasses(cls: type) -> set[type]:
     found = set(cls.__subclasses__())
     return found | {s for c in found for s in _subclasses(c)}
+
+
+def test_every_tool_s_rest_route_and_graphql_field_is_in_the_surface_guides(model: Model) -> None:
+    rest = (DOCS / "surfaces" / "rest.md").read_text(encoding="utf-8")
+    graphql = (DOCS / "surfaces" / "graphql.md").read_text(encoding="utf-8")
+    registry = build_registry(model)
+    missing = []
+    for tool in registry.tools:
+        hint = tool.surface["rest"]
+        if not re.search(rf"`{hint['method']} /api{re.escape(hint['path'])}[`?]", rest):
+            missing.append(f"rest.md: {hint['method']} /api{hint['path']} ({tool.name})")
+        if f"`{tool.name}`" not in graphql:
+            missing.append(f"graphql.md: {tool.name}")
+    assert not missing
