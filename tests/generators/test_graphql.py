@@ -169,6 +169,9 @@ def test_arguments_are_the_input_properties_with_their_defaults(gen_instance: In
             if "default" in prop:
                 node = args[name].ast_node
                 assert node is not None, (tool.name, name)
+                if str(args[name].type) == "JSON" and isinstance(prop["default"], dict | list):
+                    assert node.default_value is None, "a JSON object default has no literal: introspection fails on it"
+                    continue
                 assert node.default_value is not None, (tool.name, name)
                 assert graphql.value_from_ast(node.default_value, args[name].type) == prop["default"], (tool.name, name)
     limit = schema.query_type.fields["find_nodes"].args["limit"]  # type: ignore[union-attr]
