@@ -248,3 +248,26 @@ def test_a_websocket_upgrade_with_a_bad_token_is_refused_before_the_surface(inst
     instance.audit.flush()
     records, _ = instance.store.audit_records(AuditQuery(surface="echo", outcome="rejected"), before=None, limit=10)
     assert [r["target"] for r in records] == ["/echo/"]
+
+
+@pytest.mark.anyio
+async def test_a_change_committed_in_this_process_wakes_the_pump_without_waiting_for_its_tick(
+    instance: Instance,
+) -> None:
+    from core.wire.events import EventFanout
+    from tests.wire.conftest import pumping
+
+    assert instance.index is not None
+    fanout = EventFanout(instance.index, tick_s=3600)  # without the wake-up, delivery would wait an hour
+    async with pumping(fanout), fanout.watch() as changes:
+        await anyio.sleep(0)  # let the pump start and reach its wait
+        for n in range(2):  # twice: the wake-up is re-armed after each delivery
+            arguments = {"id": "team-payments", "type": "Team",
+                         "properties": TEAM_PAYMENTS | {"mission": f"Moves money ({n})."}}  # fmt: skip
+            await anyio.to_thread.run_sync(instance.dispatcher.call_tool, LOCAL, "test", "upsert_node", arguments)
+            with anyio.fail_after(10):
+                change = await changes.__anext__()
+            assert change.key == "team-payments"
+
+
+TEAM_PAYMENTS = {"slug": "payments", "name": "Payments", "mission": "Moves money.", "area": "product"}

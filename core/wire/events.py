@@ -1,8 +1,9 @@
 """Change events to MCP subscribers of both protocol revisions.
 
 The index calls `EventFanout.collect` (from whatever thread synced it) with every batch of committed changes,
-whoever committed them; `EventFanout.pump` runs in the server's event loop, syncs the index on a short tick
-(so commits by *other processes* are noticed too), and sends:
+whoever committed them; `EventFanout.pump` runs in the server's event loop, wakes at once when this process
+commits and otherwise syncs the index on a short tick (so commits by *other processes* are noticed too), and
+sends:
 
 * `notifications/resources/updated` for `canon://nodes/{type}/{id}` of every changed node, and for
   `canon://changes`, to 2026-07-28 listen streams (through the SDK's subscription bus, which filters by the
@@ -20,6 +21,7 @@ SDK connection (its `ServerSession` is made per request) and dropped when the co
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections import deque
@@ -59,6 +61,8 @@ class EventFanout:
         self.on_model_change = on_model_change
         self.bus = InMemorySubscriptionBus()
         self._pending: deque[Change] = deque()
+        self._loop: asyncio.AbstractEventLoop | None = None  # the pump's, while it runs
+        self._wake: asyncio.Event | None = None
         self._legacy: dict[str, dict[int, ServerSession]] = {}  # uri -> connection id -> session
         self._legacy_all: dict[int, ServerSession] = {}  # every legacy connection seen, for list_changed
         self._watchers: set[MemoryObjectSendStream[Change]] = set()
@@ -124,18 +128,32 @@ class EventFanout:
 
     # -- delivery ----------------------------------------------------------------------------------------------
     def collect(self, changes: list[Change]) -> None:
-        """Index listener: queue changes for the event loop (deque appends are thread-safe)."""
+        """Index listener: queue changes for the event loop (deque appends are thread-safe) and wake the pump, so a
+        change committed in this process is delivered at once rather than at the next tick."""
         self._pending.extend(changes)
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(wake.set)  # safe from any thread, the loop's own included
 
     async def pump(self) -> None:
-        """Forever: sync the index, then deliver what was collected. Run it in the server's task group."""
-        while True:
-            try:
-                await anyio.to_thread.run_sync(self.index.sync)
-                await self.flush()
-            except Exception:  # the pump must outlive any one bad delivery; log and go on
-                log.exception("delivering change notifications failed")
-            await anyio.sleep(self.tick_s)
+        """Forever: sync the index, then deliver what was collected. Run it in the server's task group.
+
+        It wakes when this process commits (`collect`) and otherwise every `tick_s`, which is how changes
+        committed by *other* processes (seen only by syncing the index) are noticed.
+        """
+        self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
+        try:
+            while True:
+                try:
+                    await anyio.to_thread.run_sync(self.index.sync)
+                    await self.flush()
+                except Exception:  # the pump must outlive any one bad delivery; log and go on
+                    log.exception("delivering change notifications failed")
+                with anyio.move_on_after(self.tick_s):
+                    await self._wake.wait()
+                self._wake.clear()
+        finally:
+            self._loop = self._wake = None
 
     async def flush(self) -> None:
         changes: list[Change] = []
