@@ -36,6 +36,7 @@ from typing import Any, Optional
 import anyio
 import strawberry
 from graphql import (
+    ASTValidationRule,
     FieldNode,
     FragmentSpreadNode,
     GraphQLError,
@@ -492,10 +493,12 @@ class Builder:
         named = (("Query", query), ("Mutation", mutation), ("Subscription", subscription))
         roots = {n: strawberry.type(type(n, (), fields)) if fields else None for n, fields in named}
         assert roots["Query"] is not None  # every registry has read tools and resources
+        # one rule class for the schema's life: ValidationCache keys on the rule classes
+        cost: list[type[ASTValidationRule]] = [cost_rule(self.maxima)]
         schema = CanonSchema(
             query=roots["Query"], mutation=roots["Mutation"], subscription=roots["Subscription"],
             types=self.mapper.extra_types, config=StrawberryConfig(auto_camel_case=False),
-            extensions=[*extensions, lambda: AddValidationRules([cost_rule(self.maxima)])],
+            extensions=[*extensions, lambda: AddValidationRules(cost)],
         )  # fmt: skip
         return Built(schema, tuple(self.mapper.fallbacks))
 
@@ -508,9 +511,13 @@ def _uris_of(change: Change) -> tuple[str, ...]:
 
 
 def _extensions() -> list[Any]:
+    """Per-request extension factories. The depth and alias rules are made once, here: those limiters make a new
+    rule class per instance, and ValidationCache keys on the rule classes, so one limiter per request would make
+    every request miss the cache and validate the whole query again."""
+    rules = [*QueryDepthLimiter(max_depth=MAX_DEPTH).validation_rules,
+             *MaxAliasesLimiter(max_alias_count=MAX_ALIASES).validation_rules]  # fmt: skip
     return [
-        lambda: QueryDepthLimiter(max_depth=MAX_DEPTH),
-        lambda: MaxAliasesLimiter(max_alias_count=MAX_ALIASES),
+        lambda: AddValidationRules(rules),
         lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
         lambda: MaskErrors(should_mask_error=_unexpected, error_message="Unexpected error; it has been logged."),
         ParserCache,

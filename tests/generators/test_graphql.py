@@ -321,6 +321,20 @@ def test_deep_and_expensive_queries_are_refused_before_they_run(admin: Client) -
     assert "errors" not in admin.post("{ find_nodes(limit: 100) { items { id } } }")
 
 
+def test_a_repeated_query_is_validated_once(admin: Client) -> None:
+    """The validation cache keys on the rule classes: limiters that made new rule classes per request made every
+    request miss it and validate the whole query again (about three quarters of a get_node's time)."""
+    from strawberry.extensions.validation_cache import DEFAULT_MAXSIZE, _get_validate_cache
+
+    cache = _get_validate_cache(DEFAULT_MAXSIZE)  # the server runs in this process (a uvicorn thread)
+    query = '{ get_node(id: "team-payments") { revision node { id } } }  # validated once'
+    before = cache.cache_info()
+    for _ in range(3):
+        assert "errors" not in admin.post(query)
+    after = cache.cache_info()
+    assert (after.misses - before.misses, after.hits - before.hits) == (1, 2)
+
+
 # -- writes -----------------------------------------------------------------------------------------------------------
 def test_mutations_write_through_the_dispatcher_and_conflicts_say_so(fresh_instance: Instance) -> None:
     with live(fresh_instance, SURFACES) as base, Client(base, token(fresh_instance, "gq-writer", "writer")) as writer:
