@@ -50,7 +50,7 @@ def _meta() -> dict[str, Any]:
     return {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
 
 
-def _peak_rss_mib(pid: int) -> float:
+def peak_rss_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status", encoding="ascii") as status:
         for line in status:
             if line.startswith("VmHWM:"):
@@ -58,7 +58,7 @@ def _peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def _admin_token(store: Path, name: str) -> str:
+def admin_token(store: Path, name: str) -> str:
     """`canon token create NAME --role admin` in the store's folder (where a server started there reads it)."""
     command = [sys.executable, "-m", "core.cli", "--store", str(store), "token", "create", name, "--role", "admin"]
     return subprocess.run(command, cwd=store.parent, capture_output=True, check=True, text=True).stdout.strip()
@@ -144,7 +144,7 @@ class Peer:
 
     def close(self) -> float:
         """Stop the server; return its peak resident memory in MiB."""
-        peak = _peak_rss_mib(self.proc.pid)
+        peak = peak_rss_mib(self.proc.pid)
         if self.transport == "http":
             self.http.close()
         self.proc.terminate()
@@ -168,8 +168,9 @@ def peer(command: list[str], transport: str, revision: str, cwd: Path, token: st
         started.close()
 
 
-def timed(call: Callable[[], Any], calls: int) -> dict[str, float]:
-    for _ in range(max(10, calls // 10)):  # warm-up
+def timed(call: Callable[[], Any], calls: int, warmup: int | None = None) -> dict[str, float]:
+    """p50/p90/p99 in ms of `calls` sequential calls, after `warmup` untimed ones (default: a tenth, at least 10)."""
+    for _ in range(max(10, calls // 10) if warmup is None else warmup):
         call()
     samples: list[float] = []
     for _ in range(calls):
@@ -220,7 +221,7 @@ def run(store: Path, nodes: int, transports: list[str], revisions: list[str], ca
     work = store.parent
     canon = [sys.executable, "-m", "core.cli", "--store", str(store), "serve", "--log-level", "warning"]
     echo = [sys.executable, str(HERE / "echo_server.py")]
-    token = _admin_token(store, "bench")
+    token = admin_token(store, "bench")
     results: dict[str, Any] = {}
     for transport in transports:
         for revision in revisions:
@@ -236,7 +237,7 @@ def run(store: Path, nodes: int, transports: list[str], revisions: list[str], ca
                 for label, (method, params) in scenarios(nodes).items():
                     figures = timed(lambda s=server, m=method, p=params: s.request(m, p), calls)
                     row[label] = figures | {"p50_ratio": round(figures["p50_ms"] / base["p50_ms"], 2)}
-                row["canon peak_rss_mib"] = _peak_rss_mib(server.proc.pid)
+                row["canon peak_rss_mib"] = peak_rss_mib(server.proc.pid)
             results[f"{transport} {revision}"] = row
     return results
 
@@ -274,7 +275,7 @@ def throughput(store: Path, worker_counts: list[int], seconds: float, clients: i
     import multiprocessing
 
     work = store.parent
-    token = _admin_token(store, "hammer")
+    token = admin_token(store, "hammer")
     results: dict[str, Any] = {}
     for workers in worker_counts:
         command = [sys.executable, "-m", "core.cli", "--store", str(store), "serve", "--log-level", "warning",
@@ -301,6 +302,25 @@ def throughput(store: Path, worker_counts: list[int], seconds: float, clients: i
     return {"clients": clients, "connections_per_client": connections, "seconds": seconds} | results
 
 
+def prepare_store(folder: Path, source: Path | None, nodes: int) -> tuple[Path, int]:
+    """`folder/canon.db` to measure, and its node count: a copy of `source` (made by canon synth), or else a
+    synthetic graph of `nodes` nodes (`canon synth`, seed 0) imported into the default model."""
+    store = folder / "canon.db"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
+    if source is not None:
+        shutil.copyfile(source, store)
+        stats = subprocess.run([sys.executable, "-m", "core.cli", "--store", str(store), "stats"], cwd=REPO, env=env,
+                               capture_output=True, check=True, text=True).stdout  # fmt: skip
+        return store, int(json.loads(stats)["nodes"])
+    data = folder / "graph.jsonl"
+    subprocess.run([sys.executable, "-m", "core.cli", "synth", str(data), "--nodes", str(nodes)], cwd=REPO,
+                   env=env, check=True, capture_output=True)  # fmt: skip
+    subprocess.run([sys.executable, "-m", "core.cli", "--store", str(store), "--model",
+                    str(REPO / "schema" / "default" / "model.schema.json"), "import", str(data),
+                    "--no-progress"], cwd=REPO, env=env, check=True, capture_output=True)  # fmt: skip
+    return store, nodes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=10_000, help="synthetic graph size (default 10,000)")
@@ -313,21 +333,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="throughput: how long each run lasts")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="canon-bench-") as folder:
-        store = Path(folder) / "canon.db"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
-        if args.store is not None:
-            shutil.copyfile(args.store, store)
-            nodes = int(json.loads(subprocess.run([sys.executable, "-m", "core.cli", "--store", str(store), "stats"],
-                                                  cwd=REPO, env=env, capture_output=True, check=True,
-                                                  text=True).stdout)["nodes"])  # fmt: skip
-        else:
-            nodes = args.nodes
-            data = Path(folder) / "graph.jsonl"
-            subprocess.run([sys.executable, "-m", "core.cli", "synth", str(data), "--nodes", str(nodes)], cwd=REPO,
-                           env=env, check=True, capture_output=True)  # fmt: skip
-            subprocess.run([sys.executable, "-m", "core.cli", "--store", str(store), "--model",
-                            str(REPO / "schema" / "default" / "model.schema.json"), "import", str(data),
-                            "--no-progress"], cwd=REPO, env=env, check=True, capture_output=True)  # fmt: skip
+        store, nodes = prepare_store(Path(folder), args.store, args.nodes)
         if args.throughput:
             report = throughput(store, [1, 2], args.seconds, clients=2, connections=4)
             print(json.dumps({"nodes": nodes, "cpus": os.cpu_count(), "throughput": report}, indent=1))
