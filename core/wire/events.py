@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 import anyio
@@ -163,26 +163,41 @@ class EventFanout:
             return
         self._tell_watchers(changes)
         uris = list(dict.fromkeys(uri for c in changes for uri in _uris(c)))
+        legacy: dict[int, tuple[ServerSession, list[str]]] = {}
         for uri in [*uris, CHANGES_URI]:
             await self.bus.publish(ResourceUpdated(uri=uri))
             for key, session in list(self._legacy.get(uri, {}).items()):
-                await self._send(key, session.send_resource_updated(uri))
+                legacy.setdefault(key, (session, []))[1].append(uri)
+        async with anyio.create_task_group() as tasks:  # connections in parallel, each in order: none waits on another
+            for key, (session, session_uris) in legacy.items():
+                tasks.start_soon(self._send_updates, key, session, session_uris)
         model_changed = any(c.kind == "model" for c in changes)
         if model_changed and self.on_model_change is not None:  # serve the new model before announcing it
             await anyio.to_thread.run_sync(self.on_model_change)
         nodes_came_or_went = any(c.kind == "node" and (c.before is None or c.after is None) for c in changes)
         if model_changed:
             await self.bus.publish(ToolsListChanged())
-            for key, session in list(self._legacy_all.items()):
-                await self._send(key, session.send_tool_list_changed())
+            await self._broadcast(lambda session: session.send_tool_list_changed())
         if model_changed or nodes_came_or_went:  # resources/list lists the types and the nodes
             await self.bus.publish(ResourcesListChanged())
-            for key, session in list(self._legacy_all.items()):
-                await self._send(key, session.send_resource_list_changed())
+            await self._broadcast(lambda session: session.send_resource_list_changed())
 
-    async def _send(self, key: int, sending: Any) -> None:
+    async def _broadcast(self, sending: Callable[[ServerSession], Awaitable[None]]) -> None:
+        """Send one notification to every legacy connection, in parallel."""
+        async with anyio.create_task_group() as tasks:
+            for key, session in list(self._legacy_all.items()):
+                tasks.start_soon(self._send, key, sending(session))
+
+    async def _send_updates(self, key: int, session: ServerSession, uris: list[str]) -> None:
+        for uri in uris:
+            if not await self._send(key, session.send_resource_updated(uri)):
+                return
+
+    async def _send(self, key: int, sending: Any) -> bool:
         try:
             await sending
         except Exception:  # a closed or broken connection: stop sending to it
             log.debug("dropping a legacy connection that could not be notified", exc_info=True)
             self._forget(key)
+            return False
+        return True
