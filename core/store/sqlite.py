@@ -389,7 +389,9 @@ class SQLiteStore:
 
     def find_nodes(self, query: NodeQuery, *, after: str | None, limit: int) -> tuple[list[Node], int]:
         """One page of matching nodes in id order (after the id `after`) and how many match in all."""
-        where, params = _node_filter(query)
+        node_type = self._model.node_types.get(query.type) if query.type is not None else None
+        key_property = node_type.key if node_type is not None else None
+        where, params = _node_filter(query, key_property)
         rows = self._read(
             f"SELECT {_NODE_COLUMNS} FROM nodes WHERE {where} AND id > ? ORDER BY id LIMIT ?",
             [*params, after or "", limit],
@@ -705,8 +707,12 @@ def _access(record: Node | Edge | None) -> tuple[str | None, str | None]:
     return record.visibility, _dumps(list(record.readers)) if record.readers else None
 
 
-def _node_filter(query: NodeQuery) -> tuple[str, list[Any]]:
-    """The SQL condition (and its parameters) selecting the nodes of `query`; agrees with `Condition.matches`."""
+def _node_filter(query: NodeQuery, key_property: str | None = None) -> tuple[str, list[Any]]:
+    """The SQL condition (and its parameters) selecting the nodes of `query`; agrees with `Condition.matches`.
+
+    An equality (or `in`) on the type's key property with text values also says `key = ?` (`key IN (...)`): the
+    `key` column holds exactly that text, so the answer is the same, found through the unique (type, key) index
+    instead of a scan of the type (`email = …` among 100,000 people)."""
     clauses, params = ["1"], list[Any]()
     if query.sight is not None:
         sql, values = _sight_sql(query.sight)
@@ -722,6 +728,10 @@ def _node_filter(query: NodeQuery) -> tuple[str, list[Any]]:
         sql, values = _condition_sql(c)
         clauses.append(sql)
         params += values
+        keys = [c.value] if c.op == "eq" else c.value if c.op == "in" else None
+        if query.type is not None and c.property == key_property and keys and all(isinstance(k, str) for k in keys):
+            clauses.append(f"key IN ({', '.join('?' * len(keys))})")
+            params += keys
     if query.text:
         lowered = query.text.lower()
         if len(lowered) >= 3:  # candidates from the trigram index; the LIKE below keeps the answer exact

@@ -350,3 +350,28 @@ def test_iteration_lists_every_node_and_edge_in_order(seeded_store: SQLiteStore)
     assert sorted(seeded_store.iter_topology()) == sorted((e.type, e.source, e.target) for e in edges)
     some = [n.id for n in nodes[:3]]
     assert set(seeded_store.nodes([*some, "no-such-node"])) == set(some)
+
+
+def test_an_equality_on_the_key_property_is_found_through_the_key_index(seeded_store: SQLiteStore) -> None:
+    from core.conditions import Condition
+    from core.store import NodeQuery
+    from core.store.sqlite import _node_filter
+
+    email = "ingrid.halvorsen@northwind.example"
+
+    def ids(*conditions: Condition) -> list[str]:
+        nodes, total = seeded_store.find_nodes(NodeQuery("Person", conditions), after=None, limit=500)
+        assert total == len(nodes)
+        return [n.id for n in nodes]
+
+    assert ids(Condition("email", "eq", email)) == ["person-ingrid-halvorsen"]
+    assert ids(Condition("email", "eq", email.upper())) == []  # still exact: no case folding
+    assert ids(Condition("email", "in", [email, "nobody@example.org"])) == ["person-ingrid-halvorsen"]
+    assert ids(Condition("email", "in", [])) == []
+    assert ids(Condition("email", "ne", email))[:1] != ["person-ingrid-halvorsen"]
+
+    where, params = _node_filter(NodeQuery("Person", (Condition("email", "eq", email),)), "email")
+    plan = seeded_store._read(f"EXPLAIN QUERY PLAN SELECT id FROM nodes WHERE {where}", params)
+    assert "nodes_type_key" in " ".join(str(row) for row in plan)
+    where, params = _node_filter(NodeQuery("Person", (Condition("name", "eq", "Ingrid Halvorsen"),)), "email")
+    assert "key IN" not in where  # other properties are not the key
