@@ -59,10 +59,26 @@ def edge_envelope(type_name: str) -> dict[str, Any]:
     return _envelope(type_name, head, ["type", "source", "target"])
 
 
+def _tagged(kind: str, names: list[str]) -> dict[str, Any]:
+    """One record of any of `names`, told apart by its `type` (a tagged union).
+
+    The same set as `oneOf` over the envelopes (each has a `const` type), but a validator checks only the branch
+    whose type matches instead of every branch: an SDK client validating a `get_node` result against the output
+    schema took 5.2 ms with `oneOf` over the seven node types; see docs/benchmarks.md.
+    """
+    return {
+        "type": "object",
+        "required": ["type"],
+        "properties": {"type": {"enum": names}},
+        "allOf": [{"if": {"properties": {"type": {"const": name}}}, "then": {"$ref": f"#/$defs/canon.{kind}.{name}"}}
+                  for name in names],
+    }  # fmt: skip
+
+
 def _envelopes(model: Model) -> dict[str, Any]:
     defs: dict[str, Any] = copy.deepcopy(dict(model.document["$defs"]))
-    defs["canon.Node"] = {"oneOf": [{"$ref": f"#/$defs/canon.node.{name}"} for name in model.node_types]}
-    defs["canon.Edge"] = {"oneOf": [{"$ref": f"#/$defs/canon.edge.{name}"} for name in model.edge_types]}
+    defs["canon.Node"] = _tagged("node", list(model.node_types))
+    defs["canon.Edge"] = _tagged("edge", list(model.edge_types))
     defs |= {f"canon.node.{name}": node_envelope(name) for name in model.node_types}
     defs |= {f"canon.edge.{name}": edge_envelope(name) for name in model.edge_types}
     return defs

@@ -262,3 +262,24 @@ def test_type_schema_validates_an_edges_properties(model: Model) -> None:
     assert validator.is_valid({"role": "lead"})
     assert not validator.is_valid({"role": "captain"})
     assert not validator.is_valid({})
+
+
+def test_node_and_edge_unions_are_tagged_so_a_validator_checks_one_branch(model: Model) -> None:
+    """`oneOf` over the seven node envelopes made an SDK client validate every branch of every node it received
+    (5.2 ms per get_node, 39 ms per page of 20 people); the tagged form checks the one branch the type names."""
+    from jsonschema import Draft202012Validator
+
+    registry = build_registry(model)
+    schema = registry.tool("get_node").output_schema
+    union = schema["$defs"]["canon.Node"]
+    assert "oneOf" not in union
+    assert union["properties"]["type"]["enum"] == list(model.node_types)
+    assert [b["then"]["$ref"] for b in union["allOf"]] == [f"#/$defs/canon.node.{t}" for t in model.node_types]
+    validator = Draft202012Validator(schema)
+    team = {"id": "team-x", "type": "Team", "visibility": "public", "revision": 1,
+            "properties": {"slug": "x", "name": "X", "mission": "M", "area": "platform"}}  # fmt: skip
+    assert validator.is_valid({"node": team, "revision": 1})
+    assert not validator.is_valid({"node": {**team, "type": "Nope"}, "revision": 1})  # not a node type
+    assert not validator.is_valid({"node": {**team, "type": "Person"}, "revision": 1})  # a Team's properties
+    missing = {k: v for k, v in team["properties"].items() if k != "mission"}
+    assert not validator.is_valid({"node": {**team, "properties": missing}, "revision": 1})
