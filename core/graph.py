@@ -10,10 +10,12 @@ call it before reading and `follow()` calls it in the background to push changes
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable
 from contextlib import contextmanager
+from typing import Any
 
 import networkx as nx
 
@@ -50,17 +52,46 @@ class GraphIndex:
         """Load the whole topology from the store, then catch up with anything committed meanwhile."""
         index = cls(store)
         index.revision = store.revision()  # read first: replaying changes newer than the snapshot is idempotent
-        graph = index.graph
-        for id_, type_, visibility, readers in store.iter_node_heads():
-            graph.add_node(id_, type=type_, visibility=visibility, readers=readers or _NO_READERS)
-            index._count_node(type_, visibility, 1, id_, readers)
-        for type_, source, target in store.iter_topology():
-            if source not in graph or target not in graph:  # an end committed after the nodes were read:
-                continue  # its change (and this edge's) is newer than `revision`, so sync() replays both
-            graph.add_edge(source, target, key=type_)
-            index._count_edge(type_, source, target, 1)
+        collecting = gc.isenabled()
+        gc.disable()  # millions of new dicts and no garbage: the cyclic collector would rescan them again and again
+        try:
+            index._load(store)
+        finally:
+            if collecting:
+                gc.enable()
         index.sync()
         return index
+
+    def _load(self, store: Store) -> None:
+        """Fill the empty graph with the store's topology, writing networkx's adjacency dicts directly.
+
+        Exactly what `add_node` / `add_edge(source, target, key=type)` build (one key dict shared by the
+        successor and predecessor maps, an empty data dict per edge), without their per-call checks and cache
+        clearing. Opening a 1,000,000-node, 3,200,000-edge store: 45.5 s before; 30.6 s with the cyclic collector
+        off during the load (`build`); 23.5 s with this as well. networkx documents these dicts as the graph's data
+        structure; `test_graph` checks the result equals one built with `add_edge`.
+        """
+        graph: Any = self.graph  # its adjacency dicts are not in the type stubs
+        nodes: dict[str, dict[str, Any]] = graph._node
+        succ: dict[str, dict[str, dict[str, dict[str, Any]]]] = graph._succ
+        pred: dict[str, dict[str, dict[str, dict[str, Any]]]] = graph._pred
+        by_level, edge_counts = self._by_level, self.edge_counts
+        for id_, type_, visibility, readers in store.iter_node_heads():
+            nodes[id_] = {"type": type_, "visibility": visibility, "readers": readers or _NO_READERS}
+            succ[id_], pred[id_] = {}, {}
+            self._count_node(type_, visibility, 1, id_, readers)
+        for type_, source, target in store.iter_topology():
+            ends = nodes.get(source), nodes.get(target)
+            if ends[0] is None or ends[1] is None:  # an end committed after the nodes were read:
+                continue  # its change (and this edge's) is newer than `revision`, so sync() replays both
+            keys = succ[source].get(target)
+            if keys is None:
+                keys = succ[source][target] = pred[target][source] = {}
+            keys[type_] = {}
+            edge_counts[type_] += 1
+            level = max(_LEVEL[ends[0]["visibility"]], _LEVEL[ends[1]["visibility"]])
+            by_level[(type_, _LEVELS[level])] += 1
+        nx._clear_cache(graph)  # pyright: ignore[reportPrivateUsage]
 
     # -- following the change log ------------------------------------------------------------------------------
     def add_listener(self, listener: ChangeListener) -> Callable[[], None]:

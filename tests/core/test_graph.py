@@ -10,7 +10,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from core.graph import GraphIndex
 from core.model import Model
@@ -50,6 +50,33 @@ def test_build_mirrors_every_node_and_edge_of_the_store(seeded_store: SQLiteStor
         )
     stored = {(e.source, e.target, e.type) for e in seeded_store.iter_edges()}
     assert set(index.graph.edges(keys=True)) == stored
+
+
+def test_the_bulk_load_builds_exactly_what_add_node_and_add_edge_build(seeded_store: SQLiteStore) -> None:
+    """The build writes networkx's adjacency dicts directly (for speed); it must be the same graph, down to the
+    key dict that the successor and predecessor maps share, and the same counts a change-by-change build keeps."""
+    import networkx as nx
+
+    built = GraphIndex.build(seeded_store)
+    reference: nx.MultiDiGraph[str] = nx.MultiDiGraph()
+    for id_, type_, visibility, readers in seeded_store.iter_node_heads():
+        reference.add_node(id_, type=type_, visibility=visibility, readers=readers or ())
+    for type_, source, target in seeded_store.iter_topology():
+        reference.add_edge(source, target, key=type_)
+    assert nx.utils.graphs_equal(built.graph, reference)
+    assert sorted(built.graph.edges(keys=True, data=True)) == sorted(reference.edges(keys=True, data=True))
+    assert sorted(built.graph.in_edges(keys=True)) == sorted(reference.in_edges(keys=True))
+    graph: Any = built.graph
+    for source, target, _ in list(graph.edges(keys=True))[:50]:
+        assert graph._succ[source][target] is graph._pred[target][source]  # one key dict, as networkx makes it
+    replayed = GraphIndex(seeded_store)
+    replayed.apply(seeded_store.changes(0, 1_000_000))
+    assert built.visible_counts(None) == replayed.visible_counts(None)
+    for levels in ({"public"}, {"public", "internal"}):
+        sight = Sight(frozenset(levels))
+        assert built.visible_counts(sight) == replayed.visible_counts(sight)
+    built.graph.add_edge("team-payments", "svc-checkout-api", key="depends_on")  # and it stays a working graph
+    assert built.graph.has_edge("team-payments", "svc-checkout-api", key="depends_on")
 
 
 def test_build_keeps_readers_of_restricted_nodes(store: SQLiteStore) -> None:
