@@ -333,7 +333,7 @@ class Builder:
                 self.maxima[(root_name, tool.name)] = sub["maximum"]
         result = self.mapper.map(tool.output_schema, tool.output_schema, pascal(tool.name) + "Result", tool.name,
                                  output=True)  # fmt: skip
-        runtime, name, properties = self.runtime, tool.name, schema.get("properties", {})
+        runtime, name = self.runtime, tool.name
 
         async def resolve(info: strawberry.Info, **given: Any) -> Any:
             arguments: dict[str, Any] = {}
@@ -341,9 +341,7 @@ class Builder:
                 value = given.get(py, UNSET)
                 if value is UNSET or (value is None and not null_ok):
                     continue
-                value = mapped.dehydrate(value)
-                if "default" not in properties[prop] or value != properties[prop]["default"]:
-                    arguments[prop] = value  # a value equal to the default is the default: the call is the same
+                arguments[prop] = mapped.dehydrate(value)  # the dispatcher fills in what is left out, as on MCP
             return result.hydrate(await runtime.call_tool(info, name, arguments))
 
         _sign(resolve, params, Optional[result.annotation])  # noqa: UP045
