@@ -99,10 +99,12 @@ def _parser() -> argparse.ArgumentParser:
                 "gives identical bytes.")  # fmt: skip
     p.add_argument("path", metavar="PATH", help="output file, or - for standard output")
     p.add_argument("--format", choices=("json", "jsonl", "yaml"), help="output format (default: from the extension)")
-    p = command("serve", _serve, "serve the graph over MCP (HTTP, or stdio with --stdio)",
+    p = command("serve", _serve, "serve the graph over MCP, REST, GraphQL and llms.txt (or MCP on stdio)",
                 "Serve MCP over Streamable HTTP at http://HOST:PORT/mcp (both protocol revisions, 2025-11-25 and "
-                "2026-07-28), with /healthz; or over stdin/stdout with --stdio (logs go to stderr). A new store on "
-                "the embedded model is created and seeded first.")  # fmt: skip
+                "2026-07-28), with /healthz, and on the same port every installed surface generated from the same "
+                "definitions: REST at /api (OpenAPI at /openapi.json, docs at /docs), GraphQL at /graphql, and "
+                "/llms.txt for crawlers. With --stdio, serve MCP on stdin/stdout instead (logs go to stderr). A new "
+                "store on the embedded model is created and seeded first.")  # fmt: skip
     p.add_argument("--stdio", action="store_true", help="serve MCP on stdin/stdout instead of HTTP")
     p.add_argument("--host", help="bind address (default: 127.0.0.1, or the configuration's)")
     p.add_argument("--port", type=int, help="port (default: 8000, or the configuration's; 0 picks a free port)")
