@@ -15,21 +15,22 @@ How a tool becomes an operation (`route_of`); `generators.rest` serves exactly t
 Resources: `canon://X` is `GET /api/resources/X`, a template keeps its `{var}`s as path parameters, and
 `GET /api/resources` lists them a page at a time.
 
-Schemas are the registry's, unchanged except that each one's `$defs` move into `components/schemas` (a
-definition shared by several tools is stored once; different definitions with one name get `_2`, `_3`, …) with
-their refs rewritten. Each operation records its input schema's top-level keywords (`x-canon-input`) and where
-its definitions went (`x-canon-defs`), so `unhoist` rebuilds the exact input and output schemas.
+Schemas are the registry's, unchanged except that each one's `$defs` move into `components/schemas` with their
+refs rewritten (`generators.hoist`). Each operation records its input schema's top-level keywords
+(`x-canon-input`) and where its definitions went (`x-canon-defs`), so `unhoist` (re-exported from
+`generators.hoist`) rebuilds the exact input and output schemas.
 """
 
 from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from core.registry import Registry, ResourceDefinition, ToolDefinition
+from generators.hoist import COMPONENTS, hoist, unhoist
 
 __all__ = [
     "API",
@@ -47,10 +48,7 @@ API = "/api"
 OPENAPI_VERSION = "3.1.1"
 SCALARS = frozenset({"string", "integer", "number", "boolean", "null"})
 COMPOSITION = ("$ref", "allOf", "anyOf", "oneOf", "not", "if", "properties", "items", "prefixItems")
-DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})  # values, not schemas: never rewritten
 SEGMENT = re.compile(r"\{([^{}/]+)\}")
-COMPONENT_NAME = re.compile(r"[^A-Za-z0-9._-]")
-DEFS, COMPONENTS = "#/$defs/", "#/components/schemas/"
 PROBLEM_MEDIA = "application/problem+json"
 
 Style = Literal["scalar", "array", "json"]
@@ -163,91 +161,6 @@ def resource_routes(registry: Registry) -> list[ResourceRoute]:
     return routes
 
 
-# -- $defs hoisting ----------------------------------------------------------------------------------------------------
-def _rewrite(node: Any, ref: Callable[[str], str]) -> Any:
-    """A copy of a schema with every `$ref` passed through `ref`; values of data keywords are left alone."""
-    if isinstance(node, Mapping):
-        out: dict[str, Any] = {}
-        for key, value in node.items():  # pyright: ignore[reportUnknownVariableType]
-            if key == "$ref" and isinstance(value, str):
-                out[key] = ref(value)
-            elif key in DATA_KEYWORDS:
-                out[key] = copy.deepcopy(value)
-            else:
-                out[key] = _rewrite(value, ref)
-        return out
-    if isinstance(node, list):
-        return [_rewrite(item, ref) for item in node]  # pyright: ignore[reportUnknownVariableType]
-    return node
-
-
-def _renamer(source: str, target: str, mapping: Mapping[str, str]) -> Callable[[str], str]:
-    def ref(value: str) -> str:
-        if not value.startswith(source):
-            return value
-        head, sep, tail = value[len(source) :].partition("/")
-        name = head.replace("~1", "/").replace("~0", "~")
-        if name not in mapping:
-            return value
-        return target + mapping[name].replace("~", "~0").replace("/", "~1") + sep + tail
-
-    return ref
-
-
-def _hoist(schema: Mapping[str, Any], components: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """`schema` without `$defs` (refs now into components) and where each definition went; fills `components`."""
-    defs: Mapping[str, Any] = schema.get("$defs", {})
-    base = {name: COMPONENT_NAME.sub("_", name) for name in defs}
-    suffix = dict.fromkeys(defs, 1)
-
-    def target(name: str) -> str:
-        return base[name] if suffix[name] == 1 else f"{base[name]}_{suffix[name]}"
-
-    while True:  # bump clashing names until stable: each bump only moves towards a free name
-        mapping = {name: target(name) for name in defs}
-        rewritten = {name: _rewrite(d, _renamer(DEFS, COMPONENTS, mapping)) for name, d in defs.items()}
-        seen: set[str] = set()
-        clashes: list[str] = []
-        for name in defs:
-            stored = components.get(mapping[name])
-            if mapping[name] in seen or (stored is not None and stored != rewritten[name]):
-                clashes.append(name)
-            seen.add(mapping[name])
-        if not clashes:
-            break
-        for name in clashes:
-            suffix[name] += 1
-    for name in defs:
-        components.setdefault(mapping[name], rewritten[name])
-    body = {k: v for k, v in schema.items() if k != "$defs"}
-    return _rewrite(body, _renamer(DEFS, COMPONENTS, mapping)), mapping
-
-
-def unhoist(doc: Mapping[str, Any], operation: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A tool operation's exact input and output schemas, rebuilt from the document (the inverse of hoisting)."""
-    components: dict[str, Any] = doc["components"]["schemas"]
-    defs: Mapping[str, Mapping[str, str]] = operation.get("x-canon-defs", {})
-    properties: dict[str, Any] = {}
-    for param in operation.get("parameters", ()):
-        properties[param["name"]] = (
-            param["schema"] if "schema" in param else param["content"]["application/json"]["schema"]
-        )
-    if "requestBody" in operation:
-        properties |= operation["requestBody"]["content"]["application/json"]["schema"].get("properties", {})
-    frame: dict[str, Any] = dict(operation["x-canon-input"])
-    output = operation["responses"]["200"]["content"]["application/json"]["schema"]
-
-    def rebuilt(body: Mapping[str, Any], mapping: Mapping[str, str]) -> dict[str, Any]:
-        back = _renamer(COMPONENTS, DEFS, {v: k for k, v in mapping.items()})
-        out: dict[str, Any] = _rewrite(body, back)
-        if mapping:
-            out["$defs"] = {name: _rewrite(components[c], back) for name, c in mapping.items()}
-        return out
-
-    frame["properties"] = properties
-    return rebuilt(frame, defs.get("input", {})), rebuilt(output, defs.get("output", {}))
-
-
 # -- the document ------------------------------------------------------------------------------------------------------
 _ERRORS: dict[str, tuple[int, str]] = {  # component name -> status, when it is answered
     "BadRequest": (
@@ -329,8 +242,8 @@ def _parameter(param: Param, schema: Mapping[str, Any]) -> dict[str, Any]:
 
 def _operation(route: ToolRoute, components: dict[str, Any]) -> dict[str, Any]:
     tool = route.tool
-    input_body, input_defs = _hoist(tool.input_schema, components)
-    output, output_defs = _hoist(tool.output_schema, components)
+    input_body, input_defs = hoist(tool.input_schema, components)
+    output, output_defs = hoist(tool.output_schema, components)
     properties: Mapping[str, Any] = input_body.get("properties", {})
     op: dict[str, Any] = {
         "operationId": tool.name,
