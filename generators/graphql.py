@@ -20,66 +20,43 @@ that GraphQL answers `null` for a field the JSON leaves out. An argument given a
 unless its schema accepts null. Errors carry `extensions.code` (canon's code, upper-cased) and
 `extensions.problems` (JSON pointers); the failing root field is `null`.
 
-Bounds: depth (`MAX_DEPTH`), aliases, tokens, an estimated cost (fields x list sizes, `MAX_COST`), the
-subscriptions per connection and per process; request bodies are bounded by core.
+This module builds the schema and resolves through the dispatcher. `generators.graphql_types` maps JSON Schema
+to strawberry types; `generators.graphql_bounds` holds the bounds (depth, aliases, tokens, cost, subscriptions)
+and the GraphQL form of errors; `generators.graphql_app` is the HTTP and WebSocket app.
 """
 
 from __future__ import annotations
 
 import inspect
-import logging
 import re
 from collections.abc import AsyncGenerator, Callable, Mapping
-from datetime import timedelta
 from typing import Any, Optional
 
 import anyio
 import strawberry
-from graphql import (
-    ASTValidationRule,
-    FieldNode,
-    FragmentSpreadNode,
-    GraphQLError,
-    GraphQLInterfaceType,
-    GraphQLList,
-    GraphQLNamedType,
-    GraphQLNonNull,
-    GraphQLObjectType,
-    InlineFragmentNode,
-    IntValueNode,
-    OperationDefinitionNode,
-    OperationType,
-    SelectionSetNode,
-    ValidationRule,
-    get_named_type,
-)
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, Response
-from starlette.websockets import WebSocket
-from strawberry.asgi import GraphQL
-from strawberry.exceptions import ConnectionRejectionError
-from strawberry.extensions import (
-    AddValidationRules,
-    MaskErrors,
-    MaxAliasesLimiter,
-    MaxTokensLimiter,
-    ParserCache,
-    QueryDepthLimiter,
-    ValidationCache,
-)
+from graphql import ASTValidationRule
+from strawberry.extensions import AddValidationRules
 from strawberry.schema.config import StrawberryConfig
-from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
-from strawberry.types import ExecutionContext
-from strawberry.types.unset import UNSET, UnsetType
+from strawberry.types.unset import UNSET
 
 from core.access import change_for, sees_in_graph, sight_of
-from core.dispatch import error_json
 from core.errors import CanonError, LimitExceededError
 from core.principal import Principal
 from core.records import Change, Sight
 from core.registry import Registry, ResourceDefinition, ToolDefinition
 from core.resources import ResourceContent, read_resource
 from core.surfaces import ASGIApp, SurfaceHost
+from generators.graphql_app import asgi_app, local_assets
+from generators.graphql_bounds import (
+    MAX_COST,
+    MAX_DEPTH,
+    MAX_SUBSCRIPTIONS,
+    UNKNOWN_LIST,
+    CanonSchema,
+    canon_error,
+    cost_rule,
+    request_extensions,
+)
 from generators.graphql_types import (
     Fallback,
     HashableDict,
@@ -92,21 +69,11 @@ from generators.graphql_types import (
     python_name,
 )
 
-__all__ = ["FALLBACKS", "MAX_COST", "MAX_DEPTH", "GraphQLSurface", "build_schema", "surface"]
+__all__ = ["FALLBACKS", "MAX_COST", "MAX_DEPTH", "GraphQLSurface", "build_schema", "local_assets", "surface"]
 
-log = logging.getLogger("canon.graphql")
-
-MAX_DEPTH = 10
-MAX_ALIASES = 30
-MAX_TOKENS = 5_000
-MAX_COST = 10_000  # estimated field resolutions: each field counts 1, times the list sizes above it
-UNKNOWN_LIST = 10  # the size assumed for a list nothing bounds (e.g. describe_model's node_types)
 EDGE_LIMIT = 10  # default `limit` of an edge field (the dispatcher bounds it as get_neighbors does)
 EDGE_LIMIT_DOC = f"At most this many nodes (default {EDGE_LIMIT}; bounded as get_neighbors' limit)."
-MAX_SUBSCRIPTIONS_PER_CONNECTION = 20
-MAX_SUBSCRIPTIONS = 1_000  # per process (per built app)
 INCOMING = "_incoming"
-UI_ASSETS = "/ui-assets/"
 
 FALLBACKS: tuple[Fallback, ...] = (
     Fallback("Edge.properties", "one field for every edge type's properties"),
@@ -123,105 +90,6 @@ FALLBACKS: tuple[Fallback, ...] = (
 )
 """Where the built-in tools' schemas fall back to the `JSON` scalar (which field, why); model-dependent ones
 (node or edge properties GraphQL cannot express) are in `build_schema(...).fallbacks`. A test keeps this true."""
-
-
-# -- errors -----------------------------------------------------------------------------------------------------------
-def canon_error(error: CanonError) -> GraphQLError:
-    """The GraphQL form of a canon error: `extensions.code` upper-cased, `problems`, and the structured fields."""
-    body = error_json(error)
-    code = str(body.pop("code")).upper()
-    body.pop("message", None)
-    return GraphQLError(str(error), extensions={"code": code, "problems": body.pop("problems", []), **body})
-
-
-def _unexpected(error: GraphQLError) -> bool:
-    original = error.original_error
-    return original is not None and not isinstance(original, GraphQLError | CanonError)
-
-
-class CanonSchema(strawberry.Schema):
-    """Logs only unexpected failures (with their traceback); canon errors and invalid queries are answers."""
-
-    def process_errors(self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None) -> None:
-        for error in errors:
-            if _unexpected(error):
-                log.error("GraphQL field %s failed", error.path, exc_info=error.original_error)
-
-
-# -- the cost bound ---------------------------------------------------------------------------------------------------
-def cost_rule(maxima: Mapping[tuple[str, str], int]) -> type[ValidationRule]:
-    """A validation rule estimating a query's work: every field counts 1, and what a list holds counts once per
-    item it may hold (its own `limit`, or the nearest enclosing `limit`, else `UNKNOWN_LIST`). A `limit` given
-    as a variable counts at its maximum (`maxima`, by (type, field)). Fragments on other types count their
-    largest one, not their sum. Queries over `MAX_COST` are refused before anything runs."""
-
-    class CostRule(ValidationRule):
-        def enter_operation_definition(self, node: OperationDefinitionNode, *_: Any) -> None:
-            schema = self.context.schema
-            root = {OperationType.QUERY: schema.query_type, OperationType.MUTATION: schema.mutation_type,
-                    OperationType.SUBSCRIPTION: schema.subscription_type}[node.operation]  # fmt: skip
-            if root is None:
-                return
-            cost = self._cost(node.selection_set, root, None, frozenset())
-            if cost > MAX_COST:
-                message = (f"The query would cost about {cost} (fields x list sizes), over the {MAX_COST} allowed; "
-                           "select fewer fields, use smaller limits or follow fewer edges.")  # fmt: skip
-                self.report_error(GraphQLError(message, node, extensions={"code": "LIMIT_EXCEEDED", "problems": []}))
-
-        def _limit(self, node: FieldNode, parent: str, field: Any) -> int | None:
-            given = next((a.value for a in node.arguments or () if a.name.value == "limit"), None)
-            if isinstance(given, IntValueNode):
-                return max(1, int(given.value))
-            if given is not None:  # a variable (or a wrong literal, which another rule reports)
-                return maxima.get((parent, node.name.value), UNKNOWN_LIST)
-            arg = field.args.get("limit")
-            default = getattr(arg, "default_value", None)
-            return default if isinstance(default, int) and not isinstance(default, bool) else None
-
-        def _cost(self, selections: SelectionSetNode | None, parent: GraphQLNamedType, limit: int | None,
-                  seen: frozenset[str]) -> int:  # fmt: skip
-            if selections is None:
-                return 0
-            total, branches = 0, [0]
-            for selection in selections.selections:
-                if isinstance(selection, FieldNode):
-                    total += self._field(selection, parent, limit, seen)
-                    continue
-                if isinstance(selection, FragmentSpreadNode):
-                    name = selection.name.value
-                    fragment = self.context.get_fragment(name)
-                    if fragment is None or name in seen:
-                        continue
-                    condition, inner, seen = fragment.type_condition, fragment.selection_set, seen | {name}
-                else:
-                    assert isinstance(selection, InlineFragmentNode)
-                    condition, inner = selection.type_condition, selection.selection_set
-                target = self.context.schema.get_type(condition.name.value) if condition is not None else parent
-                if target is None:
-                    continue
-                cost = self._cost(inner, target, limit, seen)
-                if target is parent:
-                    total += cost
-                else:
-                    branches.append(cost)
-            return total + max(branches)
-
-        def _field(self, node: FieldNode, parent: GraphQLNamedType, limit: int | None, seen: frozenset[str]) -> int:
-            if not isinstance(parent, GraphQLObjectType | GraphQLInterfaceType):
-                return 1
-            field = parent.fields.get(node.name.value)
-            if field is None:
-                return 1
-            own = self._limit(node, parent.name, field)
-            limit = own if own is not None else limit
-            kind = field.type.of_type if isinstance(field.type, GraphQLNonNull) else field.type
-            inner = get_named_type(field.type)
-            if isinstance(kind, GraphQLList):
-                size = limit if limit is not None else UNKNOWN_LIST
-                return 1 + size * self._cost(node.selection_set, inner, None, seen)
-            return 1 + self._cost(node.selection_set, inner, limit, seen)
-
-    return CostRule
 
 
 # -- calls through the dispatcher -------------------------------------------------------------------------------------
@@ -508,79 +376,9 @@ def _uris_of(change: Change) -> tuple[str, ...]:
     return ("canon://changes",)
 
 
-def _extensions() -> list[Any]:
-    """Per-request extension factories. The depth and alias rules are made once, here: those limiters make a new
-    rule class per instance, and ValidationCache keys on the rule classes, so one limiter per request would make
-    every request miss the cache and validate the whole query again."""
-    rules = [*QueryDepthLimiter(max_depth=MAX_DEPTH).validation_rules,
-             *MaxAliasesLimiter(max_alias_count=MAX_ALIASES).validation_rules]  # fmt: skip
-    return [
-        lambda: AddValidationRules(rules),
-        lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
-        lambda: MaskErrors(should_mask_error=_unexpected, error_message="Unexpected error; it has been logged."),
-        ParserCache,
-        ValidationCache,
-    ]
-
-
 def build_schema(registry: Registry, host: SurfaceHost) -> Built:
     """The strawberry schema for `registry`, resolving through `host`'s dispatcher."""
-    return Builder(registry, Runtime(host)).build(_extensions())
-
-
-# -- the HTTP and WebSocket app ---------------------------------------------------------------------------------------
-ASSET_URL = re.compile(
-    r'(?P<attr>\b(?:src|href)=")https://[^/"]+/(?:[^"@]*/)?(?P<path>(?:@[\w.-]+/)?[\w.-]+@[^/"]+/[^"]*)"'
-)
-
-
-def local_assets(html: str) -> str:
-    """Point a page's CDN scripts and styles (`https://<host>/[npm/]<package>@<version>/<file>`) at
-    `/ui-assets/<package>@<version>/<file>`; the files are the same, so `integrity` attributes stay valid."""
-    return ASSET_URL.sub(lambda m: f'{m["attr"]}{UI_ASSETS}{m["path"]}"', html)
-
-
-class CanonGraphQL(GraphQL[dict[str, Any], None]):
-    """strawberry's ASGI view, with canon's caller on every request and WebSocket connection."""
-
-    def __init__(self, schema: CanonSchema, host: SurfaceHost, surface: str) -> None:
-        super().__init__(schema, subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
-                         max_subscriptions_per_connection=MAX_SUBSCRIPTIONS_PER_CONNECTION,
-                         connection_init_wait_timeout=timedelta(seconds=30))  # fmt: skip
-        self.host = host
-        self.surface = surface
-
-    async def get_context(self, request: Request | WebSocket, response: Response | WebSocket) -> dict[str, Any]:
-        principal = self.host.principal_of(request)
-        presented = any(k.lower() == b"authorization" for k, _ in request.scope.get("headers", ()))
-        return {"request": request, "response": response, "principal": principal,
-                "bad_token": presented and not principal.authenticated}  # fmt: skip
-
-    async def on_ws_connect(self, context: dict[str, Any]) -> UnsetType | dict[str, object] | None:
-        """`connection_init` may carry `{"Authorization": "Bearer <token>"}` (browsers cannot send the header)."""
-        params: Any = context.get("connection_params") or {}
-        given = next((v for k, v in params.items() if str(k).lower() == "authorization"), None)
-        if context["bad_token"]:
-            self._reject("invalid token")
-        if given is not None:
-            token = (
-                given.removeprefix("Bearer ").strip() if isinstance(given, str) and given.startswith("Bearer ") else ""
-            )
-            principal = await anyio.to_thread.run_sync(self.host.instance.tokens.verify, token) if token else None
-            if principal is None:
-                self._reject("invalid token")
-            context["principal"] = principal
-        elif not context["principal"].authenticated and not self.host.instance.config.anonymous:
-            self._reject("no token")
-        return UNSET
-
-    def _reject(self, reason: str) -> None:
-        self.host.dispatcher.rejected(self.surface, "/graphql", reason)
-        raise ConnectionRejectionError({"reason": reason})
-
-    async def render_graphql_ide(self, request: Request) -> HTMLResponse:
-        html = self.graphql_ide_html
-        return HTMLResponse(local_assets(html) if self.host.instance.config.ui_assets is not None else html)
+    return Builder(registry, Runtime(host)).build(request_extensions())
 
 
 class GraphQLSurface:
@@ -590,21 +388,8 @@ class GraphQLSurface:
     paths: tuple[str, ...] = ("/graphql", "/schema.graphql")
 
     def app(self, host: SurfaceHost, registry: Registry) -> ASGIApp:
-        built = Builder(registry, Runtime(host)).build(_extensions())
-        view = CanonGraphQL(built.schema, host, host.surface_name or self.name)
-        sdl = built.schema.as_str() + "\n"
-
-        async def serve(scope: Any, receive: Any, send: Any) -> None:
-            if scope["type"] == "http" and scope["path"] == "/schema.graphql":
-                if scope["method"] in ("GET", "HEAD"):
-                    response = PlainTextResponse(sdl)
-                else:
-                    response = PlainTextResponse("Method Not Allowed", 405, headers={"Allow": "GET, HEAD"})
-                await response(scope, receive, send)
-                return
-            await view(scope, receive, send)
-
-        return serve
+        built = build_schema(registry, host)
+        return asgi_app(built.schema, host, host.surface_name or self.name)
 
     def artifacts(self, host: SurfaceHost) -> Mapping[str, str]:
         return {"schema.graphql": build_schema(host.registry, host).schema.as_str() + "\n"}
