@@ -67,6 +67,7 @@ from generators.graphql_types import (
     graphql_name,
     pascal,
     python_name,
+    resource_field_name,
 )
 
 __all__ = ["FALLBACKS", "MAX_COST", "MAX_DEPTH", "GraphQLSurface", "build_schema", "local_assets", "surface"]
@@ -284,7 +285,7 @@ class Builder:
 
     def resource_field(self, entry: ResourceDefinition, resource: Any, taken: set[str]) -> tuple[str, Any, Any]:
         """A Query field for a resource (template variables as String! arguments); its name and URI builder."""
-        name = "resource_" + re.sub(r"[^0-9A-Za-z_]", "_", entry.name)
+        name = resource_field_name(entry.name)
         while name in taken:
             name += "_"
         taken.add(name)

@@ -19,7 +19,6 @@ __all__ = [
     "environment",
     "fence",
     "first_sentence",
-    "graphql_name",
     "label",
     "node_url",
     "oneline",
@@ -82,10 +81,6 @@ def type_label(schema: Mapping[str, Any]) -> str:
 
 def node_url(node_type: str, id: str) -> str:
     return f"/nodes/{node_type}/{quote(id, safe='')}.md"
-
-
-def graphql_name(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_]", "_", name)
 
 
 def environment() -> Environment:

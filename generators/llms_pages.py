@@ -18,10 +18,10 @@ from core.principal import ANONYMOUS, ROLES
 from core.registry import Registry, ResourceDefinition, ToolDefinition
 from core.resources import read_resource
 from core.surfaces import SurfaceHost
+from generators.graphql_types import resource_field_name
 from generators.llms_markdown import (
     environment,
     first_sentence,
-    graphql_name,
     label,
     node_url,
     oneline,
@@ -29,6 +29,7 @@ from generators.llms_markdown import (
     to_json,
     type_label,
 )
+from generators.openapi import resource_path, route_of
 
 __all__ = ["Bounds", "Group", "Link", "Site", "role_for", "share"]
 
@@ -180,11 +181,11 @@ class Site:
 
     def _rest(self, tool: str, **values: str) -> str | None:
         """`METHOD /api/path` of a tool, from its REST hint, with path variables in `values` filled in."""
-        hint = self.registry.tool(tool).surface.get("rest") if tool in {t.name for t in self.registry.tools} else None
-        if not hint:
+        if tool not in {t.name for t in self.registry.tools}:
             return None
-        path = re.sub(r"{(\w+)}", lambda m: quote(values[m[1]], safe="") if m[1] in values else m[0], hint["path"])
-        return f"{hint['method']} /api{path}"
+        route = route_of(self.registry.tool(tool))  # the REST surface's own mapping, so the two cannot disagree
+        path = re.sub(r"{(\w+)}", lambda m: quote(values[m[1]], safe="") if m[1] in values else m[0], route.path)
+        return f"{route.method} {path}"
 
     # -- the index and the full file -----------------------------------------------------------------------------
     def _intro(self) -> dict[str, Any]:
@@ -351,7 +352,7 @@ class Site:
             related.append(Link(described, f"/types/{described}.md", f"the {described} node type's page"))
         return self._render(
             "resource.md.j2", h=_headings(shift), resource=resource, uri=uri, read=read, variables=variables,
-            rest="GET /api/resources/" + uri.split("://", 1)[1], graphql="resource_" + graphql_name(resource.name),
+            rest="GET " + resource_path(uri), graphql=resource_field_name(resource.name),
             content=content, omitted=omitted, related=related, bound=self.bounds.max_resource_chars, inline=inline,
         )  # fmt: skip
 
