@@ -14,10 +14,8 @@ request to reading its response:
   `get_neighbors` at depth 1 and 2, `find_paths`, a typical `query_graph` pattern, and `tools/list`.
 
 Reports p50/p90/p99 per scenario, each p50 as a ratio of the floor's `tools/call` p50 from the same run, the
-server's start-up time (spawn to first answer) and peak resident memory (VmHWM). With `--throughput`, it
-measures `get_node` calls per second over HTTP (2026-07-28, stateless) with 1 and then 2 worker processes
-(`canon serve --workers`), driven by 2 client processes of 4 kept-alive connections each, for `--seconds`;
-the 1-worker figure is the baseline. Prints one JSON object. The
+server's start-up time (spawn to first answer) and peak resident memory (VmHWM). Prints one JSON object.
+(Throughput with 1 and 2 worker processes: `benchmarks/http_throughput.py`.) The
 synthetic graph (`canon synth`, seed 0) is typed like the default model, about three edges per node.
 """
 
@@ -46,7 +44,7 @@ MODERN, LEGACY = "2026-07-28", "2025-11-25"
 SERVING = re.compile(r"serving MCP at (http://127\.0\.0\.1:\d+/mcp)")
 
 
-def _meta() -> dict[str, Any]:
+def meta_envelope() -> dict[str, Any]:
     return {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
 
 
@@ -64,7 +62,7 @@ def admin_token(store: Path, name: str) -> str:
     return subprocess.run(command, cwd=store.parent, capture_output=True, check=True, text=True).stdout.strip()
 
 
-def _served_url(proc: subprocess.Popen[str]) -> str:
+def served_url(proc: subprocess.Popen[str]) -> str:
     """The URL a starting server announces on stderr."""
     assert proc.stderr is not None
     while not (found := SERVING.search(proc.stderr.readline() or "EOF")):
@@ -85,7 +83,7 @@ class Peer:
                                      bufsize=1)  # fmt: skip
         self.session: str | None = None
         if transport == "http":
-            self.url = _served_url(self.proc)
+            self.url = served_url(self.proc)
             self.http = httpx2.Client(timeout=60)
         if revision == LEGACY:
             self.request("initialize", {"protocolVersion": LEGACY, "capabilities": {},
@@ -110,7 +108,7 @@ class Peer:
     def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         self.next_id += 1
         if self.revision == MODERN:
-            params = {**params, "_meta": _meta()}
+            params = {**params, "_meta": meta_envelope()}
         message = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
         if self.transport == "http":
             response = self.http.post(self.url, json=message, headers=self._headers(method, params))
@@ -242,66 +240,6 @@ def run(store: Path, nodes: int, transports: list[str], revisions: list[str], ca
     return results
 
 
-def _hammer(url: str, token: str, seconds: float, connections: int, start_at: float) -> int:
-    """One client process: `connections` kept-alive connections calling get_node until the time is up."""
-    import threading
-
-    counts = [0] * connections
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "get_node", "arguments": {"id": "team-0000003"}, "_meta": _meta()}}  # fmt: skip
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "get_node",
-               "Authorization": f"Bearer {token}"}  # fmt: skip
-
-    def loop(i: int) -> None:
-        with httpx2.Client(timeout=60) as http:
-            http.post(url, json=body, headers=headers)  # connect before the clock starts
-            while time.time() < start_at:
-                time.sleep(0.001)
-            while time.time() < start_at + seconds:
-                assert http.post(url, json=body, headers=headers).status_code == 200
-                counts[i] += 1
-
-    threads = [threading.Thread(target=loop, args=(i,)) for i in range(connections)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return sum(counts)
-
-
-def throughput(store: Path, worker_counts: list[int], seconds: float, clients: int, connections: int) -> dict[str, Any]:
-    """Calls/s of `get_node` on 2026-07-28 (stateless) with 1 and more worker processes, same clients."""
-    import multiprocessing
-
-    work = store.parent
-    token = admin_token(store, "hammer")
-    results: dict[str, Any] = {}
-    for workers in worker_counts:
-        command = [sys.executable, "-m", "core.cli", "--store", str(store), "serve", "--log-level", "warning",
-                   "--workers", str(workers), "--port", "0"]  # fmt: skip
-        proc = subprocess.Popen(command, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)  # fmt: skip
-        try:
-            url = _served_url(proc)
-            time.sleep(3.0 * workers)  # spawned workers open the store and build their index after the line
-            start_at = time.time() + 2.0
-            with multiprocessing.get_context("spawn").Pool(clients) as pool:
-                done = pool.starmap(_hammer, [(url, token, seconds, connections, start_at)] * clients)
-            results[f"{workers} worker(s)"] = {"calls": sum(done), "calls_per_s": round(sum(done) / seconds, 1)}
-        finally:
-            proc.terminate()
-            proc.wait(timeout=60)
-            if proc.stderr is not None:
-                proc.stderr.close()
-    first = results[f"{worker_counts[0]} worker(s)"]["calls_per_s"]
-    for workers in worker_counts[1:]:
-        results[f"{workers} worker(s)"][f"ratio_to_{worker_counts[0]}"] = round(
-            results[f"{workers} worker(s)"]["calls_per_s"] / first, 2
-        )
-    return {"clients": clients, "connections_per_client": connections, "seconds": seconds} | results
-
-
 def prepare_store(folder: Path, source: Path | None, nodes: int) -> tuple[Path, int]:
     """`folder/canon.db` to measure, and its node count: a copy of `source` (made by canon synth), or else a
     synthetic graph of `nodes` nodes (`canon synth`, seed 0) imported into the default model."""
@@ -328,16 +266,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=500, help="timed calls per scenario (default 500)")
     parser.add_argument("--transports", default="stdio,http")
     parser.add_argument("--revisions", default=f"{LEGACY},{MODERN}")
-    parser.add_argument("--throughput", action="store_true",
-                        help="measure HTTP calls/s with 1 and 2 worker processes instead of latency")  # fmt: skip
-    parser.add_argument("--seconds", type=float, default=10.0, help="throughput: how long each run lasts")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="canon-bench-") as folder:
         store, nodes = prepare_store(Path(folder), args.store, args.nodes)
-        if args.throughput:
-            report = throughput(store, [1, 2], args.seconds, clients=2, connections=4)
-            print(json.dumps({"nodes": nodes, "cpus": os.cpu_count(), "throughput": report}, indent=1))
-            return
         results = run(store, nodes, args.transports.split(","), args.revisions.split(","), args.calls)
     print(json.dumps({"nodes": nodes, "calls": args.calls, "cpus": os.cpu_count(), "results": results}, indent=1))
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -280,3 +282,86 @@ def test_workers_apply_to_http_only(tmp_path: Path) -> None:
                            "--workers", "2"], cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 2
     assert "--workers applies to HTTP" in done.stderr
+
+
+def _workers(process: Process) -> list[Any]:
+    import psutil
+
+    children = psutil.Process(process.popen.pid).children()
+    return [c for c in children if "spawn_main" in " ".join(c.cmdline())]  # not multiprocessing's resource tracker
+
+
+def _open_kept_alive(port: int, count: int) -> list[socket.socket]:
+    """`count` connections opened at once, each then answered once on /healthz (so each has been accepted)."""
+    connections = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(count)]
+    request = f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+    for connection in connections:
+        connection.sendall(request)
+    for connection in connections:
+        assert connection.recv(65536).startswith(b"HTTP/1.1 200"), "a /healthz answer on every connection"
+    return connections
+
+
+def test_two_workers_share_kept_alive_connections(seed_template: Path, tmp_path: Path) -> None:
+    """Connections opened together land on both workers (each worker has its own SO_REUSEPORT socket).
+
+    With one socket shared by both, the worker that woke first accepted every pending connection, so clients that
+    keep their connections were all served by one process. 32 connections all hashed to one of two sockets would
+    happen once in 2**31 runs.
+    """
+    store = copy_store(seed_template, tmp_path / "canon.db")
+    with serving(store, "--workers", "2", cwd=tmp_path) as process:
+        workers = _workers(process)
+        assert len(workers) == 2
+        connections = _open_kept_alive(process.port, 32)
+        try:
+            held = [sum(1 for c in w.net_connections(kind="tcp") if c.status == "ESTABLISHED"
+                        and c.laddr.port == process.port) for w in workers]  # fmt: skip
+        finally:
+            for connection in connections:
+                connection.close()
+    assert sum(held) == 32
+    assert min(held) >= 1, f"connections per worker: {held}"
+
+
+def test_a_worker_that_dies_is_started_again_on_its_socket(seed_template: Path, tmp_path: Path) -> None:
+    """SIGKILL one of two workers: the parent starts a new one on the same socket, and every connection, including
+    those the kernel hashes to that socket, is answered again."""
+    import psutil
+
+    store = copy_store(seed_template, tmp_path / "canon.db")
+    with serving(store, "--workers", "2", cwd=tmp_path) as process:
+        first = _workers(process)
+        assert len(first) == 2
+        first[0].kill()
+        first[0].wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while not (replaced := [w for w in _workers(process) if w.pid != first[0].pid and w.pid != first[1].pid]):
+            assert time.monotonic() < deadline, f"no new worker was started:\n{process.output()}"
+            time.sleep(0.1)
+        connections = _open_kept_alive(process.port, 32)  # waits for the new worker: its socket queues them
+        for connection in connections:
+            connection.close()
+        running = _workers(process)
+        status = process.stop(signal.SIGTERM)
+
+    assert {w.pid for w in running} == {first[1].pid, replaced[0].pid}
+    assert "exited with code -9; starting it again" in process.output()
+    assert status == 143
+    assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in running)
+
+
+def test_workers_that_cannot_start_stop_the_server_with_a_clear_error(tmp_path: Path) -> None:
+    """A worker that exits again and again right after starting is not restarted for ever: every worker is stopped
+    and `serve_workers` says which worker failed and how often. (The store is not a SQLite file, so each worker
+    fails to open it.)"""
+    from core.config import Config
+    from core.errors import CanonError
+    from core.wire.mcp_server import ServeOptions
+    from core.wire.serve import serve_workers
+
+    store = tmp_path / "canon.db"
+    store.write_text("not a database")
+    config = Config(store=store, port=0, tokens=tmp_path / "tokens.json")
+    with pytest.raises(CanonError, match=r"worker \d exited 2 times within 30 s of starting \(last exit code 1\)"):
+        serve_workers(config, ServeOptions(), 2, 0, restarts=1, settle_s=30)
