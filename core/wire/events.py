@@ -6,11 +6,15 @@ commits and otherwise syncs the index on a short tick (so commits by *other proc
 sends:
 
 * `notifications/resources/updated` for `canon://nodes/{type}/{id}` of every changed node, and for
-  `canon://changes`, to 2026-07-28 listen streams (through the SDK's subscription bus, which filters by the
-  URIs each stream asked for) and to 2025-11-25 connections that subscribed to that URI;
+  `canon://changes`, to 2026-07-28 listen streams and to 2025-11-25 connections that subscribed to that URI;
 * `notifications/tools/list_changed` when the model changed (after `on_model_change` has made the server
   serve the new model), and `notifications/resources/list_changed`
   when the model changed or nodes were created or deleted (resources/list lists types and nodes).
+
+Listen streams hear events two ways: through the SDK's subscription bus (`bus`, fed one event at a time; it
+serves listen on stdio), and through the sinks added with `add_sink`, each handed every batch of events at once,
+in order (canon's own HTTP listen streams, `core.wire.listen_streams`, which encode each event once for all
+streams).
 
 Other surfaces (GraphQL subscriptions) `watch()` the same changes: each watcher gets every change in order,
 and one that falls `max_buffer` changes behind is ended rather than let grow without bound.
@@ -25,22 +29,29 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
-from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged, ResourceUpdated, ToolsListChanged
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ServerEvent,
+    ToolsListChanged,
+)
 
 from core.graph import GraphIndex
 from core.records import Change
 
-__all__ = ["CHANGES_URI", "EventFanout", "node_uri"]
+__all__ = ["CHANGES_URI", "EventFanout", "EventSink", "node_uri"]
 
 log = logging.getLogger("canon.events")
 CHANGES_URI = "canon://changes"
+EventSink = Callable[[Sequence[ServerEvent]], None]  # called on the event loop; must neither block nor raise
 
 
 def node_uri(type_: str, id_: str) -> str:
@@ -66,7 +77,12 @@ class EventFanout:
         self._legacy: dict[str, dict[int, ServerSession]] = {}  # uri -> connection id -> session
         self._legacy_all: dict[int, ServerSession] = {}  # every legacy connection seen, for list_changed
         self._watchers: set[MemoryObjectSendStream[Change]] = set()
+        self._sinks: list[EventSink] = []
         index.add_listener(self.collect)
+
+    def add_sink(self, sink: EventSink) -> None:
+        """Hand `sink` every batch of events the listen streams hear from now on, in order (see the module doc)."""
+        self._sinks.append(sink)
 
     # -- legacy (2025-11-25) subscriptions ---------------------------------------------------------------------
     def _connection(self, ctx: ServerRequestContext[Any]) -> Any:
@@ -162,10 +178,10 @@ class EventFanout:
         if not changes:
             return
         self._tell_watchers(changes)
-        uris = list(dict.fromkeys(uri for c in changes for uri in _uris(c)))
+        uris = [*dict.fromkeys(uri for c in changes for uri in _uris(c)), CHANGES_URI]
+        await self._publish([ResourceUpdated(uri=uri) for uri in uris])
         legacy: dict[int, tuple[ServerSession, list[str]]] = {}
-        for uri in [*uris, CHANGES_URI]:
-            await self.bus.publish(ResourceUpdated(uri=uri))
+        for uri in uris:
             for key, session in list(self._legacy.get(uri, {}).items()):
                 legacy.setdefault(key, (session, []))[1].append(uri)
         async with anyio.create_task_group() as tasks:  # connections in parallel, each in order: none waits on another
@@ -176,11 +192,18 @@ class EventFanout:
             await anyio.to_thread.run_sync(self.on_model_change)
         nodes_came_or_went = any(c.kind == "node" and (c.before is None or c.after is None) for c in changes)
         if model_changed:
-            await self.bus.publish(ToolsListChanged())
+            await self._publish([ToolsListChanged()])
             await self._broadcast(lambda session: session.send_tool_list_changed())
         if model_changed or nodes_came_or_went:  # resources/list lists the types and the nodes
-            await self.bus.publish(ResourcesListChanged())
+            await self._publish([ResourcesListChanged()])
             await self._broadcast(lambda session: session.send_resource_list_changed())
+
+    async def _publish(self, events: list[ServerEvent]) -> None:
+        """To 2026-07-28 listen streams: every sink gets the batch, the SDK's bus each event."""
+        for sink in self._sinks:
+            sink(events)
+        for event in events:
+            await self.bus.publish(event)
 
     async def _broadcast(self, sending: Callable[[ServerSession], Awaitable[None]]) -> None:
         """Send one notification to every legacy connection, in parallel."""

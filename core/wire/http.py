@@ -1,7 +1,8 @@
 """The HTTP app: one ASGI application on one port, which later surfaces extend.
 
-Routes: `/mcp` (Streamable HTTP, both protocol revisions: 2026-07-28 requests are served statelessly,
-2025-11-25 clients get sessions, a GET stream and `Last-Event-ID` resumption), `/healthz`, and every path a
+Routes: `/mcp` (Streamable HTTP, both protocol revisions: 2026-07-28 requests are served statelessly, and their
+`subscriptions/listen` streams by canon itself (`core.wire.listen`); 2025-11-25 clients get sessions, a GET stream
+and `Last-Event-ID` resumption), `/healthz`, and every path a
 discovered surface claims (`core.surfaces`: REST, GraphQL, llms.txt), each served by that surface's app for
 the current registry. Bearer tokens
 identify callers on every route (`core.wire.auth`); `/mcp` refuses a bad token with 401. Host and
@@ -34,6 +35,8 @@ from core.surfaces import Surface, SurfaceHost, claims, discover
 from core.wire.auth import BearerGate, auth_middleware, principal_of_request
 from core.wire.event_store import MemoryEventStore
 from core.wire.events import EventFanout
+from core.wire.listen import ListenRoute
+from core.wire.listen_streams import DEFAULT_LIMITS, ListenLimits, ListenStreams
 from core.wire.mcp_server import DEFAULT_OPTIONS, SUPPORTED_VERSIONS, ServeOptions, build_server
 
 __all__ = ["UI_ASSETS", "build_app", "security_settings"]
@@ -149,12 +152,14 @@ class SurfaceRoute(BaseRoute):
         raise NoMatchFound(name, path_params)
 
 
-def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS,
-              surfaces: list[Surface] | None = None) -> Starlette:  # fmt: skip
+def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfaces: list[Surface] | None = None,
+              *, listen: ListenLimits | None = DEFAULT_LIMITS) -> Starlette:  # fmt: skip
     """The ASGI app serving `instance`. Its lifespan runs the MCP session manager and the change pump.
 
     Callers are identified by bearer token (`core.wire.auth`); without one they are anonymous. `surfaces`
-    defaults to every installed surface (`core.surfaces.discover`); pass `[]` for MCP alone.
+    defaults to every installed surface (`core.surfaces.discover`); pass `[]` for MCP alone. `listen` bounds
+    canon's own 2026-07-28 listen streams (`app.state.listen`; its `close` ends them gracefully); None leaves
+    listen to the SDK.
     """
     assert instance.index is not None
     fanout = EventFanout(instance.index, on_model_change=instance.reload_model)
@@ -180,18 +185,30 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS,
                              "surfaces": ["mcp", *(r.surface.name for r in surface_routes
                                                    if isinstance(r, SurfaceRoute))]})  # fmt: skip
 
+    streams = None if listen is None else ListenStreams(server.server_info_stamp, listen)
+    if streams is not None:
+        fanout.add_sink(streams.deliver)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncGenerator[None]:
         async with manager.run(), anyio.create_task_group() as tasks:
             tasks.start_soon(fanout.pump)
+            if streams is not None:
+                tasks.start_soon(streams.keepalive)
             yield
+            if streams is not None:
+                streams.close()
             tasks.cancel_scope.cancel()
 
     def reject(path: str, reason: str) -> None:
         dispatcher.rejected(SURFACE, path, reason)
 
-    mcp_endpoint = BearerGate(VersionErrorFix(StreamableHTTPASGIApp(manager)), anonymous=instance.config.anonymous,
-                              on_reject=reject)  # fmt: skip
+    sdk_endpoint: ASGIApp = VersionErrorFix(StreamableHTTPASGIApp(manager))
+    if streams is not None:
+        sdk_endpoint = ListenRoute(sdk_endpoint, streams, dispatcher=dispatcher, surface=SURFACE,
+                                   security=manager.security_settings,
+                                   max_body=manager.max_request_body_size)  # fmt: skip
+    mcp_endpoint = BearerGate(sdk_endpoint, anonymous=instance.config.anonymous, on_reject=reject)
     surface_routes: list[BaseRoute] = []
     for surface in discover() if surfaces is None else surfaces:
         host = SurfaceHost(instance, principal_of_request, fanout.watch, surface.name)
@@ -209,5 +226,6 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS,
         lifespan=lifespan,
     )
     app.state.fanout = fanout
+    app.state.listen = streams
     app.state.instance = instance
     return app

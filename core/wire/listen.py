@@ -1,0 +1,228 @@
+"""2026-07-28 `subscriptions/listen` over HTTP, served by canon rather than the SDK (ADR 0013).
+
+A listen request's response IS an SSE stream: an acknowledgement, then change notifications, each stamped with
+`_meta["io.modelcontextprotocol/subscriptionId"]` = the request's JSON-RPC id. The SDK builds, serialises and
+hands over a notification per stream (about 0.2 ms of CPU per stream per event) and caps a process at 1,024
+streams; canon's streams (`core.wire.listen_streams`) encode each event once.
+
+`ListenRoute` sits in front of the SDK's `/mcp` app, inside `BearerGate`. It takes a request only when the SDK
+would have served it as a listen stream: a POST with `Mcp-Method: subscriptions/listen` and a 2026-07-28
+`MCP-Protocol-Version` whose body passes every check the SDK's transport and runner make (body size,
+Host/Origin, content type, Accept, JSON-RPC shape, routing headers, the `_meta` envelope, params), made with the
+SDK's own functions. Anything else goes to the SDK untouched, its body replayed, so the SDK answers errors
+exactly as before. A request taken is served as `_HonestListen` over the SDK's `ListenHandler` served it
+(`core.wire.mcp_server`):
+
+* resource URIs the caller may not read are dropped (each checked through the dispatcher, audited); prompts are
+  never acknowledged (canon has none);
+* the acknowledgement is the first frame, then every matching event in order, as `event: message` frames;
+* at `max_streams` open streams a new one is refused with `-32603 "Subscription limit reached"`, as the SDK
+  refuses it;
+* a client that disconnects ends its stream; a stream idle for `keepalive_s` gets a `: ping` comment.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+import anyio
+from mcp.server.streamable_http import check_accept_headers
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    InboundLadderRejection,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+)
+from mcp_types import (
+    INTERNAL_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCRequest,
+    RequestId,
+    SubscriptionFilter,
+    SubscriptionsListenRequestParams,
+)
+from mcp_types import methods as wire_methods
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from core.dispatch import Dispatcher
+from core.errors import CanonError
+from core.principal import Principal
+from core.resources import read_resource
+from core.wire.auth import principal_of_scope
+from core.wire.listen_streams import LISTEN, ListenStreams, Stream
+
+__all__ = ["ListenRoute", "readable_uris"]
+
+log = logging.getLogger("canon.listen")
+
+
+def readable_uris(dispatcher: Dispatcher, principal: Principal, surface: str, uris: list[str]) -> list[str]:
+    """The URIs of a listen request `principal` may read, in order (each check audited): a stream never carries
+    another's resources. Blocking: run it in a worker thread."""
+    allowed: list[str] = []
+    for uri in uris:
+        try:
+            dispatcher.run(principal, surface, LISTEN, uri, {"target": uri}, lambda c, uri=uri: read_resource(c, uri))
+        except CanonError:
+            continue  # not honoured: the client sees it missing from the acknowledged subscriptions
+        allowed.append(uri)
+    return allowed
+
+
+@dataclass(frozen=True)
+class ListenRequest:
+    request_id: RequestId
+    version: str
+    params: SubscriptionsListenRequestParams
+
+
+class ListenRoute:
+    """Serve 2026-07-28 listen requests from `streams`; pass every other request, untouched, to `app` (the SDK's)."""
+
+    def __init__(self, app: ASGIApp, streams: ListenStreams, *, dispatcher: Dispatcher, surface: str,
+                 security: TransportSecuritySettings | None, max_body: int) -> None:  # fmt: skip
+        self.app = app
+        self.streams = streams
+        self.dispatcher = dispatcher
+        self.surface = surface
+        self.security = TransportSecurityMiddleware(security)
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not _may_be_listen(scope):
+            await self.app(scope, receive, send)
+            return
+        body, replay = await _read_body(scope, receive, self.max_body)
+        request = None if body is None else await self.recognise(scope, body)
+        if request is None:  # the SDK answers it (an error, or whatever it is)
+            await self.app(scope, replay, send)
+            return
+        await self.serve(request, scope, receive, send)
+
+    async def recognise(self, scope: Scope, body: bytes) -> ListenRequest | None:
+        """The listen request in `body`, if the SDK would serve it as a stream: every check of its transport
+        (`handle_modern_request`) and runner (`ServerRunner._on_request`) passes. None sends it to the SDK."""
+        request = Request(scope)
+        if await self.security.validate_request(request, is_post=True) is not None:
+            return None
+        if check_accept_headers(request) != (True, True):
+            return None
+        try:
+            decoded = json.loads(body)
+            message = JSONRPCRequest.model_validate(decoded)
+        except (ValueError, RecursionError):  # pydantic's ValidationError is a ValueError
+            return None
+        if not isinstance(decoded, dict) or "id" not in decoded or message.method != LISTEN:
+            return None
+        if find_duplicated_routing_header(request.headers.items()) is not None:
+            return None
+        verdict = classify_inbound_request(decoded, headers=dict(request.headers))
+        if isinstance(verdict, InboundLadderRejection):
+            return None
+        try:
+            wire_methods.validate_client_request(LISTEN, verdict.protocol_version, message.params)
+            params = SubscriptionsListenRequestParams.model_validate(message.params or {}, by_name=False)
+        except (KeyError, ValueError):
+            return None
+        return ListenRequest(message.id, verdict.protocol_version, params)
+
+    async def serve(self, request: ListenRequest, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            honored = await self.honour(principal_of_scope(scope), request.params.notifications)
+        except Exception:  # the outermost boundary of this request: answered as the SDK answers a failing handler
+            log.exception("serving subscriptions/listen failed")
+            await _json_error(request.request_id, "Internal server error", scope, receive, send)
+            return
+        if self.streams.full():
+            await _json_error(request.request_id, "Subscription limit reached", scope, receive, send)
+            return
+        stream = self.streams.open(request.request_id, request.version, honored)
+        try:
+            async with anyio.create_task_group() as tasks:
+                # the writer is a task of its own: woken on every event, it resumes a short chain of frames
+                tasks.start_soon(_pour, stream, send, tasks.cancel_scope)
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                tasks.cancel_scope.cancel()
+        finally:
+            self.streams.discard(stream)
+
+    async def honour(self, principal: Principal, requested: SubscriptionFilter) -> SubscriptionFilter:
+        """What the stream will carry: the requested kinds canon serves, and the URIs the caller may read."""
+        uris = list(requested.resource_subscriptions or ())
+        if uris:
+            uris = await anyio.to_thread.run_sync(readable_uris, self.dispatcher, principal, self.surface, uris)
+        return SubscriptionFilter(
+            tools_list_changed=True if requested.tools_list_changed else None,
+            resources_list_changed=True if requested.resources_list_changed else None,
+            resource_subscriptions=uris or None,
+        )
+
+
+def _may_be_listen(scope: Scope) -> bool:
+    """A POST routed to the SDK's 2026-07-28 path whose `Mcp-Method` header says listen: no other request can
+    become a listen stream (the SDK requires the header to equal the body's method)."""
+    if scope["type"] != "http" or scope["method"] != "POST":
+        return False
+    methods = [v for k, v in scope["headers"] if k == b"mcp-method"]
+    version = next((v for k, v in scope["headers"] if k == b"mcp-protocol-version"), None)
+    return (
+        methods == [LISTEN.encode()]
+        and version is not None
+        and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS
+    )
+
+
+async def _read_body(scope: Scope, receive: Receive, limit: int) -> tuple[bytes | None, Receive]:
+    """The request body, or None past `limit` or if it did not arrive whole; and a `receive` replaying what was
+    read (so the SDK sees the request as it came, and answers 413 as it would)."""
+    messages: list[Message] = []
+    body: bytes | None = None
+    if not _declared_over(scope, limit):
+        size = 0
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            if size > limit:
+                break
+            if not message.get("more_body", False):
+                body = b"".join(m.get("body", b"") for m in messages)
+                break
+
+    async def replay() -> Message:
+        return messages.pop(0) if messages else await receive()
+
+    return body, replay
+
+
+def _declared_over(scope: Scope, limit: int) -> bool:
+    """Whether the Content-Length header declares more than `limit` bytes, read as the SDK reads it."""
+    declared = Headers(scope=scope).get("content-length")
+    try:
+        return declared is not None and int(declared) > limit
+    except ValueError:
+        return False
+
+
+async def _pour(stream: Stream, send: Send, scope: anyio.CancelScope) -> None:
+    await stream.pour(send)
+    scope.cancel()  # the response is complete: stop waiting for the client to disconnect
+
+
+async def _json_error(request_id: RequestId, message: str, scope: Scope, receive: Receive, send: Send) -> None:
+    """A -32603 answer in the SDK's form (its transport's `_write`)."""
+    error = JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=INTERNAL_ERROR, message=message))
+    body = json.dumps(error.model_dump(mode="json", by_alias=True, exclude_none=True), separators=(",", ":"))
+    status = ERROR_CODE_HTTP_STATUS.get(INTERNAL_ERROR, 200)
+    await Response(body, status_code=status, media_type="application/json")(scope, receive, send)

@@ -1,0 +1,541 @@
+"""canon's own 2026-07-28 listen streams over HTTP (`core.wire.listen`), against real uvicorn on 127.0.0.1.
+
+Clients speak raw HTTP/1.1 (parsed with h11) so the exact bytes are checked. Where a behaviour is the SDK's
+promise (frames, errors), the same request also goes to the same app with canon's listen path switched off
+(`build_app(..., listen=None)`, i.e. the SDK's `ListenHandler`), and the answers must be identical; the frames
+are also pinned to the transcript the SDK path produced before canon took listen over. "Not heard" is proven by
+order: the updates of one stream arrive in order, so one made later arriving first means the earlier one never
+will.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import signal
+import socket
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import h11
+import pytest
+from starlette.applications import Starlette
+
+from core import __version__
+from core.audit import AuditQuery
+from core.instance import Instance
+from core.operations import PutNode
+from core.records import Node
+from core.wire.events import node_uri
+from core.wire.http import build_app
+from core.wire.listen_streams import ListenLimits, ListenStreams
+from core.wire.mcp_server import CANON_ICON
+from core.wire.serve import GracefulServer, listening_socket
+from tests.wire.conftest import DEADLINE_S, MODERN, copy_store, envelope, open_copy, serving
+
+pytestmark = pytest.mark.anyio
+
+PAYMENTS, BILLING = "team-payments", "team-billing"
+A, B = node_uri("Team", PAYMENTS), node_uri("Team", BILLING)
+HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+           "mcp-protocol-version": MODERN, "mcp-method": "subscriptions/listen"}  # fmt: skip
+SSE_HEAD = {"content-type": "text/event-stream", "cache-control": "no-cache, no-transform", "connection": "keep-alive",
+            "x-accel-buffering": "no", "transfer-encoding": "chunked"}  # fmt: skip
+
+# The SDK path's answer to TRANSCRIPT_LISTEN and to a change of team-payments, byte for byte (mcp 2.3.0).
+TRANSCRIPT_LISTEN = {"resourceSubscriptions": [A, "canon://nodes/Team/nope"], "toolsListChanged": True,
+                     "promptsListChanged": True, "resourcesListChanged": True}  # fmt: skip
+TRANSCRIPT_ACK = (
+    b'event: message\r\ndata: {"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":'
+    b'{"_meta":{"io.modelcontextprotocol/subscriptionId":"L1"},"notifications":{"toolsListChanged":true,'
+    b'"resourcesListChanged":true,"resourceSubscriptions":["canon://nodes/Team/team-payments"]}}}\r\n\r\n'
+)
+TRANSCRIPT_UPDATE = (
+    b'event: message\r\ndata: {"jsonrpc":"2.0","method":"notifications/resources/updated","params":'
+    b'{"_meta":{"io.modelcontextprotocol/subscriptionId":"L1"},"uri":"canon://nodes/Team/team-payments"}}\r\n\r\n'
+)
+TRANSCRIPT_LIMIT = b'{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"Subscription limit reached"}}'
+
+
+def listen_body(notifications: dict[str, Any], id_: Any = "L1") -> dict[str, Any]:
+    params = {"notifications": notifications, "_meta": envelope()}
+    return {"jsonrpc": "2.0", "id": id_, "method": "subscriptions/listen", "params": params}
+
+
+def result_frame(id_: Any) -> dict[str, Any]:
+    """The graceful end the SDK sends (`ListenHandler.close`), as JSON."""
+    info = {"name": "canon", "title": "canon", "version": __version__,
+            "description": "A knowledge server for an organisation's canonical model.",
+            "icons": [{"src": CANON_ICON, "mimeType": "image/svg+xml", "sizes": ["64x64"]}]}  # fmt: skip
+    meta = {"io.modelcontextprotocol/subscriptionId": id_, "io.modelcontextprotocol/serverInfo": info}
+    return {"jsonrpc": "2.0", "id": id_, "result": {"_meta": meta, "resultType": "complete"}}
+
+
+def data_of(frame: bytes) -> dict[str, Any]:
+    assert frame.startswith(b"event: message\r\ndata: "), frame
+    assert frame.endswith(b"\r\n\r\n"), frame
+    parsed: dict[str, Any] = json.loads(frame.removeprefix(b"event: message\r\ndata: "))
+    return parsed
+
+
+# -- a raw HTTP/1.1 client ---------------------------------------------------------------------------------------------
+class Raw:
+    """One connection: a request, then its answer as h11 parses it (head, body, SSE frames as they come)."""
+
+    def __init__(self, stream: anyio.abc.SocketStream, port: int) -> None:
+        self.stream, self.port = stream, port
+        self.http = h11.Connection(h11.CLIENT)
+        self.text = b""  # SSE text received and not yet split into frames
+
+    @classmethod
+    async def connect(cls, port: int, *, receive_buffer: int | None = None) -> Raw:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if receive_buffer is not None:  # before connecting, so the window offered stays small
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        sock.connect(("127.0.0.1", port))  # on loopback the kernel completes this without the server's help
+        sock.setblocking(False)
+        return cls(await anyio.abc.SocketStream.from_socket(sock), port)
+
+    async def request(
+        self, body: bytes | None, headers: dict[str, str], *, extra: Sequence[tuple[str, str]] = ()
+    ) -> None:
+        """POST `body` with `headers` (plus `extra` lines, repeats allowed); None sends only the head."""
+        fields = [*({"host": f"127.0.0.1:{self.port}"} | headers).items(), *extra]
+        if body is not None and "transfer-encoding" not in headers:
+            fields.append(("content-length", str(len(body))))
+        data = self.http.send(h11.Request(method="POST", target="/mcp", headers=fields))
+        if body is not None:
+            data += self.http.send(h11.Data(data=body)) + self.http.send(h11.EndOfMessage())
+        await self.stream.send(data)
+
+    async def listen(self, notifications: dict[str, Any], id_: Any = "L1") -> None:
+        await self.request(json.dumps(listen_body(notifications, id_)).encode(), HEADERS)
+
+    async def event(self) -> Any:
+        while (event := self.http.next_event()) is h11.NEED_DATA:
+            try:
+                data = await self.stream.receive()
+            except (anyio.EndOfStream, anyio.BrokenResourceError):
+                data = b""
+            self.http.receive_data(data)
+        return event
+
+    async def head(self) -> tuple[int, dict[str, str]]:
+        response = await self.event()
+        assert isinstance(response, h11.Response), response
+        return response.status_code, {k.decode(): v.decode() for k, v in response.headers if k != b"date"}
+
+    async def body(self) -> bytes:
+        data = b""
+        while isinstance(event := await self.event(), h11.Data):
+            data += event.data
+        assert isinstance(event, h11.EndOfMessage), event
+        return data
+
+    async def frame(self) -> bytes | None:
+        """The next SSE frame, whole, or None where the response ends."""
+        while (cut := self.text.find(b"\r\n\r\n")) < 0:
+            event = await self.event()
+            if isinstance(event, h11.EndOfMessage):
+                assert not self.text, self.text
+                return None
+            assert isinstance(event, h11.Data), event
+            self.text += event.data
+        frame, self.text = self.text[: cut + 4], self.text[cut + 4 :]
+        return frame
+
+    async def update(self) -> str:
+        """The URI of the next `notifications/resources/updated` frame."""
+        frame = await self.frame()
+        assert frame is not None
+        message = data_of(frame)
+        assert message["method"] == "notifications/resources/updated", message
+        uri: str = message["params"]["uri"]
+        return uri
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+@contextlib.asynccontextmanager
+async def listening(port: int, notifications: dict[str, Any], id_: Any = "L1", **options: Any) -> AsyncGenerator[Raw]:
+    """A listen stream whose acknowledgement has arrived (so the server delivers to it from now on)."""
+    raw = await Raw.connect(port, **options)
+    try:
+        await raw.listen(notifications, id_)
+        status, _ = await raw.head()
+        assert status == 200
+        ack = await raw.frame()
+        assert ack is not None
+        assert data_of(ack)["method"] == "notifications/subscriptions/acknowledged"
+        yield raw
+    finally:
+        await raw.aclose()
+
+
+# -- real uvicorn, in this process -------------------------------------------------------------------------------------
+class _Uvicorn(GracefulServer):
+    """`canon serve`'s uvicorn server, telling the test when it accepts connections."""
+
+    def __init__(self, app: Starlette) -> None:
+        super().__init__(app)
+        self.ready = anyio.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.ready.set()
+
+
+@dataclass
+class Served:
+    app: Starlette
+    server: _Uvicorn
+    port: int
+
+    @property
+    def streams(self) -> ListenStreams:
+        streams: ListenStreams = self.app.state.listen
+        return streams
+
+
+@contextlib.asynccontextmanager
+async def served(app: Starlette, sock: socket.socket | None = None) -> AsyncGenerator[Served]:
+    """`app` under uvicorn on a free port (or on `sock`) until the block ends, then shut down as on SIGINT."""
+    sock = sock or listening_socket("127.0.0.1", 0)
+    server = _Uvicorn(app)
+    with sock:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(server.serve, [sock])
+            with anyio.fail_after(DEADLINE_S):
+                await server.ready.wait()
+            try:
+                yield Served(app, server, sock.getsockname()[1])
+            finally:
+                server.should_exit = True
+
+
+@pytest.fixture
+def instance(seed_template: Path, tmp_path: Path) -> Iterator[Instance]:
+    """A store of the test's own (tests write), with its index and dispatcher."""
+    opened = open_copy(seed_template, tmp_path / "store")
+    yield opened
+    opened.close()
+
+
+def fast(instance: Instance, **limits: Any) -> Starlette:
+    """canon's HTTP app, listen served by canon (with these `ListenLimits`)."""
+    return build_app(instance, surfaces=[], listen=ListenLimits(**limits))
+
+
+def sdk(instance: Instance) -> Starlette:
+    """The same app with listen left to the SDK, as before canon took it over: the reference."""
+    return build_app(instance, surfaces=[], listen=None)
+
+
+async def commit(instance: Instance, *node_ids: str) -> None:
+    """Change these nodes in one transaction (one batch of events)."""
+
+    def change() -> None:
+        nodes = instance.store.nodes(list(node_ids))
+        revision = instance.store.revision()
+        puts = [PutNode(dataclasses.replace(nodes[i], properties=_edited(nodes[i].properties, revision)))
+                for i in node_ids]  # fmt: skip
+        instance.store.commit(puts, principal="test:listen")
+
+    await anyio.to_thread.run_sync(change)
+
+
+def _edited(properties: Any, revision: int) -> dict[str, Any]:
+    """The properties with one free-text property changed."""
+    key = next(k for k in ("description", "mission", "title") if k in properties)
+    return {**properties, key: f"{properties[key]} ({revision})"}
+
+
+async def create_team(instance: Instance, n: int) -> None:
+    def create() -> None:
+        template = instance.store.node(PAYMENTS)
+        assert isinstance(template, Node)
+        properties = dict(template.properties) | {"slug": f"listen-{n}", "name": f"Listen {n}"}
+        team = dataclasses.replace(template, id=f"team-listen-{n}", properties=properties, revision=0)
+        instance.store.commit([PutNode(team, expected_revision=0)], principal="test:listen")
+
+    await anyio.to_thread.run_sync(create)
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Wait, within the deadline, for server-side state that follows an event the test cannot await."""
+    with anyio.fail_after(DEADLINE_S):
+        while not condition():
+            await anyio.sleep(0.005)
+
+
+# -- frames ------------------------------------------------------------------------------------------------------------
+async def test_a_listen_stream_is_the_ack_then_updates_byte_for_byte_as_the_sdk_sent_them(instance: Instance) -> None:
+    async with served(fast(instance)) as ours, served(sdk(instance)) as theirs:
+        streams = {name: await Raw.connect(s.port) for name, s in (("ours", ours), ("sdk", theirs))}
+        try:
+            heads, frames = {}, {}
+            for name, raw in streams.items():
+                await raw.listen(TRANSCRIPT_LISTEN)
+                heads[name] = await raw.head()
+                frames[name] = [await raw.frame()]
+            await commit(instance, PAYMENTS)
+            for raw_frames, raw in ((frames[n], streams[n]) for n in streams):
+                raw_frames.append(await raw.frame())
+            await create_team(instance, 1)  # the resource list changed
+            for raw_frames, raw in ((frames[n], streams[n]) for n in streams):
+                raw_frames.append(await raw.frame())
+        finally:
+            for raw in streams.values():
+                await raw.aclose()
+
+    assert heads["ours"] == heads["sdk"] == (200, {"server": "uvicorn", **SSE_HEAD})
+    assert frames["ours"] == frames["sdk"]
+    ack, update, list_changed = frames["ours"]
+    assert (ack, update) == (TRANSCRIPT_ACK, TRANSCRIPT_UPDATE)
+    assert list_changed is not None
+    assert data_of(list_changed) == {"jsonrpc": "2.0", "method": "notifications/resources/list_changed",
+                                     "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": "L1"}}}  # fmt: skip
+
+
+async def test_every_listener_hears_with_its_own_subscription_id_whatever_its_type(instance: Instance) -> None:
+    ids: list[Any] = [0, 7, -3, "x", "ü-id", 'quote"d', 2**53]
+    async with served(fast(instance)) as ours, contextlib.AsyncExitStack() as stack:
+        raws = [await stack.enter_async_context(listening(ours.port, {"resourceSubscriptions": [A]}, id_))
+                for id_ in ids]  # fmt: skip
+        await commit(instance, PAYMENTS)
+        frames = [await raw.frame() for raw in raws]
+
+    for id_, frame in zip(ids, frames, strict=True):
+        assert frame is not None
+        assert data_of(frame)["params"] == {"_meta": {"io.modelcontextprotocol/subscriptionId": id_}, "uri": A}
+
+
+# -- who may hear what -------------------------------------------------------------------------------------------------
+async def test_uris_the_caller_may_not_read_are_dropped_from_the_ack_and_never_heard(instance: Instance) -> None:
+    internal, restricted = node_uri("Decision", "adr-0002"), node_uri("Service", "svc-secrets-broker")
+    unknown = node_uri("Team", "team-nowhere")
+    requested = [internal, A, restricted, unknown, B]
+    async with served(fast(instance)) as ours:
+        raw = await Raw.connect(ours.port)
+        try:
+            await raw.listen({"resourceSubscriptions": requested, "promptsListChanged": True})
+            assert (await raw.head())[0] == 200
+            ack = await raw.frame()
+            assert ack is not None
+            await commit(instance, "adr-0002")  # the anonymous caller may not read it
+            await commit(instance, PAYMENTS)
+            heard = await raw.update()
+        finally:
+            await raw.aclose()
+
+    assert data_of(ack)["params"]["notifications"] == {"resourceSubscriptions": [A, B]}  # and no prompts
+    assert heard == A
+    instance.audit.flush()
+    records, _ = instance.store.audit_records(AuditQuery(surface="mcp-http"), before=None, limit=20)
+    checked = {r["target"]: r["outcome"] for r in records if r["action"] == "subscriptions/listen"}
+    assert set(checked) == set(requested)  # every URI was checked through the dispatcher, and audited
+    assert checked[A] == "ok" != checked[internal]
+
+
+# -- requests the SDK answers ------------------------------------------------------------------------------------------
+def _body(**changes: Any) -> bytes:
+    body = listen_body({"resourceSubscriptions": [A]}, 1)
+    for key, value in changes.items():
+        if value is None:
+            body.pop(key, None)
+        else:
+            body[key] = value
+    return json.dumps(body).encode()
+
+
+_META = envelope()
+BAD_REQUESTS: dict[str, tuple[bytes | None, dict[str, str], list[tuple[str, str]]]] = {
+    "accept json only": (_body(), {**HEADERS, "accept": "application/json"}, []),
+    "accept event stream only": (_body(), {**HEADERS, "accept": "text/event-stream"}, []),
+    "params of the wrong shape": (
+        _body(params={"notifications": {"resourceSubscriptions": "x"}, "_meta": _META}),
+        HEADERS,
+        [],
+    ),
+    "no notifications": (_body(params={"_meta": _META}), HEADERS, []),
+    "no id (a notification)": (_body(id=None), HEADERS, []),
+    "a null id": (json.dumps(listen_body({}, None)).encode(), HEADERS, []),
+    "no _meta": (_body(params={"notifications": {}}), HEADERS, []),
+    "client capabilities not an object": (
+        _body(params={"notifications": {}, "_meta": {**_META, "io.modelcontextprotocol/clientCapabilities": 1}}),
+        HEADERS,
+        [],
+    ),
+    "an unsupported version": (
+        _body(
+            params={"notifications": {}, "_meta": {**_META, "io.modelcontextprotocol/protocolVersion": "1900-01-01"}}
+        ),
+        {**HEADERS, "mcp-protocol-version": "1900-01-01"},
+        [],
+    ),
+    "the body's method is not the header's": (_body(method="tools/list"), HEADERS, []),
+    "Mcp-Method twice": (_body(), HEADERS, [("mcp-method", "subscriptions/listen")]),
+    "a 2025-11-25 version header": (_body(), {**HEADERS, "mcp-protocol-version": "2025-11-25"}, []),
+    "not JSON": (b"{nope", HEADERS, []),
+    "a batch": (b"[" + _body() + b"]", HEADERS, []),
+    "wrong content type": (_body(), {**HEADERS, "content-type": "text/plain"}, []),
+    "a foreign Origin": (_body(), {**HEADERS, "origin": "http://evil.example"}, []),
+    "a foreign Host": (_body(), {**HEADERS, "host": "evil.example"}, []),
+    "a declared length over the limit": (None, {**HEADERS, "content-length": str(2 * 1024 * 1024)}, []),
+    "a chunked body over the limit": (
+        b'{"x":"' + b"x" * (1024 * 1024) + b'"}',
+        {**HEADERS, "transfer-encoding": "chunked"},
+        [],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BAD_REQUESTS)
+async def test_a_request_that_is_not_a_valid_listen_is_answered_as_the_sdk_answers_it(instance: Instance,
+                                                                                      case: str) -> None:  # fmt: skip
+    body, headers, extra = BAD_REQUESTS[case]
+    answers: list[tuple[int, str | None, bytes]] = []
+    async with served(fast(instance)) as ours, served(sdk(instance)) as theirs:
+        for port in (ours.port, theirs.port):
+            raw = await Raw.connect(port)
+            try:
+                await raw.request(body, headers, extra=extra)
+                status, head = await raw.head()
+                answers.append((status, head.get("content-type"), await raw.body()))
+            finally:
+                await raw.aclose()
+        assert ours.streams.count == 0
+
+    assert answers[0] == answers[1]
+    assert answers[0][1] != "text/event-stream"
+
+
+# -- bounds ------------------------------------------------------------------------------------------------------------
+async def test_a_listen_past_the_stream_cap_is_refused_as_the_sdk_refuses_it_until_a_stream_ends(
+    instance: Instance,
+) -> None:
+    async with served(fast(instance, max_streams=2)) as ours:
+        async with listening(ours.port, {"resourceSubscriptions": [A]}), listening(ours.port, {}):
+            raw = await Raw.connect(ours.port)
+            try:
+                await raw.listen({"resourceSubscriptions": [A]}, 7)
+                refused = await raw.head(), await raw.body()
+            finally:
+                await raw.aclose()
+        await until(lambda: ours.streams.count == 0)
+        async with listening(ours.port, {"resourceSubscriptions": [A]}, 7) as again:
+            await commit(instance, PAYMENTS)
+            heard = await again.update()
+
+    (status, head), body = refused
+    assert (status, head["content-type"], body) == (200, "application/json", TRANSCRIPT_LIMIT)
+    assert heard == A
+
+
+async def test_a_listener_that_stops_reading_is_ended_at_the_backlog_bound_and_the_others_hear_everything(
+    instance: Instance,
+) -> None:
+    nodes = [n for n in instance.store.iter_nodes() if n.visibility == "public" and "description" in n.properties][:60]
+    public, uris = [n.id for n in nodes], [node_uri(n.type, n.id) for n in nodes]
+    assert len(public) == 60
+    sock = listening_socket("127.0.0.1", 0)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # inherited by accepted sockets: small, fixed
+    async with (
+        served(fast(instance, max_backlog=4), sock) as ours,
+        listening(ours.port, {"resourceSubscriptions": uris}, "slow", receive_buffer=4096) as slow,
+        listening(ours.port, {"resourceSubscriptions": uris}, "fast") as reader,
+    ):
+        heard: list[str] = []
+        batches = 0
+        while ours.streams.count == 2:  # each batch is ~12 kB a stream: the slow one fills its buffers in a few
+            assert batches < 60, "the stream that stopped reading was never ended"
+            await commit(instance, *public)
+            batches += 1
+            heard += [await reader.update() for _ in public]  # in this batch's deliver the slow one may have ended
+        await commit(instance, *public)  # the fast one goes on hearing
+        heard += [await reader.update() for _ in public]
+        slow_frames: list[bytes] = []
+        with anyio.fail_after(DEADLINE_S):
+            while (frame := await slow.frame()) is not None:
+                slow_frames.append(frame)
+
+    assert heard == uris * (batches + 1)
+    assert 0 < len(slow_frames) < len(public) * batches  # what was written before it was ended, then the end...
+    assert all(data_of(f)["method"] == "notifications/resources/updated" for f in slow_frames)  # ...with no result
+
+
+# -- how streams end ---------------------------------------------------------------------------------------------------
+async def test_a_client_that_disconnects_releases_its_stream(instance: Instance) -> None:
+    async with served(fast(instance)) as ours:
+        async with listening(ours.port, {"resourceSubscriptions": [A], "toolsListChanged": True}):
+            assert ours.streams.count == 1
+        await until(lambda: ours.streams.count == 0)
+        async with listening(ours.port, {"resourceSubscriptions": [A]}) as other:
+            await commit(instance, PAYMENTS)  # delivering to what is left (the released stream is not in the way)
+            assert await other.update() == A
+
+
+async def test_server_shutdown_ends_every_stream_with_the_listen_result(instance: Instance) -> None:
+    async with served(fast(instance)) as ours:
+        first = await Raw.connect(ours.port)
+        second = await Raw.connect(ours.port)
+        for raw, id_ in ((first, "L1"), (second, 2)):
+            await raw.listen({"resourceSubscriptions": [A]}, id_)
+            await raw.head()
+            await raw.frame()
+        ours.server.should_exit = True  # what SIGINT does
+        with anyio.fail_after(DEADLINE_S):
+            ends = [(await raw.frame(), await raw.frame()) for raw in (first, second)]
+        for raw in (first, second):
+            await raw.aclose()
+
+    (result_1, end_1), (result_2, end_2) = ends
+    assert result_1 is not None
+    assert data_of(result_1) == result_frame("L1")
+    assert result_2 is not None
+    assert data_of(result_2) == result_frame(2)
+    assert (end_1, end_2) == (None, None)
+
+
+def test_canon_serve_stopped_by_sigint_ends_a_listen_stream_with_its_result_and_exits(
+    seed_template: Path, tmp_path: Path
+) -> None:
+    store = copy_store(seed_template, tmp_path / "canon.db")
+
+    async def listen_then_stop(port: int, stop: Callable[[], None]) -> tuple[bytes | None, bytes | None]:
+        async with listening(port, {"resourceSubscriptions": [A]}, 5) as raw:
+            stop()
+            with anyio.fail_after(DEADLINE_S * 2):
+                return await raw.frame(), await raw.frame()
+
+    with serving(store, cwd=tmp_path) as process:
+        result, end = anyio.run(listen_then_stop, process.port, lambda: process.popen.send_signal(signal.SIGINT))
+        code = process.popen.wait(timeout=30)
+
+    assert result is not None
+    assert data_of(result) == result_frame(5)
+    assert end is None
+    assert code in (0, 130)
+
+
+# -- many --------------------------------------------------------------------------------------------------------------
+async def test_two_hundred_listeners_hear_every_event_in_order(instance: Instance) -> None:
+    writes = 5
+    heard: list[list[str]] = [[] for _ in range(200)]
+    async with served(fast(instance)) as ours, contextlib.AsyncExitStack() as stack:
+        raws = [await stack.enter_async_context(listening(ours.port, {"resourceSubscriptions": [A, B]}, i))
+                for i in range(200)]  # fmt: skip
+        for _ in range(writes):  # each write heard before the next: the pump sends one update per URI per batch
+            await commit(instance, PAYMENTS)
+            await commit(instance, BILLING)
+            with anyio.fail_after(DEADLINE_S):
+                for raw, uris in zip(raws, heard, strict=True):
+                    uris += [await raw.update(), await raw.update()]
+
+    assert heard == [[A, B] * writes] * 200
