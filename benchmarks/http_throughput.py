@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -172,6 +173,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2, help="runs per worker count, alternating (default 2)")
     parser.add_argument("--node", default="team-0000003", help="the node get_node reads")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # stop the servers on the way out
     with tempfile.TemporaryDirectory(prefix="canon-bench-") as folder:
         store, nodes = prepare_store(Path(folder), args.store, args.nodes)
         token = admin_token(store, "throughput")
