@@ -41,7 +41,10 @@ async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolReques
 
 
 def _server() -> Server[Any]:
-    return Server("echo", version="1", on_list_tools=list_tools, on_call_tool=call_tool)
+    # get_tool_input_schema: what the SDK checks a 2026-07-28 HTTP call's Mcp-Param-* headers against. Without it
+    # the SDK calls the tools/list handler on every tools/call to find the schema, work canon does not pay for
+    return Server("echo", version="1", on_list_tools=list_tools, on_call_tool=call_tool,
+                  get_tool_input_schema=lambda name: SCHEMA if name == "echo" else None)  # fmt: skip
 
 
 async def main() -> None:
@@ -54,7 +57,7 @@ def serve_http(port: int) -> None:
     """The same server over Streamable HTTP on 127.0.0.1, with the socket set up as canon's (Nagle off)."""
     import contextlib
     import sys
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncGenerator
 
     import uvicorn
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
@@ -66,7 +69,7 @@ def serve_http(port: int) -> None:
     manager = StreamableHTTPSessionManager(app=_server(), json_response=True, stateless=False)
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(app: Starlette) -> AsyncGenerator[None]:
         async with manager.run():
             yield
 

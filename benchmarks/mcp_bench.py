@@ -13,6 +13,9 @@ request to reading its response:
 * canon, on the store: `get_node`, `find_nodes` with a selective property filter and with a text match,
   `get_neighbors` at depth 1 and 2, `find_paths`, a typical `query_graph` pattern, and `tools/list`.
 
+Both servers run side by side and are warmed before anything is timed (`WARMUP` calls of every scenario); the
+floor is timed in two halves, before and after canon's scenarios, and its p50 is that of both halves together.
+
 Reports p50/p90/p99 per scenario, each p50 as a ratio of the floor's `tools/call` p50 from the same run, the
 server's start-up time (spawn to first answer) and peak resident memory (VmHWM). Prints one JSON object.
 (Throughput with 1 and 2 worker processes: `benchmarks/http_throughput.py`.) The
@@ -31,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -41,6 +44,7 @@ import httpx2
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
+WARMUP = 30  # calls of every scenario (and of the floor) before any is timed
 SERVING = re.compile(r"serving MCP at (http://127\.0\.0\.1:\d+/mcp)")
 
 
@@ -158,7 +162,7 @@ class Peer:
 
 
 @contextmanager
-def peer(command: list[str], transport: str, revision: str, cwd: Path, token: str | None = None) -> Iterator[Peer]:
+def peer(command: list[str], transport: str, revision: str, cwd: Path, token: str | None = None) -> Generator[Peer]:
     started = Peer(command, transport, revision, cwd, token)
     try:
         yield started
@@ -166,8 +170,8 @@ def peer(command: list[str], transport: str, revision: str, cwd: Path, token: st
         started.close()
 
 
-def timed(call: Callable[[], Any], calls: int, warmup: int | None = None) -> dict[str, float]:
-    """p50/p90/p99 in ms of `calls` sequential calls, after `warmup` untimed ones (default: a tenth, at least 10)."""
+def sampled(call: Callable[[], Any], calls: int, warmup: int | None = None) -> list[float]:
+    """The ms each of `calls` sequential calls took, after `warmup` untimed ones (default: a tenth, at least 10)."""
     for _ in range(max(10, calls // 10) if warmup is None else warmup):
         call()
     samples: list[float] = []
@@ -175,8 +179,17 @@ def timed(call: Callable[[], Any], calls: int, warmup: int | None = None) -> dic
         started = time.perf_counter()
         call()
         samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
     q = statistics.quantiles(samples, n=100)
     return {"p50_ms": round(statistics.median(samples), 3), "p90_ms": round(q[89], 3), "p99_ms": round(q[98], 3)}
+
+
+def timed(call: Callable[[], Any], calls: int, warmup: int | None = None) -> dict[str, float]:
+    """p50/p90/p99 in ms of `calls` sequential calls, after `warmup` untimed ones (default: a tenth, at least 10)."""
+    return percentiles(sampled(call, calls, warmup))
 
 
 def scenarios(nodes: int) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -224,20 +237,35 @@ def run(store: Path, nodes: int, transports: list[str], revisions: list[str], ca
     for transport in transports:
         for revision in revisions:
             echo_command = [*echo, "--http"] if transport == "http" else echo
-            with peer(echo_command, transport, revision, work) as floor:
-                base = timed(lambda f=floor: f.request("tools/call", {"name": "echo", "arguments": {"id": "x"}}),
-                             calls)  # fmt: skip
-                floor_start = floor.start_up_ms
             canon_command = canon if transport == "http" else [*canon, "--stdio"]
-            row: dict[str, Any] = {"echo tools/call": base, "echo start_up_ms": floor_start}
-            with peer(canon_command, transport, revision, work, token if transport == "http" else None) as server:
-                row["canon start_up_ms"] = server.start_up_ms
-                for label, (method, params) in scenarios(nodes).items():
-                    figures = timed(lambda s=server, m=method, p=params: s.request(m, p), calls)
-                    row[label] = figures | {"p50_ratio": round(figures["p50_ms"] / base["p50_ms"], 2)}
+            with (
+                peer(echo_command, transport, revision, work) as floor,
+                peer(canon_command, transport, revision, work, token if transport == "http" else None) as server,
+            ):
+                row = measure(floor, server, scenarios(nodes), calls)
                 row["canon peak_rss_mib"] = peak_rss_mib(server.proc.pid)
             results[f"{transport} {revision}"] = row
     return results
+
+
+def measure(floor: Peer, server: Peer, plan: dict[str, tuple[str, dict[str, Any]]], calls: int) -> dict[str, Any]:
+    """Both servers warmed first (a process just started answers slower for its first few hundred calls); the
+    floor timed in two halves, before and after canon's scenarios, so a change of load during the run weighs on
+    both sides of each ratio."""
+    echo = {"name": "echo", "arguments": {"id": "x"}}
+    for _ in range(WARMUP):
+        floor.request("tools/call", echo)
+        for method, params in plan.values():
+            server.request(method, params)
+    first_half = sampled(lambda: floor.request("tools/call", echo), calls // 2)
+    figures = {label: timed(lambda m=method, p=params: server.request(m, p), calls)
+               for label, (method, params) in plan.items()}  # fmt: skip
+    base = percentiles(first_half + sampled(lambda: floor.request("tools/call", echo), calls - calls // 2))
+    row: dict[str, Any] = {"echo tools/call": base, "echo start_up_ms": floor.start_up_ms,
+                           "canon start_up_ms": server.start_up_ms}  # fmt: skip
+    for label, figure in figures.items():
+        row[label] = figure | {"p50_ratio": round(figure["p50_ms"] / base["p50_ms"], 2)}
+    return row
 
 
 def prepare_store(folder: Path, source: Path | None, nodes: int) -> tuple[Path, int]:

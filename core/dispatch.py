@@ -3,11 +3,17 @@
     call_tool(principal, surface, name, arguments)
       → look up          unknown → UnknownToolError (MCP: JSON-RPC -32602 naming the closest tools)
       → authorise        the caller's roles must grant the tool's permission, else ForbiddenError (a result)
-      → validate input   against the exact input schema; failure → an error *result* with JSON pointers; then
-                         the schema's top-level defaults are filled in, so every surface makes the same call
+      → validate input   against the exact input schema (plain arguments pass a `QuickCheck` first); failure
+                         → an error *result* with JSON pointers; then the schema's top-level defaults are filled
+                         in, so every surface makes the same call
       → execute          under a wall-time bound; handlers read through the caller's `sight` (core.access)
       → audit            every hook gets one record: who, where, what, outcome, revision, duration
       → result           one JSON object, which surfaces send as structured content and as text
+
+`call_tool_now` is the same path for a caller that must not wait (an event loop): it runs a point read (a
+handler marked `@point_read`: one record by its key, nothing else) on the calling thread when the index and the
+store are free and current at that instant, and otherwise declines (None), so the caller hands the call to a
+thread that may wait.
 
 Resources, completions and tool listings take the same path (execute with the caller's sight, audit).
 Surfaces never hold logic: they translate their wire format to these calls and the results (or `CanonError`s)
@@ -37,7 +43,7 @@ from core.records import Node, Sight
 from core.registry import Registry, ToolDefinition
 from core.store import Store
 
-__all__ = ["OUTCOMES", "AuditRecord", "CallContext", "Dispatcher", "Handler", "ToolResult", "error_json"]
+__all__ = ["OUTCOMES", "AuditRecord", "CallContext", "Dispatcher", "Handler", "ToolResult", "error_json", "point_read"]
 
 log = logging.getLogger("canon.dispatch")
 DEFAULT_TIME_LIMIT_S = 10.0
@@ -77,6 +83,14 @@ class CallContext:
 
 
 Handler = Callable[[CallContext, dict[str, Any]], dict[str, Any]]
+_POINT_READS: set[Handler] = set()
+
+
+def point_read(handler: Handler) -> Handler:
+    """Mark `handler` as a point read: it reads one record by its key and does nothing else, so it is cheap and
+    bounded enough for `Dispatcher.call_tool_now` to run on an event loop."""
+    _POINT_READS.add(handler)
+    return handler
 
 
 @dataclass(frozen=True)
@@ -154,6 +168,22 @@ class Dispatcher:
         self, principal: Principal, surface: str, name: str, arguments: Mapping[str, Any] | None
     ) -> ToolResult:
         """Run a tool for a principal. Raises `UnknownToolError` only; every other failure is a result."""
+        return self._call(principal, surface, name, arguments, sync=True)
+
+    def call_tool_now(
+        self, principal: Principal, surface: str, name: str, arguments: Mapping[str, Any] | None
+    ) -> ToolResult | None:
+        """`call_tool` on this thread, for a caller that must not wait; None (and nothing done) unless `name` is a
+        point read and the index and the store are free and current right now. Then both stay held for the call,
+        so it never waits on another thread's walk or write, nor replays the change log."""
+        handler = self.handlers.get(name)
+        if handler is None or handler not in _POINT_READS:
+            return None
+        with self.index.uncontended() as free:
+            return self._call(principal, surface, name, arguments, sync=False) if free else None
+
+    def _call(self, principal: Principal, surface: str, name: str, arguments: Mapping[str, Any] | None, *,
+              sync: bool) -> ToolResult:  # fmt: skip
         started = time.perf_counter()
         args = dict(arguments or {})
         outcome = "failed"
@@ -165,14 +195,18 @@ class Dispatcher:
             raise
         try:
             require_tool(principal, tool)
-            validator = self.registry.input_validator(tool.name)
-            problems = [Problem(pointer(e.absolute_path), e.message) for e in validator.iter_errors(args)]
-            if problems:
-                raise InvalidArgumentsError(tool.name, sorted(problems))
-            self.index.sync()
+            quick = self.registry.quick_check(tool.name)
+            if quick is None or not quick(args):
+                validator = self.registry.input_validator(tool.name)
+                problems = [Problem(pointer(e.absolute_path), e.message) for e in validator.iter_errors(args)]
+                if problems:
+                    raise InvalidArgumentsError(tool.name, sorted(problems))
+            if sync:
+                self.index.sync()
             # the schema's defaults, made explicit: an argument left out and one given as its default are the same
             # call (same cursor fingerprint) whichever surface sent it
-            full = {**copy.deepcopy(self.registry.input_defaults(tool.name)), **args}
+            defaults = self.registry.input_defaults(tool.name)
+            full = {**copy.deepcopy(defaults), **args} if defaults else dict(args)
             value = self.handlers[tool.name](self.context(principal, surface), full)
             outcome = "ok"
             return ToolResult(tool.name, value)

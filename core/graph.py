@@ -241,6 +241,20 @@ class GraphIndex:
 
     # -- reading -----------------------------------------------------------------------------------------------
     @contextmanager
+    def uncontended(self) -> Generator[bool]:
+        """For a short read that must not wait: True, with the index and the store held for the block, when neither
+        is in use by another thread and the index is at the store's revision (no change log to replay); False,
+        holding nothing, otherwise."""
+        if not self._lock.acquire(blocking=False):
+            yield False
+            return
+        try:
+            with self.store.uncontended() as free:
+                yield free and self.store.revision() == self.revision
+        finally:
+            self._lock.release()
+
+    @contextmanager
     def reading(self) -> Generator[nx.MultiDiGraph[str]]:
         """The graph, current and locked against concurrent changes for the duration of the block."""
         self.sync()

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from core.conditions import parse_where
-from core.dispatch import CallContext
+from core.dispatch import CallContext, point_read
 from core.errors import NotFoundError
 from core.paging import decode_cursor, encode_cursor, page
 from core.store import NodeQuery
 
 
+@point_read
 def get_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     revision = ctx.index.revision
     node = ctx.store.node(args["id"])

@@ -21,15 +21,24 @@ MAX_PATHS = 1_000  # paths counted by find_paths; total stops there and truncate
 def steps(
     graph: nx.MultiDiGraph[str], node: str, direction: str, types: frozenset[str], sight: Sight | None = None
 ) -> Iterator[tuple[str, EdgeRef]]:
-    """(neighbour, edge) pairs one hop from `node`, in a stable order, to neighbours `sight` sees."""
+    """(neighbour, edge) pairs one hop from `node`, in a stable order, to neighbours `sight` sees.
+
+    Read from networkx's adjacency dicts (neighbour -> {edge type: data}), what `out_edges`/`in_edges` iterate
+    with a view object and a generator per call: a walk calls this once per node it reaches."""
+    adjacency: Any = graph  # its adjacency dicts are not in the type stubs
     found: list[tuple[str, EdgeRef]] = []
     if direction in ("out", "both"):
-        found += [(t, (k, node, t)) for _, t, k in graph.out_edges(node, keys=True) if not types or k in types]
+        found += [
+            (t, (k, node, t)) for t, keys in adjacency._succ[node].items() for k in keys if not types or k in types
+        ]
     if direction in ("in", "both"):
-        found += [(s, (k, s, node)) for s, _, k in graph.in_edges(node, keys=True) if not types or k in types]
+        found += [
+            (s, (k, s, node)) for s, keys in adjacency._pred[node].items() for k in keys if not types or k in types
+        ]
     if sight is not None:
         found = [(n, ref) for n, ref in found if sees_in_graph(sight, graph, n)]
-    return iter(sorted(found))
+    found.sort()
+    return iter(found)
 
 
 def _require_visible(ctx: CallContext, graph: nx.MultiDiGraph[str], id: str) -> None:
@@ -40,11 +49,11 @@ def _require_visible(ctx: CallContext, graph: nx.MultiDiGraph[str], id: str) -> 
         raise ForbiddenError("node", id, f"{ctx.principal.name} may not read node {id!r}: it is {visibility}.")
 
 
-def _edge_json(ctx: CallContext, ref: EdgeRef) -> dict[str, Any]:
-    edge = ctx.store.edge(*ref)
-    if edge is None:  # removed since the index was read; report it as the index saw it
-        edge = Edge(*ref)
-    return edge.to_json()
+def _edges_json(ctx: CallContext, refs: list[EdgeRef]) -> list[dict[str, Any]]:
+    """The stored edges `refs` name, in their order, read in one go; an edge removed since the index was read is
+    reported as the index saw it."""
+    stored = ctx.store.edges(refs)
+    return [(stored.get(ref) or Edge(*ref)).to_json() for ref in refs]
 
 
 def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -72,12 +81,14 @@ def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
                     )  # fmt: skip
                 ctx.check_time()
             frontier = sorted(following)
-    reached.sort(key=lambda r: (r[0], r[1]))
+    reached.sort()  # by (depth, id): each id is reached once, so the edge never decides
     offset = decode_cursor("get_neighbors", args) or 0
     chosen = reached[offset : offset + limit]
     records = ctx.store.nodes([n for _, n, _ in chosen])
+    chosen = [(d, n, ref) for d, n, ref in chosen if n in records]
+    edges = _edges_json(ctx, [ref for _, _, ref in chosen])
     items = [
-        {"node": records[n].to_json(), "depth": d, "edge": _edge_json(ctx, ref)} for d, n, ref in chosen if n in records
+        {"node": records[n].to_json(), "depth": d, "edge": edge} for (d, n, _), edge in zip(chosen, edges, strict=True)
     ]
     more = offset + limit < len(reached)
     cursor = encode_cursor("get_neighbors", args, offset + limit) if more else None
@@ -120,8 +131,9 @@ def find_paths(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     cut = len(paths) >= MAX_PATHS or budget[0] <= 0
     offset = decode_cursor("find_paths", args) or 0
     chosen = paths[offset : offset + limit]
+    edges = iter(_edges_json(ctx, [ref for p in chosen for ref in p]))
     items = [{"nodes": [source, *[_other(ref, n) for ref, n in _hops(p, source)]],
-              "edges": [_edge_json(ctx, ref) for ref in p]} for p in chosen]  # fmt: skip
+              "edges": [next(edges) for _ in p]} for p in chosen]  # fmt: skip
     more = offset + limit < len(paths)
     cursor = encode_cursor("find_paths", args, offset + limit) if more else None
     return page(items, total=len(paths), limit=limit, revision=revision, next_cursor=cursor, cut=cut)

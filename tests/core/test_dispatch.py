@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
-from collections.abc import Iterator
-from dataclasses import asdict
+from collections.abc import Callable, Generator, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import asdict, replace
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +16,7 @@ from core.config import Config
 from core.dispatch import AuditRecord, Dispatcher
 from core.errors import LimitExceededError, NotFoundError, UnknownToolError
 from core.instance import Instance, open_instance
+from core.operations import PutNode
 from core.principal import LOCAL, Principal
 from core.resources import read_resource
 from core.tools import HANDLERS
@@ -264,3 +268,78 @@ def test_every_audit_hook_gets_every_record(instance: Instance) -> None:
 
     assert [r.outcome for r in first] == ["ok", "not_found"]
     assert first == second
+
+
+# -- call_tool_now: a point read on the caller's thread, never waiting -----------------------------------------------
+def test_call_tool_now_answers_a_point_read_as_call_tool_does(
+    dispatcher: Dispatcher, records: list[AuditRecord]
+) -> None:
+    now = dispatcher.call_tool_now(LOCAL, "test", "get_node", {"id": SERVICE})
+    later = dispatcher.call_tool(LOCAL, "test", "get_node", {"id": SERVICE})
+
+    assert now is not None
+    assert now.as_json() == later.as_json()
+    assert [(r.target, r.outcome) for r in records] == [("get_node", "ok"), ("get_node", "ok")]
+
+
+def test_call_tool_now_declines_a_tool_that_is_not_a_point_read(
+    dispatcher: Dispatcher, records: list[AuditRecord]
+) -> None:
+    assert dispatcher.call_tool_now(LOCAL, "test", "find_nodes", {"type": "Service"}) is None
+    assert dispatcher.call_tool_now(LOCAL, "test", "get_nodes", {"id": SERVICE}) is None  # unknown: call_tool says so
+    assert records == []  # declined calls did nothing, so there is nothing to audit
+
+
+@contextmanager
+def held_by_another_thread(hold: Callable[[], AbstractContextManager[object]]) -> Generator[None]:
+    """Run `hold()` in another thread for the duration of the block."""
+    holding, done = threading.Event(), threading.Event()
+
+    def run() -> None:
+        with hold():
+            holding.set()
+            done.wait(5)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        assert holding.wait(5)
+        yield
+    finally:
+        done.set()
+        thread.join(5)
+
+
+@pytest.mark.parametrize("what", ["index", "store"])
+def test_call_tool_now_declines_at_once_while_another_thread_uses_the_index_or_the_store(
+    dispatcher: Dispatcher, records: list[AuditRecord], instance: Instance, what: str
+) -> None:
+    assert instance.index is not None
+    hold = instance.index.reading if what == "index" else instance.store.uncontended  # a walk; a query or a commit
+    with held_by_another_thread(hold):
+        started = time.monotonic()
+        assert dispatcher.call_tool_now(LOCAL, "test", "get_node", {"id": SERVICE}) is None
+        assert time.monotonic() - started < 1  # declined, not waited for (the holder keeps it up to 5 s)
+    assert records == []
+    assert dispatcher.call_tool_now(LOCAL, "test", "get_node", {"id": SERVICE}) is not None  # free again
+
+
+def test_call_tool_now_declines_while_the_index_is_behind_the_store_and_call_tool_catches_up(
+    tmp_path: Path,
+) -> None:
+    opened = open_instance(Config(store=tmp_path / "canon.db"))
+    try:
+        node = opened.store.node(SERVICE)
+        assert node is not None
+        changed = replace(node, properties={**node.properties, "description": "Changed while the index looked away."})
+        revision = opened.store.commit([PutNode(changed)], principal="test").revision  # the index has not seen it
+        dispatcher = opened.dispatcher
+
+        assert dispatcher.call_tool_now(LOCAL, "test", "get_node", {"id": SERVICE}) is None  # no replay on the caller
+        result = dispatcher.call_tool(LOCAL, "test", "get_node", {"id": SERVICE})
+        assert result.as_json()["revision"] == revision
+        answered = dispatcher.call_tool_now(LOCAL, "test", "get_node", {"id": SERVICE})
+        assert answered is not None
+        assert answered.as_json()["node"]["properties"]["description"] == "Changed while the index looked away."
+    finally:
+        opened.close()

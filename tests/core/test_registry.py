@@ -8,6 +8,8 @@ from importlib import resources
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from referencing import Registry as RefRegistry
 from referencing import Resource
@@ -283,3 +285,51 @@ def test_node_and_edge_unions_are_tagged_so_a_validator_checks_one_branch(model:
     assert not validator.is_valid({"node": {**team, "type": "Person"}, "revision": 1})  # a Team's properties
     missing = {k: v for k, v in team["properties"].items() if k != "mission"}
     assert not validator.is_valid({"node": {**team, "properties": missing}, "revision": 1})
+
+
+# -- the quick check: accepts only what the input schema accepts -----------------------------------------------------
+_PLAIN_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 300), st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["", "a", "svc-checkout-api", "Person", "out", "both", "sideways", "x" * 129, "x" * 201,
+                     "ok", "2026-11-30T00:00:00Z", "not-a-date", "a b", "ß", "-1"]),
+    st.text(max_size=12), st.lists(st.text(max_size=3), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(),
+                                                                                        max_size=2),
+)  # fmt: skip
+
+
+def _arguments(schema: Mapping[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """Argument objects near the schema: its own property names (and a stranger), values of every JSON kind."""
+    names = st.sampled_from([*schema.get("properties", {}), "stranger"])
+    return st.dictionaries(names, _PLAIN_VALUES, max_size=4)
+
+
+@pytest.mark.parametrize("tool", [t.name for t in build_registry(load_model()).tools])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_the_quick_check_accepts_only_arguments_the_input_schema_accepts(
+    registry: Registry, tool: str, data: st.DataObject
+) -> None:
+    quick = registry.quick_check(tool)
+    if quick is None:
+        return
+    arguments = data.draw(_arguments(registry.tool(tool).input_schema))
+    if quick(arguments):
+        assert registry.input_validator(tool).is_valid(arguments), arguments
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("get_node", {"id": "svc-checkout-api"}),
+        ("find_nodes", {"type": "Person", "text": "ada", "limit": 5}),
+        ("get_neighbors", {"id": "team-payments", "depth": 2, "direction": "out"}),
+        ("delete_node", {"id": "svc-checkout-api", "cascade": True}),
+    ],
+)
+def test_the_quick_check_accepts_plain_calls_without_the_validator(
+    registry: Registry, tool: str, arguments: dict[str, Any]
+) -> None:
+    quick = registry.quick_check(tool)
+    assert quick is not None
+    assert quick(arguments)
+    assert not quick({**arguments, "stranger": 1})  # unsure: the validator decides (and refuses it)

@@ -120,6 +120,25 @@ def test_a_store_from_before_the_index_gets_it_when_opened(seeded_store: SQLiteS
         store.close()
 
 
+def test_a_query_for_other_text_properties_than_the_index_holds_checks_those_properties(
+    seeded_store: SQLiteStore, model: Model
+) -> None:
+    only_slugs = {"Team": ("slug",)}  # the index holds every text property of every type
+    nodes, _ = seeded_store.find_nodes(NodeQuery(text="processing", text_fields=only_slugs), after=None, limit=100)
+    assert nodes == []  # in Team missions, not slugs
+    slugs = {n.id: str(n.properties["slug"]).lower() for n in seeded_store.iter_nodes("Team")}
+    for needle in _needles(seeded_store, model, 100, seed=5):
+        nodes, _ = seeded_store.find_nodes(NodeQuery(text=needle, text_fields=only_slugs), after=None, limit=100_000)
+        assert [n.id for n in nodes] == sorted(i for i, slug in slugs.items() if needle.lower() in slug), needle
+
+
+def test_a_bulk_write_leaves_the_index_in_one_segment(seeded_store: SQLiteStore) -> None:
+    """Merged after the import: each trigram a search looks up is one list to read, not one per segment."""
+    db = seeded_store._db  # pyright: ignore[reportPrivateUsage]
+    levels = db.execute("SELECT count(*) FROM node_text_idx WHERE segid > 0 GROUP BY segid").fetchall()
+    assert len(levels) == 1
+
+
 @pytest.mark.parametrize("needle", ["pay", "team"])
 def test_a_long_needle_is_answered_from_the_index(seeded_store: SQLiteStore, needle: str) -> None:
     from core.store.sqlite import _node_filter  # pyright: ignore[reportPrivateUsage]
@@ -127,3 +146,16 @@ def test_a_long_needle_is_answered_from_the_index(seeded_store: SQLiteStore, nee
     where, params = _node_filter(NodeQuery(text=needle, text_fields={"Team": ("name",)}))
     plan = seeded_store._read(f"EXPLAIN QUERY PLAN SELECT id FROM nodes WHERE {where}", params)  # pyright: ignore[reportPrivateUsage]
     assert any("node_text" in str(row) for row in plan)
+
+
+def test_a_typed_search_starts_from_the_text_index_not_from_every_node_of_the_type(
+    seeded_store: SQLiteStore, model: Model
+) -> None:
+    from core.store.sqlite import _node_filter  # pyright: ignore[reportPrivateUsage]
+
+    query = NodeQuery("Person", text="payments", text_fields=_fields(model))
+    where, params = _node_filter(query, "email", indexed=True)
+    sql = f"EXPLAIN QUERY PLAN SELECT id FROM nodes WHERE {where} AND id > ? ORDER BY id LIMIT ?"
+    plan = [str(row[3]) for row in seeded_store._read(sql, [*params, "", 21])]  # pyright: ignore[reportPrivateUsage]
+    assert "nodes_type" not in plan[0], plan  # not a walk over every Person in id order
+    assert any("node_text" in step for step in plan)

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
+import anyio
+import httpx2
 import mcp
 import mcp_types as types
 import pytest
 from jsonschema import Draft202012Validator
 
+from core.dispatch import CallContext, Dispatcher
 from core.model import Model, default_seed_path
 from core.registry import build_registry
+from core.tools import HANDLERS
 from core.tools.query import MAX_WORK
-from tests.wire.conftest import Served
+from tests.wire.conftest import Served, asgi_http, modern_request, open_copy
 
 pytestmark = pytest.mark.anyio
 
@@ -128,6 +134,44 @@ async def test_get_node_returns_the_stored_node(served: Served, revision: str) -
     node = served.instance.store.node("team-payments")
     assert node is not None
     assert structured(result)["node"] == node.to_json()
+
+
+async def test_get_node_waits_off_the_event_loop_while_a_walk_holds_the_index(served: Served, revision: str) -> None:
+    """A point read runs on the event loop only when nothing it needs is busy: here it waits in a worker thread,
+    and the server goes on answering other requests meanwhile."""
+    index = served.instance.index
+    assert index is not None
+    holding, release, released = threading.Event(), threading.Event(), threading.Event()
+
+    def walk() -> None:  # what a long get_neighbors or find_paths does: hold the index
+        with index.reading():
+            holding.set()
+            release.wait(5)
+        released.set()
+
+    thread = threading.Thread(target=walk)
+    thread.start()
+    answers: list[types.CallToolResult] = []
+    try:
+        assert holding.wait(5)
+        async with served.client(revision) as client:
+
+            async def read() -> None:
+                answers.append(await client.call_tool("get_node", {"id": "team-payments"}))
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(read)
+                with anyio.fail_after(5):
+                    templates = await client.list_resource_templates()  # needs no index
+                assert templates.resource_templates
+                assert not released.is_set()  # answered while the index was held, not after
+                assert answers == []  # the read is still waiting for the index
+                release.set()
+    finally:
+        release.set()
+        thread.join(5)
+    [answer] = answers
+    assert structured(answer)["node"]["id"] == "team-payments"
 
 
 async def test_get_node_unknown_id_is_a_tool_error(served: Served, revision: str) -> None:
@@ -365,3 +409,49 @@ async def test_describe_model_counts_equal_the_store_stats(served: Served, revis
     assert {t["name"]: t["count"] for t in value["edge_types"] if t["count"]} == stats.edges_by_type
     assert [t["name"] for t in value["node_types"]] == list(served.instance.model.node_types)
     assert value["revision"] == stats.revision
+
+
+# -- Mcp-Param headers: a tool whose input schema declares x-mcp-header gets them checked ----------------------------
+REGIONAL = {
+    "name": "regional_echo", "order": 8, "title": "Regional echo",
+    "description": "Repeat a region back (a test-only tool whose region travels in an Mcp-Param header).",
+    "inputSchema": {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
+                    "required": ["region"], "additionalProperties": False},
+    "outputSchema": {"type": "object", "properties": {"region": {"type": "string"}}, "required": ["region"]},
+    "annotations": {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False},
+    "permission": "read", "advanced": False,
+}  # fmt: skip
+
+
+def regional_echo(ctx: CallContext, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"region": arguments["region"]}
+
+
+async def test_mcp_param_headers_are_checked_for_a_tool_that_declares_them_and_only_for_it(
+    seed_template: Path, tmp_path: Path
+) -> None:
+    instance = open_copy(seed_template, tmp_path)
+    try:
+        assert instance.index is not None
+        registry = build_registry(instance.model, extra_tools=[REGIONAL])
+        instance.__dict__["registry"] = registry
+        instance.__dict__["dispatcher"] = Dispatcher(registry, instance.store, instance.index,
+                                                     {**HANDLERS, "regional_echo": regional_echo})  # fmt: skip
+        async with asgi_http(instance) as http:
+
+            async def call(name: str, arguments: dict[str, Any], **extra: str) -> httpx2.Response:
+                headers, body = modern_request("tools/call", {"name": name, "arguments": arguments})
+                return await http.post("/mcp", headers=headers | extra, json=body)
+
+            missing = await call("regional_echo", {"region": "eu"})
+            matching = await call("regional_echo", {"region": "eu"}, **{"Mcp-Param-Region": "eu"})
+            other = await call("regional_echo", {"region": "eu"}, **{"Mcp-Param-Region": "us"})
+            undeclared = await call("get_node", {"id": "team-payments"}, **{"Mcp-Param-Region": "us"})
+    finally:
+        instance.close()
+    assert (missing.status_code, missing.json()["error"]["code"]) == (400, -32020)
+    assert (other.status_code, other.json()["error"]["code"]) == (400, -32020)
+    assert matching.status_code == 200
+    assert matching.json()["result"]["structuredContent"] == {"region": "eu"}
+    assert undeclared.status_code == 200  # get_node declares no header: a stray one is not its business
+    assert "error" not in undeclared.json()
