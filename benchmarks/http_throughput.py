@@ -33,7 +33,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from benchmarks.mcp_bench import MODERN, admin_token, meta_envelope, prepare_store, served_url  # noqa: E402
+from benchmarks.mcp_bench import MODERN, admin_token, meta_envelope, prepare_store, served_url, store_arguments  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -166,8 +166,7 @@ def run_once(store: Path, workers: int, token: str, node_id: str, connections: i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, default=10_000, help="synthetic graph size (default 10,000)")
-    parser.add_argument("--store", type=Path, help="measure a copy of this store instead (made by canon synth)")
+    store_arguments(parser)
     parser.add_argument("--connections", type=int, default=16, help="kept-alive client connections (default 16)")
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each timed run (default 10)")
     parser.add_argument("--repeat", type=int, default=2, help="runs per worker count, alternating (default 2)")

@@ -268,6 +268,12 @@ def measure(floor: Peer, server: Peer, plan: dict[str, tuple[str, dict[str, Any]
     return row
 
 
+def store_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--nodes` and `--store`, which `prepare_store` takes: what every harness on a synthetic graph accepts."""
+    parser.add_argument("--nodes", type=int, default=10_000, help="synthetic graph size (default 10,000)")
+    parser.add_argument("--store", type=Path, help="measure a copy of this store instead (made by canon synth)")
+
+
 def prepare_store(folder: Path, source: Path | None, nodes: int) -> tuple[Path, int]:
     """`folder/canon.db` to measure, and its node count: a copy of `source` (made by canon synth), or else a
     synthetic graph of `nodes` nodes (`canon synth`, seed 0) imported into the default model."""
@@ -289,8 +295,7 @@ def prepare_store(folder: Path, source: Path | None, nodes: int) -> tuple[Path, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, default=10_000, help="synthetic graph size (default 10,000)")
-    parser.add_argument("--store", type=Path, help="measure a copy of this store instead (made by canon synth)")
+    store_arguments(parser)
     parser.add_argument("--calls", type=int, default=500, help="timed calls per scenario (default 500)")
     parser.add_argument("--transports", default="stdio,http")
     parser.add_argument("--revisions", default=f"{LEGACY},{MODERN}")

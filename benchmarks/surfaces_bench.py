@@ -42,7 +42,16 @@ from typing import Any
 
 import httpx2
 
-from benchmarks.mcp_bench import MODERN, Peer, admin_token, peak_rss_mib, prepare_store, scenarios, timed
+from benchmarks.mcp_bench import (
+    MODERN,
+    Peer,
+    admin_token,
+    peak_rss_mib,
+    prepare_store,
+    scenarios,
+    store_arguments,
+    timed,
+)
 
 NODE_PAGE = re.compile(r"\]\((/nodes/Person/[^)\s]+\.md)\)")
 ANY_NODE_PAGE = re.compile(r"\]\((/nodes/[^)\s]+\.md)\)")
@@ -217,8 +226,7 @@ def run(store: Path, nodes: int, calls: int, warmup: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, default=10_000, help="synthetic graph size (default 10,000)")
-    parser.add_argument("--store", type=Path, help="measure a copy of this store instead (made by canon synth)")
+    store_arguments(parser)
     parser.add_argument("--calls", type=int, default=300, help="timed calls per scenario and surface (default 300)")
     parser.add_argument("--warmup", type=int, default=30, help="untimed calls before each timing (default 30)")
     args = parser.parse_args()
