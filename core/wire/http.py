@@ -1,7 +1,8 @@
 """The HTTP app: one ASGI application on one port, which later surfaces extend.
 
-Routes: `/mcp` (Streamable HTTP, both protocol revisions: 2026-07-28 requests are served statelessly, and their
-`subscriptions/listen` streams by canon itself (`core.wire.listen`); 2025-11-25 clients get sessions, a GET stream
+Routes: `/mcp` (Streamable HTTP, both protocol revisions: 2026-07-28 requests are served statelessly, their
+`subscriptions/listen` streams and `tools/call` answers by canon itself (`core.wire.listen`, `core.wire.calls`), the
+rest by the SDK; 2025-11-25 clients get sessions, a GET stream
 and `Last-Event-ID` resumption), `/healthz`, and every path a
 discovered surface claims (`core.surfaces`: REST, GraphQL, llms.txt), each served by that surface's app for
 the current registry. Bearer tokens
@@ -33,6 +34,7 @@ from core.principal import Principal
 from core.registry import Registry
 from core.surfaces import Surface, SurfaceHost, claims, discover
 from core.wire.auth import BearerGate, auth_middleware, principal_of_request
+from core.wire.calls import CallRoute
 from core.wire.event_store import MemoryEventStore
 from core.wire.events import EventFanout
 from core.wire.listen import ListenRoute
@@ -153,13 +155,14 @@ class SurfaceRoute(BaseRoute):
 
 
 def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfaces: list[Surface] | None = None,
-              *, listen: ListenLimits | None = DEFAULT_LIMITS) -> Starlette:  # fmt: skip
+              *, listen: ListenLimits | None = DEFAULT_LIMITS, calls: bool = True) -> Starlette:  # fmt: skip
     """The ASGI app serving `instance`. Its lifespan runs the MCP session manager and the change pump.
 
     Callers are identified by bearer token (`core.wire.auth`); without one they are anonymous. `surfaces`
     defaults to every installed surface (`core.surfaces.discover`); pass `[]` for MCP alone. `listen` bounds
     canon's own 2026-07-28 listen streams (`app.state.listen`; its `close` ends them gracefully); None leaves
-    listen to the SDK.
+    listen to the SDK. `calls` has canon answer 2026-07-28 `tools/call` itself (`core.wire.calls`); False leaves
+    them to the SDK's runner (the reference its tests compare with).
     """
     assert instance.index is not None
     fanout = EventFanout(instance.index, on_model_change=instance.reload_model)
@@ -208,6 +211,10 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
         sdk_endpoint = ListenRoute(sdk_endpoint, streams, dispatcher=dispatcher, surface=SURFACE,
                                    security=manager.security_settings,
                                    max_body=manager.max_request_body_size)  # fmt: skip
+    if calls:
+        sdk_endpoint = CallRoute(sdk_endpoint, server.calls, server_info=server.server_info_stamp,
+                                 security=manager.security_settings,
+                                 max_body=manager.max_request_body_size)  # fmt: skip
     mcp_endpoint = BearerGate(sdk_endpoint, anonymous=instance.config.anonymous, on_reject=reject)
     surface_routes: list[BaseRoute] = []
     for surface in discover() if surfaces is None else surfaces:

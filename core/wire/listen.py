@@ -28,29 +28,18 @@ import logging
 from dataclasses import dataclass
 
 import anyio
-from mcp.server.streamable_http import check_accept_headers
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from mcp.shared.inbound import (
-    ERROR_CODE_HTTP_STATUS,
-    InboundLadderRejection,
-    classify_inbound_request,
-    find_duplicated_routing_header,
-)
+from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
 from mcp_types import (
     INTERNAL_ERROR,
     ErrorData,
     JSONRPCError,
-    JSONRPCRequest,
     RequestId,
     SubscriptionFilter,
     SubscriptionsListenRequestParams,
 )
-from mcp_types import methods as wire_methods
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from starlette.datastructures import Headers
-from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.dispatch import Dispatcher
 from core.errors import CanonError
@@ -58,6 +47,7 @@ from core.principal import Principal
 from core.resources import read_resource
 from core.wire.auth import principal_of_scope
 from core.wire.listen_streams import LISTEN, ListenStreams, Stream
+from core.wire.takeover import may_be, read_body, recognise
 
 __all__ = ["ListenRoute", "readable_uris"]
 
@@ -97,10 +87,10 @@ class ListenRoute:
         self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not _may_be_listen(scope):
+        if not may_be(scope, LISTEN):
             await self.app(scope, receive, send)
             return
-        body, replay = await _read_body(scope, receive, self.max_body)
+        body, replay = await read_body(scope, receive, self.max_body)
         request = None if body is None else await self.recognise(scope, body)
         if request is None:  # the SDK answers it (an error, or whatever it is)
             await self.app(scope, replay, send)
@@ -108,31 +98,16 @@ class ListenRoute:
         await self.serve(request, scope, receive, send)
 
     async def recognise(self, scope: Scope, body: bytes) -> ListenRequest | None:
-        """The listen request in `body`, if the SDK would serve it as a stream: every check of its transport
-        (`handle_modern_request`) and runner (`ServerRunner._on_request`) passes. None sends it to the SDK."""
-        request = Request(scope)
-        if await self.security.validate_request(request, is_post=True) is not None:
-            return None
-        if check_accept_headers(request) != (True, True):
+        """The listen request in `body`, if the SDK would serve it as a stream (`core.wire.takeover`). None sends
+        it to the SDK."""
+        found = await recognise(scope, body, self.security, LISTEN, stream=True)
+        if found is None:
             return None
         try:
-            decoded = json.loads(body)
-            message = JSONRPCRequest.model_validate(decoded)
-        except (ValueError, RecursionError):  # pydantic's ValidationError is a ValueError
+            params = SubscriptionsListenRequestParams.model_validate(found.params or {}, by_name=False)
+        except ValueError:
             return None
-        if not isinstance(decoded, dict) or "id" not in decoded or message.method != LISTEN:
-            return None
-        if find_duplicated_routing_header(request.headers.items()) is not None:
-            return None
-        verdict = classify_inbound_request(decoded, headers=dict(request.headers))
-        if isinstance(verdict, InboundLadderRejection):
-            return None
-        try:
-            wire_methods.validate_client_request(LISTEN, verdict.protocol_version, message.params)
-            params = SubscriptionsListenRequestParams.model_validate(message.params or {}, by_name=False)
-        except (KeyError, ValueError):
-            return None
-        return ListenRequest(message.id, verdict.protocol_version, params)
+        return ListenRequest(found.request_id, found.version, params)
 
     async def serve(self, request: ListenRequest, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -165,54 +140,6 @@ class ListenRoute:
             resources_list_changed=True if requested.resources_list_changed else None,
             resource_subscriptions=uris or None,
         )
-
-
-def _may_be_listen(scope: Scope) -> bool:
-    """A POST routed to the SDK's 2026-07-28 path whose `Mcp-Method` header says listen: no other request can
-    become a listen stream (the SDK requires the header to equal the body's method)."""
-    if scope["type"] != "http" or scope["method"] != "POST":
-        return False
-    methods = [v for k, v in scope["headers"] if k == b"mcp-method"]
-    version = next((v for k, v in scope["headers"] if k == b"mcp-protocol-version"), None)
-    return (
-        methods == [LISTEN.encode()]
-        and version is not None
-        and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS
-    )
-
-
-async def _read_body(scope: Scope, receive: Receive, limit: int) -> tuple[bytes | None, Receive]:
-    """The request body, or None past `limit` or if it did not arrive whole; and a `receive` replaying what was
-    read (so the SDK sees the request as it came, and answers 413 as it would)."""
-    messages: list[Message] = []
-    body: bytes | None = None
-    if not _declared_over(scope, limit):
-        size = 0
-        while True:
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request":
-                break
-            size += len(message.get("body", b""))
-            if size > limit:
-                break
-            if not message.get("more_body", False):
-                body = b"".join(m.get("body", b"") for m in messages)
-                break
-
-    async def replay() -> Message:
-        return messages.pop(0) if messages else await receive()
-
-    return body, replay
-
-
-def _declared_over(scope: Scope, limit: int) -> bool:
-    """Whether the Content-Length header declares more than `limit` bytes, read as the SDK reads it."""
-    declared = Headers(scope=scope).get("content-length")
-    try:
-        return declared is not None and int(declared) > limit
-    except ValueError:
-        return False
 
 
 async def _pour(stream: Stream, send: Send, scope: anyio.CancelScope) -> None:

@@ -108,14 +108,58 @@ class CanonServer(Server[Any]):
     """The SDK server, advertising list_changed on every transport.
 
     Legacy `initialize` over HTTP ignores the caller's NotificationOptions (SDK 2.3), so the defaults are
-    fixed here rather than at each `create_initialization_options` call site.
+    fixed here rather than at each `create_initialization_options` call site. `calls` is how its `tools/call`
+    handler calls a tool (set by `build_server`).
     """
+
+    calls: ToolCalls
 
     def create_initialization_options(
         self, notification_options: Any = None, experimental_capabilities: Any = None, extensions: Any = None
     ) -> Any:
         options = notification_options or NotificationOptions(tools_changed=True, resources_changed=True)
         return super().create_initialization_options(options, experimental_capabilities, extensions)
+
+
+class ToolCalls:
+    """`tools/call` on the dispatcher: for the SDK's handler, and for canon's own 2026-07-28 HTTP path
+    (`core.wire.calls`), so both call a tool the same way."""
+
+    def __init__(self, dispatcher: Dispatcher, surface: str, prefix: str) -> None:
+        self.dispatcher = dispatcher
+        self.surface = surface
+        self.prefix = prefix
+        self._headers_of: dict[str, bool] = {}  # tool name -> whether its input schema declares x-mcp-header
+        self._headers_for = 0  # id() of the registry `_headers_of` describes
+
+    def name_of(self, called: str) -> str:
+        """The registry's name for a tool called as `called` (listed with the prefix, if one is set)."""
+        prefix = self.prefix
+        return called.removeprefix(prefix) if prefix and called.startswith(prefix) else called
+
+    async def call(self, principal: Principal, called: str, arguments: dict[str, Any]) -> ToolResult:
+        """Call the tool as `principal`; raises UnknownToolError only. A point read runs right here unless something
+        it needs is busy: the hop to a worker thread and back costs several times the read itself."""
+        dispatcher, name = self.dispatcher, self.name_of(called)
+        result = dispatcher.call_tool_now(principal, self.surface, name, arguments)
+        if result is None:
+            result = await anyio.to_thread.run_sync(dispatcher.call_tool, principal, self.surface, name, arguments)
+        return result
+
+    def input_schema(self, called: str) -> Mapping[str, Any] | None:
+        """What the SDK checks a 2026-07-28 HTTP call's Mcp-Param-* headers against. Only a schema declaring
+        `x-mcp-header` can fail that check, so no other is handed over (the SDK would walk it on every call)."""
+        registry = self.dispatcher.registry
+        try:
+            schema = registry.tool(self.name_of(called)).input_schema
+        except UnknownToolError:
+            return None
+        if self._headers_for != id(registry):  # a new model: look again
+            self._headers_of.clear()
+            self._headers_for = id(registry)
+        if called not in self._headers_of:
+            self._headers_of[called] = _declares_headers(schema)
+        return schema if self._headers_of[called] else None
 
 
 def _modern(ctx: ServerRequestContext[Any]) -> bool:
@@ -150,40 +194,17 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
         principal = principal_of(ctx)
         return types.ListToolsResult(tools=await anyio.to_thread.run_sync(listed, principal))
 
+    calls = ToolCalls(dispatcher, surface, prefix)
+
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> dict[str, Any]:
-        name = params.name.removeprefix(prefix) if prefix and params.name.startswith(prefix) else params.name
-        principal = principal_of(ctx)
-        arguments = dict(params.arguments or {})
         try:
-            # a point read runs right here unless something it needs is busy: the hop to a worker thread and back
-            # costs several times the read itself
-            result = dispatcher.call_tool_now(principal, surface, name, arguments)
-            if result is None:
-                result = await anyio.to_thread.run_sync(dispatcher.call_tool, principal, surface, name, arguments)
+            result = await calls.call(principal_of(ctx), params.name, dict(params.arguments or {}))
         except UnknownToolError as exc:
             close = ", ".join(repr(prefix + s) for s in exc.suggestions)
             known = ", ".join(prefix + t.name for t in dispatcher.registry.tools)
             hint = f" Did you mean {close}?" if close else f" Known tools: {known}."
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}.{hint}") from None
         return _call_result(result)
-
-    headers_of: dict[str, bool] = {}  # tool name -> whether its input schema declares x-mcp-header
-    headers_for: list[int] = [0]
-
-    def input_schema(name: str) -> Mapping[str, Any] | None:
-        """What the SDK checks a 2026-07-28 HTTP call's Mcp-Param-* headers against. Only a schema declaring
-        `x-mcp-header` can fail that check, so no other is handed over (the SDK would walk it on every call)."""
-        registry = dispatcher.registry
-        try:
-            schema = registry.tool(name.removeprefix(prefix)).input_schema
-        except UnknownToolError:
-            return None
-        if headers_for[0] != id(registry):  # a new model: look again
-            headers_of.clear()
-            headers_for[0] = id(registry)
-        if name not in headers_of:
-            headers_of[name] = _declares_headers(schema)
-        return schema if headers_of[name] else None
 
     async def list_resources(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -283,7 +304,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
             "resources/templates/list": private,
             "resources/read": private,
         },
-        get_tool_input_schema=input_schema,
+        get_tool_input_schema=calls.input_schema,
         on_list_tools=list_tools,
         on_list_resources=list_resources,
         on_list_resource_templates=list_templates,
@@ -298,6 +319,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
     server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
     server.add_request_handler("server/discover", types.RequestParams, discover)
+    server.calls = calls
     return server
 
 

@@ -15,14 +15,11 @@ import dataclasses
 import json
 import signal
 import socket
-from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.abc
-import h11
 import pytest
 from starlette.applications import Starlette
 
@@ -35,8 +32,10 @@ from core.wire.events import node_uri
 from core.wire.http import build_app
 from core.wire.listen_streams import ListenLimits, ListenStreams
 from core.wire.mcp_server import CANON_ICON
-from core.wire.serve import GracefulServer, listening_socket
+from core.wire.serve import listening_socket
 from tests.wire.conftest import DEADLINE_S, MODERN, copy_store, envelope, open_copy, serving
+from tests.wire.raw_http import Raw as RawHTTP
+from tests.wire.raw_http import Served, served
 
 pytestmark = pytest.mark.anyio
 
@@ -83,71 +82,12 @@ def data_of(frame: bytes) -> dict[str, Any]:
     return parsed
 
 
-# -- a raw HTTP/1.1 client ---------------------------------------------------------------------------------------------
-class Raw:
-    """One connection: a request, then its answer as h11 parses it (head, body, SSE frames as they come)."""
-
-    def __init__(self, stream: anyio.abc.SocketStream, port: int) -> None:
-        self.stream, self.port = stream, port
-        self.http = h11.Connection(h11.CLIENT)
-        self.text = b""  # SSE text received and not yet split into frames
-
-    @classmethod
-    async def connect(cls, port: int, *, receive_buffer: int | None = None) -> Raw:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        if receive_buffer is not None:  # before connecting, so the window offered stays small
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
-        sock.connect(("127.0.0.1", port))  # on loopback the kernel completes this without the server's help
-        sock.setblocking(False)
-        return cls(await anyio.abc.SocketStream.from_socket(sock), port)
-
-    async def request(
-        self, body: bytes | None, headers: dict[str, str], *, extra: Sequence[tuple[str, str]] = ()
-    ) -> None:
-        """POST `body` with `headers` (plus `extra` lines, repeats allowed); None sends only the head."""
-        fields = [*({"host": f"127.0.0.1:{self.port}"} | headers).items(), *extra]
-        if body is not None and "transfer-encoding" not in headers:
-            fields.append(("content-length", str(len(body))))
-        data = self.http.send(h11.Request(method="POST", target="/mcp", headers=fields))
-        if body is not None:
-            data += self.http.send(h11.Data(data=body)) + self.http.send(h11.EndOfMessage())
-        await self.stream.send(data)
+# -- a raw HTTP/1.1 client that listens --------------------------------------------------------------------------------
+class Raw(RawHTTP):
+    """A raw connection (`tests.wire.raw_http`) that sends listen requests and reads their frames."""
 
     async def listen(self, notifications: dict[str, Any], id_: Any = "L1") -> None:
         await self.request(json.dumps(listen_body(notifications, id_)).encode(), HEADERS)
-
-    async def event(self) -> Any:
-        while (event := self.http.next_event()) is h11.NEED_DATA:
-            try:
-                data = await self.stream.receive()
-            except (anyio.EndOfStream, anyio.BrokenResourceError):
-                data = b""
-            self.http.receive_data(data)
-        return event
-
-    async def head(self) -> tuple[int, dict[str, str]]:
-        response = await self.event()
-        assert isinstance(response, h11.Response), response
-        return response.status_code, {k.decode(): v.decode() for k, v in response.headers if k != b"date"}
-
-    async def body(self) -> bytes:
-        data = b""
-        while isinstance(event := await self.event(), h11.Data):
-            data += event.data
-        assert isinstance(event, h11.EndOfMessage), event
-        return data
-
-    async def frame(self) -> bytes | None:
-        """The next SSE frame, whole, or None where the response ends."""
-        while (cut := self.text.find(b"\r\n\r\n")) < 0:
-            event = await self.event()
-            if isinstance(event, h11.EndOfMessage):
-                assert not self.text, self.text
-                return None
-            assert isinstance(event, h11.Data), event
-            self.text += event.data
-        frame, self.text = self.text[: cut + 4], self.text[cut + 4 :]
-        return frame
 
     async def update(self) -> str:
         """The URI of the next `notifications/resources/updated` frame."""
@@ -157,9 +97,6 @@ class Raw:
         assert message["method"] == "notifications/resources/updated", message
         uri: str = message["params"]["uri"]
         return uri
-
-    async def aclose(self) -> None:
-        await self.stream.aclose()
 
 
 @contextlib.asynccontextmanager
@@ -178,45 +115,9 @@ async def listening(port: int, notifications: dict[str, Any], id_: Any = "L1", *
         await raw.aclose()
 
 
-# -- real uvicorn, in this process -------------------------------------------------------------------------------------
-class _Uvicorn(GracefulServer):
-    """`canon serve`'s uvicorn server, telling the test when it accepts connections."""
-
-    def __init__(self, app: Starlette) -> None:
-        super().__init__(app)
-        self.ready = anyio.Event()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        self.ready.set()
-
-
-@dataclass
-class Served:
-    app: Starlette
-    server: _Uvicorn
-    port: int
-
-    @property
-    def streams(self) -> ListenStreams:
-        streams: ListenStreams = self.app.state.listen
-        return streams
-
-
-@contextlib.asynccontextmanager
-async def served(app: Starlette, sock: socket.socket | None = None) -> AsyncGenerator[Served]:
-    """`app` under uvicorn on a free port (or on `sock`) until the block ends, then shut down as on SIGINT."""
-    sock = sock or listening_socket("127.0.0.1", 0)
-    server = _Uvicorn(app)
-    with sock:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(server.serve, [sock])
-            with anyio.fail_after(DEADLINE_S):
-                await server.ready.wait()
-            try:
-                yield Served(app, server, sock.getsockname()[1])
-            finally:
-                server.should_exit = True
+def streams_of(served: Served) -> ListenStreams:
+    streams: ListenStreams = served.app.state.listen
+    return streams
 
 
 @pytest.fixture
@@ -410,7 +311,7 @@ async def test_a_request_that_is_not_a_valid_listen_is_answered_as_the_sdk_answe
                 answers.append((status, head.get("content-type"), await raw.body()))
             finally:
                 await raw.aclose()
-        assert ours.streams.count == 0
+        assert streams_of(ours).count == 0
 
     assert answers[0] == answers[1]
     assert answers[0][1] != "text/event-stream"
@@ -428,7 +329,7 @@ async def test_a_listen_past_the_stream_cap_is_refused_as_the_sdk_refuses_it_unt
                 refused = await raw.head(), await raw.body()
             finally:
                 await raw.aclose()
-        await until(lambda: ours.streams.count == 0)
+        await until(lambda: streams_of(ours).count == 0)
         async with listening(ours.port, {"resourceSubscriptions": [A]}, 7) as again:
             await commit(instance, PAYMENTS)
             heard = await again.update()
@@ -453,7 +354,7 @@ async def test_a_listener_that_stops_reading_is_ended_at_the_backlog_bound_and_t
     ):
         heard: list[str] = []
         batches = 0
-        while ours.streams.count == 2:  # each batch is ~12 kB a stream: the slow one fills its buffers in a few
+        while streams_of(ours).count == 2:  # each batch is ~12 kB a stream: the slow one fills its buffers in a few
             assert batches < 60, "the stream that stopped reading was never ended"
             await commit(instance, *public)
             batches += 1
@@ -474,8 +375,8 @@ async def test_a_listener_that_stops_reading_is_ended_at_the_backlog_bound_and_t
 async def test_a_client_that_disconnects_releases_its_stream(instance: Instance) -> None:
     async with served(fast(instance)) as ours:
         async with listening(ours.port, {"resourceSubscriptions": [A], "toolsListChanged": True}):
-            assert ours.streams.count == 1
-        await until(lambda: ours.streams.count == 0)
+            assert streams_of(ours).count == 1
+        await until(lambda: streams_of(ours).count == 0)
         async with listening(ours.port, {"resourceSubscriptions": [A]}) as other:
             await commit(instance, PAYMENTS)  # delivering to what is left (the released stream is not in the way)
             assert await other.update() == A
