@@ -17,6 +17,7 @@ ROLES: dict[str, frozenset[str]] = {
     "admin": frozenset({"read", "write", "admin"}),
 }
 """Each role and the tool permissions it grants (a tool definition names the one it needs)."""
+_GRANTED: dict[frozenset[str], frozenset[str]] = {}  # a set of roles -> the permissions they grant together
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,10 @@ class Principal:
 
     @property
     def permissions(self) -> frozenset[str]:
-        return frozenset().union(*(ROLES.get(role, frozenset[str]()) for role in self.roles))
+        granted = _GRANTED.get(self.roles)
+        if granted is None:
+            granted = _GRANTED[self.roles] = frozenset().union(*(ROLES.get(r, frozenset[str]()) for r in self.roles))
+        return granted
 
     @property
     def reader_tags(self) -> tuple[str, ...]:

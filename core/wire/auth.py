@@ -24,6 +24,7 @@ from typing import Any
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
 from mcp.server.auth.provider import AccessToken
+from pydantic import PrivateAttr
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -31,21 +32,51 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from core.principal import ANONYMOUS, Principal
 from core.tokens import TokenFile
 
-__all__ = ["BearerGate", "CanonTokenVerifier", "auth_middleware", "principal_of_request", "principal_of_scope"]
+__all__ = [
+    "BearerGate",
+    "CanonAccessToken",
+    "CanonTokenVerifier",
+    "auth_middleware",
+    "principal_of_request",
+    "principal_of_scope",
+]
+
+
+class CanonAccessToken(AccessToken):
+    """The SDK's access token, carrying the principal canon verified it as."""
+
+    _principal: Principal = PrivateAttr()
 
 
 class CanonTokenVerifier:
-    """The SDK's `TokenVerifier` protocol over canon's token file."""
+    """The SDK's `TokenVerifier` protocol over canon's token file.
+
+    Every request asks the token file (so a revoked token is refused from the next request on); the access token
+    handed to the SDK is made once per token and principal and then reused, as building it cost more than the
+    check itself. At most `MAX_CACHED` are kept.
+    """
+
+    MAX_CACHED = 1024
 
     def __init__(self, tokens: TokenFile) -> None:
         self.tokens = tokens
+        self._made: dict[str, CanonAccessToken] = {}
 
     async def verify_token(self, token: str) -> AccessToken | None:
         principal = self.tokens.verify(token)
         if principal is None:
+            self._made.pop(token, None)
             return None
-        return AccessToken(token=token, client_id=principal.name, subject=principal.name,
-                           scopes=sorted(principal.roles), claims={"groups": sorted(principal.groups)})  # fmt: skip
+        made = self._made.get(token)
+        if made is None or made._principal != principal:  # pyright: ignore[reportPrivateUsage]
+            if len(self._made) >= self.MAX_CACHED:
+                self._made.clear()
+            groups = {"groups": sorted(principal.groups)}
+            made = CanonAccessToken(token=token, client_id=principal.name, subject=principal.name,
+                                    scopes=sorted(principal.roles), claims=groups)  # fmt: skip
+            made._principal = principal  # pyright: ignore[reportPrivateUsage]
+            self._made[token] = made
+        return made
 
 
 def auth_middleware(tokens: TokenFile) -> list[Middleware]:
@@ -59,6 +90,8 @@ def principal_of_scope(scope: Scope) -> Principal:
     user = scope.get("user")
     if isinstance(user, AuthenticatedUser):
         token = user.access_token
+        if isinstance(token, CanonAccessToken):
+            return token._principal  # pyright: ignore[reportPrivateUsage]
         groups = (token.claims or {}).get("groups", ())
         return Principal(token.client_id, frozenset(token.scopes), frozenset(groups))
     return ANONYMOUS

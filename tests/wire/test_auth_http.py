@@ -31,9 +31,12 @@ import httpx2
 import mcp
 import mcp_types as types
 import pytest
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 
 from core.model import default_seed_path
-from core.tokens import TOKEN_PREFIX
+from core.principal import Principal
+from core.tokens import TOKEN_PREFIX, TokenFile
+from core.wire.auth import CanonTokenVerifier, principal_of_scope
 from tests.conftest import run_canon
 from tests.wire.conftest import (
     DEADLINE_S,
@@ -557,3 +560,22 @@ def test_a_server_stopped_by_a_signal_writes_every_audit_record_it_queued(fresh:
     expected = [s.record for s in SCRIPT if not s.writes and s.record[3] != "conflict"]
     # Both at once: a server killed by the signal (a negative status) may or may not have written its queue
     assert (code >= 0, stored) == (True, expected), f"exit status {code}; {len(stored)} of {len(expected)} written"
+
+
+# -- the verifier ------------------------------------------------------------------------------------------------------
+def test_the_verifier_reuses_its_access_token_yet_asks_the_token_file_on_every_request(tmp_path: Path) -> None:
+    tokens = TokenFile(tmp_path / "canon-tokens.json")
+    verifier = CanonTokenVerifier(tokens)
+    token = tokens.create("rita", "reader", ["ops"])
+
+    first = anyio.run(verifier.verify_token, token)
+    assert first is not None
+    assert anyio.run(verifier.verify_token, token) is first  # made once, then reused
+    assert principal_of_scope({"user": AuthenticatedUser(first)}) == Principal("rita", frozenset({"reader"}),
+                                                                               frozenset({"ops"}))  # fmt: skip
+    tokens.revoke("rita")
+    assert anyio.run(verifier.verify_token, token) is None  # revoked: refused on the very next request
+    again = tokens.create("rita", "admin")
+    made = anyio.run(verifier.verify_token, again)
+    assert made is not None
+    assert principal_of_scope({"user": AuthenticatedUser(made)}).roles == frozenset({"admin"})
