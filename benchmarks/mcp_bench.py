@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/mcp_bench.py --nodes 10000                       # stdio and HTTP, both revisions
     .venv/bin/python benchmarks/mcp_bench.py --store big.db --calls 300          # an existing store (copied)
-    .venv/bin/python benchmarks/mcp_bench.py --nodes 10000 --transports http --revisions 2026-07-28
+    .venv/bin/python benchmarks/mcp_bench.py --nodes 10000 --transports http --revisions 2026-07-28 --rounds 3
 
 For every transport (stdio, Streamable HTTP on 127.0.0.1) and protocol revision (2025-11-25 with initialize and
 a session, 2026-07-28 with the per-request `_meta` envelope), it starts fresh server processes and speaks raw
@@ -17,7 +17,9 @@ Both servers run side by side and are warmed before anything is timed (`WARMUP` 
 floor is timed in two halves, before and after canon's scenarios, and its p50 is that of both halves together.
 
 Reports p50/p90/p99 per scenario, each p50 as a ratio of the floor's `tools/call` p50 from the same run, the
-server's start-up time (spawn to first answer) and peak resident memory (VmHWM). Prints one JSON object.
+server's start-up time (spawn to first answer) and peak resident memory (VmHWM). With `--rounds N` all of it
+(floor included) is measured N times over the same servers and each figure is the median of the rounds, each ratio
+with its range: a single round's ratio moves by ±0.15 from run to run on these machines. Prints one JSON object.
 (Throughput with 1 and 2 worker processes: `benchmarks/http_throughput.py`.) The
 synthetic graph (`canon synth`, seed 0) is typed like the default model, about three edges per node.
 """
@@ -228,7 +230,8 @@ def scenarios(nodes: int) -> dict[str, tuple[str, dict[str, Any]]]:
     }
 
 
-def run(store: Path, nodes: int, transports: list[str], revisions: list[str], calls: int) -> dict[str, Any]:
+def run(store: Path, nodes: int, transports: list[str], revisions: list[str], calls: int,
+        rounds: int = 1) -> dict[str, Any]:  # fmt: skip
     work = store.parent
     canon = [sys.executable, "-m", "core.cli", "--store", str(store), "serve", "--log-level", "warning"]
     echo = [sys.executable, str(HERE / "echo_server.py")]
@@ -242,7 +245,7 @@ def run(store: Path, nodes: int, transports: list[str], revisions: list[str], ca
                 peer(echo_command, transport, revision, work) as floor,
                 peer(canon_command, transport, revision, work, token if transport == "http" else None) as server,
             ):
-                row = measure(floor, server, scenarios(nodes), calls)
+                row = combined([measure(floor, server, scenarios(nodes), calls) for _ in range(rounds)])
                 row["canon peak_rss_mib"] = peak_rss_mib(server.proc.pid)
             results[f"{transport} {revision}"] = row
     return results
@@ -265,6 +268,25 @@ def measure(floor: Peer, server: Peer, plan: dict[str, tuple[str, dict[str, Any]
                            "canon start_up_ms": server.start_up_ms}  # fmt: skip
     for label, figure in figures.items():
         row[label] = figure | {"p50_ratio": round(figure["p50_ms"] / base["p50_ms"], 2)}
+    return row
+
+
+def combined(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rounds of `measure` over the same servers as one row: each figure the median of the rounds, and each
+    ratio's range across them (one round: that round as it was)."""
+    if len(rows) == 1:
+        return rows[0]
+    row: dict[str, Any] = {}
+    for label, first in rows[0].items():
+        values = [r[label] for r in rows]
+        if isinstance(first, dict):
+            row[label] = {key: round(statistics.median(v[key] for v in values), 3) for key in first}
+            if "p50_ratio" in first:
+                row[label]["p50_ratio_range"] = [min(v["p50_ratio"] for v in values),
+                                                 max(v["p50_ratio"] for v in values)]  # fmt: skip
+        else:
+            row[label] = first
+    row["rounds"] = len(rows)
     return row
 
 
@@ -299,10 +321,13 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=500, help="timed calls per scenario (default 500)")
     parser.add_argument("--transports", default="stdio,http")
     parser.add_argument("--revisions", default=f"{LEGACY},{MODERN}")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure every scenario and the floor this many times over the same servers and report "
+                             "the medians, with each ratio's range (default 1)")  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="canon-bench-") as folder:
         store, nodes = prepare_store(Path(folder), args.store, args.nodes)
-        results = run(store, nodes, args.transports.split(","), args.revisions.split(","), args.calls)
+        results = run(store, nodes, args.transports.split(","), args.revisions.split(","), args.calls, args.rounds)
     print(json.dumps({"nodes": nodes, "calls": args.calls, "cpus": os.cpu_count(), "results": results}, indent=1))
 
 
