@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 import pydantic_core
+from mcp.server.runner import modern_error_data
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp_types import SERVER_INFO_META_KEY, CallToolRequestParams, RequestId
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -29,7 +30,7 @@ from core.dispatch import ToolResult
 from core.errors import UnknownToolError
 from core.wire.auth import principal_of_scope
 from core.wire.mcp_server import ToolCalls
-from core.wire.takeover import may_be, read_body, recognise
+from core.wire.takeover import json_error, may_be, read_body, recognise
 
 __all__ = ["CALL", "CallRoute", "response_body"]
 
@@ -61,6 +62,9 @@ class CallRoute:
             result = await self.calls.call(principal_of_scope(scope), params.name, dict(params.arguments or {}))
         except UnknownToolError:  # the model changed since `takes`: the SDK's handler words the error
             await self.app(scope, replay, send)
+            return
+        except Exception as exc:  # noqa: BLE001 - a bug: answered (and logged) as the SDK answers a handler that raised
+            await json_error(found.request_id, modern_error_data(exc), scope, receive, send)
             return
         answer = response_body(found.request_id, result, self.meta)
         await send({"type": "http.response.start", "status": 200, "headers": [

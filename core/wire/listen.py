@@ -23,22 +23,18 @@ exactly as before. A request taken is served as `_HonestListen` over the SDK's `
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 
 import anyio
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
 from mcp_types import (
     INTERNAL_ERROR,
     ErrorData,
-    JSONRPCError,
     RequestId,
     SubscriptionFilter,
     SubscriptionsListenRequestParams,
 )
-from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.dispatch import Dispatcher
@@ -47,7 +43,7 @@ from core.principal import Principal
 from core.resources import read_resource
 from core.wire.auth import principal_of_scope
 from core.wire.listen_streams import LISTEN, ListenStreams, Stream
-from core.wire.takeover import may_be, read_body, recognise
+from core.wire.takeover import json_error, may_be, read_body, recognise
 
 __all__ = ["ListenRoute", "readable_uris"]
 
@@ -114,10 +110,10 @@ class ListenRoute:
             honored = await self.honour(principal_of_scope(scope), request.params.notifications)
         except Exception:  # the outermost boundary of this request: answered as the SDK answers a failing handler
             log.exception("serving subscriptions/listen failed")
-            await _json_error(request.request_id, "Internal server error", scope, receive, send)
+            await json_error(request.request_id, _internal("Internal server error"), scope, receive, send)
             return
         if self.streams.full():
-            await _json_error(request.request_id, "Subscription limit reached", scope, receive, send)
+            await json_error(request.request_id, _internal("Subscription limit reached"), scope, receive, send)
             return
         stream = self.streams.open(request.request_id, request.version, honored)
         try:
@@ -147,9 +143,5 @@ async def _pour(stream: Stream, send: Send, scope: anyio.CancelScope) -> None:
     scope.cancel()  # the response is complete: stop waiting for the client to disconnect
 
 
-async def _json_error(request_id: RequestId, message: str, scope: Scope, receive: Receive, send: Send) -> None:
-    """A -32603 answer in the SDK's form (its transport's `_write`)."""
-    error = JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=INTERNAL_ERROR, message=message))
-    body = json.dumps(error.model_dump(mode="json", by_alias=True, exclude_none=True), separators=(",", ":"))
-    status = ERROR_CODE_HTTP_STATUS.get(INTERNAL_ERROR, 200)
-    await Response(body, status_code=status, media_type="application/json")(scope, receive, send)
+def _internal(message: str) -> ErrorData:
+    return ErrorData(code=INTERNAL_ERROR, message=message)

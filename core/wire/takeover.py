@@ -18,15 +18,21 @@ from typing import Any
 
 from mcp.server.streamable_http import check_accept_headers
 from mcp.server.transport_security import TransportSecurityMiddleware
-from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request, find_duplicated_routing_header
-from mcp_types import JSONRPCRequest, RequestId
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    InboundLadderRejection,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+)
+from mcp_types import ErrorData, JSONRPCError, JSONRPCRequest, RequestId
 from mcp_types import methods as wire_methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.types import Message, Receive, Scope
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
 
-__all__ = ["Recognised", "may_be", "read_body", "recognise"]
+__all__ = ["Recognised", "json_error", "may_be", "read_body", "recognise"]
 
 
 @dataclass(frozen=True)
@@ -116,3 +122,12 @@ async def recognise(scope: Scope, body: bytes, security: TransportSecurityMiddle
     except (KeyError, ValueError):
         return None
     return Recognised(message.id, verdict.protocol_version, message.params)
+
+
+async def json_error(request_id: RequestId, error: ErrorData, scope: Scope, receive: Receive, send: Send) -> None:
+    """A JSON-RPC error answer in the SDK's form (its modern transport's `_write`), with the HTTP status it maps
+    the code to."""
+    message = JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+    body = json.dumps(message.model_dump(mode="json", by_alias=True, exclude_none=True), separators=(",", ":"))
+    status = ERROR_CODE_HTTP_STATUS.get(error.code, 200)
+    await Response(body, status_code=status, media_type="application/json")(scope, receive, send)

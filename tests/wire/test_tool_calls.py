@@ -178,6 +178,23 @@ async def test_a_prefixed_tool_name_is_answered_by_canon_as_by_the_sdk(instance:
     assert not json.loads(mine[2])["result"]["isError"]
 
 
+async def test_a_tool_that_raises_is_answered_as_the_sdk_answers_it(instance: Instance, monkeypatch: pytest.MonkeyPatch,
+                                                                    sdk_requests: list[bytes]) -> None:  # fmt: skip
+    def broken(ctx: Any, args: Any) -> Any:
+        raise RuntimeError("a bug in a handler")
+
+    monkeypatch.setitem(instance.dispatcher.handlers, "describe_model", broken)  # pyright: ignore[reportArgumentType]
+    ours, theirs = apps(instance)
+    body, headers = call_body("describe_model", {}), headers_for("describe_model")
+    async with served(ours) as fast, served(theirs) as reference:
+        mine = await ask(fast.port, body, headers)
+        assert sdk_requests == []
+        sdk = await ask(reference.port, body, headers)
+
+    assert mine == sdk
+    assert json.loads(mine[2])["error"] == {"code": -32603, "message": "Internal server error"}
+
+
 def test_the_answer_is_compact_utf8_json_with_the_text_copy_equal_to_the_structured_content() -> None:
     result = ToolResult("get_node", {"node": {"id": "n", "name": "Zoë ⚙", "n": 1.5}})
     body = response_body("r-1", result, b'{"k":1}')
