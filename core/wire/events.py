@@ -20,7 +20,10 @@ Other surfaces (GraphQL subscriptions) `watch()` the same changes: each watcher 
 and one that falls `max_buffer` changes behind is ended rather than let grow without bound.
 
 The SDK publishes to one era at a time, so both are fanned out here. Legacy subscriptions are keyed by the
-SDK connection (its `ServerSession` is made per request) and dropped when the connection closes.
+SDK connection (its `ServerSession` is made per request) and dropped when the connection closes. A legacy
+connection is told through its SDK session, unless it is an HTTP session and a `LegacyOutlet` was set
+(`tell_legacy_through`): then canon's own GET streams (`core.wire.legacy_streams`) tell it, each notification
+encoded once for every session.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Iterable, Sequence
+from typing import Any, Protocol
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -43,15 +46,28 @@ from mcp.server.subscriptions import (
     ServerEvent,
     ToolsListChanged,
 )
+from mcp_types import (
+    ResourceListChangedNotification,
+    ResourceUpdatedNotification,
+    ResourceUpdatedNotificationParams,
+    ServerNotification,
+    ToolListChangedNotification,
+)
 
 from core.graph import GraphIndex
 from core.records import Change
 
-__all__ = ["CHANGES_URI", "EventFanout", "EventSink", "node_uri"]
+__all__ = ["CHANGES_URI", "EventFanout", "EventSink", "LegacyOutlet", "node_uri"]
 
 log = logging.getLogger("canon.events")
 CHANGES_URI = "canon://changes"
 EventSink = Callable[[Sequence[ServerEvent]], None]  # called on the event loop; must neither block nor raise
+
+
+class LegacyOutlet(Protocol):
+    def notify(self, session_ids: Collection[str], notification: ServerNotification) -> None:
+        """Send `notification` to these 2025-11-25 HTTP sessions (by `Mcp-Session-Id`); must neither block nor raise."""
+        ...
 
 
 def node_uri(type_: str, id_: str) -> str:
@@ -76,6 +92,8 @@ class EventFanout:
         self._wake: asyncio.Event | None = None
         self._legacy: dict[str, dict[int, ServerSession]] = {}  # uri -> connection id -> session
         self._legacy_all: dict[int, ServerSession] = {}  # every legacy connection seen, for list_changed
+        self._outlet: LegacyOutlet | None = None
+        self._session_ids: dict[int, str] = {}  # connection id -> HTTP session id, of connections `_outlet` tells
         self._watchers: set[MemoryObjectSendStream[Change]] = set()
         self._sinks: list[EventSink] = []
         index.add_listener(self.collect)
@@ -83,6 +101,11 @@ class EventFanout:
     def add_sink(self, sink: EventSink) -> None:
         """Hand `sink` every batch of events the listen streams hear from now on, in order (see the module doc)."""
         self._sinks.append(sink)
+
+    def tell_legacy_through(self, outlet: LegacyOutlet) -> None:
+        """Tell 2025-11-25 HTTP sessions (connections with a session id) first seen from now on through `outlet`
+        rather than through their SDK session."""
+        self._outlet = outlet
 
     # -- legacy (2025-11-25) subscriptions ---------------------------------------------------------------------
     def _connection(self, ctx: ServerRequestContext[Any]) -> Any:
@@ -94,6 +117,8 @@ class EventFanout:
         key = id(connection)
         if key not in self._legacy_all:
             self._legacy_all[key] = ctx.session
+            if self._outlet is not None and connection.session_id is not None:
+                self._session_ids[key] = connection.session_id
             connection.exit_stack.callback(lambda: self._forget(key))
 
     def subscribe(self, ctx: ServerRequestContext[Any], uri: str) -> None:
@@ -108,6 +133,7 @@ class EventFanout:
 
     def _forget(self, key: int) -> None:
         self._legacy_all.pop(key, None)
+        self._session_ids.pop(key, None)
         for uri in list(self._legacy):
             self._legacy[uri].pop(key, None)
             if not self._legacy[uri]:
@@ -180,23 +206,21 @@ class EventFanout:
         self._tell_watchers(changes)
         uris = [*dict.fromkeys(uri for c in changes for uri in _uris(c)), CHANGES_URI]
         await self._publish([ResourceUpdated(uri=uri) for uri in uris])
-        legacy: dict[int, tuple[ServerSession, list[str]]] = {}
+        through_sdk: dict[int, tuple[ServerSession, list[ServerNotification]]] = {}
         for uri in uris:
-            for key, session in list(self._legacy.get(uri, {}).items()):
-                legacy.setdefault(key, (session, []))[1].append(uri)
-        async with anyio.create_task_group() as tasks:  # connections in parallel, each in order: none waits on another
-            for key, (session, session_uris) in legacy.items():
-                tasks.start_soon(self._send_updates, key, session, session_uris)
+            update = ResourceUpdatedNotification(params=ResourceUpdatedNotificationParams(uri=uri))
+            self._tell_legacy(self._legacy.get(uri, {}), update, through_sdk)
+        await self._send_through_sdk(through_sdk)
         model_changed = any(c.kind == "model" for c in changes)
         if model_changed and self.on_model_change is not None:  # serve the new model before announcing it
             await anyio.to_thread.run_sync(self.on_model_change)
         nodes_came_or_went = any(c.kind == "node" and (c.before is None or c.after is None) for c in changes)
         if model_changed:
             await self._publish([ToolsListChanged()])
-            await self._broadcast(lambda session: session.send_tool_list_changed())
+            await self._broadcast(ToolListChangedNotification())
         if model_changed or nodes_came_or_went:  # resources/list lists the types and the nodes
             await self._publish([ResourcesListChanged()])
-            await self._broadcast(lambda session: session.send_resource_list_changed())
+            await self._broadcast(ResourceListChangedNotification())
 
     async def _publish(self, events: list[ServerEvent]) -> None:
         """To 2026-07-28 listen streams: every sink gets the batch, the SDK's bus each event."""
@@ -205,22 +229,35 @@ class EventFanout:
         for event in events:
             await self.bus.publish(event)
 
-    async def _broadcast(self, sending: Callable[[ServerSession], Awaitable[None]]) -> None:
-        """Send one notification to every legacy connection, in parallel."""
-        async with anyio.create_task_group() as tasks:
-            for key, session in list(self._legacy_all.items()):
-                tasks.start_soon(self._send, key, sending(session))
+    def _tell_legacy(self, connections: dict[int, ServerSession], notification: ServerNotification,
+                     through_sdk: dict[int, tuple[ServerSession, list[ServerNotification]]]) -> None:  # fmt: skip
+        """Tell the connections canon's GET streams serve at once; queue the others' in `through_sdk`."""
+        told: list[str] = []
+        for key, session in list(connections.items()):
+            session_id = self._session_ids.get(key)
+            if session_id is not None:
+                told.append(session_id)
+            else:
+                through_sdk.setdefault(key, (session, []))[1].append(notification)
+        if told and self._outlet is not None:
+            self._outlet.notify(told, notification)
 
-    async def _send_updates(self, key: int, session: ServerSession, uris: list[str]) -> None:
-        for uri in uris:
-            if not await self._send(key, session.send_resource_updated(uri)):
+    async def _broadcast(self, notification: ServerNotification) -> None:
+        """Send one notification to every legacy connection."""
+        through_sdk: dict[int, tuple[ServerSession, list[ServerNotification]]] = {}
+        self._tell_legacy(self._legacy_all, notification, through_sdk)
+        await self._send_through_sdk(through_sdk)
+
+    async def _send_through_sdk(self, sending: dict[int, tuple[ServerSession, list[ServerNotification]]]) -> None:
+        async with anyio.create_task_group() as tasks:  # connections in parallel, each in order: none waits on another
+            for key, (session, notifications) in sending.items():
+                tasks.start_soon(self._send, key, session, notifications)
+
+    async def _send(self, key: int, session: ServerSession, notifications: list[ServerNotification]) -> None:
+        for notification in notifications:
+            try:
+                await session.send_notification(notification)
+            except Exception:  # a closed or broken connection: stop sending to it
+                log.debug("dropping a legacy connection that could not be notified", exc_info=True)
+                self._forget(key)
                 return
-
-    async def _send(self, key: int, sending: Any) -> bool:
-        try:
-            await sending
-        except Exception:  # a closed or broken connection: stop sending to it
-            log.debug("dropping a legacy connection that could not be notified", exc_info=True)
-            self._forget(key)
-            return False
-        return True

@@ -37,11 +37,12 @@ from core.wire.auth import BearerGate, auth_middleware, principal_of_request
 from core.wire.calls import CallRoute
 from core.wire.event_store import MemoryEventStore
 from core.wire.events import EventFanout
+from core.wire.legacy_streams import DEFAULT_LEGACY_LIMITS, LegacyLimits, LegacyRoute, LegacyStreams
 from core.wire.listen import ListenRoute
 from core.wire.listen_streams import DEFAULT_LIMITS, ListenLimits, ListenStreams
 from core.wire.mcp_server import DEFAULT_OPTIONS, SUPPORTED_VERSIONS, ServeOptions, build_server
 
-__all__ = ["UI_ASSETS", "build_app", "security_settings"]
+__all__ = ["UI_ASSETS", "build_app", "close_streams", "security_settings"]
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 SURFACE = "mcp-http"
@@ -154,15 +155,26 @@ class SurfaceRoute(BaseRoute):
         raise NoMatchFound(name, path_params)
 
 
+def close_streams(app: Starlette) -> None:
+    """End every change stream a `build_app` app serves, each as its protocol ends it: the 2026-07-28 listen
+    streams with their result, the 2025-11-25 GET streams as their session's end does."""
+    for streams in (getattr(app.state, "listen", None), getattr(app.state, "legacy", None)):
+        if streams is not None:
+            streams.close()
+
+
 def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfaces: list[Surface] | None = None,
-              *, listen: ListenLimits | None = DEFAULT_LIMITS, calls: bool = True) -> Starlette:  # fmt: skip
+              *, listen: ListenLimits | None = DEFAULT_LIMITS, calls: bool = True,
+              legacy: LegacyLimits | None = DEFAULT_LEGACY_LIMITS) -> Starlette:  # fmt: skip
     """The ASGI app serving `instance`. Its lifespan runs the MCP session manager and the change pump.
 
     Callers are identified by bearer token (`core.wire.auth`); without one they are anonymous. `surfaces`
     defaults to every installed surface (`core.surfaces.discover`); pass `[]` for MCP alone. `listen` bounds
     canon's own 2026-07-28 listen streams (`app.state.listen`; its `close` ends them gracefully); None leaves
     listen to the SDK. `calls` has canon answer 2026-07-28 `tools/call` itself (`core.wire.calls`); False leaves
-    them to the SDK's runner (the reference its tests compare with).
+    them to the SDK's runner (the reference its tests compare with). `legacy` bounds canon's own 2025-11-25 GET
+    streams (`app.state.legacy`; `core.wire.legacy_streams`); None, or `listen` None, leaves them to the SDK.
+    `close_streams(app)` ends both kinds gracefully.
     """
     assert instance.index is not None
     fanout = EventFanout(instance.index, on_model_change=instance.reload_model)
@@ -191,6 +203,9 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
     streams = None if listen is None else ListenStreams(server.server_info_stamp, listen)
     if streams is not None:
         fanout.add_sink(streams.deliver)
+    get_streams = None if streams is None or legacy is None else LegacyStreams(legacy)
+    if streams is not None and get_streams is not None:
+        fanout.tell_legacy_through(get_streams)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncGenerator[None]:
@@ -198,9 +213,10 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
             tasks.start_soon(fanout.pump)
             if streams is not None:
                 tasks.start_soon(streams.keepalive)
+            if get_streams is not None:
+                tasks.start_soon(get_streams.keepalive)
             yield
-            if streams is not None:
-                streams.close()
+            close_streams(app)
             tasks.cancel_scope.cancel()
 
     def reject(path: str, reason: str) -> None:
@@ -215,6 +231,8 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
         sdk_endpoint = CallRoute(sdk_endpoint, server.calls, server_info=server.server_info_stamp,
                                  security=manager.security_settings,
                                  max_body=manager.max_request_body_size)  # fmt: skip
+    if get_streams is not None:
+        sdk_endpoint = LegacyRoute(sdk_endpoint, get_streams, manager)
     mcp_endpoint = BearerGate(sdk_endpoint, anonymous=instance.config.anonymous, on_reject=reject)
     surface_routes: list[BaseRoute] = []
     for surface in discover() if surfaces is None else surfaces:
@@ -234,5 +252,6 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
     )
     app.state.fanout = fanout
     app.state.listen = streams
+    app.state.legacy = get_streams
     app.state.instance = instance
     return app

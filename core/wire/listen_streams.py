@@ -17,7 +17,7 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import anyio
 from mcp.server.subscriptions import (
@@ -42,7 +42,10 @@ from mcp_types import methods as wire_methods
 from pydantic import BaseModel
 from starlette.types import Send
 
-__all__ = ["DEFAULT_LIMITS", "Frame", "ListenLimits", "ListenStreams", "Stream", "notification_frame", "sse_frame"]
+__all__ = [
+    "DEFAULT_LIMITS", "SSE_HEADERS", "Frame", "ListenLimits", "ListenStreams", "Outlet", "Stream",
+    "notification_frame", "sse_frame",
+]  # fmt: skip
 
 log = logging.getLogger("canon.listen")
 LISTEN = "subscriptions/listen"
@@ -101,25 +104,32 @@ class Frame:
 
 
 # -- streams ---------------------------------------------------------------------------------------------------------
-@dataclass(eq=False, slots=True)
-class Stream:
-    """One open listen stream: the frames waiting for its writer, and how it ends."""
+F = TypeVar("F")
 
-    request_id: RequestId
-    version: str
-    honored: SubscriptionFilter
-    pending: list[bytes | Frame]  # the acknowledgement first
-    id_json: bytes = b""
-    waiter: asyncio.Future[None] | None = None  # the writer's, while it waits for frames
-    writing: bool = False  # inside a write to the client (which blocks only when the client stops reading)
-    quiet: bool = False  # nothing written since the last keep-alive tick
-    ended: bool = False
-    final: bytes = b""  # the last bytes of the response: the result frame on a graceful close
 
-    def __post_init__(self) -> None:
-        self.id_json = json.dumps(self.request_id).encode()
+class Outlet(Generic[F]):
+    """One open SSE response: the frames waiting for its writer, and how it ends (shared with the 2025-11-25 GET
+    streams, `core.wire.legacy_streams`).
 
-    def push(self, frame: bytes | Frame) -> None:
+    `push` never blocks: it queues a frame and wakes the writer (`pour`), which writes whatever is waiting in one
+    write. A write blocks only when the client stops reading; `blocked` tells when a bound of frames waits behind one.
+    """
+
+    __slots__ = ("ended", "final", "pending", "quiet", "waiter", "writing")
+
+    def __init__(self, pending: list[F]) -> None:
+        self.pending = pending
+        self.waiter: asyncio.Future[None] | None = None  # the writer's, while it waits for frames
+        self.writing = False  # inside a write to the client (which blocks only when the client stops reading)
+        self.quiet = False  # nothing written since the last keep-alive tick
+        self.ended = False
+        self.final = b""  # the last bytes of the response
+
+    def render(self, frames: list[F]) -> bytes:
+        """The bytes of `frames`, in order."""
+        raise NotImplementedError
+
+    def push(self, frame: F) -> None:
         self.pending.append(frame)
         self._wake()
 
@@ -127,14 +137,24 @@ class Stream:
         self.ended, self.final = True, final
         self._wake()
 
+    def blocked(self, backlog: int) -> bool:
+        """Whether `backlog` frames wait behind a write the client does not take."""
+        return self.writing and len(self.pending) >= backlog
+
+    def tick(self, ping: F) -> None:
+        """A keep-alive tick: `ping` if nothing was written since the last one."""
+        if self.quiet and not self.writing:
+            self.push(ping)
+        self.quiet = True
+
     def _wake(self) -> None:
         waiter = self.waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def pour(self, send: Send) -> None:
+    async def pour(self, send: Send, headers: list[tuple[bytes, bytes]] = SSE_HEADERS) -> None:
         """Write the frames as they come, each batch in one write, until the stream ends; then end the response."""
-        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
         while True:
             while not self.pending and not self.ended:
                 self.waiter = asyncio.get_running_loop().create_future()
@@ -145,12 +165,29 @@ class Stream:
             if not self.pending:
                 break
             frames, self.pending = self.pending, []
-            rid, id_json = self.request_id, self.id_json
-            body = b"".join([f if isinstance(f, bytes) else f.render(rid, id_json) for f in frames])
+            body = self.render(frames)
             self.writing = True
             await send({"type": "http.response.body", "body": body, "more_body": True})
             self.writing, self.quiet = False, False
         await send({"type": "http.response.body", "body": self.final, "more_body": False})
+
+
+class Stream(Outlet[bytes | Frame]):
+    """One open listen stream: its request, what it listens to, and its acknowledgement as the first frame."""
+
+    __slots__ = ("honored", "id_json", "request_id", "version")
+
+    def __init__(self, request_id: RequestId, version: str, honored: SubscriptionFilter,
+                 pending: list[bytes | Frame]) -> None:  # fmt: skip
+        super().__init__(pending)
+        self.request_id = request_id
+        self.version = version
+        self.honored = honored
+        self.id_json = json.dumps(request_id).encode()
+
+    def render(self, frames: list[bytes | Frame]) -> bytes:
+        rid, id_json = self.request_id, self.id_json
+        return b"".join([f if isinstance(f, bytes) else f.render(rid, id_json) for f in frames])
 
 
 class ListenStreams:
@@ -210,7 +247,7 @@ class ListenStreams:
                 continue
             frame, backlog = Frame(event), self.limits.max_backlog
             for stream in list(matching):  # a stream may be ended (and leave the set) on the way
-                if stream.writing and len(stream.pending) >= backlog:
+                if stream.blocked(backlog):
                     log.warning("listen stream %r: %d events wait behind a blocked write; ending it",
                                 stream.request_id, len(stream.pending))  # fmt: skip
                     self.discard(stream)
@@ -250,6 +287,4 @@ class ListenStreams:
         while True:
             await anyio.sleep(self.limits.keepalive_s)
             for stream in list(self._all):
-                if stream.quiet and not stream.writing:
-                    stream.push(PING)
-                stream.quiet = True
+                stream.tick(PING)

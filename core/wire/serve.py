@@ -31,8 +31,7 @@ from core.config import Config
 from core.errors import CanonError
 from core.instance import Instance, open_instance
 from core.surfaces import discover
-from core.wire.http import build_app
-from core.wire.listen_streams import ListenStreams
+from core.wire.http import build_app, close_streams
 from core.wire.mcp_server import DEFAULT_OPTIONS, ServeOptions
 
 __all__ = ["GracefulServer", "listening_socket", "serve_http", "serve_workers", "worker_sockets"]
@@ -73,10 +72,11 @@ def _announce(sock: socket.socket, config: Config, tokens: int, workers: int = 1
 
 
 class GracefulServer(uvicorn.Server):
-    """uvicorn serving a `build_app` app, which ends the app's listen streams as soon as it begins to shut down.
+    """uvicorn serving a `build_app` app, which ends the app's change streams as soon as it begins to shut down.
 
-    uvicorn waits for every response in flight to finish before it runs the app's shutdown, and a listen stream
-    never finishes by itself: closing the streams first sends each its final result and lets shutdown go on.
+    uvicorn waits for every response in flight to finish before it runs the app's shutdown, and a listen stream or
+    a 2025-11-25 GET stream never finishes by itself: closing the streams first (`close_streams`: a listen stream
+    gets its final result) lets shutdown go on.
     """
 
     def __init__(self, app: Starlette) -> None:
@@ -84,9 +84,7 @@ class GracefulServer(uvicorn.Server):
         self.app = app
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        streams: ListenStreams | None = getattr(self.app.state, "listen", None)
-        if streams is not None:
-            streams.close()
+        close_streams(self.app)
         await super().shutdown(sockets)
 
 

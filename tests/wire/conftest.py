@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from core.config import Config
 from core.instance import Instance, open_instance
 from core.operations import PutNode
 from core.principal import LOCAL
+from core.records import Node
 from core.store.sqlite import SQLiteStore
 from core.wire.events import EventFanout
 from core.wire.http import build_app
@@ -283,3 +284,42 @@ async def connect(url: str, mode: str, token: str | None = None, **options: Any)
     ):
         assert client.protocol_version == (LEGACY if mode == "legacy" else MODERN)
         yield client
+
+
+# -- changes made while a server runs, and waiting for their effects -------------------------------------------------
+async def until(condition: Callable[[], bool]) -> None:
+    """Wait, within the deadline, for server-side state that follows an event the test cannot await."""
+    with anyio.fail_after(DEADLINE_S):
+        while not condition():
+            await anyio.sleep(0.005)
+
+
+async def commit_edits(instance: Instance, *node_ids: str, principal: str = "test:wire") -> None:
+    """Change one free-text property of each of these nodes, in one transaction (one batch of events)."""
+
+    def change() -> None:
+        nodes = instance.store.nodes(list(node_ids))
+        revision = instance.store.revision()
+        puts = [PutNode(dataclasses.replace(nodes[i], properties=_edited(nodes[i].properties, revision)))
+                for i in node_ids]  # fmt: skip
+        instance.store.commit(puts, principal=principal)
+
+    await anyio.to_thread.run_sync(change)
+
+
+def _edited(properties: Any, revision: int) -> dict[str, Any]:
+    key = next(k for k in ("description", "mission", "title") if k in properties)
+    return {**properties, key: f"{properties[key]} ({revision})"}
+
+
+async def create_team(instance: Instance, name: str, *, principal: str = "test:wire") -> None:
+    """A new Team `team-NAME`, like team-payments: the resource list changes."""
+
+    def create() -> None:
+        template = instance.store.node("team-payments")
+        assert isinstance(template, Node)
+        properties = dict(template.properties) | {"slug": name, "name": name.title()}
+        team = dataclasses.replace(template, id=f"team-{name}", properties=properties, revision=0)
+        instance.store.commit([PutNode(team, expected_revision=0)], principal=principal)
+
+    await anyio.to_thread.run_sync(create)

@@ -11,7 +11,6 @@ will.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import signal
 import socket
@@ -26,14 +25,22 @@ from starlette.applications import Starlette
 from core import __version__
 from core.audit import AuditQuery
 from core.instance import Instance
-from core.operations import PutNode
-from core.records import Node
 from core.wire.events import node_uri
 from core.wire.http import build_app
 from core.wire.listen_streams import ListenLimits, ListenStreams
 from core.wire.mcp_server import CANON_ICON
 from core.wire.serve import listening_socket
-from tests.wire.conftest import DEADLINE_S, MODERN, copy_store, envelope, open_copy, serving
+from tests.wire.conftest import (
+    DEADLINE_S,
+    MODERN,
+    commit_edits,
+    copy_store,
+    create_team,
+    envelope,
+    open_copy,
+    serving,
+    until,
+)
 from tests.wire.raw_http import Raw as RawHTTP
 from tests.wire.raw_http import Served, served
 
@@ -138,43 +145,6 @@ def sdk(instance: Instance) -> Starlette:
     return build_app(instance, surfaces=[], listen=None)
 
 
-async def commit(instance: Instance, *node_ids: str) -> None:
-    """Change these nodes in one transaction (one batch of events)."""
-
-    def change() -> None:
-        nodes = instance.store.nodes(list(node_ids))
-        revision = instance.store.revision()
-        puts = [PutNode(dataclasses.replace(nodes[i], properties=_edited(nodes[i].properties, revision)))
-                for i in node_ids]  # fmt: skip
-        instance.store.commit(puts, principal="test:listen")
-
-    await anyio.to_thread.run_sync(change)
-
-
-def _edited(properties: Any, revision: int) -> dict[str, Any]:
-    """The properties with one free-text property changed."""
-    key = next(k for k in ("description", "mission", "title") if k in properties)
-    return {**properties, key: f"{properties[key]} ({revision})"}
-
-
-async def create_team(instance: Instance, n: int) -> None:
-    def create() -> None:
-        template = instance.store.node(PAYMENTS)
-        assert isinstance(template, Node)
-        properties = dict(template.properties) | {"slug": f"listen-{n}", "name": f"Listen {n}"}
-        team = dataclasses.replace(template, id=f"team-listen-{n}", properties=properties, revision=0)
-        instance.store.commit([PutNode(team, expected_revision=0)], principal="test:listen")
-
-    await anyio.to_thread.run_sync(create)
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    """Wait, within the deadline, for server-side state that follows an event the test cannot await."""
-    with anyio.fail_after(DEADLINE_S):
-        while not condition():
-            await anyio.sleep(0.005)
-
-
 # -- frames ------------------------------------------------------------------------------------------------------------
 async def test_a_listen_stream_is_the_ack_then_updates_byte_for_byte_as_the_sdk_sent_them(instance: Instance) -> None:
     async with served(fast(instance)) as ours, served(sdk(instance)) as theirs:
@@ -185,10 +155,10 @@ async def test_a_listen_stream_is_the_ack_then_updates_byte_for_byte_as_the_sdk_
                 await raw.listen(TRANSCRIPT_LISTEN)
                 heads[name] = await raw.head()
                 frames[name] = [await raw.frame()]
-            await commit(instance, PAYMENTS)
+            await commit_edits(instance, PAYMENTS)
             for raw_frames, raw in ((frames[n], streams[n]) for n in streams):
                 raw_frames.append(await raw.frame())
-            await create_team(instance, 1)  # the resource list changed
+            await create_team(instance, "listen-1")  # the resource list changed
             for raw_frames, raw in ((frames[n], streams[n]) for n in streams):
                 raw_frames.append(await raw.frame())
         finally:
@@ -209,7 +179,7 @@ async def test_every_listener_hears_with_its_own_subscription_id_whatever_its_ty
     async with served(fast(instance)) as ours, contextlib.AsyncExitStack() as stack:
         raws = [await stack.enter_async_context(listening(ours.port, {"resourceSubscriptions": [A]}, id_))
                 for id_ in ids]  # fmt: skip
-        await commit(instance, PAYMENTS)
+        await commit_edits(instance, PAYMENTS)
         frames = [await raw.frame() for raw in raws]
 
     for id_, frame in zip(ids, frames, strict=True):
@@ -229,8 +199,8 @@ async def test_uris_the_caller_may_not_read_are_dropped_from_the_ack_and_never_h
             assert (await raw.head())[0] == 200
             ack = await raw.frame()
             assert ack is not None
-            await commit(instance, "adr-0002")  # the anonymous caller may not read it
-            await commit(instance, PAYMENTS)
+            await commit_edits(instance, "adr-0002")  # the anonymous caller may not read it
+            await commit_edits(instance, PAYMENTS)
             heard = await raw.update()
         finally:
             await raw.aclose()
@@ -331,7 +301,7 @@ async def test_a_listen_past_the_stream_cap_is_refused_as_the_sdk_refuses_it_unt
                 await raw.aclose()
         await until(lambda: streams_of(ours).count == 0)
         async with listening(ours.port, {"resourceSubscriptions": [A]}, 7) as again:
-            await commit(instance, PAYMENTS)
+            await commit_edits(instance, PAYMENTS)
             heard = await again.update()
 
     (status, head), body = refused
@@ -356,10 +326,10 @@ async def test_a_listener_that_stops_reading_is_ended_at_the_backlog_bound_and_t
         batches = 0
         while streams_of(ours).count == 2:  # each batch is ~12 kB a stream: the slow one fills its buffers in a few
             assert batches < 60, "the stream that stopped reading was never ended"
-            await commit(instance, *public)
+            await commit_edits(instance, *public)
             batches += 1
             heard += [await reader.update() for _ in public]  # in this batch's deliver the slow one may have ended
-        await commit(instance, *public)  # the fast one goes on hearing
+        await commit_edits(instance, *public)  # the fast one goes on hearing
         heard += [await reader.update() for _ in public]
         slow_frames: list[bytes] = []
         with anyio.fail_after(DEADLINE_S):
@@ -378,7 +348,7 @@ async def test_a_client_that_disconnects_releases_its_stream(instance: Instance)
             assert streams_of(ours).count == 1
         await until(lambda: streams_of(ours).count == 0)
         async with listening(ours.port, {"resourceSubscriptions": [A]}) as other:
-            await commit(instance, PAYMENTS)  # delivering to what is left (the released stream is not in the way)
+            await commit_edits(instance, PAYMENTS)  # delivering to what is left (the released stream is not in the way)
             assert await other.update() == A
 
 
@@ -433,8 +403,8 @@ async def test_two_hundred_listeners_hear_every_event_in_order(instance: Instanc
         raws = [await stack.enter_async_context(listening(ours.port, {"resourceSubscriptions": [A, B]}, i))
                 for i in range(200)]  # fmt: skip
         for _ in range(writes):  # each write heard before the next: the pump sends one update per URI per batch
-            await commit(instance, PAYMENTS)
-            await commit(instance, BILLING)
+            await commit_edits(instance, PAYMENTS)
+            await commit_edits(instance, BILLING)
             with anyio.fail_after(DEADLINE_S):
                 for raw, uris in zip(raws, heard, strict=True):
                     uris += [await raw.update(), await raw.update()]
