@@ -2,7 +2,7 @@
 
 Routes: `/mcp` (Streamable HTTP, both protocol revisions: 2026-07-28 requests are served statelessly, their
 `subscriptions/listen` streams and `tools/call` answers by canon itself (`core.wire.listen`, `core.wire.calls`), the
-rest by the SDK; 2025-11-25 clients get sessions, a GET stream
+rest by the SDK; 2025-11-25 clients get sessions, a GET stream (served by canon, `core.wire.legacy_streams`)
 and `Last-Event-ID` resumption), `/healthz`, and every path a
 discovered surface claims (`core.surfaces`: REST, GraphQL, llms.txt), each served by that surface's app for
 the current registry. Bearer tokens

@@ -1,15 +1,16 @@
 """2025-11-25 resumability: a client that lost its GET stream resumes it with `Last-Event-ID`.
 
-Against a real `canon serve`, spoken to with raw HTTP and SSE parsed here from the bytes. What the SDK
-(`mcp/server/streamable_http.py`, 2.3) does and these tests rely on:
+Against a real `canon serve`, spoken to with raw HTTP and SSE parsed here from the bytes. canon serves the GET
+stream itself (`core.wire.legacy_streams`, ADR 0015), answering as the SDK (`mcp/server/streamable_http.py`, 2.3)
+did; what these tests rely on:
 
 * every message the server sends a session without a request to answer (`notifications/resources/updated`
-  among them) is stored in the event store under the stream `_GET_stream` *whether or not a GET stream is
-  connected*, and goes out on the GET stream, when there is one, with the store's id as its SSE `id:`;
-* the plain GET stream has no priming event; a GET with `Last-Event-ID` gets the stored events of that id's
-  stream that come after it, then (when no GET stream is registered) one priming event (a fresh id, empty
+  among them) is kept for that session once it has opened a GET stream, *whether or not one is connected now*,
+  and goes out on the GET stream, when there is one, with the session's own id as its SSE `id:`;
+* the plain GET stream has no priming event; a GET with `Last-Event-ID` gets the session's kept events that
+  come after it, then (when no GET stream is registered) one priming event (a fresh id, empty
   data), and then carries on as the live GET stream;
-* an id the store does not know replays nothing: 200, `text/event-stream`, and the stream ends at once.
+* an id the session does not know replays nothing: 200, `text/event-stream`, and the stream ends at once.
 
 Canon's own change notifications are the only events in these tests. The test process commits to the store
 file as another process would; canon notices within a pump tick. That canon has *sent* the notifications of
