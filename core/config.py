@@ -36,6 +36,8 @@ class Config:
     host: str = "127.0.0.1"
     port: int = 8000
     max_body_bytes: int = 1024 * 1024
+    max_streams: int = 10_000  # open change streams per process, of each kind (listen, 2025-11-25 GET)
+    stream_backlog: int = 1_024  # events waiting for a client that stopped reading, before its stream is ended
     ui_assets: Path | None = None  # browser assets for /docs and /graphql served at /ui-assets/ (None: public CDNs)
     tokens: Path = Path("canon-tokens.json")  # hashed bearer tokens (canon token create/revoke)
     anonymous: bool = True  # HTTP callers without a token may read public nodes
@@ -103,6 +105,8 @@ _KEYS = [
     ("server", "host", "host"),
     ("server", "port", "port"),
     ("server", "max_body_bytes", "max_body_bytes"),
+    ("server", "max_streams", "max_streams"),
+    ("server", "stream_backlog", "stream_backlog"),
     ("server", "ui_assets", "ui_assets"),
     ("auth", "tokens", "tokens"),
     ("auth", "anonymous", "anonymous"),

@@ -13,6 +13,7 @@ Origin are checked on `/mcp` (invalid Origin → 403, invalid Host → 421) and 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
@@ -174,9 +175,16 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
     listen to the SDK. `calls` has canon answer 2026-07-28 `tools/call` itself (`core.wire.calls`); False leaves
     them to the SDK's runner (the reference its tests compare with). `legacy` bounds canon's own 2025-11-25 GET
     streams (`app.state.legacy`; `core.wire.legacy_streams`); None, or `listen` None, leaves them to the SDK.
-    `close_streams(app)` ends both kinds gracefully.
+    `close_streams(app)` ends both kinds gracefully. Left at their defaults, both kinds take their bounds from the
+    configuration (`[server] max_streams` and `stream_backlog`).
     """
     assert instance.index is not None
+    config = instance.config
+    if listen is DEFAULT_LIMITS:  # left as it is: the configured bounds
+        listen = dataclasses.replace(DEFAULT_LIMITS, max_streams=config.max_streams, max_backlog=config.stream_backlog)
+    if legacy is DEFAULT_LEGACY_LIMITS:
+        legacy = dataclasses.replace(DEFAULT_LEGACY_LIMITS, max_streams=config.max_streams,
+                                     max_backlog=config.stream_backlog)  # fmt: skip
     fanout = EventFanout(instance.index, on_model_change=instance.reload_model)
     dispatcher = instance.dispatcher
 

@@ -34,6 +34,8 @@ seed = false
 host = "0.0.0.0"
 port = 9000
 max_body_bytes = 2048
+max_streams = 50
+stream_backlog = 64
 """
 
 
@@ -45,6 +47,7 @@ def test_defaults_need_no_file_and_no_environment() -> None:
     assert config.seed is True
     assert config.host == "127.0.0.1"
     assert config.port == 8000
+    assert (config.max_streams, config.stream_backlog) == (10_000, 1_024)
     assert config.source is None
     assert dict(config.origins) == {}
 
@@ -56,6 +59,7 @@ def test_a_config_file_sets_every_value(tmp_path: Path) -> None:
 
     assert config.source == file
     assert (config.seed, config.host, config.port, config.max_body_bytes) == (False, "0.0.0.0", 9000, 2048)
+    assert (config.max_streams, config.stream_backlog) == (50, 64)
 
 
 def test_relative_paths_in_a_config_file_resolve_against_its_directory(tmp_path: Path) -> None:
@@ -219,3 +223,13 @@ def test_config_is_a_frozen_value() -> None:
     assert isinstance(config, Config)
     with pytest.raises(AttributeError):
         config.port = 1  # type: ignore[misc]
+
+
+def test_a_stream_bound_below_one_is_an_error_naming_its_key(tmp_path: Path) -> None:
+    file = _write(tmp_path / "canon.toml", "[server]\nmax_streams = 0\n")
+
+    with pytest.raises(ConfigError) as caught:
+        load_config(file, env={})
+
+    assert "server.max_streams" in str(caught.value)
+    assert caught.value.key == "server.max_streams"

@@ -24,7 +24,8 @@ from starlette.applications import Starlette
 
 from core import __version__
 from core.audit import AuditQuery
-from core.instance import Instance
+from core.config import Config
+from core.instance import Instance, open_instance
 from core.wire.events import node_uri
 from core.wire.http import build_app
 from core.wire.listen_streams import ListenLimits, ListenStreams
@@ -307,6 +308,30 @@ async def test_a_listen_past_the_stream_cap_is_refused_as_the_sdk_refuses_it_unt
     (status, head), body = refused
     assert (status, head["content-type"], body) == (200, "application/json", TRANSCRIPT_LIMIT)
     assert heard == A
+
+
+async def test_the_configured_stream_bounds_apply_to_listen_and_get_streams(
+    seed_template: Path, tmp_path: Path
+) -> None:
+    store = copy_store(seed_template, tmp_path / "canon.db")
+    configured = open_instance(Config(store=store, tokens=tmp_path / "canon-tokens.json", max_streams=1,
+                                      stream_backlog=7))  # fmt: skip
+    try:
+        app = build_app(configured, surfaces=[])
+        assert app.state.listen.limits == ListenLimits(max_streams=1, max_backlog=7)
+        assert (app.state.legacy.limits.max_streams, app.state.legacy.limits.max_backlog) == (1, 7)
+        async with served(app) as ours, listening(ours.port, {"resourceSubscriptions": [A]}):
+            raw = await Raw.connect(ours.port)
+            try:
+                await raw.listen({"resourceSubscriptions": [A]}, 7)
+                refused = await raw.head(), await raw.body()
+            finally:
+                await raw.aclose()
+    finally:
+        configured.close()
+
+    (status, _), body = refused
+    assert (status, body) == (200, TRANSCRIPT_LIMIT)
 
 
 async def test_a_listener_that_stops_reading_is_ended_at_the_backlog_bound_and_the_others_hear_everything(
