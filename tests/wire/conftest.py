@@ -75,6 +75,14 @@ def open_copy(template: Path, folder: Path) -> Instance:
     return open_instance(Config(store=copy_store(template, folder / "canon.db")))
 
 
+@pytest.fixture
+def instance(seed_template: Path, tmp_path: Path) -> Iterator[Instance]:
+    """A store of the test's own (tests write), with its index and dispatcher."""
+    opened = open_copy(seed_template, tmp_path / "store")
+    yield opened
+    opened.close()
+
+
 @pytest.fixture(scope="module")
 def shared_instance(seed_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
     """A seeded instance shared by the tests of one module; those tests must not write."""

@@ -16,7 +16,7 @@ import json
 import re
 import signal
 import socket
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,6 @@ from tests.wire.conftest import (
     copy_store,
     create_team,
     initialize_body,
-    open_copy,
     serving,
     until,
 )
@@ -189,14 +188,6 @@ def same_answer(answer: tuple[int, dict[str, str], bytes], session: Session) -> 
 
 
 # -- apps --------------------------------------------------------------------------------------------------------------
-@pytest.fixture
-def instance(seed_template: Path, tmp_path: Path) -> Iterator[Instance]:
-    """A store of the test's own (tests write), with its index and dispatcher."""
-    opened = open_copy(seed_template, tmp_path / "store")
-    yield opened
-    opened.close()
-
-
 def ours(instance: Instance, **limits: Any) -> Starlette:
     """canon's HTTP app, the GET streams served by canon (with these `LegacyLimits`)."""
     return build_app(instance, surfaces=[], legacy=LegacyLimits(**limits))

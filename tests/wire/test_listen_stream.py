@@ -14,7 +14,7 @@ import contextlib
 import json
 import signal
 import socket
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,6 @@ from tests.wire.conftest import (
     copy_store,
     create_team,
     envelope,
-    open_copy,
     serving,
     until,
 )
@@ -107,6 +106,16 @@ class Raw(RawHTTP):
         return uri
 
 
+async def refused_listen(port: int) -> tuple[tuple[int, dict[str, str]], bytes]:
+    """The head and body of the answer to a listen request (id 7) expected not to become a stream."""
+    raw = await Raw.connect(port)
+    try:
+        await raw.listen({"resourceSubscriptions": [A]}, 7)
+        return await raw.head(), await raw.body()
+    finally:
+        await raw.aclose()
+
+
 @contextlib.asynccontextmanager
 async def listening(port: int, notifications: dict[str, Any], id_: Any = "L1", **options: Any) -> AsyncGenerator[Raw]:
     """A listen stream whose acknowledgement has arrived (so the server delivers to it from now on)."""
@@ -126,14 +135,6 @@ async def listening(port: int, notifications: dict[str, Any], id_: Any = "L1", *
 def streams_of(served: Served) -> ListenStreams:
     streams: ListenStreams = served.app.state.listen
     return streams
-
-
-@pytest.fixture
-def instance(seed_template: Path, tmp_path: Path) -> Iterator[Instance]:
-    """A store of the test's own (tests write), with its index and dispatcher."""
-    opened = open_copy(seed_template, tmp_path / "store")
-    yield opened
-    opened.close()
 
 
 def fast(instance: Instance, **limits: Any) -> Starlette:
@@ -294,12 +295,7 @@ async def test_a_listen_past_the_stream_cap_is_refused_as_the_sdk_refuses_it_unt
 ) -> None:
     async with served(fast(instance, max_streams=2)) as ours:
         async with listening(ours.port, {"resourceSubscriptions": [A]}), listening(ours.port, {}):
-            raw = await Raw.connect(ours.port)
-            try:
-                await raw.listen({"resourceSubscriptions": [A]}, 7)
-                refused = await raw.head(), await raw.body()
-            finally:
-                await raw.aclose()
+            refused = await refused_listen(ours.port)
         await until(lambda: streams_of(ours).count == 0)
         async with listening(ours.port, {"resourceSubscriptions": [A]}, 7) as again:
             await commit_edits(instance, PAYMENTS)
@@ -321,12 +317,7 @@ async def test_the_configured_stream_bounds_apply_to_listen_and_get_streams(
         assert app.state.listen.limits == ListenLimits(max_streams=1, max_backlog=7)
         assert (app.state.legacy.limits.max_streams, app.state.legacy.limits.max_backlog) == (1, 7)
         async with served(app) as ours, listening(ours.port, {"resourceSubscriptions": [A]}):
-            raw = await Raw.connect(ours.port)
-            try:
-                await raw.listen({"resourceSubscriptions": [A]}, 7)
-                refused = await raw.head(), await raw.body()
-            finally:
-                await raw.aclose()
+            refused = await refused_listen(ours.port)
     finally:
         configured.close()
 
