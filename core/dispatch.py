@@ -13,7 +13,8 @@
 `call_tool_now` is the same path for a caller that must not wait (an event loop): it runs a point read (a
 handler marked `@point_read`: one record by its key, nothing else) on the calling thread when the index and the
 store are free and current at that instant, and otherwise declines (None), so the caller hands the call to a
-thread that may wait.
+thread that may wait. A caller with one client (stdio) may ask it to run index-answered searches (`@indexed_read`)
+the same way.
 
 Resources, completions and tool listings take the same path (execute with the caller's sight, audit).
 Surfaces never hold logic: they translate their wire format to these calls and the results (or `CanonError`s)
@@ -43,7 +44,17 @@ from core.records import Node, Sight
 from core.registry import Registry, ToolDefinition
 from core.store import Store
 
-__all__ = ["OUTCOMES", "AuditRecord", "CallContext", "Dispatcher", "Handler", "ToolResult", "error_json", "point_read"]
+__all__ = [
+    "OUTCOMES",
+    "AuditRecord",
+    "CallContext",
+    "Dispatcher",
+    "Handler",
+    "ToolResult",
+    "error_json",
+    "indexed_read",
+    "point_read",
+]
 
 log = logging.getLogger("canon.dispatch")
 DEFAULT_TIME_LIMIT_S = 10.0
@@ -84,12 +95,22 @@ class CallContext:
 
 Handler = Callable[[CallContext, dict[str, Any]], dict[str, Any]]
 _POINT_READS: set[Handler] = set()
+_INDEXED_READS: set[Handler] = set()
 
 
 def point_read(handler: Handler) -> Handler:
     """Mark `handler` as a point read: it reads one record by its key and does nothing else, so it is cheap and
     bounded enough for `Dispatcher.call_tool_now` to run on an event loop."""
     _POINT_READS.add(handler)
+    return handler
+
+
+def indexed_read(handler: Handler) -> Handler:
+    """Mark `handler` as a search the store answers from its indexes: usually well under a millisecond, but not
+    bounded as a point read is (a needle can match many records), so `Dispatcher.call_tool_now` runs it on an event
+    loop only for a caller that asks (`searches=True`): one whose loop serves a single client, which would wait for
+    the answer anyway."""
+    _INDEXED_READS.add(handler)
     return handler
 
 
@@ -170,14 +191,14 @@ class Dispatcher:
         """Run a tool for a principal. Raises `UnknownToolError` only; every other failure is a result."""
         return self._call(principal, surface, name, arguments, sync=True)
 
-    def call_tool_now(
-        self, principal: Principal, surface: str, name: str, arguments: Mapping[str, Any] | None
-    ) -> ToolResult | None:
+    def call_tool_now(self, principal: Principal, surface: str, name: str, arguments: Mapping[str, Any] | None, *,
+                      searches: bool = False) -> ToolResult | None:  # fmt: skip
         """`call_tool` on this thread, for a caller that must not wait; None (and nothing done) unless `name` is a
-        point read and the index and the store are free and current right now. Then both stay held for the call,
-        so it never waits on another thread's walk or write, nor replays the change log."""
+        point read (or, with `searches`, an indexed read) and the index and the store are free and current right
+        now. Then both stay held for the call, so it never waits on another thread's walk or write, nor replays
+        the change log."""
         handler = self.handlers.get(name)
-        if handler is None or handler not in _POINT_READS:
+        if handler is None or not (handler in _POINT_READS or (searches and handler in _INDEXED_READS)):
             return None
         with self.index.uncontended() as free:
             return self._call(principal, surface, name, arguments, sync=False) if free else None

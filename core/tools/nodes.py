@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.conditions import parse_where
-from core.dispatch import CallContext, point_read
+from core.dispatch import CallContext, indexed_read, point_read
 from core.errors import NotFoundError
 from core.paging import decode_cursor, encode_cursor, page
 from core.store import NodeQuery
@@ -24,6 +24,7 @@ def text_fields(ctx: CallContext) -> dict[str, tuple[str, ...]]:
     return {name: t.text for name, t in ctx.model.node_types.items()}
 
 
+@indexed_read
 def find_nodes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     node_type = ctx.model.node_types.get(args["type"]) if "type" in args else None
     conditions = parse_where(args.get("where", {}), node_type, tool="find_nodes")

@@ -125,10 +125,11 @@ class ToolCalls:
     """`tools/call` on the dispatcher: for the SDK's handler, and for canon's own 2026-07-28 HTTP path
     (`core.wire.calls`), so both call a tool the same way."""
 
-    def __init__(self, dispatcher: Dispatcher, surface: str, prefix: str) -> None:
+    def __init__(self, dispatcher: Dispatcher, surface: str, prefix: str, *, inline_searches: bool = False) -> None:
         self.dispatcher = dispatcher
         self.surface = surface
         self.prefix = prefix
+        self.inline_searches = inline_searches  # one client: searches answered from indexes run on the loop too
         self._headers_of: dict[str, bool] = {}  # tool name -> whether its input schema declares x-mcp-header
         self._headers_for = 0  # id() of the registry `_headers_of` describes
 
@@ -141,7 +142,7 @@ class ToolCalls:
         """Call the tool as `principal`; raises UnknownToolError only. A point read runs right here unless something
         it needs is busy: the hop to a worker thread and back costs several times the read itself."""
         dispatcher, name = self.dispatcher, self.name_of(called)
-        result = dispatcher.call_tool_now(principal, self.surface, name, arguments)
+        result = dispatcher.call_tool_now(principal, self.surface, name, arguments, searches=self.inline_searches)
         if result is None:
             result = await anyio.to_thread.run_sync(dispatcher.call_tool, principal, self.surface, name, arguments)
         return result
@@ -167,11 +168,13 @@ def _modern(ctx: ServerRequestContext[Any]) -> bool:
 
 
 def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: PrincipalOf,
-                 options: ServeOptions = DEFAULT_OPTIONS, *, surface: str = "mcp") -> CanonServer:  # fmt: skip
+                 options: ServeOptions = DEFAULT_OPTIONS, *, surface: str = "mcp",
+                 single_client: bool = False) -> CanonServer:  # fmt: skip
     """An SDK server whose every handler is one dispatcher call, made for the caller `principal_of` names.
 
     Handlers read `dispatcher.registry` on every call, so a model change (which replaces the registry) is
-    served from the next request on.
+    served from the next request on. `single_client` (stdio): searches the store answers from its indexes run on
+    the event loop when nothing else holds the store, as point reads always do.
     """
     prefix = options.prefix
     converted: dict[str, types.Tool] = {}  # tool name -> its MCP form, for the registry in `converted_for`
@@ -194,7 +197,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
         principal = principal_of(ctx)
         return types.ListToolsResult(tools=await anyio.to_thread.run_sync(listed, principal))
 
-    calls = ToolCalls(dispatcher, surface, prefix)
+    calls = ToolCalls(dispatcher, surface, prefix, inline_searches=single_client)
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> dict[str, Any]:
         try:

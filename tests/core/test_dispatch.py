@@ -290,6 +290,19 @@ def test_call_tool_now_declines_a_tool_that_is_not_a_point_read(
     assert records == []  # declined calls did nothing, so there is nothing to audit
 
 
+def test_call_tool_now_runs_an_indexed_search_only_for_a_caller_that_asks(
+    dispatcher: Dispatcher, records: list[AuditRecord]
+) -> None:
+    now = dispatcher.call_tool_now(LOCAL, "test", "find_nodes", {"type": "Service"}, searches=True)
+    later = dispatcher.call_tool(LOCAL, "test", "find_nodes", {"type": "Service"})
+
+    assert now is not None
+    assert now.as_json() == later.as_json()
+    assert dispatcher.call_tool_now(LOCAL, "test", "find_paths", {"source": SERVICE, "target": SERVICE},
+                                    searches=True) is None  # a walk is neither  # fmt: skip
+    assert [(r.target, r.outcome) for r in records] == [("find_nodes", "ok"), ("find_nodes", "ok")]
+
+
 @contextmanager
 def held_by_another_thread(hold: Callable[[], AbstractContextManager[object]]) -> Generator[None]:
     """Run `hold()` in another thread for the duration of the block."""
