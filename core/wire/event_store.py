@@ -8,7 +8,17 @@ from collections import deque
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCResponse
 
-__all__ = ["MemoryEventStore"]
+__all__ = ["MAX_EVENT_ID_DIGITS", "MemoryEventStore", "event_id_of"]
+
+MAX_EVENT_ID_DIGITS = 19  # every id canon mints fits in 64 bits; a longer one was never issued
+
+
+def event_id_of(text: str) -> int | None:
+    """The event id a `Last-Event-ID` header names, or None if it is not one canon could have issued (not ASCII
+    digits, or longer than any id it mints): the client must start over, as for an id it forgot."""
+    if not (0 < len(text) <= MAX_EVENT_ID_DIGITS and text.isascii() and text.isdigit()):
+        return None
+    return int(text)
 
 
 class MemoryEventStore(EventStore):
@@ -31,9 +41,9 @@ class MemoryEventStore(EventStore):
         return str(event_id)
 
     async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
-        if not last_event_id.isdigit():
+        last = event_id_of(last_event_id)
+        if last is None:
             return None
-        last = int(last_event_id)
         stream = next((s for i, s, _ in self._events if i == last), None)
         if stream is None:  # unknown or already evicted: the client must start over
             return None

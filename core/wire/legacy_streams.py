@@ -67,6 +67,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from core.wire.event_store import event_id_of
 from core.wire.listen_streams import Outlet
 from core.wire.takeover import read_body
 
@@ -178,10 +179,8 @@ class Channel:
     def after(self, last_event_id: str) -> list[bytes] | None:
         """The frames after `last_event_id`, ids included; None if that id is not one of this session's kept events
         (unknown, or evicted: the client must start over)."""
-        if not (last_event_id.isascii() and last_event_id.isdigit()):
-            return None
-        seen, first = int(last_event_id), self.last_id - len(self.events) + 1
-        if not first <= seen <= self.last_id:
+        seen, first = event_id_of(last_event_id), self.last_id - len(self.events) + 1
+        if seen is None or not first <= seen <= self.last_id:
             return None
         later = list(self.events)[seen - first + 1 :]
         return [b"id: %d\r\n" % (seen + 1 + i) + frame for i, frame in enumerate(later) if frame is not None]

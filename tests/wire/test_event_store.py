@@ -30,3 +30,16 @@ def test_responses_keep_only_their_id_and_notifications_replay_in_order() -> Non
     replayed = anyio.run(scenario)
     assert [e.message.method for e in replayed if isinstance(e.message, types.JSONRPCNotification)] == ["b"]
     assert len(replayed) == 1
+
+
+def test_a_last_event_id_canon_could_not_have_issued_is_unknown_never_an_error() -> None:
+    async def scenario() -> list[str | None]:
+        store = MemoryEventStore(capacity=10)
+        await store.store_event("stream", types.JSONRPCNotification(jsonrpc="2.0", method="a"))
+
+        async def send(event: EventMessage) -> None:
+            raise AssertionError(f"replayed {event}")
+
+        return [await store.replay_events_after(text, send) for text in ("9" * 8_000, "\u00b2", "1" + "0" * 19, "")]
+
+    assert anyio.run(scenario) == [None, None, None, None]

@@ -344,7 +344,8 @@ async def test_resuming_while_the_stream_is_open_replays_and_ends_as_the_sdk_doe
     assert update_of(body) == A  # the one event after `first`, and the end
 
 
-@pytest.mark.parametrize("last_event_id", ["999", "0", "not-an-id"], ids=["never-issued", "zero", "text"])
+@pytest.mark.parametrize("last_event_id", ["999", "0", "not-an-id", "9" * 8_000],
+                         ids=["never-issued", "zero", "text", "8000-digits"])  # fmt: skip
 async def test_an_unknown_last_event_id_is_an_empty_stream_that_ends_at_once(instance: Instance,
                                                                              last_event_id: str) -> None:  # fmt: skip
     answers = []
