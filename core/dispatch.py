@@ -24,6 +24,7 @@ back. A request a surface rejects before it has a principal (a bad token) is aud
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import json
 import logging
@@ -36,7 +37,14 @@ from typing import Any
 from core.access import may_call, require_node, require_tool, sight_of
 from core.audit import AuditLog, AuditRecord
 from core.documents import pointer
-from core.errors import CanonError, ForbiddenError, InvalidArgumentsError, LimitExceededError, Problem
+from core.errors import (
+    CanonError,
+    ForbiddenError,
+    InvalidArgumentsError,
+    LimitExceededError,
+    Problem,
+    UnknownToolError,
+)
 from core.graph import GraphIndex
 from core.model import Model
 from core.principal import Principal
@@ -180,6 +188,12 @@ class Dispatcher:
         return self.run(principal, surface, "tools/list", "", {},
                         lambda ctx: [t for t in self.registry.tools if may_call(principal, t)], needs=None)  # fmt: skip
 
+    def unknown_tool(self, principal: Principal, name: str) -> UnknownToolError:
+        """The error for `name`, called by `principal` and naming no tool. Its "did you mean" hints come only from
+        the tools `principal` may call (what its tools/list shows): never a tool hidden from it."""
+        callable_ = [t.name for t in self.registry.tools if may_call(principal, t)]
+        return UnknownToolError(name, difflib.get_close_matches(name, callable_, n=3, cutoff=0.5))
+
     def rejected(self, surface: str, target: str, reason: str) -> None:
         """Audit a request a surface refused before it had a principal (e.g. an unknown bearer token)."""
         self._audit(Principal(f"({reason})", authenticated=False), surface, "request", target, {}, "rejected",
@@ -210,10 +224,10 @@ class Dispatcher:
         outcome = "failed"
         try:
             tool = self.registry.tool(name)  # UnknownToolError propagates: a protocol error, not a result
-        except CanonError:
+        except UnknownToolError:
             outcome = "unknown"
             self._audit(principal, surface, "tools/call", name, args, outcome, started)
-            raise
+            raise self.unknown_tool(principal, name) from None
         try:
             require_tool(principal, tool)
             quick = self.registry.quick_check(tool.name)

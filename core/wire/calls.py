@@ -76,7 +76,10 @@ class CallRoute:
         check against its schema."""
         try:
             params = CallToolRequestParams.model_validate(raw or {}, by_name=False)
-            self.calls.dispatcher.registry.tool(self.calls.name_of(params.name))
+            name = self.calls.name_of(params.name)
+            if name is None:  # not a listed name: the SDK's handler words the error
+                return None
+            self.calls.dispatcher.registry.tool(name)
         except (ValueError, UnknownToolError):
             return None
         return None if self.calls.input_schema(params.name) is not None else params

@@ -133,15 +133,19 @@ class ToolCalls:
         self._headers_of: dict[str, bool] = {}  # tool name -> whether its input schema declares x-mcp-header
         self._headers_for = 0  # id() of the registry `_headers_of` describes
 
-    def name_of(self, called: str) -> str:
-        """The registry's name for a tool called as `called` (listed with the prefix, if one is set)."""
-        prefix = self.prefix
-        return called.removeprefix(prefix) if prefix and called.startswith(prefix) else called
+    def name_of(self, called: str) -> str | None:
+        """The registry's name for a tool called as `called`, which must be a name tools/list shows: with a prefix
+        set, only the prefixed name (None for any other)."""
+        if not called.startswith(self.prefix):
+            return None
+        return called[len(self.prefix) :]
 
     async def call(self, principal: Principal, called: str, arguments: dict[str, Any]) -> ToolResult:
         """Call the tool as `principal`; raises UnknownToolError only. A point read runs right here unless something
         it needs is busy: the hop to a worker thread and back costs several times the read itself."""
         dispatcher, name = self.dispatcher, self.name_of(called)
+        if name is None:  # not a name tools/list shows; its hints are the listed names it is closest to
+            raise dispatcher.unknown_tool(principal, called)
         result = dispatcher.call_tool_now(principal, self.surface, name, arguments, searches=self.inline_searches)
         if result is None:
             result = await anyio.to_thread.run_sync(dispatcher.call_tool, principal, self.surface, name, arguments)
@@ -150,10 +154,12 @@ class ToolCalls:
     def input_schema(self, called: str) -> Mapping[str, Any] | None:
         """What the SDK checks a 2026-07-28 HTTP call's Mcp-Param-* headers against. Only a schema declaring
         `x-mcp-header` can fail that check, so no other is handed over (the SDK would walk it on every call)."""
-        registry = self.dispatcher.registry
+        registry, name = self.dispatcher.registry, self.name_of(called)
         try:
-            schema = registry.tool(self.name_of(called)).input_schema
+            schema = registry.tool(name).input_schema if name is not None else None
         except UnknownToolError:
+            return None
+        if schema is None:
             return None
         if self._headers_for != id(registry):  # a new model: look again
             self._headers_of.clear()
@@ -200,12 +206,13 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
     calls = ToolCalls(dispatcher, surface, prefix, inline_searches=single_client)
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> dict[str, Any]:
+        principal = principal_of(ctx)
         try:
-            result = await calls.call(principal_of(ctx), params.name, dict(params.arguments or {}))
+            result = await calls.call(principal, params.name, dict(params.arguments or {}))
         except UnknownToolError as exc:
-            close = ", ".join(repr(prefix + s) for s in exc.suggestions)
-            known = ", ".join(prefix + t.name for t in dispatcher.registry.tools)
-            hint = f" Did you mean {close}?" if close else f" Known tools: {known}."
+            shown = [t.name for t in await anyio.to_thread.run_sync(listed, principal)]  # this caller's tools/list
+            close = [prefix + s for s in exc.suggestions if prefix + s in shown]
+            hint = f" Did you mean {', '.join(map(repr, close))}?" if close else f" Known tools: {', '.join(shown)}."
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}.{hint}") from None
         return _call_result(result)
 

@@ -56,6 +56,18 @@ def test_an_unknown_tool_raises_and_is_audited_as_unknown(dispatcher: Dispatcher
     assert (record.action, record.target, record.outcome) == ("tools/call", "get_nodes", "unknown")
 
 
+def test_an_unknown_tool_hints_only_at_tools_the_caller_may_call(dispatcher: Dispatcher) -> None:
+    reader = Principal("user:ada", frozenset({"reader"}))
+    with pytest.raises(UnknownToolError) as as_reader:
+        dispatcher.call_tool(reader, "test", "upsert_nod", {})
+    with pytest.raises(UnknownToolError) as as_admin:
+        dispatcher.call_tool(LOCAL, "test", "upsert_nod", {})
+
+    assert "upsert_node" in as_admin.value.suggestions
+    assert "upsert_node" not in as_reader.value.suggestions  # a writer's tool: not on a reader's tools/list
+    assert "upsert_node" not in str(as_reader.value)
+
+
 def test_invalid_arguments_are_an_error_result_with_pointers_and_audited_as_invalid(
     dispatcher: Dispatcher, records: list[AuditRecord]
 ) -> None:

@@ -12,7 +12,7 @@ from core.instance import Instance
 from core.model import Model
 from core.registry import build_registry
 from core.wire.mcp_server import ServeOptions
-from tests.wire.conftest import serve
+from tests.wire.conftest import asgi_http, modern_request, serve
 from tests.wire.test_mcp_tools import structured
 
 pytestmark = pytest.mark.anyio
@@ -87,3 +87,44 @@ async def test_prefix_unknown_tool_error_suggests_prefixed_names(
     message = raised.value.error.message
     assert all(name in message for name in named)
     assert "'get_node'" not in message  # never the bare name the client cannot call by that listing
+
+
+async def test_prefix_refuses_the_unprefixed_name_and_points_to_the_listed_one(
+    shared_instance: Instance, revision: str
+) -> None:
+    served = serve(shared_instance, ServeOptions(prefix="canon_"))
+    async with served.client(revision) as client:
+        with pytest.raises(mcp.MCPError) as raised:
+            await client.call_tool("get_node", {"id": "team-payments"})
+
+    assert raised.value.code == types.INVALID_PARAMS
+    assert raised.value.error.message.startswith("Unknown tool: 'get_node'. Did you mean 'canon_get_node', ")
+
+
+async def test_prefix_refuses_the_unprefixed_name_over_http_too(shared_instance: Instance) -> None:
+    async with asgi_http(shared_instance, ServeOptions(prefix="canon_")) as http:
+        headers, body = modern_request("tools/call", {"name": "get_node", "arguments": {"id": "team-payments"}})
+        refused = await http.post("/mcp", json=body, headers=headers)
+        headers, body = modern_request("tools/call", {"name": "canon_get_node", "arguments": {"id": "team-payments"}})
+        served = await http.post("/mcp", json=body, headers=headers)
+
+    assert refused.status_code == 400
+    error = refused.json()["error"]
+    assert error["code"] == types.INVALID_PARAMS
+    assert error["message"].startswith("Unknown tool: 'get_node'. Did you mean 'canon_get_node', ")
+    assert served.json()["result"]["structuredContent"]["node"]["id"] == "team-payments"
+
+
+async def test_an_unknown_tool_never_hints_at_a_tool_the_agent_profile_hides(
+    shared_instance: Instance, revision: str, model: Model
+) -> None:
+    served = serve(shared_instance, ServeOptions(profile="agent"))
+    async with served.client(revision) as client:
+        with pytest.raises(mcp.MCPError) as close:
+            await client.call_tool("find_path", {})
+        with pytest.raises(mcp.MCPError) as far:
+            await client.call_tool("zzzz", {})
+
+    assert not any(name in close.value.error.message for name in ADVANCED_CALLS)
+    shown = [t.name for t in build_registry(model).tools if not t.advanced]
+    assert far.value.error.message == f"Unknown tool: 'zzzz'. Known tools: {', '.join(shown)}."
