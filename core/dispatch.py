@@ -185,14 +185,19 @@ class Dispatcher:
 
     def tools_for(self, principal: Principal, surface: str) -> list[ToolDefinition]:
         """The tools `principal` may call, in registry order (what its tools/list shows); audited."""
-        return self.run(principal, surface, "tools/list", "", {},
-                        lambda ctx: [t for t in self.registry.tools if may_call(principal, t)], needs=None)  # fmt: skip
+        return self.run(
+            principal, surface, "tools/list", "", {}, lambda ctx: self.callable_tools(principal), needs=None
+        )
+
+    def callable_tools(self, principal: Principal) -> list[ToolDefinition]:
+        """The tools `principal` may call, in registry order; not audited (`tools_for` is the audited listing)."""
+        return [t for t in self.registry.tools if may_call(principal, t)]
 
     def unknown_tool(self, principal: Principal, name: str) -> UnknownToolError:
         """The error for `name`, called by `principal` and naming no tool. Its "did you mean" hints come only from
         the tools `principal` may call (what its tools/list shows): never a tool hidden from it."""
-        callable_ = [t.name for t in self.registry.tools if may_call(principal, t)]
-        return UnknownToolError(name, difflib.get_close_matches(name, callable_, n=3, cutoff=0.5))
+        names = [t.name for t in self.callable_tools(principal)]
+        return UnknownToolError(name, difflib.get_close_matches(name, names, n=3, cutoff=0.5))
 
     def rejected(self, surface: str, target: str, reason: str) -> None:
         """Audit a request a surface refused before it had a principal (e.g. an unknown bearer token)."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -22,13 +21,12 @@ import anyio
 from mcp.server.context import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.instance import Instance
 from core.principal import Principal
@@ -41,7 +39,9 @@ from core.wire.events import EventFanout
 from core.wire.legacy_streams import DEFAULT_LEGACY_LIMITS, LegacyLimits, LegacyRoute, LegacyStreams
 from core.wire.listen import ListenRoute
 from core.wire.listen_streams import DEFAULT_LIMITS, ListenLimits, ListenStreams
-from core.wire.mcp_server import DEFAULT_OPTIONS, SUPPORTED_VERSIONS, ServeOptions, build_server
+from core.wire.mcp_server import DEFAULT_OPTIONS, ServeOptions, build_server
+from core.wire.revision_gate import RevisionGate
+from core.wire.revisions import SUPPORTED_VERSIONS
 
 __all__ = ["UI_ASSETS", "build_app", "close_streams", "security_settings"]
 
@@ -58,50 +58,6 @@ def security_settings(host: str) -> TransportSecuritySettings:
         allowed_hosts=[f"{h}:*" for h in hosts] + hosts,
         allowed_origins=[f"http://{h}:*" for h in hosts] + [f"http://{h}" for h in hosts],
     )
-
-
-class VersionErrorFix:
-    """Make the -32022 error list every served revision, as `server/discover` does.
-
-    SDK 2.3 builds that error in its transport, before any handler, with only the 2026-07-28 revision in
-    `data.supported`. This wrapper rewrites just that one response (a small 400 JSON body) and passes
-    everything else through untouched.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        start: Message | None = None
-        body = bytearray()
-
-        async def capture(message: Message) -> None:
-            nonlocal start
-            if message["type"] == "http.response.start" and message["status"] == 400:
-                start = message
-                return
-            if start is None:
-                await send(message)
-                return
-            body.extend(message.get("body", b""))
-            if not message.get("more_body", False):
-                await self._send_fixed(start, bytes(body), send)
-
-        await self.app(scope, receive, capture)
-
-    @staticmethod
-    async def _send_fixed(start: Message, body: bytes, send: Send) -> None:
-        try:
-            payload = json.loads(body)
-            if payload["error"]["code"] == UNSUPPORTED_PROTOCOL_VERSION:
-                payload["error"].setdefault("data", {})["supported"] = SUPPORTED_VERSIONS
-                body = json.dumps(payload, separators=(",", ":")).encode()
-        except (ValueError, KeyError, TypeError):
-            pass  # not the error we fix: send it as it was
-        headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
-        headers.append((b"content-length", str(len(body)).encode()))
-        await send({**start, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
 
 
 class SessionManager(StreamableHTTPSessionManager):
@@ -230,7 +186,8 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
     def reject(path: str, reason: str) -> None:
         dispatcher.rejected(SURFACE, path, reason)
 
-    sdk_endpoint: ASGIApp = VersionErrorFix(StreamableHTTPASGIApp(manager))
+    sdk_endpoint: ASGIApp = RevisionGate(StreamableHTTPASGIApp(manager), security=manager.security_settings,
+                                         max_body=manager.max_request_body_size)  # fmt: skip
     if streams is not None:
         sdk_endpoint = ListenRoute(sdk_endpoint, streams, dispatcher=dispatcher, surface=SURFACE,
                                    security=manager.security_settings,

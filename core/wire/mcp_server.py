@@ -1,8 +1,9 @@
 """The registry on the official SDK's low-level `Server`, for both protocol revisions.
 
 Served: 2025-11-25 (initialize, sessions, resources/subscribe, logging/setLevel) and 2026-07-28 (server/discover,
-per-request `_meta`, subscriptions/listen, resultType, caching hints), decided per request by the SDK. Each
-handler maps one MCP method onto the dispatcher and its answer back; errors map in one table:
+per-request `_meta`, subscriptions/listen, resultType, caching hints), decided per request by the SDK, and no other
+revision (`core.wire.revisions`). Each handler maps one MCP method onto the dispatcher and its answer back; errors
+map in one table:
 
 | canon                      | MCP                                                         |
 |----------------------------|-------------------------------------------------------------|
@@ -44,11 +45,11 @@ from core.registry import ToolDefinition
 from core.resources import complete, read_resource
 from core.resources import list_resources as resource_page
 from core.wire.events import EventFanout
+from core.wire.revisions import SUPPORTED_VERSIONS, Negotiate
 
 __all__ = ["SUPPORTED_VERSIONS", "ServeOptions", "build_server"]
 
 log = logging.getLogger("canon.mcp")
-SUPPORTED_VERSIONS = ["2026-07-28", "2025-11-25"]
 RESOURCE_NOT_FOUND_LEGACY = -32002
 INSTRUCTIONS = (
     "canon serves an organisation's canonical knowledge graph. Start with describe_model to learn the node and "
@@ -187,10 +188,13 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
     converted_for: list[int] = [0]
     converting = threading.Lock()  # listings run in worker threads, concurrently
 
+    def shown(tools: list[ToolDefinition]) -> list[ToolDefinition]:
+        """Of the tools a caller may call, those its tools/list shows (the agent profile hides the advanced ones)."""
+        return [t for t in tools if options.profile != "agent" or not t.advanced]
+
     def listed(principal: Principal) -> list[types.Tool]:
-        """The tools this caller may call (and, for the agent profile, that are not advanced), converted once."""
-        tools = dispatcher.tools_for(principal, surface)
-        visible = [t for t in tools if options.profile != "agent" or not t.advanced]
+        """The tools this caller's tools/list shows, converted once."""
+        visible = shown(dispatcher.tools_for(principal, surface))
         with converting:
             if converted_for[0] != id(dispatcher.registry):  # a new model: convert again
                 converted.clear()
@@ -210,9 +214,9 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
         try:
             result = await calls.call(principal, params.name, dict(params.arguments or {}))
         except UnknownToolError as exc:
-            shown = [t.name for t in await anyio.to_thread.run_sync(listed, principal)]  # this caller's tools/list
-            close = [prefix + s for s in exc.suggestions if prefix + s in shown]
-            hint = f" Did you mean {', '.join(map(repr, close))}?" if close else f" Known tools: {', '.join(shown)}."
+            names = [prefix + t.name for t in shown(dispatcher.callable_tools(principal))]  # this caller's tools/list
+            close = [prefix + s for s in exc.suggestions if prefix + s in names]
+            hint = f" Did you mean {', '.join(map(repr, close))}?" if close else f" Known tools: {', '.join(names)}."
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}.{hint}") from None
         return _call_result(result)
 
@@ -324,6 +328,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
         on_subscriptions_listen=_HonestListen(ListenHandler(fanout.bus), readable),
         on_completion=completion,
     )
+    server.middleware.append(Negotiate())
     server.middleware.append(_RememberLegacy(fanout))
     # registered here rather than as on_call_tool: it answers the result's wire form, a dict (see `_call_result`)
     server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)

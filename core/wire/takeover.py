@@ -24,7 +24,7 @@ from mcp.shared.inbound import (
     classify_inbound_request,
     find_duplicated_routing_header,
 )
-from mcp_types import ErrorData, JSONRPCError, JSONRPCRequest, RequestId
+from mcp_types import ErrorData, JSONRPCRequest, RequestId
 from mcp_types import methods as wire_methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
@@ -124,10 +124,12 @@ async def recognise(scope: Scope, body: bytes, security: TransportSecurityMiddle
     return Recognised(message.id, verdict.protocol_version, message.params)
 
 
-async def json_error(request_id: RequestId, error: ErrorData, scope: Scope, receive: Receive, send: Send) -> None:
+async def json_error(request_id: RequestId | None, error: ErrorData, scope: Scope, receive: Receive,
+                     send: Send) -> None:  # fmt: skip
     """A JSON-RPC error answer in the SDK's form (its modern transport's `_write`), with the HTTP status it maps
     the code to."""
-    message = JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
-    body = json.dumps(message.model_dump(mode="json", by_alias=True, exclude_none=True), separators=(",", ":"))
+    # `id` stays even when null (a request whose id could not be read), as JSON-RPC asks
+    message = {"jsonrpc": "2.0", "id": request_id, "error": error.model_dump(mode="json", exclude_none=True)}
+    body = json.dumps(message, separators=(",", ":"))
     status = ERROR_CODE_HTTP_STATUS.get(error.code, 200)
     await Response(body, status_code=status, media_type="application/json")(scope, receive, send)

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from starlette.applications import Starlette
 
 from core.config import Config
@@ -24,6 +23,7 @@ from core.instance import Instance, open_instance
 from core.wire.calls import CallRoute, response_body
 from core.wire.http import build_app
 from core.wire.mcp_server import DEFAULT_OPTIONS, ServeOptions, ToolCalls
+from core.wire.revision_gate import RevisionGate
 from tests.wire.conftest import MODERN, copy_store, create_token, envelope
 from tests.wire.raw_http import Raw, served
 
@@ -49,15 +49,16 @@ def instance(folder: Path) -> Iterator[Instance]:
 
 @pytest.fixture
 def sdk_requests(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
-    """The `Mcp-Method` of every request that reached the SDK's `/mcp` app, on any app."""
+    """The `Mcp-Method` of every request that reached the SDK's `/mcp` endpoint, on any app: its entrance is
+    canon's `RevisionGate`, which answers the errors whose SDK wording misleads (the same on both apps)."""
     seen: list[bytes] = []
-    original = StreamableHTTPASGIApp.__call__
+    original = RevisionGate.__call__
 
-    async def spy(self: StreamableHTTPASGIApp, scope: Any, receive: Any, send: Any) -> None:
+    async def spy(self: RevisionGate, scope: Any, receive: Any, send: Any) -> None:
         seen.append(dict(scope["headers"]).get(b"mcp-method", b""))
         await original(self, scope, receive, send)
 
-    monkeypatch.setattr(StreamableHTTPASGIApp, "__call__", spy)
+    monkeypatch.setattr(RevisionGate, "__call__", spy)
     return seen
 
 
