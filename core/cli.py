@@ -111,7 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", choices=("full", "agent"), default="full",
                    help="agent: hide advanced tools from tools/list (they stay callable)")  # fmt: skip
     p.add_argument("--tool-prefix", default="", metavar="PREFIX",
-                   help="list tools as PREFIX+name (e.g. canon_ → canon_get_node); calls map back")  # fmt: skip
+                   help="list tools as PREFIX+name (canon_ → canon_get_node), the only names accepted")  # fmt: skip
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
                    help="stderr log level (default: info)")  # fmt: skip
     p.add_argument("--workers", type=int, default=1, metavar="N",
