@@ -59,7 +59,7 @@ def unsupported(requested: str) -> ErrorData:
         message=f"Unsupported protocol version {requested!r}: canon serves {MODERN} (each request names it in "
         f"params._meta {PROTOCOL_VERSION_META_KEY!r}, and over HTTP in the MCP-Protocol-Version header) and "
         f"{HANDSHAKE} (negotiated by initialize).",
-        data={"supported": SUPPORTED_VERSIONS, "requested": requested},
+        data={"supported": list(SUPPORTED_VERSIONS), "requested": requested},
     )
 
 
