@@ -61,7 +61,7 @@ from mcp_types import (
     JSONRPCNotification,
     ServerNotification,
 )
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, is_version_at_least
+from mcp_types.version import is_version_at_least
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
@@ -69,6 +69,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.wire.event_store import event_id_of
 from core.wire.listen_streams import Outlet
+from core.wire.revisions import HANDSHAKE
 from core.wire.takeover import read_body
 
 __all__ = ["DEFAULT_LEGACY_LIMITS", "Channel", "LegacyLimits", "LegacyRoute", "LegacyStreams", "message_frame"]
@@ -314,7 +315,7 @@ class LegacyRoute:
         if scope["type"] != "http" or scope["method"] != "GET":
             return None
         version = next((v.decode("latin-1") for k, v in scope["headers"] if k == _VERSION_HEADER), None)
-        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        if version is not None and version != HANDSHAKE:  # another revision: refused (`core.wire.revision_gate`)
             return None
         session_id = Headers(scope=scope).get(MCP_SESSION_ID_HEADER)
         sessions: dict[str, StreamableHTTPServerTransport] = self.manager._server_instances  # pyright: ignore[reportPrivateUsage]

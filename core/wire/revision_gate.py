@@ -13,8 +13,8 @@ the SDK, when the request
   not match" when `Mcp-Method` or `Mcp-Name` was);
 * is a request of neither revision's shape, without a session: -32600 saying how each revision starts.
 
-Everything else, and every request failing a check the SDK makes first (Host/Origin, body size, JSON), goes to the
-SDK as it came.
+A GET or DELETE naming an unserved revision in its header gets the same -32022. Everything else, and every POST
+failing a check the SDK makes first (Host/Origin, body size, JSON), goes to the SDK as it came.
 """
 
 from __future__ import annotations
@@ -54,8 +54,16 @@ class RevisionGate:
         self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if scope["method"] != "POST":  # a 2025-11-25 GET stream or DELETE: only its revision's header is checked
+            version = Headers(scope=scope).get(MCP_PROTOCOL_VERSION_HEADER)
+            foreign = await self.security.validate_request(Request(scope), is_post=False) is not None
+            if version is None or version in SUPPORTED_VERSIONS or foreign:  # foreign: the SDK's 403 or 421
+                await self.app(scope, receive, send)
+                return
+            await json_error(None, unsupported(version), scope, receive, send)
             return
         body, replay = await read_body(scope, receive, self.max_body)
         verdict = None if body is None else await self.verdict(scope, body)

@@ -8,12 +8,22 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 
 from core.instance import Instance
 from core.wire.revisions import SUPPORTED_VERSIONS
-from tests.wire.conftest import LEGACY, LEGACY_HEADERS, MODERN, asgi_http, envelope, initialize_body, modern_request
+from tests.wire.conftest import (
+    DEADLINE_S,
+    LEGACY,
+    LEGACY_HEADERS,
+    MODERN,
+    asgi_http,
+    envelope,
+    initialize_body,
+    modern_request,
+)
 
 pytestmark = pytest.mark.anyio
 DOC = Path(__file__).parents[2] / "docs" / "surfaces" / "mcp.md"
@@ -59,12 +69,20 @@ async def test_a_request_in_an_unserved_revision_is_refused_with_both_revisions_
                                                                                      "1900-01-01"})  # fmt: skip
         body["params"]["_meta"] = envelope(LEGACY)  # 2025-11-25 is negotiated by initialize, never per request
         answers[LEGACY] = await http.post("/mcp", json=body, headers=headers | {"MCP-Protocol-Version": LEGACY})
+        stream = _legacy(session, "2025-06-18") | {"Accept": "text/event-stream"}
+        with anyio.fail_after(DEADLINE_S):  # served as a stream, it would never end
+            streams = [await http.get("/mcp", headers=stream), await http.delete("/mcp", headers=stream)]
+        ended = await http.delete("/mcp", headers=_legacy(session))
 
     for requested, answer in answers.items():
         assert answer.status_code == 400, requested
         error = answer.json()["error"]
         assert error["code"] == -32022, requested
         assert error["data"] == {"supported": SUPPORTED_VERSIONS, "requested": requested}
+    for refused in streams:  # a GET stream or a DELETE of the session, naming an older revision
+        assert refused.status_code == 400
+        assert refused.json()["error"]["data"] == {"supported": SUPPORTED_VERSIONS, "requested": "2025-06-18"}
+    assert ended.status_code == 200  # the refused DELETE ended nothing
 
 
 async def test_a_batch_is_an_invalid_request_in_either_revision(shared_instance: Instance) -> None:
