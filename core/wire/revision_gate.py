@@ -93,7 +93,9 @@ def judge(decoded: Any, headers: Mapping[str, str]) -> tuple[RequestId | None, E
     if not isinstance(method, str) or method == "initialize":  # a response, or the handshake (`Negotiate`)
         return None
     request_id = request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
-    version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
+    version, named = headers.get(MCP_PROTOCOL_VERSION_HEADER), envelope_version(params)
+    if version is not None and named is not None and named != version:
+        return None  # the header and params._meta disagree: the SDK's -32020 says so, before any version check
     if version is not None and version not in SUPPORTED_VERSIONS:
         return request_id, unsupported(version)
     if (error := refusal(method, params)) is not None:
@@ -101,7 +103,7 @@ def judge(decoded: Any, headers: Mapping[str, str]) -> tuple[RequestId | None, E
     if "id" not in message:
         return None  # a notification: nothing to answer, the SDK acknowledges or drops it
     error = _missing_header(method, params, headers, version)
-    if error is None and version in (None, HANDSHAKE) and envelope_version(params) is None:
+    if error is None and version in (None, HANDSHAKE) and named is None:
         error = _no_session(method, headers)
     return None if error is None else (request_id, error)
 

@@ -110,13 +110,17 @@ async def test_a_2026_07_28_request_missing_a_header_is_told_which_one_to_send(s
         "a wrong Mcp-Name": (headers | {"Mcp-Name": "get_node"},
                              "The Mcp-Name header says 'get_node' but the body says 'describe_model'"),
     }  # fmt: skip
+    disagreeing = {**body, "params": {**body["params"], "_meta": envelope("1900-01-01")}}
     async with asgi_http(shared_instance) as http:
         answers = {case: await http.post("/mcp", json=body, headers=sent) for case, (sent, _) in cases.items()}
+        # the header and params._meta disagree: a mismatch first, as the specification's ladder orders it
+        mismatch = await http.post("/mcp", json=disagreeing, headers=headers)
 
     for case, (_, told) in cases.items():
         assert answers[case].status_code == 400, case
         error = answers[case].json()["error"]
         assert (error["code"], error["message"][: len(told)]) == (-32020, told), case
+    assert (mismatch.status_code, mismatch.json()["error"]["code"]) == (400, -32020)
     assert "MCP-Protocol-Version: 2026-07-28, Mcp-Method: tools/call and Mcp-Name" in answers[
         "MCP-Protocol-Version"].json()["error"]["message"]  # fmt: skip
 
