@@ -73,7 +73,7 @@ class ServeOptions:
     """How the MCP surface presents the registry."""
 
     profile: str = "full"  # "agent" hides advanced tools from tools/list; they stay callable
-    prefix: str = ""  # e.g. "canon_": tools are listed as canon_get_node and mapped back on call
+    prefix: str = ""  # e.g. "canon_": tools are listed as canon_get_node, the only names a call may use
 
 
 DEFAULT_OPTIONS = ServeOptions()
