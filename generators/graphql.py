@@ -34,8 +34,6 @@ from typing import Any, Optional
 
 import anyio
 import strawberry
-from graphql import ASTValidationRule
-from strawberry.extensions import AddValidationRules
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types.unset import UNSET
 
@@ -53,10 +51,10 @@ from generators.graphql_bounds import (
     MAX_SUBSCRIPTIONS,
     UNKNOWN_LIST,
     CanonSchema,
+    budget_rule,
     canon_error,
-    cost_rule,
-    request_extensions,
 )
+from generators.graphql_gate import request_extensions
 from generators.graphql_types import (
     Fallback,
     HashableDict,
@@ -342,7 +340,7 @@ class Builder:
         return strawberry.subscription(resolver=subscribe, name=name, description=description)
 
     # -- all of it -----------------------------------------------------------------------------------------------------
-    def build(self, extensions: list[Any]) -> Built:
+    def build(self) -> Built:
         self.mapper.node_types(self.edge_fields)
         resource, update = self.resource_types()
         query: dict[str, Any] = {}
@@ -360,12 +358,10 @@ class Builder:
         named = (("Query", query), ("Mutation", mutation), ("Subscription", subscription))
         roots = {n: strawberry.type(type(n, (), fields)) if fields else None for n, fields in named}
         assert roots["Query"] is not None  # every registry has read tools and resources
-        # one rule class for the schema's life: ValidationCache keys on the rule classes
-        cost: list[type[ASTValidationRule]] = [cost_rule(self.maxima)]
         schema = CanonSchema(
             query=roots["Query"], mutation=roots["Mutation"], subscription=roots["Subscription"],
             types=self.mapper.extra_types, config=StrawberryConfig(auto_camel_case=False),
-            extensions=[*extensions, lambda: AddValidationRules(cost)],
+            extensions=request_extensions(budget_rule(self.maxima)),
         )  # fmt: skip
         return Built(schema, tuple(self.mapper.fallbacks))
 
@@ -379,7 +375,7 @@ def _uris_of(change: Change) -> tuple[str, ...]:
 
 def build_schema(registry: Registry, host: SurfaceHost) -> Built:
     """The strawberry schema for `registry`, resolving through `host`'s dispatcher."""
-    return Builder(registry, Runtime(host)).build(request_extensions())
+    return Builder(registry, Runtime(host)).build()
 
 
 class GraphQLSurface:
