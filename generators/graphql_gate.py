@@ -9,7 +9,9 @@ keeps even that away from other callers. A refusal is logged in one line (which 
 answered as a GraphQL error with `extensions.code` LIMIT_EXCEEDED.
 
 The outcome of a document (its tree and its errors) is kept per schema (`Documents`, least recently used first
-out), so a repeated query is parsed and validated once and then costs no thread hop.
+out), so a repeated query is parsed and validated once and then costs no thread hop. At most `CHECKS_AT_ONCE`
+documents are checked at once: a flood of large documents queues behind itself, and the dispatcher's worker
+threads and the event loop's share of the interpreter stay free for everyone else.
 
 Per request, on the event loop: a document holding several operations needs `operationName` (GraphQL over HTTP
 asks for a request error; strawberry would run the first one).
@@ -54,6 +56,7 @@ __all__ = ["CACHED_DOCUMENTS", "Checked", "Documents", "Gate", "check", "request
 log = logging.getLogger("canon.graphql")
 
 CACHED_DOCUMENTS = 128  # outcomes kept per schema
+CHECKS_AT_ONCE = 2  # documents checked at once per schema: more would take the dispatcher's threads and the GIL
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ class Documents:
         self.size = size
         self.kept: OrderedDict[tuple[str, tuple[type[ASTValidationRule], ...]], Checked] = OrderedDict()
         self.hits = self.misses = 0
+        self.limiter: anyio.CapacityLimiter | None = None  # made on the event loop, at the first check
 
     async def get(self, schema: GraphQLSchema, query: str, rules: tuple[type[ASTValidationRule], ...]) -> Checked:
         key = (query, rules)
@@ -135,7 +139,8 @@ class Documents:
             checked = Checked(None, (limit_error(f"The document has {len(query)} characters, over the "
                                                  f"{MAX_DOCUMENT} allowed.", "document", MAX_DOCUMENT),))  # fmt: skip
         else:
-            checked = await anyio.to_thread.run_sync(check, schema, query, self.budget, rules)
+            self.limiter = self.limiter or anyio.CapacityLimiter(CHECKS_AT_ONCE)
+            checked = await anyio.to_thread.run_sync(check, schema, query, self.budget, rules, limiter=self.limiter)
         self.kept[key] = checked
         while len(self.kept) > self.size:
             self.kept.popitem(last=False)

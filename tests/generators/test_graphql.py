@@ -297,6 +297,30 @@ def _errors(reader: Client, anonymous: Client) -> None:
     assert body["data"] == {"delete_node": None}
 
 
+def test_an_unknown_fragment_spread_is_a_validation_error(served: str) -> None:
+    with Client(served) as client:
+        body = client.post('{ get_node(id: "team-payments") { node { ...Nope } } }')
+    assert body.get("data") is None
+    assert ["Nope" in e["message"] and "code" not in e.get("extensions", {}) for e in body["errors"]] == [True]
+
+
+def test_a_request_graphql_cannot_read_is_a_request_error_with_a_code(served: str) -> None:
+    deep = '{"query": "{ describe_model { revision } }", "variables": {"v": ' + "[" * 100_000 + "]" * 100_000 + "}}"
+    with httpx2.Client(base_url=served, timeout=30) as http:
+        answers = [
+            http.post("/graphql", json="hello"),
+            http.post("/graphql", content=deep, headers={"Content-Type": "application/json"}),
+            http.post("/graphql", json={"query": "subscription { resource_changes { uri } }"}),
+        ]
+        assert [(r.status_code, codes(r.json())) for r in answers] == [(400, ["BAD_REQUEST"])] * 3
+        two = "query A { describe_model { revision } } query B { get_changes { total } }"
+        body = http.post("/graphql", json={"query": two}).json()
+        assert (body.get("data"), codes(body)) == (None, ["BAD_REQUEST"])  # neither runs
+        body = http.post("/graphql", json={"query": two, "operationName": "B"}).json()
+        assert "errors" not in body
+        assert list(body["data"]) == ["get_changes"]
+
+
 def test_a_query_graphql_itself_rejects_is_a_validation_error(served: str) -> None:
     with Client(served) as client:
         body = client.post("{ get_node(id: 5) { revision } nope }")
