@@ -29,12 +29,16 @@ import anyio
 from graphql import (
     ASTValidationRule,
     DocumentNode,
+    FieldNode,
     FragmentDefinitionNode,
     GraphQLError,
     GraphQLSchema,
     GraphQLSyntaxError,
+    NameNode,
     Node,
     OperationDefinitionNode,
+    OperationType,
+    SelectionSetNode,
     parse,
     validate,
 )
@@ -161,11 +165,8 @@ class Gate(SchemaExtension):
             checked = await self.documents.get(context.schema._schema, context.query, context.validation_rules)  # pyright: ignore[reportPrivateUsage]
             if checked.refused:
                 log.warning("GraphQL document refused: over its %s bound", ", ".join(checked.refused))
-            if checked.document is None:  # a fresh error: a kept one raised again would grow its traceback
-                first = checked.errors[0]
-                raise GraphQLError(first.message, source=first.source, positions=first.positions,
-                                   extensions=first.extensions)  # fmt: skip
-            context.graphql_document, self.checked = checked.document, checked
+            name = getattr(context, "_provided_operation_name", None)
+            context.graphql_document, self.checked = checked.document or _unread(name), checked
         yield
 
     async def on_validate(self) -> AsyncIterator[None]:
@@ -174,6 +175,16 @@ class Gate(SchemaExtension):
             ambiguous = _ambiguous(self.checked.document, getattr(context, "_provided_operation_name", None))
             context.pre_execution_errors = [*self.checked.errors, *ambiguous]
         yield
+
+
+def _unread(name: str | None) -> DocumentNode:
+    """A stand-in for a document that did not parse: strawberry needs an operation to look at before validation,
+    where the parse error is answered (raised while parsing, it would escape a WebSocket subscription)."""
+    typename = FieldNode(name=NameNode(value="__typename"), arguments=(), directives=())
+    operation = OperationDefinitionNode(operation=OperationType.QUERY, name=NameNode(value=name) if name else None,
+                                        variable_definitions=(), directives=(),
+                                        selection_set=SelectionSetNode(selections=(typename,)))  # fmt: skip
+    return DocumentNode(definitions=(operation,))
 
 
 def _ambiguous(document: DocumentNode | None, name: str | None) -> Iterator[GraphQLError]:

@@ -7,6 +7,7 @@ the schema's own gate). Over a real uvicorn, where the event loop is the thing u
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -15,6 +16,8 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from websockets.sync.client import connect
+from websockets.typing import Subprotocol
 
 from core.instance import Instance
 from core.principal import LOCAL
@@ -157,3 +160,16 @@ def test_another_client_is_answered_while_a_bomb_is_processed(served: str, name:
     assert elapsed < REFUSED_WITHIN
     assert slowest < OTHERS_WITHIN
     assert [e["extensions"]["code"] for e in answer["errors"]][:1] == ["LIMIT_EXCEEDED"]
+
+
+def test_a_bomb_sent_over_websocket_is_refused_with_its_bound(served: str) -> None:
+    """A document that does not even parse is answered as an error message (it escaped the subscription)."""
+    url = served.replace("http", "ws", 1) + "/graphql"
+    with connect(url, subprotocols=[Subprotocol("graphql-transport-ws")]) as ws:
+        ws.send(json.dumps({"type": "connection_init"}))
+        assert json.loads(ws.recv(timeout=5))["type"] == "connection_ack"
+        for n, name in enumerate(["tokens", "fragments doubling 40 levels"]):
+            ws.send(json.dumps({"id": str(n), "type": "subscribe", "payload": {"query": BOMBS[name][0]}}))
+            message = json.loads(ws.recv(timeout=REFUSED_WITHIN))
+            assert message["type"] == "error"
+            assert message["payload"][0]["extensions"]["limit"] == BOMBS[name][1]
