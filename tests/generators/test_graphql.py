@@ -323,6 +323,19 @@ def test_an_edge_field_pages_with_a_cursor_and_hides_what_the_caller_may_not_see
     assert codes(refused) == ["INVALID_ARGUMENTS"]  # a cursor is only good for the query that issued it
 
 
+def test_the_guides_edge_field_example_runs_and_its_cursor_gives_the_second_page(admin: Client) -> None:
+    guide = (Path(__file__).parents[2] / "docs" / "surfaces" / "graphql.md").read_text(encoding="utf-8")
+    query = next(b for b in guide.split("```graphql\n")[1:] if "cursor: $cursor" in b).split("```")[0]
+    first = admin.post(query)
+    assert "errors" not in first, first
+    members = first["data"]["get_node"]["node"]["members"]
+    assert members["truncated"]
+    assert {i["properties"]["role"] for i in members["items"]} <= {"manager", "lead", "member"}
+    second = admin.post(query, {"cursor": members["next_cursor"]})["data"]["get_node"]["node"]["members"]
+    assert second["total"] == members["total"]
+    assert not {i["node"]["id"] for i in second["items"]} & {i["node"]["id"] for i in members["items"]}
+
+
 # -- errors -----------------------------------------------------------------------------------------------------------
 def test_errors_carry_canon_codes_and_pointers_and_null_the_field(gen_instance: Instance, served: str) -> None:
     with Client(served, token(gen_instance, "gq-reader", "reader")) as reader, Client(served) as anonymous:
