@@ -305,7 +305,8 @@ def test_an_edge_field_carries_each_edges_typed_properties_with_its_node(gen_ins
     assert dependents["svc-checkout-api"] == {"criticality": "hard", "protocol": "grpc"}
 
 
-def test_an_edge_field_pages_with_a_cursor_and_hides_what_the_caller_may_not_see(served: str) -> None:
+def test_an_edge_field_pages_with_a_cursor_and_hides_what_the_caller_may_not_see(gen_instance: Instance,
+                                                                                 served: str) -> None:  # fmt: skip
     query = ('query ($cursor: String) { get_node(id: "team-payments") { node { ... on Team { '
              "owns(limit: 6, cursor: $cursor) { items { node { id visibility } } total truncated next_cursor limit } "
              "} } } }")  # fmt: skip
@@ -321,6 +322,11 @@ def test_an_edge_field_pages_with_a_cursor_and_hides_what_the_caller_may_not_see
     assert {i["node"]["visibility"] for i in first["items"] + second["items"]} == {"public"}
     assert "svc-card-vault" not in ids  # restricted: the anonymous caller never reaches it
     assert codes(refused) == ["INVALID_ARGUMENTS"]  # a cursor is only good for the query that issued it
+    gen_instance.audit.flush()
+    wanted = {"principal": "anonymous", "target": "get_neighbors", "surface": "graphql", "limit": 200}
+    log = gen_instance.dispatcher.call_tool(LOCAL, "test", "get_audit_log", wanted).value
+    assert log is not None
+    assert {"ok", "invalid"} <= {i["outcome"] for i in log["items"]}  # audited as the dispatcher's calls
 
 
 def test_the_guides_edge_field_example_runs_and_its_cursor_gives_the_second_page(admin: Client) -> None:
