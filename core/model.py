@@ -106,10 +106,6 @@ class EdgeType:
         `<name>_incoming`. Every surface that names an edge from its target end names it so."""
         return self.inverse or self.name + INCOMING_SUFFIX
 
-    def name_from(self, direction: Direction) -> str:
-        """The edge's name seen from its source (`out`: the edge type's name) or its target (`in`)."""
-        return self.name if direction == "out" else self.incoming_name
-
     @property
     def one_per_source(self) -> bool:
         """At most one edge of this type leaves a node."""

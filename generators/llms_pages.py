@@ -80,7 +80,7 @@ class Link:
 class Group:
     """The neighbours of a node over one edge type in one direction."""
 
-    name: str  # the edge as seen from the node: its type's name out, its inverse name in (`EdgeType.name_from`)
+    name: str  # the edge as seen from the node: its type's name out, its inverse name in (`Model.edge_ends`)
     edge_type: str
     direction: str  # "out" or "in"
     links: tuple[Link, ...]
