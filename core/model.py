@@ -10,7 +10,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
@@ -24,9 +24,13 @@ from referencing.jsonschema import DRAFT202012
 
 from core.documents import load_document, pointer
 from core.errors import ModelError, Problem
+from core.records import Node
 
 __all__ = [
+    "INCOMING_SUFFIX",
     "Cardinality",
+    "Direction",
+    "EdgeEnd",
     "EdgeType",
     "Model",
     "NodeType",
@@ -39,6 +43,9 @@ __all__ = [
 ]
 
 Cardinality = Literal["one-to-one", "one-to-many", "many-to-one", "many-to-many"]
+Direction = Literal["out", "in"]
+INCOMING_SUFFIX = "_incoming"  # an edge's name seen from its target when the model declares no inverse
+NODE_FIELDS = frozenset(f.name for f in fields(Node))  # what a node shows beside its edges
 
 NODE_TYPE_NAME = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 EDGE_TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -94,6 +101,12 @@ class EdgeType:
     acyclic: bool = False
 
     @property
+    def incoming_name(self) -> str:
+        """The edge's name seen from its target: the model's `inverse` (`members` for `member_of`), else
+        `<name>_incoming`. Every surface that names an edge from its target end names it so."""
+        return self.inverse or self.name + INCOMING_SUFFIX
+
+    @property
     def one_per_source(self) -> bool:
         """At most one edge of this type leaves a node."""
         return self.cardinality in ("many-to-one", "one-to-one")
@@ -102,6 +115,16 @@ class EdgeType:
     def one_per_target(self) -> bool:
         """At most one edge of this type enters a node."""
         return self.cardinality in ("one-to-many", "one-to-one")
+
+
+@dataclass(frozen=True)
+class EdgeEnd:
+    """An edge type seen from one node type: its name from there, the direction, and the types at the far end."""
+
+    name: str
+    edge: EdgeType
+    direction: Direction
+    far: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -140,6 +163,16 @@ class Model:
     def registry(self) -> Registry[Any]:
         resource = Resource.from_contents(dict(self.document), default_specification=DRAFT202012)
         return Registry().with_resource(self.id, resource)
+
+    def edge_ends(self, node_type: str) -> list[EdgeEnd]:
+        """The edge types a node of `node_type` may have, as seen from it: those leaving it (named as the edge
+        type), then those arriving (named by `EdgeType.incoming_name`), each in edge type order. `check_model`
+        makes these names unique per node type and distinct from its properties and system fields."""
+        ends = [EdgeEnd(e.name, e, "out", tuple(sorted(e.targets)))
+                for e in self.edge_types.values() if node_type in e.sources]  # fmt: skip
+        ends += [EdgeEnd(e.incoming_name, e, "in", tuple(sorted(e.sources)))
+                 for e in self.edge_types.values() if node_type in e.targets]  # fmt: skip
+        return ends
 
     def type_ref(self, name: str) -> str:
         """The absolute URI of a type's schema, for `$ref`."""
@@ -199,13 +232,13 @@ def _semantic_problems(document: Mapping[str, Any], defs: Mapping[str, Any]) -> 
     nodes = {name for name, d in document["$defs"].items() if "x-canon-node" in d}
     if not nodes:
         yield Problem("/$defs", "a model needs at least one node type (a definition with x-canon-node)")
-    inverses: dict[str, str] = {}
     for name, definition in defs.items():
         at = pointer(["$defs", name])
         if "x-canon-node" in definition:
             yield from _node_problems(name, definition, at, document["$defs"])
         elif "x-canon-edge" in definition:
-            yield from _edge_problems(name, definition, at, nodes, inverses)
+            yield from _edge_problems(name, definition, at, nodes)
+    yield from _edge_name_problems(defs)
 
 
 def _node_problems(name: str, definition: Mapping[str, Any], at: str, defs: Mapping[str, Any]) -> Iterator[Problem]:
@@ -231,9 +264,7 @@ def _node_problems(name: str, definition: Mapping[str, Any], at: str, defs: Mapp
             yield Problem(f"{at}/required/{i}", f"required property {required!r} is not declared in properties")
 
 
-def _edge_problems(
-    name: str, definition: Mapping[str, Any], at: str, nodes: set[str], inverses: dict[str, str]
-) -> Iterator[Problem]:
+def _edge_problems(name: str, definition: Mapping[str, Any], at: str, nodes: set[str]) -> Iterator[Problem]:
     if not EDGE_TYPE_NAME.match(name):
         yield Problem(at, f"edge type name {name!r} must match {EDGE_TYPE_NAME.pattern}")
     annotation = definition["x-canon-edge"]
@@ -241,16 +272,37 @@ def _edge_problems(
         for i, type_name in enumerate(annotation[end]):
             if type_name not in nodes:
                 yield Problem(f"{at}/x-canon-edge/{end}/{i}", f"{type_name!r} is not a node type of this model")
-    inverse = annotation.get("inverse")
-    if inverse is not None:
-        if inverse in inverses:
-            yield Problem(
-                f"{at}/x-canon-edge/inverse", f"inverse name {inverse!r} is already used by {inverses[inverse]}"
-            )
-        inverses[inverse] = name
     for i, required in enumerate(definition.get("required", [])):
         if required not in definition["properties"]:
             yield Problem(f"{at}/required/{i}", f"required property {required!r} is not declared in properties")
+
+
+def _edge_name_problems(defs: Mapping[str, Any]) -> Iterator[Problem]:
+    """An edge is named from its source by its type name and from its target by `EdgeType.incoming_name`; the
+    GraphQL fields and llms pages of a node show these names beside its properties and system fields. Each name
+    names one edge end in the whole model and shadows nothing of the node it is seen from."""
+    edges = {name: d["x-canon-edge"] for name, d in defs.items() if "x-canon-edge" in d}
+    owners = {name: name for name in edges}  # name -> the edge type it names
+    for name, annotation in edges.items():
+        inverse = annotation.get("inverse")
+        incoming = inverse or name + INCOMING_SUFFIX
+        at = pointer(["$defs", name, "x-canon-edge", "inverse"]) if inverse else pointer(["$defs", name])
+        label = f"inverse name {incoming!r}" if inverse else f"{name}'s incoming name {incoming!r} (no inverse)"
+        if incoming in owners:
+            yield Problem(at, f"{label} is already used by {owners[incoming]}; declare another inverse")
+        else:
+            owners[incoming] = name
+        yield from _shadowing(defs, annotation["source"], name, f"edge type name {name!r}", pointer(["$defs", name]))
+        yield from _shadowing(defs, annotation["target"], incoming, label, at)
+
+
+def _shadowing(defs: Mapping[str, Any], node_types: list[str], name: str, label: str, at: str) -> Iterator[Problem]:
+    if name in NODE_FIELDS:
+        yield Problem(at, f"{label} is a system field of every node; choose another name")
+        return
+    for node_type in node_types:
+        if name in defs.get(node_type, {}).get("properties", {}):
+            yield Problem(at, f"{label} is also a property of {node_type}; rename one of them")
 
 
 def _resolve_local(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> Mapping[str, Any] | None:

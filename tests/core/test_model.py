@@ -82,6 +82,26 @@ def test_check_model_rejects_an_inverse_name_used_twice(model: Model) -> None:
     assert pointers == {"/$defs/part_of/x-canon-edge/inverse"}
 
 
+def test_check_model_rejects_an_edge_end_name_that_another_edge_or_a_property_already_has(model: Model) -> None:
+    document = _default_document(model)
+    document["$defs"]["supersedes"]["x-canon-edge"]["inverse"] = "owns"  # an edge type's name
+    document["$defs"]["related_to"]["x-canon-edge"]["inverse"] = "term"  # a property of GlossaryTerm
+    document["$defs"]["Team"]["properties"]["owns"] = {"description": "Shadowed by the edge.", "type": "string"}
+    document["$defs"]["authored"] = {**document["$defs"]["authored"], "description": "Named as a system field."}
+    document["$defs"]["revision"] = document["$defs"].pop("authored")
+    document["$defs"]["decided_by_incoming"] = copy.deepcopy(document["$defs"]["related_to"])
+    document["$defs"]["decided_by_incoming"]["x-canon-edge"].pop("inverse")
+    del document["$defs"]["decided_by"]["x-canon-edge"]["inverse"]
+    problems = {p.pointer: p.message for p in check_model(document)}
+    assert set(problems) == {"/$defs/supersedes/x-canon-edge/inverse", "/$defs/related_to/x-canon-edge/inverse",
+                             "/$defs/owns", "/$defs/revision", "/$defs/decided_by"}  # fmt: skip
+    assert "already used by owns" in problems["/$defs/supersedes/x-canon-edge/inverse"]
+    assert "property of GlossaryTerm" in problems["/$defs/related_to/x-canon-edge/inverse"]
+    assert "property of Team" in problems["/$defs/owns"]
+    assert "system field" in problems["/$defs/revision"]
+    assert "'decided_by_incoming'" in problems["/$defs/decided_by"]
+
+
 def test_parse_model_raises_model_error_carrying_every_problem(model: Model) -> None:
     document = _broken_document(model)
     with pytest.raises(ModelError) as caught:
@@ -196,6 +216,11 @@ def test_edge_types_know_their_ends_inverse_and_acyclicity(model: Model) -> None
     assert model.edge_types["supersedes"].acyclic
     assert not model.edge_types["member_of"].acyclic
     assert model.edge_types["related_to"].inverse is None
+    assert owns.incoming_name == "owned_by"
+    assert model.edge_types["related_to"].incoming_name == "related_to_incoming"
+    ends = {(end.name, end.direction): (end.edge.name, end.far) for end in model.edge_ends("Team")}
+    assert ends[("owns", "out")] == ("owns", ("Document", "Service", "System"))
+    assert ends[("members", "in")] == ("member_of", ("Person",))
 
 
 def test_model_validator_checks_a_type_against_its_schema(model: Model) -> None:

@@ -191,19 +191,31 @@ def test_every_node_type_implements_node_and_has_edge_fields_both_ways(gen_insta
     person, team = schema.get_type("Person"), schema.get_type("Team")
     assert isinstance(person, graphql.GraphQLObjectType)
     assert isinstance(team, graphql.GraphQLObjectType)
-    assert str(person.fields["member_of"].type) == "[Team!]!"
-    assert str(team.fields["member_of_incoming"].type) == "[Person!]!"
-    assert str(team.fields["owns"].type) == "[Node!]!"  # several target types
-    assert "limit" in person.fields["member_of"].args
+    assert str(person.fields["member_of"].type) == "MemberOfPage!"
+    assert str(team.fields["members"].type) == "MembersPage!"  # the model's inverse of member_of
+    assert "member_of_incoming" not in team.fields
+    assert list(person.fields["member_of"].args) == ["limit", "cursor"]
+    item = schema.get_type("MembersItem")
+    assert isinstance(item, graphql.GraphQLObjectType)
+    assert {n: str(f.type) for n, f in item.fields.items()} == {"node": "Person!", "edge": "Edge!",
+                                                                "properties": "MemberOfProperties!"}  # fmt: skip
+    page = schema.get_type("MembersPage")
+    assert isinstance(page, graphql.GraphQLObjectType)
+    assert list(page.fields) == ["items", "total", "truncated", "next_cursor", "limit", "revision"]
+    owns = schema.get_type("OwnsItem")
+    assert isinstance(owns, graphql.GraphQLObjectType)
+    assert str(owns.fields["node"].type) == "Node!"  # several target types
+    assert "properties" not in owns.fields  # owns declares none
     assert str(person.fields["properties"].type) == "PersonProperties!"
     properties = schema.get_type("PersonProperties")
     assert isinstance(properties, graphql.GraphQLObjectType)
     assert list(properties.fields) == list(model.node_types["Person"].schema["properties"])
+    assert model.edge_types["related_to"].inverse is None
     for name, edge in model.edge_types.items():
         for source in edge.sources:
             assert name in schema.get_type(source).fields  # type: ignore[union-attr]
         for target in edge.targets:
-            assert f"{name}_incoming" in schema.get_type(target).fields  # type: ignore[union-attr]
+            assert (edge.inverse or f"{name}_incoming") in schema.get_type(target).fields  # type: ignore[union-attr]
 
 
 def test_the_json_fallbacks_of_the_tools_are_the_listed_ones(gen_instance: Instance) -> None:
@@ -255,23 +267,81 @@ def test_a_resource_field_answers_what_resources_read_answers(gen_instance: Inst
 def test_typed_traversal_follows_edges_as_the_caller_may_see_them(gen_instance: Instance, admin: Client,
                                                                   served: str) -> None:  # fmt: skip
     query = ('{ get_node(id: "team-payments") { node { __typename id ... on Team { properties { name area } '
-             "owns(limit: 100) { id visibility } member_of_incoming(limit: 100) { id ... on Person "
-             "{ properties { name } member_of { id } } } } } } }")  # fmt: skip
+             "owns(limit: 100) { total items { node { id visibility } } } members(limit: 100) { total items { "
+             "node { id properties { name } member_of { items { node { id } } } } } } } } } }")  # fmt: skip
     seen = admin.post(query)["data"]["get_node"]["node"]
     assert seen["__typename"] == "Team"
     assert seen["properties"]["area"] in ("product", "platform")
-    owned = {n["id"]: n["visibility"] for n in seen["owns"]}
-    assert "svc-card-vault" in owned
+    owned = {i["node"]["id"]: i["node"]["visibility"] for i in seen["owns"]["items"]}
     assert owned["svc-card-vault"] == "restricted"
-    members = seen["member_of_incoming"]
+    members = seen["members"]["items"]
     assert members
-    assert all(m["member_of"] == [{"id": "team-payments"}] for m in members)
+    assert seen["members"]["total"] == len(members)
+    assert all(m["node"]["member_of"]["items"] == [{"node": {"id": "team-payments"}}] for m in members)
     with Client(served) as client:
         anonymous = client.post(query)["data"]["get_node"]["node"]
-    assert anonymous["owns"]
-    assert all(n["visibility"] == "public" for n in anonymous["owns"])
-    assert "svc-card-vault" not in {n["id"] for n in anonymous["owns"]}
-    assert anonymous["member_of_incoming"] == []  # people are internal
+    assert anonymous["owns"]["items"]
+    assert all(i["node"]["visibility"] == "public" for i in anonymous["owns"]["items"])
+    assert "svc-card-vault" not in {i["node"]["id"] for i in anonymous["owns"]["items"]}
+    assert anonymous["owns"]["total"] == len(anonymous["owns"]["items"]) < seen["owns"]["total"]
+    assert anonymous["members"] == {"total": 0, "items": []}  # people are internal
+
+
+def test_an_edge_field_carries_each_edges_typed_properties_with_its_node(gen_instance: Instance,
+                                                                        admin: Client) -> None:  # fmt: skip
+    body = admin.post('{ get_node(id: "team-payments") { node { ... on Team { members(limit: 200) { items { '
+                      "node { id } properties { role since } edge { type source target revision properties } } } } } }"
+                      ' svc: get_node(id: "svc-payment-gateway") { node { ... on Service { dependents { items { '
+                      "node { id } properties { criticality protocol } } } } } } }")  # fmt: skip
+    assert "errors" not in body, body
+    expected = gen_instance.dispatcher.call_tool(LOCAL, "test", "get_neighbors", {
+        "id": "team-payments", "direction": "in", "edge_types": ["member_of"], "limit": 200}).value  # fmt: skip
+    assert expected is not None
+    items = body["data"]["get_node"]["node"]["members"]["items"]
+    assert [i["node"]["id"] for i in items] == [i["node"]["id"] for i in expected["items"]]
+    assert [i["edge"] for i in items] == [{k: i["edge"][k] for k in ("type", "source", "target", "revision",
+                                          "properties")} for i in expected["items"]]  # fmt: skip
+    assert [i["properties"] for i in items] == [{"since": None, **i["edge"]["properties"]} for i in expected["items"]]
+    assert {i["properties"]["role"] for i in items} >= {"manager", "lead", "member"}
+    dependents = {i["node"]["id"]: i["properties"] for i in body["data"]["svc"]["node"]["dependents"]["items"]}
+    assert dependents["svc-checkout-api"] == {"criticality": "hard", "protocol": "grpc"}
+
+
+def test_an_edge_field_pages_with_a_cursor_and_hides_what_the_caller_may_not_see(gen_instance: Instance,
+                                                                                 served: str) -> None:  # fmt: skip
+    query = ('query ($cursor: String) { get_node(id: "team-payments") { node { ... on Team { '
+             "owns(limit: 6, cursor: $cursor) { items { node { id visibility } } total truncated next_cursor limit } "
+             "} } } }")  # fmt: skip
+    with Client(served) as anonymous:
+        first = anonymous.post(query)["data"]["get_node"]["node"]["owns"]
+        assert (len(first["items"]), first["limit"], first["truncated"]) == (6, 6, True)
+        second = anonymous.post(query, {"cursor": first["next_cursor"]})["data"]["get_node"]["node"]["owns"]
+        refused = anonymous.post(query.replace("team-payments", "team-platform"), {"cursor": first["next_cursor"]})
+    assert first["total"] == second["total"] == len(first["items"]) + len(second["items"])
+    assert (second["truncated"], second["next_cursor"]) == (False, None)
+    ids = [i["node"]["id"] for i in first["items"] + second["items"]]
+    assert ids == sorted(set(ids))
+    assert {i["node"]["visibility"] for i in first["items"] + second["items"]} == {"public"}
+    assert "svc-card-vault" not in ids  # restricted: the anonymous caller never reaches it
+    assert codes(refused) == ["INVALID_ARGUMENTS"]  # a cursor is only good for the query that issued it
+    gen_instance.audit.flush()
+    wanted = {"principal": "anonymous", "target": "get_neighbors", "surface": "graphql", "limit": 200}
+    log = gen_instance.dispatcher.call_tool(LOCAL, "test", "get_audit_log", wanted).value
+    assert log is not None
+    assert {"ok", "invalid"} <= {i["outcome"] for i in log["items"]}  # audited as the dispatcher's calls
+
+
+def test_the_guides_edge_field_example_runs_and_its_cursor_gives_the_second_page(admin: Client) -> None:
+    guide = (Path(__file__).parents[2] / "docs" / "surfaces" / "graphql.md").read_text(encoding="utf-8")
+    query = next(b for b in guide.split("```graphql\n")[1:] if "cursor: $cursor" in b).split("```")[0]
+    first = admin.post(query)
+    assert "errors" not in first, first
+    members = first["data"]["get_node"]["node"]["members"]
+    assert members["truncated"]
+    assert {i["properties"]["role"] for i in members["items"]} <= {"manager", "lead", "member"}
+    second = admin.post(query, {"cursor": members["next_cursor"]})["data"]["get_node"]["node"]["members"]
+    assert second["total"] == members["total"]
+    assert not {i["node"]["id"] for i in second["items"]} & {i["node"]["id"] for i in members["items"]}
 
 
 # -- errors -----------------------------------------------------------------------------------------------------------
@@ -330,18 +400,18 @@ def test_a_query_graphql_itself_rejects_is_a_validation_error(served: str) -> No
 
 
 def test_deep_and_expensive_queries_are_refused_before_they_run(admin: Client) -> None:
-    one = "reports_to(limit: 1)"
-    deep = '{ get_node(id: "person-ada-okafor") { node { ... on Person { ' + " { ".join([one] * 9) + " { id" + " }" * 13
+    one = "reports_to(limit: 1) { items { node"
+    deep = '{ get_node(id: "person-ada-okafor") { node { ... on Person { ' + " { ".join([one] * 3) + " { id" + " }" * 13
     body = admin.post(deep)
     assert codes(body) == ["LIMIT_EXCEEDED"]
     assert (body["errors"][0]["extensions"]["limit"], body["errors"][0]["extensions"]["value"]) == ("depth", MAX_DEPTH)
-    costly = ("{ find_nodes(limit: 100) { items { ... on Person { reports_to(limit: 50) { reports_to_incoming("
-              "limit: 50) { id } } } } } }")  # fmt: skip
+    costly = ("{ find_nodes(limit: 100) { items { ... on Person { reports_to(limit: 50) { items { node { reports("
+              "limit: 50) { items { node { id } } } } } } } } } }")  # fmt: skip
     body = admin.post(costly)
     assert body.get("data") is None
     assert codes(body) == ["LIMIT_EXCEEDED"]
     assert str(MAX_COST) in body["errors"][0]["message"]
-    per_node = "items { ... on Person { reports_to(limit: 60) { id properties { name } } } } }"
+    per_node = "items { ... on Person { reports_to(limit: 60) { items { node { id properties { name } } } } } } }"
     variables = "query ($n: Int) { find_nodes(limit: $n) { " + per_node + " }"
     assert codes(admin.post(variables, {"n": 1})) == ["LIMIT_EXCEEDED"]  # a variable counts at its maximum
     assert "errors" not in admin.post("{ find_nodes(limit: 1) { " + per_node + " }")

@@ -215,8 +215,9 @@ def test_node_pages_link_exactly_the_public_neighbours_by_edge_type(
     expected: dict[str, set[tuple[str, str, str]]] = {id: set() for id in public}
     for edge in gen_instance.store.iter_edges():
         if edge.source in public and edge.target in public:
+            inverse = gen_instance.model.edge_types[edge.type].inverse or f"{edge.type}_incoming"
             expected[edge.source].add(("Outgoing", edge.type, edge.target))
-            expected[edge.target].add(("Incoming", edge.type, edge.source))
+            expected[edge.target].add(("Incoming", f"{inverse} (`{edge.type}` edges)", edge.source))
     checked = 0
     for id, node in public.items():
         page = crawls[0].pages[f"/nodes/{node.type}/{id}.md"].text
@@ -240,6 +241,15 @@ def _page_edges(page: str) -> set[tuple[str, str, str]]:
         elif edge_type and line.startswith("- ["):
             found.add((direction, edge_type, unquote(_links(line)[0]).removesuffix(".md").rsplit("/", 1)[1]))
     return found
+
+
+def test_type_pages_name_incoming_edges_by_the_models_inverse(crawls: tuple[Crawl, Crawl]) -> None:
+    team = crawls[0].pages["/types/Team.md"].text.split("## Edges in", 1)[1].split("## ", 1)[0]
+    assert "- `members` (`member_of` edges) from [Person](/types/Person.md)" in team
+    assert "member_of_incoming" not in team
+    term = crawls[0].pages["/types/GlossaryTerm.md"].text.split("## Edges in", 1)[1].split("## ", 1)[0]
+    assert "- `related_to_incoming` (`related_to` edges) from [GlossaryTerm]" in term  # no inverse declared
+    assert "- `defined_in` (`defines` edges) from [Document]" in term
 
 
 def test_type_pages_list_their_public_nodes_by_id(crawls: tuple[Crawl, Crawl], gen_instance: Instance) -> None:
