@@ -22,6 +22,7 @@ from strawberry.exceptions import ConnectionRejectionError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.types.unset import UNSET, UnsetType
 
+from core.documents import parse_json
 from core.surfaces import ASGIApp, SurfaceHost
 from generators.graphql_bounds import MAX_SUBSCRIPTIONS_PER_CONNECTION
 
@@ -48,6 +49,10 @@ class CanonGraphQL(GraphQL[dict[str, Any], None]):
                          connection_init_wait_timeout=timedelta(seconds=30))  # fmt: skip
         self.host = host
         self.surface = surface
+
+    def decode_json(self, data: str | bytes) -> object:
+        """Request bodies, `variables` and WebSocket messages, parsed as canon parses all JSON (no NaN)."""
+        return parse_json(data)
 
     async def get_context(self, request: Request | WebSocket, response: Response | WebSocket) -> dict[str, Any]:
         principal = self.host.principal_of(request)
