@@ -3,7 +3,9 @@
     call_tool(principal, surface, name, arguments)
       → look up          unknown → UnknownToolError (MCP: JSON-RPC -32602 naming the closest tools)
       → authorise        the caller's roles must grant the tool's permission, else ForbiddenError (a result)
-      → validate input   against the exact input schema (plain arguments pass a `QuickCheck` first); failure
+      → validate input   values no JSON surface may carry into canon first (`core.json_values.value_problems`:
+                         non-finite numbers, integers past 64 bits, lone surrogates, deep nesting), then
+                         against the exact input schema (plain arguments pass a `QuickCheck` first); failure
                          → an error *result* with JSON pointers; then the schema's top-level defaults are filled
                          in, so every surface makes the same call
       → execute          under a wall-time bound; handlers read through the caller's `sight` (core.access)
@@ -38,6 +40,7 @@ from core.audit import AuditLog, AuditRecord
 from core.documents import pointer
 from core.errors import CanonError, ForbiddenError, InvalidArgumentsError, LimitExceededError, Problem
 from core.graph import GraphIndex
+from core.json_values import value_problems
 from core.model import Model
 from core.principal import Principal
 from core.records import Node, Sight
@@ -151,7 +154,10 @@ def error_json(error: CanonError) -> dict[str, Any]:
 
 
 def _digest(arguments: Mapping[str, Any]) -> str:
-    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+    try:
+        text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+    except RecursionError:  # arguments refused as nested too deep are still audited
+        text = "(nested too deep)"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -216,6 +222,9 @@ class Dispatcher:
             raise
         try:
             require_tool(principal, tool)
+            hostile = value_problems(args)  # before the schema: its messages quote values, and it recurses
+            if hostile:
+                raise InvalidArgumentsError(tool.name, hostile)
             quick = self.registry.quick_check(tool.name)
             if quick is None or not quick(args):
                 validator = self.registry.input_validator(tool.name)

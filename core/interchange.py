@@ -28,8 +28,9 @@ from typing import IO, Any
 
 import yaml
 
-from core.documents import load_document
+from core.documents import load_document, parse_json
 from core.errors import ImportFileError, Problem, ValidationError
+from core.json_values import value_problems
 from core.operations import Operation, PutEdge, PutNode
 from core.records import Edge, Node
 from core.store import CommitResult, Store
@@ -159,7 +160,7 @@ def _jsonl_records(file: Path, problems: list[Problem]) -> Iterator[tuple[Any, s
                 if not text.strip():
                     continue
                 try:
-                    yield json.loads(text), "", number
+                    yield parse_json(text), "", number
                 except json.JSONDecodeError as exc:
                     problems.append(Problem("", f"invalid JSON: {exc.msg} (column {exc.colno})", str(file), number))
         except UnicodeDecodeError as exc:
@@ -170,6 +171,9 @@ def _to_operation(raw: Any) -> tuple[Operation | None, list[Problem]]:
     if not isinstance(raw, dict):
         return None, [Problem("", "a record must be an object")]
     record: Mapping[str, Any] = raw
+    unfit = value_problems(record)  # e.g. YAML's .nan, a lone surrogate, an integer past 64 bits
+    if unfit:
+        return None, unfit
     kind = record.get("kind")
     if kind not in ("node", "edge"):
         return None, [Problem("/kind", 'expected "node" or "edge"')]

@@ -28,6 +28,7 @@ from strawberry.exceptions import ConnectionRejectionError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.types.unset import UNSET, UnsetType
 
+from core.documents import parse_json
 from core.surfaces import ASGIApp, SurfaceHost
 from generators.graphql_bounds import MAX_SUBSCRIPTIONS_PER_CONNECTION
 
@@ -67,11 +68,9 @@ class CanonGraphQL(GraphQL[dict[str, Any], None]):
         await response(scope, receive, send)
 
     def decode_json(self, data: str | bytes) -> object:
-        """JSON nested past Python's recursion limit is undecodable JSON like any other (on HTTP and WebSocket)."""
-        try:
-            return json.loads(data)
-        except RecursionError:
-            raise json.JSONDecodeError("nested too deeply to decode", "", 0) from None
+        """Request bodies, `variables` and WebSocket messages, parsed as canon parses all JSON (no NaN, no nesting
+        past the recursion limit: either is undecodable JSON like any other, on HTTP and WebSocket)."""
+        return parse_json(data)
 
     def parse_json(self, data: str | bytes) -> Any:
         """A request body (or its `variables` or `extensions` parameter) as an object, or a request error."""

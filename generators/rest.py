@@ -43,6 +43,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 
 from core.dispatch import CallContext, error_json
+from core.documents import parse_json
 from core.errors import CanonError
 from core.registry import Registry
 from core.resources import list_resources, read_resource
@@ -140,14 +141,6 @@ def coerce(schema: Mapping[str, Any], text: str) -> Any:
     return text
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _json(text: str | bytes) -> Any:
-    return json.loads(text, parse_constant=_no_constant)
-
-
 def _from_query(param: Param, values: list[str]) -> Any:
     if param.style == "array":
         items: Mapping[str, Any] = param.schema.get("items", {})
@@ -158,7 +151,7 @@ def _from_query(param: Param, values: list[str]) -> Any:
             converted.append(coerce(param.schema, value))
             continue
         try:
-            converted.append(_json(value))
+            converted.append(parse_json(value))
         except (ValueError, RecursionError) as exc:
             raise _refuse(
                 param.name, f"Query parameter {param.name!r} is not valid JSON.", f"not JSON: {exc}"
@@ -184,7 +177,7 @@ async def _body(request: Request, limit: int) -> dict[str, Any]:
     if not data.strip():
         return {}
     try:
-        value = _json(bytes(data))
+        value = parse_json(data)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError too
         raise Refusal(400, "invalid_arguments", f"The request body is not UTF-8 JSON: {exc}",
                       [{"pointer": "", "message": "not JSON"}]) from None  # fmt: skip

@@ -144,9 +144,17 @@ def _write_unparsable_lines(path: Path) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def _write_values_canon_cannot_hold(path: Path) -> None:
+    nan = json.dumps({"kind": "node", **_person_record(1)}).replace('"Engineer"', "NaN", 1)
+    surrogate = json.dumps({"kind": "node", **_person_record(2)}).replace("person-cli-2", "person-\\ud800")
+    path.write_text(nan + "\n" + surrogate + "\n", encoding="utf-8")
+
+
 @pytest.mark.parametrize(
-    ("name", "write"), [("invalid.json", _write_invalid_records), ("unparsable.jsonl", _write_unparsable_lines)]
-)
+    ("name", "write"),
+    [("invalid.json", _write_invalid_records), ("unparsable.jsonl", _write_unparsable_lines),
+     ("unfit.jsonl", _write_values_canon_cannot_hold)],
+)  # fmt: skip
 def test_import_of_a_bad_file_exits_1_and_writes_nothing(tmp_path: Path, name: str, write: Any) -> None:
     before = _init(tmp_path)
     write(tmp_path / name)
@@ -155,6 +163,7 @@ def test_import_of_a_bad_file_exits_1_and_writes_nothing(tmp_path: Path, name: s
 
     assert result.returncode == EXIT_PROBLEMS
     assert name in result.stderr
+    assert "Traceback" not in result.stderr
     assert _stats(tmp_path) == before
 
 

@@ -245,7 +245,7 @@ def query_graph(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
             if len(results) >= MAX_RESULTS:
                 break
     ordered = sorted(results)
-    offset = decode_cursor("query_graph", args) or 0
+    offset = decode_cursor("query_graph", args, int) or 0
     chosen = ordered[offset : offset + limit]
     records = ctx.store.nodes(sorted({n for row in chosen for n in row}))
     items = [

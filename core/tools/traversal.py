@@ -82,7 +82,7 @@ def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
                 ctx.check_time()
             frontier = sorted(following)
     reached.sort()  # by (depth, id): each id is reached once, so the edge never decides
-    offset = decode_cursor("get_neighbors", args) or 0
+    offset = decode_cursor("get_neighbors", args, int) or 0
     chosen = reached[offset : offset + limit]
     records = ctx.store.nodes([n for _, n, _ in chosen])
     chosen = [(d, n, ref) for d, n, ref in chosen if n in records]
@@ -129,7 +129,7 @@ def find_paths(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
             if len(paths) >= MAX_PATHS or budget[0] <= 0:
                 break
     cut = len(paths) >= MAX_PATHS or budget[0] <= 0
-    offset = decode_cursor("find_paths", args) or 0
+    offset = decode_cursor("find_paths", args, int) or 0
     chosen = paths[offset : offset + limit]
     edges = iter(_edges_json(ctx, [ref for p in chosen for ref in p]))
     items = [{"nodes": [source, *[_other(ref, n) for ref, n in _hops(p, source)]],

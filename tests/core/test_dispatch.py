@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +18,7 @@ from core.config import Config
 from core.dispatch import AuditRecord, Dispatcher
 from core.errors import LimitExceededError, NotFoundError, UnknownToolError
 from core.instance import Instance, open_instance
+from core.json_values import MAX_DEPTH
 from core.operations import PutNode
 from core.principal import LOCAL, Principal
 from core.resources import read_resource
@@ -70,6 +73,55 @@ def test_invalid_arguments_are_an_error_result_with_pointers_and_audited_as_inva
     assert all(isinstance(p["message"], str) and p["message"] for p in body["problems"])
     [record] = records
     assert (record.target, record.outcome) == ("find_nodes", "invalid")
+
+
+def _nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "at"),
+    [
+        ("upsert_node", {"id": "team-x", "type": "Team", "properties": {"name": math.nan}}, "/properties/name"),
+        ("find_nodes", {"type": "Service", "where": {"tier": {"gt": math.inf}}}, "/where/tier/gt"),
+        ("find_nodes", {"type": "Service", "where": {"tier": -math.inf}}, "/where/tier"),
+        ("get_changes", {"since": 2**63}, "/since"),
+        ("find_nodes", {"type": "Service", "where": {"tier": {"in": [1, -(2**63) - 1]}}}, "/where/tier/in/1"),
+        ("get_node", {"id": "svc-\ud800"}, "/id"),
+        ("find_nodes", {"text": "\udfff tail"}, "/text"),
+        ("upsert_node", {"id": "team-x", "type": "Team", "properties": {"\ud800": 1}}, "/properties"),
+        (
+            "find_nodes",
+            {"type": "Service", "where": {"tier": {"in": _nested(2000)}}},
+            "/where/tier/in" + "/0" * (MAX_DEPTH - 3),
+        ),
+    ],
+    ids=["nan", "infinity", "-infinity", "2**63", "-2**63-1", "surrogate", "low-surrogate", "surrogate-key", "deep"],
+)
+def test_values_canon_cannot_hold_are_invalid_arguments_at_their_pointer(
+    dispatcher: Dispatcher, records: list[AuditRecord], tool: str, arguments: dict[str, Any], at: str
+) -> None:
+    result = dispatcher.call_tool(LOCAL, "test", tool, arguments)
+
+    body = result.as_json()["error"]
+    assert body["code"] == "invalid_arguments"
+    assert [p["pointer"] for p in body["problems"]] == [at]
+    json.dumps(body).encode()  # the answer is sendable: no lone surrogate quoted back
+    [record] = records
+    assert record.outcome == "invalid"
+
+
+def test_integers_at_the_ends_of_the_64_bit_range_are_arguments_like_any_other(dispatcher: Dispatcher) -> None:
+    changes = dispatcher.call_tool(LOCAL, "test", "get_changes", {"since": 2**63 - 1})
+    nodes = dispatcher.call_tool(LOCAL, "test", "find_nodes", {"type": "Service", "where": {"tier": {"gt": -(2**63)}}})
+
+    assert changes.value is not None
+    assert changes.value["total"] == 0
+    assert nodes.value is not None
+    assert nodes.value["total"] > 0
 
 
 def test_arguments_are_validated_before_the_handler_runs(dispatcher: Dispatcher, records: list[AuditRecord]) -> None:

@@ -173,6 +173,43 @@ def test_invalid_json_in_an_import_file_names_the_file_and_line(store: SQLiteSto
     assert located(caught.value.problems) == {("graph.json", 3, "")}
 
 
+def test_nan_in_an_import_line_is_a_problem_at_its_line_and_column(store: SQLiteStore, tmp_path: Path) -> None:
+    team = json.dumps({"kind": "node", "id": "team-x", "type": "Team", "properties": TEAM})
+    other = team.replace("team-x", "team-y").replace('"payments"', '"other"').replace('"Payments"', "NaN")
+    path = write_jsonl(tmp_path / "graph.jsonl", [team, other])
+    with pytest.raises(ImportFileError) as caught:
+        import_path(store, path, principal="test")
+
+    [problem] = caught.value.problems
+    assert (problem.line, problem.pointer) == (2, "")
+    assert "NaN" in problem.message
+    assert f"column {other.index('NaN') + 1}" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("suffix", "text", "at"),
+    [
+        (".yaml", "nodes:\n- {id: team-x, type: Team, properties: {name: .nan}}\n", "/nodes/0/properties/name"),
+        (".yaml", "nodes:\n- {id: team-x, type: Team, properties: {name: 36893488147419103232}}\n",
+         "/nodes/0/properties/name"),
+        (".json", '{"nodes": [{"id": "team-x", "type": "Team", "updated_by": "\\udc00"}]}', "/nodes/0/updated_by"),
+        (".jsonl", '{"kind": "node", "id": "team-x", "type": "Team", "properties": {"n": -1e999}}', "/properties/n"),
+    ],
+    ids=["yaml-nan", "yaml-2**65", "json-surrogate", "jsonl-overflowing-float"],
+)  # fmt: skip
+def test_a_value_canon_cannot_hold_is_an_import_problem_at_its_pointer(
+    store: SQLiteStore, tmp_path: Path, suffix: str, text: str, at: str
+) -> None:
+    path = tmp_path / f"graph{suffix}"
+    path.write_text(text, encoding="utf-8")
+    before = snapshot(store)
+    with pytest.raises(ImportFileError) as caught:
+        import_path(store, path, principal="test")
+
+    assert [p.pointer for p in caught.value.problems] == [at]
+    assert snapshot(store) == before
+
+
 def test_an_import_document_must_hold_only_nodes_and_edges(store: SQLiteStore, tmp_path: Path) -> None:
     path = write_json(tmp_path / "graph.json", {"nodes": [], "vertices": []})
     with pytest.raises(ImportFileError) as caught:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -389,6 +390,25 @@ def test_a_request_graphql_cannot_read_is_a_request_error_with_a_code(served: st
         body = http.post("/graphql", json={"query": two, "operationName": "B"}).json()
         assert "errors" not in body
         assert list(body["data"]) == ["get_changes"]
+
+
+def test_nan_in_variables_is_not_json_and_values_canon_cannot_hold_are_invalid_arguments(admin: Client) -> None:
+    query = "query ($w: JSON) { find_nodes(type: Service, where: $w) { total } }"
+
+    def post(where: Any) -> httpx2.Response:  # json.dumps writes NaN, and escapes lone surrogates as JSON may
+        body = json.dumps({"query": query, "variables": {"w": where}})
+        return admin.http.post("/graphql", content=body, headers={"content-type": "application/json"})
+
+    for constant in (math.nan, -math.inf):
+        response = post({"tier": constant})
+        assert response.status_code == 400, response.text
+
+    for where in ({"tier": 2**70}, {"tier": {"lt": -(2**64)}}, {"name": "\ud800"}):
+        answer = post(where).json()
+        assert codes(answer) == ["INVALID_ARGUMENTS"], answer
+        assert answer["errors"][0]["extensions"]["problems"][0]["pointer"].startswith("/where/")
+    literal = admin.post("{ find_nodes(type: Service, where: {tier: 1180591620717411303424}) { total } }")
+    assert codes(literal) == ["INVALID_ARGUMENTS"], literal
 
 
 def test_a_query_graphql_itself_rejects_is_a_validation_error(served: str) -> None:
