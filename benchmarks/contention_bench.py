@@ -40,7 +40,7 @@ def heavy_patterns(nodes: int) -> list[dict[str, Any]]:
         {"name": "query_graph", "arguments": {"match": [
             {"node": "p", "type": "Person"}, {"edge": "member_of", "from": "p", "to": "t"},
             {"edge": "owns", "from": "t", "to": "s"}], "limit": 5}},
-        {"name": "get_neighbors", "arguments": {"id": person, "depth": 4, "limit": 10}},
+        {"name": "get_neighbors", "arguments": {"id": person, "depth": 3, "limit": 10}},
         {"name": "query_graph", "arguments": {"match": [
             {"node": "p", "type": "Person"}, {"edge": "member_of", "from": "p", "to": "t"}], "limit": 5}},
     ]  # fmt: skip
