@@ -176,8 +176,10 @@ class Dispatcher:
         if missing:
             raise ValueError(f"tools without a handler: {sorted(missing)}")
 
-    def context(self, principal: Principal, surface: str) -> CallContext:
-        deadline = time.monotonic() + self.time_limit_s
+    def context(self, principal: Principal, surface: str, received: float | None = None) -> CallContext:
+        """The context of a call received at `received` (`time.monotonic()`; default: now), whose wall-time bound
+        counts from then: time spent waiting for a worker thread or a sync is part of the call's time."""
+        deadline = (time.monotonic() if received is None else received) + self.time_limit_s
         return CallContext(principal, surface, self.registry, self.store, self.index, deadline, self.time_limit_s,
                            sight_of(principal), self.audit)  # fmt: skip
 
@@ -191,11 +193,12 @@ class Dispatcher:
         self._audit(Principal(f"({reason})", authenticated=False), surface, "request", target, {}, "rejected",
                     time.perf_counter())  # fmt: skip
 
-    def call_tool(
-        self, principal: Principal, surface: str, name: str, arguments: Mapping[str, Any] | None
-    ) -> ToolResult:
-        """Run a tool for a principal. Raises `UnknownToolError` only; every other failure is a result."""
-        return self._call(principal, surface, name, arguments, sync=True)
+    def call_tool(self, principal: Principal, surface: str, name: str, arguments: Mapping[str, Any] | None, *,
+                  received: float | None = None) -> ToolResult:  # fmt: skip
+        """Run a tool for a principal. Raises `UnknownToolError` only; every other failure is a result. A surface
+        that hands the call to a worker thread passes `received`, the `time.monotonic()` it got the call at, so the
+        call's wall-time bound includes the wait."""
+        return self._call(principal, surface, name, arguments, sync=True, received=received)
 
     def call_tool_now(self, principal: Principal, surface: str, name: str, arguments: Mapping[str, Any] | None, *,
                       searches: bool = False) -> ToolResult | None:  # fmt: skip
@@ -210,8 +213,9 @@ class Dispatcher:
             return self._call(principal, surface, name, arguments, sync=False) if free else None
 
     def _call(self, principal: Principal, surface: str, name: str, arguments: Mapping[str, Any] | None, *,
-              sync: bool) -> ToolResult:  # fmt: skip
+              sync: bool, received: float | None = None) -> ToolResult:  # fmt: skip
         started = time.perf_counter()
+        received = time.monotonic() if received is None else received
         args = dict(arguments or {})
         outcome = "failed"
         try:
@@ -237,7 +241,7 @@ class Dispatcher:
             # call (same cursor fingerprint) whichever surface sent it
             defaults = self.registry.input_defaults(tool.name)
             full = {**copy.deepcopy(defaults), **args} if defaults else dict(args)
-            value = self.handlers[tool.name](self.context(principal, surface), full)
+            value = self.handlers[tool.name](self.context(principal, surface, received), full)
             outcome = "ok"
             return ToolResult(tool.name, value)
         except CanonError as exc:

@@ -28,8 +28,10 @@ and the GraphQL form of errors; `generators.graphql_app` is the HTTP and WebSock
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
+import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Optional
 
@@ -105,8 +107,8 @@ class Runtime:
 
     async def call_tool(self, info: strawberry.Info, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         principal = self.principal(info)
-        result = await anyio.to_thread.run_sync(self.host.dispatcher.call_tool, principal, self.surface, name,
-                                                arguments)  # fmt: skip
+        call = functools.partial(self.host.dispatcher.call_tool, received=time.monotonic())  # its time counts the wait
+        result = await anyio.to_thread.run_sync(call, principal, self.surface, name, arguments)
         if result.error is not None:
             raise canon_error(result.error)
         assert result.value is not None

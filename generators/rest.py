@@ -31,6 +31,7 @@ import json
 import logging
 import math
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
@@ -290,7 +291,7 @@ def _tool_endpoint(host: SurfaceHost, route: ToolRoute) -> Endpoint:
         arguments = await arguments_of(request, route, host.instance.config.max_body_bytes)
         if_match = _if_match(request, route, arguments)
         call = functools.partial(host.dispatcher.call_tool, host.principal_of(request), name, route.tool.name,
-                                 arguments)  # fmt: skip
+                                 arguments, received=time.monotonic())  # fmt: skip
         try:
             result = await anyio.to_thread.run_sync(call)
         except CanonError as exc:  # the tool left the registry since this app was built

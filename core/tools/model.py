@@ -10,9 +10,8 @@ from core.registry import type_schema
 
 def describe_model(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     model = ctx.model
-    with ctx.index.reading():
+    with ctx.index.settled() as revision:
         node_counts, edge_counts = ctx.index.visible_counts(ctx.sight)  # what this caller can see
-        revision = ctx.index.revision
     document = model.document
     info: dict[str, Any] = {"id": model.id, "name": model.name, "version": model.version}
     for name in ("summary",):

@@ -236,9 +236,10 @@ def query_graph(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise InvalidArgumentsError("query_graph", [Problem("/return", f"unknown variable(s): {', '.join(unknown)}")])
     limit = args.get("limit", 20)
-    with ctx.index.reading() as graph:
-        revision = ctx.index.revision
-        run = _Run(ctx, graph, variables, edges)
+    with ctx.index.reading() as view:
+        ctx.check_time()  # the call may have waited its time out already (for a worker thread, a sync)
+        revision = view.revision
+        run = _Run(ctx, view.graph, variables, edges)
         results: set[tuple[str, ...]] = set()
         for binding in _bindings(run, _order(run), {}):
             results.add(tuple(binding[name] for name in returned))

@@ -60,9 +60,10 @@ def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     origin, depth = args["id"], args.get("depth", 1)
     direction, types = args.get("direction", "both"), frozenset(args.get("edge_types", []))
     limit = args.get("limit", 50)
-    with ctx.index.reading() as graph:
+    with ctx.index.reading() as view:
+        ctx.check_time()  # the call may have waited its time out already (for a worker thread, a sync)
+        graph, revision = view.graph, view.revision
         _require_visible(ctx, graph, origin)
-        revision = ctx.index.revision
         reached: list[tuple[int, str, EdgeRef]] = []
         seen, frontier, work = {origin}, [origin], 0
         for level in range(1, depth + 1):
@@ -96,7 +97,7 @@ def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _distances(
-    graph: nx.MultiDiGraph[str], target: str, direction: str, types: frozenset[str], cap: int, sight: Sight | None
+    ctx: CallContext, graph: nx.MultiDiGraph[str], target: str, direction: str, types: frozenset[str], cap: int
 ) -> dict[str, int]:
     """Hops from every node within `cap` hops to `target`, walking edges backwards."""
     backwards = {"out": "in", "in": "out", "both": "both"}[direction]
@@ -104,10 +105,11 @@ def _distances(
     for hop in range(1, cap + 1):
         following: list[str] = []
         for node in frontier:
-            for neighbour, _ in steps(graph, node, backwards, types, sight):
+            for neighbour, _ in steps(graph, node, backwards, types, ctx.sight):
                 if neighbour not in distance:
                     distance[neighbour] = hop
                     following.append(neighbour)
+            ctx.check_time()
         frontier = following
     return distance
 
@@ -116,11 +118,12 @@ def find_paths(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     source, target = args["source"], args["target"]
     direction, types = args.get("direction", "both"), frozenset(args.get("edge_types", []))
     max_depth, limit = args.get("max_depth", 4), args.get("limit", 5)
-    with ctx.index.reading() as graph:
+    with ctx.index.reading() as view:
+        ctx.check_time()  # the call may have waited its time out already (for a worker thread, a sync)
+        graph, revision = view.graph, view.revision
         for end in (source, target):
             _require_visible(ctx, graph, end)
-        revision = ctx.index.revision
-        distance = _distances(graph, target, direction, types, max_depth, ctx.sight)
+        distance = _distances(ctx, graph, target, direction, types, max_depth)
         paths: list[list[EdgeRef]] = []
         budget = [MAX_WORK]
         shortest = distance[source] if source in distance else max_depth + 1

@@ -20,8 +20,10 @@ that principal may call and every read goes through its sight.
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -141,10 +143,11 @@ class ToolCalls:
     async def call(self, principal: Principal, called: str, arguments: dict[str, Any]) -> ToolResult:
         """Call the tool as `principal`; raises UnknownToolError only. A point read runs right here unless something
         it needs is busy: the hop to a worker thread and back costs several times the read itself."""
-        dispatcher, name = self.dispatcher, self.name_of(called)
+        dispatcher, name, received = self.dispatcher, self.name_of(called), time.monotonic()
         result = dispatcher.call_tool_now(principal, self.surface, name, arguments, searches=self.inline_searches)
         if result is None:
-            result = await anyio.to_thread.run_sync(dispatcher.call_tool, principal, self.surface, name, arguments)
+            call = functools.partial(dispatcher.call_tool, received=received)  # its time counts the wait for a thread
+            result = await anyio.to_thread.run_sync(call, principal, self.surface, name, arguments)
         return result
 
     def input_schema(self, called: str) -> Mapping[str, Any] | None:

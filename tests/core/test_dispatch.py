@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from core.config import Config
-from core.dispatch import AuditRecord, Dispatcher
+from core.dispatch import AuditRecord, Dispatcher, ToolResult
 from core.errors import LimitExceededError, NotFoundError, UnknownToolError
 from core.instance import Instance, open_instance
 from core.json_values import MAX_DEPTH
@@ -376,17 +376,26 @@ def held_by_another_thread(hold: Callable[[], AbstractContextManager[object]]) -
 
 
 @pytest.mark.parametrize("what", ["index", "store"])
-def test_call_tool_now_declines_at_once_while_another_thread_uses_the_index_or_the_store(
+def test_call_tool_now_declines_at_once_while_another_thread_changes_the_index_or_uses_the_store(
     dispatcher: Dispatcher, records: list[AuditRecord], instance: Instance, what: str
 ) -> None:
     assert instance.index is not None
-    hold = instance.index.reading if what == "index" else instance.store.uncontended  # a walk; a query or a commit
+    hold = instance.index.settled if what == "index" else instance.store.uncontended  # a sync; a query or a commit
     with held_by_another_thread(hold):
         started = time.monotonic()
         assert dispatcher.call_tool_now(LOCAL, "test", "get_node", {"id": SERVICE}) is None
         assert time.monotonic() - started < 1  # declined, not waited for (the holder keeps it up to 5 s)
     assert records == []
     assert dispatcher.call_tool_now(LOCAL, "test", "get_node", {"id": SERVICE}) is not None  # free again
+
+
+def test_call_tool_now_answers_while_another_thread_walks_the_index(dispatcher: Dispatcher, instance: Instance) -> None:
+    assert instance.index is not None
+    with held_by_another_thread(instance.index.reading):  # a walk holds a view, no lock
+        result = dispatcher.call_tool_now(LOCAL, "test", "get_node", {"id": SERVICE})
+    assert result is not None
+    assert result.value is not None
+    assert result.value["node"]["id"] == SERVICE
 
 
 def test_call_tool_now_declines_while_the_index_is_behind_the_store_and_call_tool_catches_up(
@@ -408,3 +417,33 @@ def test_call_tool_now_declines_while_the_index_is_behind_the_store_and_call_too
         assert answered.as_json()["node"]["properties"]["description"] == "Changed while the index looked away."
     finally:
         opened.close()
+
+
+HEAVY_CALLS = [
+    ("get_neighbors", {"id": SERVICE, "depth": 3}),
+    ("find_paths", {"source": SERVICE, "target": "team-leadership", "max_depth": 6}),
+    ("query_graph", {"match": [{"node": "p", "type": "Person"}, {"edge": "member_of", "from": "p", "to": "t"}]}),
+]
+
+
+@pytest.mark.parametrize(("tool", "arguments"), HEAVY_CALLS, ids=[t for t, _ in HEAVY_CALLS])
+def test_a_heavy_read_that_waited_out_its_time_behind_a_sync_answers_the_time_bound(
+    dispatcher: Dispatcher, instance: Instance, tool: str, arguments: dict[str, object]
+) -> None:
+    """The wall-time bound counts from when the surface received the call, so the time it spent waiting for a
+    worker thread (here: its whole limit) and then behind another thread's sync is spent: it answers
+    `limit_exceeded` (`time_s`) as soon as it can, without walking."""
+    assert instance.index is not None
+    answered: list[ToolResult] = []
+    received = time.monotonic() - dispatcher.time_limit_s
+    call = threading.Thread(target=lambda: answered.append(
+        dispatcher.call_tool(LOCAL, "test", tool, arguments, received=received)))  # fmt: skip
+    with held_by_another_thread(instance.index.settled):  # a sync under way: the call waits behind it
+        call.start()
+    call.join(10)
+    assert not call.is_alive()
+    (result,) = answered
+    assert isinstance(result.error, LimitExceededError)
+    assert result.error.limit == "time_s"
+    fresh = dispatcher.call_tool(LOCAL, "test", tool, arguments)  # received now: the same call answers
+    assert not isinstance(fresh.error, LimitExceededError) or fresh.error.limit != "time_s"
