@@ -17,7 +17,7 @@ from referencing.jsonschema import DRAFT202012
 
 from core.errors import UnknownToolError
 from core.interchange import import_path
-from core.model import Model, default_seed_path, load_model
+from core.model import Model, default_seed_path, load_model, parse_model
 from core.registry import Registry, build_registry, type_schema
 from core.store.sqlite import SQLiteStore
 
@@ -333,3 +333,16 @@ def test_the_quick_check_accepts_plain_calls_without_the_validator(
     assert quick is not None
     assert quick(arguments)
     assert not quick({**arguments, "stranger": 1})  # unsure: the validator decides (and refuses it)
+
+
+def test_an_edge_type_resource_takes_the_models_edge_icon_and_a_default_otherwise(model: Model) -> None:
+    document = json.loads(json.dumps(model.document))
+    document["$defs"]["member_of"]["x-canon-edge"]["icon"] = "🤝"
+    registry = build_registry(parse_model(document))
+
+    icons = {r.uri: r.icon for r in registry.resources}
+    assert icons["canon://types/member_of"] == "🤝"
+    assert icons["canon://types/owns"]  # no icon in the model: canon's edge icon
+    assert icons["canon://model"]
+    assert icons["canon://changes"]
+    assert all(t.icon for t in registry.templates)
