@@ -99,6 +99,7 @@ class EdgeType:
     description: str
     inverse: str | None = None
     acyclic: bool = False
+    icon: str | None = None
 
     @property
     def incoming_name(self) -> str:
@@ -367,6 +368,7 @@ def _build(document: Mapping[str, Any], source: str) -> Model:
                 definition["description"],
                 a.get("inverse"),
                 bool(a.get("acyclic", False)),
+                a.get("icon"),
             )
     return Model(document, dict(sorted(node_types.items())), dict(sorted(edge_types.items())), source)
 

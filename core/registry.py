@@ -30,6 +30,8 @@ __all__ = ["Permission", "QuickCheck", "Registry", "ResourceDefinition", "ToolDe
 
 Permission = Literal["read", "write", "admin"]
 NODE_TEMPLATE = "canon://nodes/{type}/{id}"
+# icons of the resources the model gives none: the model, the change log, an edge type, any node
+MODEL_ICON, CHANGES_ICON, EDGE_ICON, NODE_ICON = "🗺️", "🕒", "🔗", "📄"
 
 
 @dataclass(frozen=True)
@@ -249,11 +251,12 @@ def _resources(model: Model) -> tuple[ResourceDefinition, ...]:
     fixed = [
         ResourceDefinition(
             "model", "The model", "The whole model: a JSON Schema 2020-12 document declaring every node and edge type.",
-            "application/schema+json", uri="canon://model",
+            "application/schema+json", uri="canon://model", icon=MODEL_ICON,
         ),
         ResourceDefinition(
             "changes", "Recent changes", "The latest 100 entries of the change log, newest last, with the revision "
             "to pass to get_changes to resume.", "application/json", uri="canon://changes", subscribable=True,
+            icon=CHANGES_ICON,
         ),
     ]  # fmt: skip
     for name, node_type in model.node_types.items():
@@ -267,7 +270,7 @@ def _resources(model: Model) -> tuple[ResourceDefinition, ...]:
         fixed.append(
             ResourceDefinition(
                 f"type-{name}", f"{name} schema", f"JSON Schema of the {name} edge type. {edge_type.description}",
-                "application/schema+json", uri=f"canon://types/{name}",
+                "application/schema+json", uri=f"canon://types/{name}", icon=edge_type.icon or EDGE_ICON,
             )
         )  # fmt: skip
     return tuple(fixed)
@@ -276,9 +279,10 @@ def _resources(model: Model) -> tuple[ResourceDefinition, ...]:
 def _templates() -> tuple[ResourceDefinition, ...]:
     return (
         ResourceDefinition(
-            "node", "A node", "One node as JSON (the same object get_node returns). Subscribe to be told when it "
-            "changes. Example: canon://nodes/Team/team-payments.", "application/json",
-            uri_template=NODE_TEMPLATE, subscribable=True,
+            "node", "A node", "One node as JSON: the object get_node returns under `node` (get_node also gives the "
+            "store revision it was read at; this resource does not). Subscribe to be told when it changes. "
+            "Example: canon://nodes/Team/team-payments.", "application/json",
+            uri_template=NODE_TEMPLATE, subscribable=True, icon=NODE_ICON,
         ),
     )  # fmt: skip
 

@@ -1,6 +1,7 @@
 """The registry on the official SDK's low-level `Server`, for both protocol revisions.
 
-Served: 2025-11-25 (initialize, sessions, resources/subscribe, logging/setLevel) and 2026-07-28 (server/discover,
+Served: 2025-11-25 (initialize, sessions, resources/subscribe, logging/setLevel with `notifications/message`, see
+`core.wire.client_log`) and 2026-07-28 (server/discover,
 per-request `_meta`, subscriptions/listen, resultType, caching hints), decided per request by the SDK. Each
 handler maps one MCP method onto the dispatcher and its answer back; errors map in one table:
 
@@ -45,6 +46,7 @@ from core.principal import Principal
 from core.registry import ToolDefinition
 from core.resources import complete, read_resource
 from core.resources import list_resources as resource_page
+from core.wire.client_log import ClientLog
 from core.wire.events import EventFanout
 
 __all__ = ["SUPPORTED_VERSIONS", "ServeOptions", "build_server"]
@@ -202,7 +204,10 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
 
     calls = ToolCalls(dispatcher, surface, prefix, inline_searches=single_client)
 
+    client_log = ClientLog(fanout)
+
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> dict[str, Any]:
+        started = time.perf_counter()
         try:
             result = await calls.call(principal_of(ctx), params.name, dict(params.arguments or {}))
         except UnknownToolError as exc:
@@ -210,6 +215,8 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
             known = ", ".join(prefix + t.name for t in dispatcher.registry.tools)
             hint = f" Did you mean {close}?" if close else f" Known tools: {known}."
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}.{hint}") from None
+        if not _modern(ctx):
+            await client_log.call_done(ctx, result, time.perf_counter() - started)
         return _call_result(result)
 
     async def list_resources(
@@ -226,7 +233,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
     ) -> types.ListResourceTemplatesResult:
         templates = [
             types.ResourceTemplate(uri_template=t.uri_template or "", name=t.name, title=t.title,
-                                   description=t.description, mime_type=t.mime_type)
+                                   description=t.description, mime_type=t.mime_type, icons=icon_of(t.icon))
             for t in dispatcher.registry.templates
         ]  # fmt: skip
         return types.ListResourceTemplatesResult(resource_templates=templates)
@@ -260,12 +267,16 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
         return types.CompleteResult(completion=types.Completion(values=values, total=total, has_more=more))
 
     async def set_level(ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams) -> types.EmptyResult:
-        return types.EmptyResult()  # canon logs to stderr; accepting the level keeps legacy clients happy
+        client_log.set_level(ctx, params.level)  # the SDK serves this method on 2025-11-25 only
+        return types.EmptyResult()
 
     async def discover(ctx: ServerRequestContext[Any], params: types.RequestParams | None) -> types.DiscoverResult:
+        # logging is deprecated in 2026-07-28 and not served there (core.wire.client_log): not advertised either
+        capabilities = server.get_capabilities(protocol_version=ctx.protocol_version)
+        capabilities = capabilities.model_copy(update={"logging": None})
         return types.DiscoverResult(
             supported_versions=SUPPORTED_VERSIONS,
-            capabilities=server.get_capabilities(protocol_version=ctx.protocol_version),
+            capabilities=capabilities,
             instructions=INSTRUCTIONS,
             ttl_ms=60_000,
             cache_scope="public",
