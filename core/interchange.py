@@ -6,7 +6,8 @@ Formats, chosen by file extension:
 * JSON Lines (`.jsonl`, `.ndjson`): one record per line, each with `"kind": "node"` or `"kind": "edge"`.
 
 A node record is `{"id", "type", "visibility"?, "readers"?, "properties"?, "created_at"?, "updated_at"?,
-"updated_by"?}`; an edge record is `{"type", "source", "target", "properties"?, ...}`. Revisions are local to a
+"updated_by"?}` (without visibility and readers, an existing node keeps its own and a new one takes its type's
+default); an edge record is `{"type", "source", "target", "properties"?, ...}`. Revisions are local to a
 store and are neither exported nor imported. A directory imports every such file in it, recursively, in
 path order.
 
@@ -31,8 +32,8 @@ import yaml
 from core.documents import load_document, parse_json
 from core.errors import ImportFileError, Problem, ValidationError
 from core.json_values import value_problems
-from core.operations import Operation, PutEdge, PutNode
-from core.records import Edge, Node
+from core.operations import Operation, PutEdge, PutNode, put_node
+from core.records import Edge
 from core.store import CommitResult, Store
 from core.validation import indexed_problems
 
@@ -194,9 +195,9 @@ def _to_operation(raw: Any) -> tuple[Operation | None, list[Problem]]:
         return None, problems
     created, updated, by = record.get("created_at"), record.get("updated_at"), record.get("updated_by")
     if kind == "node":
-        visibility = record.get("visibility", "internal")
-        node = Node(record["id"], record["type"], properties, visibility, tuple(readers), 0, created, updated, by)
-        return PutNode(node), []
+        op = put_node(record["id"], record["type"], properties, visibility=record.get("visibility"),
+                      readers=record.get("readers"), created_at=created, updated_at=updated, updated_by=by)  # fmt: skip
+        return op, []
     edge = Edge(record["type"], record["source"], record["target"], properties, 0, created, updated, by)
     return PutEdge(edge), []
 

@@ -24,7 +24,7 @@ from referencing.jsonschema import DRAFT202012
 
 from core.documents import load_document, pointer
 from core.errors import ModelError, Problem
-from core.records import Node
+from core.records import Node, Visibility
 
 __all__ = [
     "INCOMING_SUFFIX",
@@ -82,6 +82,8 @@ class NodeType:
     icon: str | None = None
     plural: str | None = None
     text: tuple[str, ...] = ()
+    visibility: Visibility = "internal"  # what a new node gets when its write gives neither visibility nor readers
+    readers: tuple[str, ...] = ()  # ... and its readers (only with visibility restricted)
 
     @property
     def properties(self) -> Mapping[str, Any]:
@@ -263,6 +265,9 @@ def _node_problems(name: str, definition: Mapping[str, Any], at: str, defs: Mapp
     for i, required in enumerate(definition.get("required", [])):
         if required not in props:
             yield Problem(f"{at}/required/{i}", f"required property {required!r} is not declared in properties")
+    defaults = annotation.get("defaults", {})
+    if defaults.get("readers") and defaults.get("visibility") != "restricted":
+        yield Problem(f"{at}/x-canon-node/defaults/readers", "default readers need the default visibility restricted")
 
 
 def _edge_problems(name: str, definition: Mapping[str, Any], at: str, nodes: set[str]) -> Iterator[Problem]:
@@ -356,6 +361,8 @@ def _build(document: Mapping[str, Any], source: str) -> Model:
                 a.get("icon"),
                 a.get("plural"),
                 text,
+                a.get("defaults", {}).get("visibility", "internal"),
+                tuple(a.get("defaults", {}).get("readers", ())),
             )
         elif "x-canon-edge" in definition:
             a = definition["x-canon-edge"]

@@ -84,6 +84,7 @@ FALLBACKS: tuple[Fallback, ...] = (
     Fallback("query_graph(match:)[]", "oneOf has no GraphQL equivalent"),
     Fallback("QueryGraphResult.items[]", "a map"),
     Fallback("upsert_node(properties:)", "an object of any properties"),
+    Fallback("patch_node(properties:)", "an object of any properties"),
     Fallback("upsert_edge(properties:)", "an object of any properties"),
     Fallback("write_batch(operations:)[]", "oneOf has no GraphQL equivalent"),
 )

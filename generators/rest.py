@@ -4,11 +4,12 @@ dispatcher, as the caller the bearer token names.
 How a tool becomes an operation (`generators.openapi.route_of`, which also writes the OpenAPI document):
 
 * method and path from the tool's REST hint, under `/api` (`GET /api/nodes/{id}` is get_node);
-* `{name}` path segments, then (GET, DELETE) query parameters or (PUT, POST) the JSON body, make up the
-  arguments. Query strings are text: each value is converted by its property's declared type (arrays are
-  repeated parameters, objects one JSON-encoded parameter); unknown parameters go through, so the input
-  schema's `additionalProperties: false` refuses them. The dispatcher validates everything; FastAPI derives
-  and validates nothing (endpoints take only the request).
+* `{name}` path segments, then (GET, DELETE) query parameters or (PUT, POST, PATCH) the JSON body, make up the
+  arguments; a route whose hint lists its body's media types refuses a body of any other with 415 (and, for
+  PATCH, says which in `Accept-Patch`). Query strings are text: each value is converted by its property's
+  declared type (arrays are repeated parameters, objects one JSON-encoded parameter); unknown parameters go
+  through, so the input schema's `additionalProperties: false` refuses them. The dispatcher validates
+  everything; FastAPI derives and validates nothing (endpoints take only the request).
 * 200 carries the tool's structured result (MCP's structuredContent); GET answers carry an ETag
   (`"<id>@<revision>"` for one node, else the store revision plus a digest of the body) and answer a matching
   If-None-Match with 304 (after the call, so it is authorised and audited); `Link: rel="next"` follows
@@ -18,9 +19,10 @@ How a tool becomes an operation (`generators.openapi.route_of`, which also write
 
 Errors are RFC 9457 problem+json, one table (`STATUS`): invalid_arguments / invalid 400, forbidden 403,
 not_found 404, conflict 409 (412 when the caller sent If-Match), limit_exceeded 422, a body over
-`max_body_bytes` 413, an unknown path 404, a wrong method 405. 422 for limit_exceeded because the input was
-valid and understood but the server declines the work: 400 would call the request malformed, 429 would invite
-a retry of the same request, and a 5xx would blame the server. A bad token is core's 401.
+`max_body_bytes` 413, a body of a media type the route does not take 415, an unknown path 404, a wrong method
+405. 422 for limit_exceeded because the input was valid and understood but the server declines the work: 400
+would call the request malformed, 429 would invite a retry of the same request, and a 5xx would blame the
+server. A bad token is core's 401.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ STATUS = {
 TITLES = {
     "invalid_arguments": "Invalid arguments", "invalid": "Invalid data", "forbidden": "Forbidden",
     "not_found": "Not found", "conflict": "Conflict", "limit_exceeded": "Limit exceeded",
+    "unsupported_media_type": "Unsupported media type",
 }  # fmt: skip
 PROBLEM_MEDIA = "application/problem+json"
 READ_HEADERS = {"Cache-Control": "private, no-cache", "Vary": "Authorization"}
@@ -79,12 +82,13 @@ class Refusal(Exception):
     """A request this surface answers with a problem itself, before (or instead of) dispatch."""
 
     def __init__(self, status: int, code: str, detail: str, errors: Sequence[Mapping[str, str]] = (),
-                 **extra: Any) -> None:  # fmt: skip
+                 headers: Mapping[str, str] | None = None, **extra: Any) -> None:  # fmt: skip
         super().__init__(detail)
         self.status, self.code, self.detail, self.errors, self.extra = status, code, detail, errors, extra
+        self.headers = headers
 
     def response(self, request: Request) -> Response:
-        return problem(request, self.status, self.code, self.detail, self.errors, self.extra)
+        return problem(request, self.status, self.code, self.detail, self.errors, self.extra, self.headers)
 
 
 def problem(request: Request, status: int, code: str | None, detail: str, errors: Sequence[Mapping[str, str]] = (),
@@ -188,6 +192,20 @@ async def _body(request: Request, limit: int) -> dict[str, Any]:
     return value  # pyright: ignore[reportUnknownVariableType]
 
 
+def _media_type(request: Request) -> str | None:
+    """The body's media type, without parameters, lower-cased; None when the request names none."""
+    declared = request.headers.get("content-type")
+    return declared.split(";", 1)[0].strip().lower() if declared is not None else None
+
+
+def _unsupported(route: ToolRoute, media: str | None) -> Refusal:
+    takes = ", ".join(route.media)
+    what = f"Content-Type {media!r}" if media is not None else "a body without a Content-Type"
+    headers = {"Accept-Patch": takes} if route.method == "PATCH" else None
+    return Refusal(415, "unsupported_media_type", f"{route.tool.name} takes {takes}, not {what}.",
+                   [{"pointer": "", "message": f"Content-Type must be one of {takes}"}], headers)  # fmt: skip
+
+
 async def arguments_of(request: Request, route: ToolRoute, max_body: int) -> dict[str, Any]:
     """The tool arguments a request carries: path parameters, then query parameters or the JSON body."""
     by_name = {p.name: p for p in route.params}
@@ -204,7 +222,12 @@ async def arguments_of(request: Request, route: ToolRoute, max_body: int) -> dic
                           "not a query parameter")  # fmt: skip
         arguments[name] = _from_query(param, values) if param else values[0] if len(values) == 1 else values
     if route.body:
+        media = _media_type(request)
+        if route.strict_media and media is not None and media not in route.media:
+            raise _unsupported(route, media)
         body = await _body(request, max_body)
+        if route.strict_media and media is None and body:
+            raise _unsupported(route, media)
         for name in arguments:
             if name in body and body[name] != arguments[name]:
                 raise _refuse(name, f"{name!r} differs between the path and the body.", "differs from the path")

@@ -29,7 +29,10 @@ def describe_model(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
             "text": list(t.text),
             "properties": list(t.properties),
             "required": list(t.schema.get("required", [])),
+            "default_visibility": t.visibility,
         }
+        if t.readers:
+            entry["default_readers"] = list(t.readers)
         entry["count"] = node_counts.get(t.name, 0)
         if args.get("include_schemas"):
             entry["schema"] = type_schema(model, t.name)

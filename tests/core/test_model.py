@@ -193,6 +193,42 @@ def test_node_type_text_defaults_to_every_string_property(model: Model) -> None:
     assert team.text == ("slug", "name", "mission", "area", "slack_channel", "founded")
 
 
+def test_a_node_type_without_defaults_gives_new_nodes_internal_visibility_and_no_readers(model: Model) -> None:
+    assert {(t.visibility, t.readers) for t in model.node_types.values()} == {("internal", ())}
+
+
+def test_node_types_know_their_declared_default_visibility_and_readers(model: Model) -> None:
+    document = _default_document(model)
+    document["$defs"]["Team"]["x-canon-node"]["defaults"] = {"visibility": "public"}
+    document["$defs"]["Service"]["x-canon-node"]["defaults"] = {"visibility": "restricted", "readers": ["group:ops"]}
+
+    types = parse_model(document).node_types
+
+    assert (types["Team"].visibility, types["Team"].readers) == ("public", ())
+    assert (types["Service"].visibility, types["Service"].readers) == ("restricted", ("group:ops",))
+    assert (types["Person"].visibility, types["Person"].readers) == ("internal", ())
+
+
+@pytest.mark.parametrize(
+    ("defaults", "pointer"),
+    [
+        ({"visibility": "secret"}, "/$defs/Team/x-canon-node/defaults/visibility"),
+        ({"visibility": "restricted", "readers": ["ops"]}, "/$defs/Team/x-canon-node/defaults/readers/0"),
+        ({"visibility": "public", "readers": ["group:ops"]}, "/$defs/Team/x-canon-node/defaults/readers"),
+        ({"readers": ["group:ops"]}, "/$defs/Team/x-canon-node/defaults/readers"),
+        ({"visiblity": "public"}, "/$defs/Team/x-canon-node/defaults"),
+    ],
+    ids=["unknown-visibility", "malformed-reader", "readers-on-public", "readers-without-visibility", "misspelt"],
+)
+def test_a_bad_default_visibility_is_a_model_problem_at_its_pointer(
+    model: Model, defaults: dict[str, Any], pointer: str
+) -> None:
+    document = _default_document(model)
+    document["$defs"]["Team"]["x-canon-node"]["defaults"] = defaults
+
+    assert [p.pointer for p in check_model(document)] == [pointer]
+
+
 @pytest.mark.parametrize(
     ("name", "one_per_source", "one_per_target"),
     [

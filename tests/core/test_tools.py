@@ -560,6 +560,12 @@ def test_describe_model_counts_what_the_store_holds(instance: Instance, store: S
     assert all("schema" not in t for t in answer["node_types"] + answer["edge_types"])
 
 
+def test_describe_model_says_a_model_without_defaults_makes_new_nodes_internal(instance: Instance) -> None:
+    answer = ok(instance, "describe_model", {})
+
+    assert {(t["default_visibility"], "default_readers" in t) for t in answer["node_types"]} == {("internal", False)}
+
+
 def test_describe_model_with_schemas_adds_each_types_schema(instance: Instance) -> None:
     answer = ok(instance, "describe_model", {"include_schemas": True})
 

@@ -474,6 +474,21 @@ def _writes(fresh_instance: Instance, writer: Client) -> None:
         body = writer.call("mutation", "upsert_node", {"id": "team-x", "type": "Team", "properties": {"slug": 5}})
         assert codes(body) == ["INVALID"]
         assert body["errors"][0]["extensions"]["problems"]
+        body = writer.call("mutation", "patch_node", {"id": "team-gq", "properties": {"name": "Finder", "area": None}})
+        assert codes(body) == ["INVALID"]  # area is required: the null reaches the merge patch, and is refused
+        assert [p["pointer"] for p in body["errors"][0]["extensions"]["problems"]] == ["/properties/area"]
+        body = writer.call("mutation", "patch_node", {"id": "team-gq", "visibility": "restricted",
+                                                       "readers": ["user:gq-writer"]})  # fmt: skip
+        assert body["data"]["patch_node"]["node"]["readers"] == ["user:gq-writer"]
+        patch = {"id": "team-gq", "properties": {"name": "Finder", "oncall": True}, "visibility": "public",
+                 "readers": None}  # fmt: skip
+        body = writer.call("mutation", "patch_node", patch)
+        patched = body["data"]["patch_node"]
+        assert (patched["changed"], patched["node"]["visibility"], patched["node"]["readers"]) == (True, "public", None)
+        assert patched["node"]["properties"] | {"founded": None, "slack_channel": None, "tags": None} == (
+            properties | {"name": "Finder", "oncall": True, "founded": None, "slack_channel": None, "tags": None}
+        )
+        assert codes(writer.call("mutation", "patch_node", {"id": "team-nobody", "properties": {}})) == ["NOT_FOUND"]
         body = writer.call("mutation", "upsert_edge", {"type": "member_of", "source": "person-ada-okafor",
                                                         "target": "team-gq",
                                                         "properties": {"role": "boss"}})  # fmt: skip

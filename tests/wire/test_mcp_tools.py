@@ -25,7 +25,7 @@ from tests.wire.conftest import Served, asgi_http, modern_request, open_copy
 pytestmark = pytest.mark.anyio
 
 READ_TOOLS = ["describe_model", "get_node", "find_nodes", "get_neighbors", "find_paths", "query_graph", "get_changes"]
-WRITE_TOOLS = ["upsert_node", "delete_node", "upsert_edge", "delete_edge", "write_batch"]
+WRITE_TOOLS = ["upsert_node", "delete_node", "upsert_edge", "delete_edge", "write_batch", "patch_node"]
 TOOL_NAMES = [*READ_TOOLS, *WRITE_TOOLS, "get_audit_log"]  # all of them: the served principal is the local admin
 
 
