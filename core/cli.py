@@ -109,8 +109,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="show a progress bar (default: when stderr is a terminal)")  # fmt: skip
     p = command("export", _export, "write every node and edge to a file",
-                "Write the whole graph in a stable order. The format follows the extension (.json, .jsonl, .yaml) "
-                "or --format; '-' writes to standard output. export, import into an empty store, export again "
+                "Write the whole graph in a stable order. The format follows the extension (.json, .jsonl or "
+                ".ndjson, .yaml or .yml; any other is refused) or --format; the folder must exist; '-' writes to "
+                "standard output. export, import into an empty store, export again "
                 "gives identical bytes.")  # fmt: skip
     p.add_argument("path", metavar="PATH", help="output file, or - for standard output")
     p.add_argument("--format", choices=("json", "jsonl", "yaml"), help="output format (default: from the extension)")
