@@ -19,30 +19,40 @@ other. Export writes records in a fixed order with a fixed key order, so export 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
-import tempfile
-from collections.abc import Callable, Iterator, Mapping
+import secrets
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import yaml
 
 from core.documents import load_document, parse_json
-from core.errors import ImportFileError, Problem, ValidationError
+from core.errors import ConfigError, ImportFileError, Problem, ValidationError
 from core.json_values import value_problems
 from core.operations import Operation, PutEdge, PutNode, put_node
 from core.records import Edge
 from core.store import CommitResult, Store
 from core.validation import indexed_problems
 
-__all__ = ["ImportReport", "export_graph", "import_path", "read_records"]
+__all__ = [
+    "ImportReport",
+    "export_graph",
+    "import_path",
+    "output_format",
+    "read_records",
+    "write_file",
+    "write_records",
+]
 
 SUFFIXES = {".json": "json", ".yaml": "yaml", ".yml": "yaml", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 NODE_FIELDS = {"kind", "id", "type", "visibility", "readers", "properties", "created_at", "updated_at", "updated_by"}
 EDGE_FIELDS = {"kind", "type", "source", "target", "properties", "created_at", "updated_at", "updated_by"}
 Progress = Callable[[str, int, int], None]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -222,45 +232,73 @@ def _edge_id(op: Operation) -> tuple[str, str, str]:
 
 
 # -- export ------------------------------------------------------------------------------------------------------
-def export_graph(
-    store: Store, path: Path | None, *, format: str | None = None, out: IO[str] | None = None
-) -> tuple[int, int]:
-    """Write every node and edge to `path` (atomically) or to `out`; return (nodes, edges) written."""
-    kind = format or (SUFFIXES.get(path.suffix.lower(), "json") if path is not None else "json")
-    if path is None:
-        assert out is not None
-        return _write(store, out, kind)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+def output_format(path: Path, format: str | None = None) -> str:
+    """The format to write `path` in: `format` when given, else the one its extension names (never a guess)."""
+    if format is not None:
+        return format
+    kind = SUFFIXES.get(path.suffix.lower())
+    if kind is None:
+        raise ConfigError(f"Cannot tell which format to write {str(path)!r} in from its extension: name it .json, "
+                          ".jsonl, .ndjson, .yaml or .yml.", source=str(path))  # fmt: skip
+    return kind
+
+
+def write_file(path: Path, write: Callable[[IO[str]], T]) -> T:
+    """Run `write` on a new file that then replaces `path` at once (a reader never sees half a file).
+
+    The file gets the mode the umask gives any new file (as `>` in a shell would); a folder that does not exist is
+    refused, never created: a typo in it should not scatter files.
+    """
+    if not path.parent.is_dir():
+        raise ConfigError(f"Cannot write {str(path)!r}: the folder {str(path.parent)!r} does not exist.",
+                          source=str(path))  # fmt: skip
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # 0o666 less the umask, as open(2) does
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            counts = _write(store, handle, kind)
+            result = write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
-    return counts
+    return result
 
 
-def _write(store: Store, out: IO[str], kind: str) -> tuple[int, int]:
-    nodes = (n.to_json(revision=False) for n in store.iter_nodes())
-    edges = (e.to_json(revision=False) for e in store.iter_edges())
+def export_graph(
+    store: Store, path: Path | None, *, format: str | None = None, out: IO[str] | None = None
+) -> tuple[int, int]:
+    """Write every node and edge to `path` (atomically) or to `out`; return (nodes, edges) written."""
+    nodes = ({"kind": "node", **n.to_json(revision=False)} for n in store.iter_nodes())
+    edges = ({"kind": "edge", **e.to_json(revision=False)} for e in store.iter_edges())
+    records = itertools.chain(nodes, edges)
+    if path is None:
+        assert out is not None
+        return write_records(out, format or "json", records)
+    kind = output_format(path, format)
+    return write_file(path, lambda handle: write_records(handle, kind, records))
+
+
+def write_records(out: IO[str], kind: str, records: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
+    """Write import records (nodes first, each with its `kind`) in format `kind`; return (nodes, edges).
+
+    JSON Lines keeps `kind` on every line and streams; JSON and YAML write `{"nodes": [...], "edges": [...]}`.
+    """
     counts = [0, 0]
     if kind == "jsonl":
-        for n in nodes:
-            out.write(json.dumps({"kind": "node", **n}, ensure_ascii=False) + "\n")
-            counts[0] += 1
-        for e in edges:
-            out.write(json.dumps({"kind": "edge", **e}, ensure_ascii=False) + "\n")
-            counts[1] += 1
+        for record in records:
+            counts[record["kind"] == "edge"] += 1
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
         return counts[0], counts[1]
-    node_list, edge_list = list(nodes), list(edges)
-    document = {"nodes": node_list, "edges": edge_list}
+    document: dict[str, list[dict[str, Any]]] = {"nodes": [], "edges": []}
+    for record in records:
+        document["edges" if record["kind"] == "edge" else "nodes"].append(
+            {k: v for k, v in record.items() if k != "kind"}
+        )
     if kind == "yaml":
         yaml.safe_dump(document, out, sort_keys=False, allow_unicode=True, width=120)
     else:
         json.dump(document, out, ensure_ascii=False, indent=1)
         out.write("\n")
-    return len(node_list), len(edge_list)
+    return len(document["nodes"]), len(document["edges"])

@@ -129,6 +129,10 @@ def asgi_app(schema: strawberry.Schema, host: SurfaceHost, surface: str) -> ASGI
                 response = PlainTextResponse("Method Not Allowed", 405, headers={"Allow": "GET, HEAD"})
             await response(scope, receive, send)
             return
+        if scope["type"] == "http" and scope["method"] not in ("GET", "POST"):  # strawberry's 405 names no Allow
+            response = PlainTextResponse("GraphQL is served over GET and POST.", 405, headers={"Allow": "GET, POST"})
+            await response(scope, receive, send)
+            return
         await view(scope, receive, send)
 
     return serve

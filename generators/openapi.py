@@ -187,14 +187,14 @@ _FIXED_SCHEMAS: dict[str, Any] = {
     "rest.Problem": {
         "type": "object",
         "description": "An RFC 9457 problem: what went wrong, with canon's error code and JSON pointers.",
-        "required": ["type", "title", "status"],
+        "required": ["type", "title", "status", "code"],
         "properties": {
             "type": {"type": "string"},
             "title": {"type": "string"},
             "status": {"type": "integer"},
             "detail": {"type": "string"},
             "instance": {"type": "string"},
-            "code": {"type": "string", "description": "canon's error code, e.g. invalid_arguments or not_found."},
+            "code": {"type": "string", "description": "canon's error code, e.g. not_found or no_route."},
             "errors": {
                 "type": "array",
                 "items": {

@@ -17,12 +17,13 @@ How a tool becomes an operation (`generators.openapi.route_of`, which also write
 * Resources: `GET /api/resources/<uri without canon://>` answers with the resource's own media type;
   `GET /api/resources` pages the list as MCP resources/list does.
 
-Errors are RFC 9457 problem+json, one table (`STATUS`): invalid_arguments / invalid 400, forbidden 403,
-not_found 404, conflict 409 (412 when the caller sent If-Match), limit_exceeded 422, a body over
-`max_body_bytes` 413, a body of a media type the route does not take 415, an unknown path 404, a wrong method
-405. 422 for limit_exceeded because the input was valid and understood but the server declines the work: 400
-would call the request malformed, 429 would invite a retry of the same request, and a 5xx would blame the
-server. A bad token is core's 401.
+Errors are RFC 9457 problem+json from the HTTP host's one table (`core.wire.problems.STATUS`):
+invalid_arguments / invalid 400, forbidden 403, not_found 404, conflict 409 (412 when the caller sent If-Match),
+limit_exceeded 422, a body of a media type the route does not take 415 (unsupported_media_type), an unknown path
+404 (no_route), a wrong method 405 (method_not_allowed). 422 for limit_exceeded because the input was valid and
+understood but the server declines the work: 400 would call the request malformed, 429 would invite a retry of
+the same request, and a 5xx would blame the server. The host refuses a bad token (401), a foreign Host or Origin
+(421, 403) and a body over `max_body_bytes` (413) before this app sees the request.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ import math
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from http import HTTPStatus
 from typing import Any
 
 import anyio.to_thread
@@ -51,23 +51,13 @@ from core.errors import CanonError
 from core.registry import Registry
 from core.resources import list_resources, read_resource
 from core.surfaces import ASGIApp, SurfaceHost
+from core.wire.problems import PROBLEM_MEDIA, STATUS, code_of_status, problem_body
 from generators.openapi import SEGMENT, Param, ResourceRoute, ToolRoute, openapi_document, resource_routes, route_of
 
 __all__ = ["STATUS", "RestSurface", "build_app", "coerce", "document_text", "surface"]
 
 log = logging.getLogger("canon.rest")
 
-STATUS = {
-    "invalid_arguments": 400, "invalid": 400, "import_error": 400, "forbidden": 403, "not_found": 404,
-    "unknown_tool": 404, "conflict": 409, "limit_exceeded": 422,
-}  # fmt: skip
-"""canon error code -> HTTP status; anything else is a 500 (a bug or a broken store, never bad input)."""
-TITLES = {
-    "invalid_arguments": "Invalid arguments", "invalid": "Invalid data", "forbidden": "Forbidden",
-    "not_found": "Not found", "conflict": "Conflict", "limit_exceeded": "Limit exceeded",
-    "unsupported_media_type": "Unsupported media type",
-}  # fmt: skip
-PROBLEM_MEDIA = "application/problem+json"
 READ_HEADERS = {"Cache-Control": "private, no-cache", "Vary": "Authorization"}
 UI_ASSETS = "/ui-assets/swagger-ui-dist@5"
 INTEGER = re.compile(r"-?[0-9]+")
@@ -91,19 +81,10 @@ class Refusal(Exception):
         return problem(request, self.status, self.code, self.detail, self.errors, self.extra, self.headers)
 
 
-def problem(request: Request, status: int, code: str | None, detail: str, errors: Sequence[Mapping[str, str]] = (),
+def problem(request: Request, status: int, code: str, detail: str, errors: Sequence[Mapping[str, str]] = (),
             extra: Mapping[str, Any] | None = None, headers: Mapping[str, str] | None = None) -> Response:  # fmt: skip
-    """An RFC 9457 answer; `code` None is a plain HTTP problem (`about:blank`, titled by its status)."""
-    body: dict[str, Any] = {
-        "type": f"urn:canon:problem:{code}" if code else "about:blank",
-        "title": TITLES.get(code or "", HTTPStatus(status).phrase),
-        "status": status,
-        "detail": detail,
-        "instance": request.url.path,
-    }
-    if code:
-        body |= {"code": code, "errors": [dict(e) for e in errors], **(extra or {})}
-    content = json.dumps(body, ensure_ascii=False)
+    """An RFC 9457 answer, as the HTTP host writes every problem (`core.wire.problems`)."""
+    content = problem_body(status, code, detail, request.url.path, errors, extra)
     return Response(content, status_code=status, media_type=PROBLEM_MEDIA, headers=dict(headers or {}))
 
 
@@ -164,19 +145,11 @@ def _from_query(param: Param, values: list[str]) -> Any:
     return converted[0] if len(converted) == 1 else converted
 
 
-async def _body(request: Request, limit: int) -> dict[str, Any]:
-    """The JSON object in the body ({} when empty); refused when too large, not UTF-8 JSON, or not an object."""
-    too_large = Refusal(413, "limit_exceeded", f"The request body is larger than {limit} bytes.",
-                        limit="max_body_bytes", value=limit)  # fmt: skip
-    declared = request.headers.get("content-length", "")
-    if declared.isascii() and declared.isdigit() and int(declared) > limit:
-        raise too_large
-    data = bytearray()
+async def _body(request: Request) -> dict[str, Any]:
+    """The JSON object in the body ({} when empty); refused when not UTF-8 JSON or not an object. (The host
+    refused a body over `max_body_bytes` before this app saw the request.)"""
     try:
-        async for chunk in request.stream():
-            data += chunk
-            if len(data) > limit:
-                raise too_large
+        data = await request.body()
     except ClientDisconnect:
         raise Refusal(400, "invalid_arguments", "The client went away before the body was complete.") from None
     if not data.strip():
@@ -206,7 +179,7 @@ def _unsupported(route: ToolRoute, media: str | None) -> Refusal:
                    [{"pointer": "", "message": f"Content-Type must be one of {takes}"}], headers)  # fmt: skip
 
 
-async def arguments_of(request: Request, route: ToolRoute, max_body: int) -> dict[str, Any]:
+async def arguments_of(request: Request, route: ToolRoute) -> dict[str, Any]:
     """The tool arguments a request carries: path parameters, then query parameters or the JSON body."""
     by_name = {p.name: p for p in route.params}
     arguments: dict[str, Any] = {p.name: coerce(p.schema, request.path_params[p.name])
@@ -225,7 +198,7 @@ async def arguments_of(request: Request, route: ToolRoute, max_body: int) -> dic
         media = _media_type(request)
         if route.strict_media and media is not None and media not in route.media:
             raise _unsupported(route, media)
-        body = await _body(request, max_body)
+        body = await _body(request)
         if route.strict_media and media is None and body:
             raise _unsupported(route, media)
         for name in arguments:
@@ -311,7 +284,7 @@ def _tool_endpoint(host: SurfaceHost, route: ToolRoute) -> Endpoint:
     name = host.surface_name or surface.name
 
     async def endpoint(request: Request) -> Response:
-        arguments = await arguments_of(request, route, host.instance.config.max_body_bytes)
+        arguments = await arguments_of(request, route)
         if_match = _if_match(request, route, arguments)
         call = functools.partial(host.dispatcher.call_tool, host.principal_of(request), name, route.tool.name,
                                  arguments, received=time.monotonic())  # fmt: skip
@@ -372,11 +345,12 @@ def _by_method(endpoints: Mapping[str, Endpoint]) -> Endpoint:
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
-    """Unknown paths (404) and methods (405) as problems, like every other answer."""
-    status = exc.status_code if isinstance(exc, HTTPException) else 500
-    headers = exc.headers if isinstance(exc, HTTPException) else None
-    detail = f"No {request.method} {request.url.path} here." if status in (404, 405) else HTTPStatus(status).phrase
-    return problem(request, status, None, detail, headers=headers)
+    """Unknown paths (404, no_route) and methods (405, method_not_allowed) as problems, like every other answer."""
+    if not isinstance(exc, HTTPException):
+        return problem(request, 500, "internal", "The server failed to answer; the error is in its log.")
+    status, headers = exc.status_code, exc.headers
+    detail = f"No {request.method} {request.url.path} here." if status in (404, 405) else exc.detail
+    return problem(request, status, code_of_status(status), detail, headers=headers)
 
 
 def document_text(registry: Registry) -> str:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -243,7 +247,61 @@ def test_export_then_import_into_an_empty_store_then_export_gives_identical_byte
     assert (tmp_path / "first.jsonl").read_bytes() == (tmp_path / "second.jsonl").read_bytes()
 
 
+def test_export_respects_the_umask_and_refuses_a_missing_folder_or_an_unknown_extension(tmp_path: Path) -> None:
+    _init(tmp_path)
+    previous = os.umask(0o027)  # the child inherits it, as from a user's shell
+    try:
+        written = run_canon("export", "graph.yaml", cwd=tmp_path)
+    finally:
+        os.umask(previous)
+    missing_folder = run_canon("export", "no-such-folder/graph.json", cwd=tmp_path)
+    unknown_extension = run_canon("export", "graph.txt", cwd=tmp_path)
+
+    assert written.returncode == EXIT_OK, written.stderr
+    assert stat.S_IMODE((tmp_path / "graph.yaml").stat().st_mode) == 0o640
+    assert missing_folder.returncode == EXIT_USAGE
+    assert "no-such-folder" in missing_folder.stderr
+    assert not (tmp_path / "no-such-folder").exists()
+    assert unknown_extension.returncode == EXIT_USAGE
+    assert "graph.txt" in unknown_extension.stderr
+    assert not (tmp_path / "graph.txt").exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".graph")) == []  # no temporary left
+
+
+@pytest.mark.parametrize("command", [("stats",), ("config",), ("export", "-")])
+def test_output_piped_into_a_reader_that_stops_ends_quietly(tmp_path: Path, command: tuple[str, ...]) -> None:
+    """`canon export - | head`: the reader closes the pipe; canon stops as a Unix tool stopped by SIGPIPE does."""
+    _init(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
+    child = subprocess.Popen([sys.executable, "-m", "core.cli", *command], cwd=tmp_path, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    assert child.stdout is not None
+    child.stdout.close()  # gone before canon writes its first byte (its start-up alone takes far longer)
+    _, stderr = child.communicate(timeout=60)
+
+    assert stderr.decode() == ""
+    assert child.returncode == 141  # 128 + SIGPIPE
+
+
 # -- synth ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["synthetic.json", "synthetic.yaml"])
+def test_synth_writes_the_format_its_extension_names_and_import_reads_it(tmp_path: Path, name: str) -> None:
+    written = run_canon("synth", "--nodes", "60", name, cwd=tmp_path)
+    imported = run_canon("--model", str(default_model_path()), "import", name, cwd=tmp_path)
+
+    assert written.returncode == EXIT_OK, written.stderr
+    assert imported.returncode == EXIT_OK, imported.stderr
+    assert _stats(tmp_path)["nodes"] == 60
+
+
+def test_synth_refuses_an_extension_it_cannot_write(tmp_path: Path) -> None:
+    result = run_canon("synth", "--nodes", "10", "synthetic.txt", cwd=tmp_path)
+
+    assert result.returncode == EXIT_USAGE
+    assert "synthetic.txt" in result.stderr
+    assert not (tmp_path / "synthetic.txt").exists()
+
+
 def test_synth_writes_the_same_bytes_for_the_same_size(tmp_path: Path) -> None:
     first = run_canon("synth", "--nodes", "1000", "a.jsonl", cwd=tmp_path)
     second = run_canon("synth", "--nodes", "1000", "b.jsonl", cwd=tmp_path)

@@ -177,9 +177,9 @@ async def test_a_hidden_nodes_page_is_the_same_404_as_a_missing_one(gen_instance
             await http.get(f"/nodes/{hidden.type}/{'x' * 200}.md"),  # not even a valid id
         ]
     assert {r.status_code for r in answers} == {404}
-    assert len({r.content for r in answers}) == 1
-    assert {r.headers["content-type"] for r in answers} == {"text/markdown; charset=utf-8"}
-    assert hidden.id not in answers[0].text
+    assert len({json.dumps({**r.json(), "instance": None}) for r in answers}) == 1  # the same but for the path
+    assert {r.headers["content-type"] for r in answers} == {"application/problem+json"}
+    assert hidden.id not in answers[0].json()["detail"]  # only its own path, which the caller sent
 
 
 # -- the pages -----------------------------------------------------------------------------------------------------
@@ -317,12 +317,14 @@ async def test_pages_carry_an_etag_and_answer_304_when_it_matches(gen_instance: 
 @pytest.mark.parametrize("path", ["/tools/no_such_tool.md", "/tools/get_node", "/tools/", "/types/owns.md",
                                   "/nodes/Team.md", "/nodes/Team/team-payments/x.md", "/nodes/Nope/team-payments.md",
                                   "/nodes/Service/team-payments.md", "/resources/nope.md", "/types/"])  # fmt: skip
-async def test_unknown_pages_are_404_markdown(gen_instance: Instance, path: str) -> None:
+async def test_unknown_pages_are_404_problems_that_point_at_llms_txt(gen_instance: Instance, path: str) -> None:
     async with asgi(gen_instance, surfaces=[surface]) as http:
         response = await http.get(path)
     assert response.status_code == 404
-    assert response.headers["content-type"] == "text/markdown; charset=utf-8"
-    assert response.text.startswith("# Not found")
+    assert response.headers["content-type"] == "application/problem+json"
+    problem = response.json()
+    assert (problem["code"], problem["type"], problem["instance"]) == ("not_found", "urn:canon:problem:not_found", path)
+    assert "/llms.txt" in problem["detail"]
 
 
 @pytest.mark.anyio
@@ -331,6 +333,8 @@ async def test_only_get_and_head_are_served(gen_instance: Instance) -> None:
         response = await http.post("/llms.txt", content=b"x")
     assert response.status_code == 405
     assert response.headers["allow"] == "GET, HEAD"
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["code"] == "method_not_allowed"
 
 
 @pytest.mark.anyio

@@ -386,11 +386,11 @@ def test_bad_tokens_anonymous_writes_and_admin_tools_are_refused(server: Server)
     assert server.get("/api/audit", who="ada").status_code == 200
 
 
-def test_unknown_paths_and_methods_are_problems(server: Server) -> None:
-    assert assert_problem(server.get("/api/nope"), 404)["type"] == "about:blank"
-    assert_problem(server.get("/api/nodes/"), 404)  # no redirect to /api/nodes
+def test_unknown_paths_and_methods_are_problems_with_a_code(server: Server) -> None:
+    assert_problem(server.get("/api/nope"), 404, "no_route")
+    assert_problem(server.get("/api/nodes/"), 404, "no_route")  # no redirect to /api/nodes
     wrong = server.send("POST", f"/api/nodes/{PUBLIC_TEAM}", json={})
-    assert_problem(wrong, 405)
+    assert_problem(wrong, 405, "method_not_allowed")
     assert set(wrong.headers["allow"].replace(" ", "").split(",")) == {"GET", "PUT", "PATCH", "DELETE"}
 
 
@@ -399,7 +399,7 @@ def test_malformed_bodies_are_400_and_oversize_bodies_413(server: Server) -> Non
         assert_problem(server.send("POST", "/api/query", content=content), 400, "invalid_arguments")
     assert_problem(server.send("POST", "/api/query", json={"match": []}, params={"limit": 3}), 400)
     big = b'{"match": "' + b"x" * server.instance.config.max_body_bytes + b'"}'
-    body = assert_problem(server.send("POST", "/api/query", content=big), 413, "limit_exceeded")
+    body = assert_problem(server.send("POST", "/api/query", content=big), 413, "too_large")
     assert body["limit"] == "max_body_bytes"
 
 
