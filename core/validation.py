@@ -18,11 +18,11 @@ is refused, so a caller fixes a bad batch in one pass. A stale expected revision
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
+from core.dialect import ecma_regex
 from core.documents import pointer
 from core.errors import ConflictError, Problem, ValidationError
 from core.model import Model
@@ -31,7 +31,7 @@ from core.records import ID_RE, READER_PATTERN, VISIBILITIES, Edge, Node, edge_k
 
 __all__ = ["IndexedProblem", "StateView", "Write", "plan"]
 
-READER_RE = re.compile(READER_PATTERN)
+READER_RE = ecma_regex(READER_PATTERN)
 EdgeId = tuple[str, str, str]  # (type, source, target)
 
 
