@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from importlib import metadata
 
 import pytest
 from jsonschema import FormatChecker, SchemaError
@@ -90,3 +91,19 @@ def test_a_tool_schema_with_a_python_only_pattern_is_not_a_schema() -> None:
     check_schema({"type": "string", "pattern": "^[a-z]+$"})
     with pytest.raises(SchemaError):
         check_schema({"type": "string", "pattern": "(?P<x>a)"})
+
+
+# the packages of jsonschema's format checkers that FORMATS needs beyond the standard library
+CHECKER_PACKAGES = {
+    "date-time": "rfc3339-validator", "time": "rfc3339-validator", "duration": "isoduration", "hostname": "fqdn",
+    "idn-hostname": "idna", "uri": "rfc3986-validator", "uri-reference": "rfc3986-validator",
+    "iri": "rfc3987-syntax", "iri-reference": "rfc3987-syntax", "uri-template": "uri-template",
+    "json-pointer": "jsonpointer", "relative-json-pointer": "jsonpointer",
+}  # fmt: skip
+
+
+def test_the_format_checkers_packages_are_dependencies_canon_declares() -> None:
+    requirements = metadata.requires("canon") or []
+    declared = {re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0].lower() for r in requirements if "extra ==" not in r}
+    assert set(CHECKER_PACKAGES) <= set(FORMATS)
+    assert set(CHECKER_PACKAGES.values()) <= declared

@@ -398,6 +398,12 @@ INVALID: list[tuple[str, dict[str, Any], list[str], str]] = [
         "at most one is allowed",
     ),
     ("delete_edge", edge_args(("member_of", PERSON, "team-search")), [""], "No edge"),
+    (
+        "upsert_node",
+        {"id": NEW, "type": "Team", "properties": team("quasar", founded="yesterday")},
+        ["/properties/founded"],
+        "is not a 'date'",
+    ),
 ]
 
 
@@ -430,6 +436,21 @@ def test_arguments_outside_the_input_schema_are_refused_before_any_write(instanc
     assert body["code"] == "invalid_arguments"
     assert sorted(p["pointer"] for p in body["problems"]) == ["/id", "/type"]
     assert store.revision() == before
+
+
+@pytest.mark.parametrize("tool", ["upsert_node", "write_batch"])
+def test_an_id_with_a_trailing_newline_is_refused_before_any_write(instance: Instance, store: Store, tool: str) -> None:
+    before = store.revision()
+    arguments: dict[str, Any] = {"id": f"{NEW}\n", "type": "Team", "properties": team("quasar")}
+    if tool == "write_batch":
+        arguments = {"operations": [{"op": "upsert_node", **arguments}]}
+
+    body = error(instance, tool, arguments)
+
+    assert body["code"] == "invalid_arguments"
+    assert [p["pointer"] for p in body["problems"]] == ["/id" if tool == "upsert_node" else "/operations/0"]
+    assert store.revision() == before
+    assert store.node(f"{NEW}\n") is None
 
 
 # -- conflicts ----------------------------------------------------------------------------------------------------
