@@ -55,7 +55,7 @@ def test_check_model_names_the_reserved_property(model: Model) -> None:
     assert "'id'" in reserved.message  # the pointer stops at the object, so the message must name the key
 
 
-def _eight_problems_in_one_type(model: Model) -> dict[str, Any]:
+def eight_problems_in_one_type(model: Model) -> dict[str, Any]:
     """Team with a wrong `type` keyword and seven more problems: the meta-schema's and canon's own checks."""
     document = _default_document(model)
     team = document["$defs"]["Team"]
@@ -81,7 +81,7 @@ EIGHT = {
 
 
 def test_check_model_lists_every_problem_of_a_type_even_when_its_type_keyword_is_wrong(model: Model) -> None:
-    problems = check_model(_eight_problems_in_one_type(model))
+    problems = check_model(eight_problems_in_one_type(model))
     assert len(problems) == 8
     assert {p.pointer for p in problems} == set(EIGHT)
     for problem in problems:  # the messages a model author reads say what to change
