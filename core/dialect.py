@@ -36,7 +36,7 @@ FORMATS = (
 _CLASS_ESCAPES = {"d": "0-9", "w": "A-Za-z0-9_"}
 _ESCAPES = {"d": "[0-9]", "D": "[^0-9]", "w": "[A-Za-z0-9_]", "W": "[^A-Za-z0-9_]"}
 _DOT = "[^\\n\\r\\u2028\\u2029]"
-_PYTHON_ONLY = re.compile(r"\(\?(?:P|#|[aiLmsux-]+[:)])")
+_PYTHON_ONLY = re.compile(r"(?<!\\)\(\?(?:P|#|[aiLmsux]+\))")  # (?P<n>…), (?#…), global flags (?i)
 
 
 @lru_cache(maxsize=4096)

@@ -63,6 +63,7 @@ def test_a_format_without_a_checker_fails_loudly_naming_it() -> None:
         (r"^\w+$", "é", False),
         (r"^[\d.]+$", "1.5", True),
         ("^[$]$", "$", True),
+        ("^(?i:a)b$", "Ab", True),  # a scoped modifier is ECMA-262 (2025) and Python alike
         (r"(?<word>ab)\k<word>", "abab", True),
         ("b", "abc", True),  # not anchored unless the pattern says so
     ],
