@@ -149,6 +149,15 @@ def test_a_jsonl_line_cut_short_is_faulted_just_past_its_last_character(store: S
     assert f"(column {len(cut) + 1})" in problem.message
 
 
+def test_an_imported_value_of_the_wrong_format_is_refused(store: SQLiteStore, tmp_path: Path) -> None:
+    service = {"name": "quasar", "description": "Q.", "lifecycle": "production", "tier": 2,
+               "repository": "https://exa mple.org/quasar"}  # fmt: skip
+    path = write_json(tmp_path / "in.json", {"nodes": [{"id": "svc-quasar", "type": "Service", "properties": service}]})
+    with pytest.raises(ImportFileError) as caught:
+        import_path(store, path, principal="test")
+    assert located(caught.value.problems) == {("in.json", None, "/nodes/0/properties/repository")}
+
+
 def test_an_imported_id_with_a_trailing_newline_is_refused(store: SQLiteStore, tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "in.jsonl", [{"kind": "node", "id": "team-x\n", "type": "Team", "properties": TEAM}])
     before = snapshot(store)

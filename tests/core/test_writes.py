@@ -404,6 +404,21 @@ INVALID: list[tuple[str, dict[str, Any], list[str], str]] = [
         ["/properties/founded"],
         "is not a 'date'",
     ),
+    (
+        "write_batch",
+        {
+            "operations": [
+                {
+                    "op": "upsert_node",
+                    "id": "svc-quasar",
+                    "type": "Service",
+                    "properties": service("quasar") | {"repository": "https://exa mple.org/quasar"},
+                }
+            ]
+        },
+        ["/operations/0/properties/repository"],
+        "is not a 'uri'",  # it passes the model's pattern ^https:// ; the uri format is what refuses it
+    ),
 ]
 
 
