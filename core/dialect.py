@@ -9,6 +9,7 @@ Two things differ from a bare `jsonschema` validator, and both are the specifica
   before a final newline, so an id `"x\\n"` passed `^…$`), `.` matches no line terminator, `\\d` and `\\w` are
   ASCII, named groups are `(?<name>…)`. `ecma_regex` translates a pattern once and caches it.
 
+A failed `oneOf` over a tagged union reports the errors of the branch whose tag matched, with their pointers.
 `unevaluatedProperties` still sees `patternProperties` through `jsonschema`'s own matching.
 """
 
@@ -122,6 +123,30 @@ def _additional_properties(
         yield ValidationError(f"{names} {'is' if len(extras) == 1 else 'are'} not allowed (allowed: {allowed})")
 
 
+def _one_of(validator: Any, branches: list[Any], instance: Any, schema: Mapping[str, Any]) -> Iterator[ValidationError]:
+    """`oneOf`, telling a caller what is wrong with the branch they meant: when the instance fails every branch and
+    exactly one branch has no `const` failing on a member (a tagged union whose tag matched, e.g. `"op":
+    "upsert_node"` in a batch), that branch's own errors, with their pointers, instead of "not valid under any"."""
+    failed: list[list[ValidationError]] = []
+    valid: list[Any] = []
+    for index, branch in enumerate(branches):
+        errors = list(validator.descend(instance, branch, schema_path=index))
+        if errors:
+            failed.append(errors)
+        else:
+            valid.append(branch)
+    if len(valid) > 1:
+        yield ValidationError(f"{instance!r} is valid under each of {', '.join(map(repr, valid))}")
+    if valid:
+        return
+    tagged = [e for e in failed if not any(x.validator == "const" and len(x.relative_path) == 1 for x in e)]
+    if len(tagged) == 1:
+        yield from tagged[0]
+    else:
+        everything = [error for errors in failed for error in errors]
+        yield ValidationError(f"{instance!r} is not valid under any of the given schemas", context=everything)
+
+
 def _is_regex(instance: object) -> bool:
     if isinstance(instance, str):
         ecma_regex(instance)
@@ -150,7 +175,12 @@ FORMAT_CHECKER = _format_checker()
 
 _Validator: Any = validators.extend(
     Draft202012Validator,
-    {"pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional_properties},
+    {
+        "pattern": _pattern,
+        "patternProperties": _pattern_properties,
+        "additionalProperties": _additional_properties,
+        "oneOf": _one_of,
+    },
     format_checker=FORMAT_CHECKER,
 )
 

@@ -88,6 +88,21 @@ def test_pattern_properties_and_additional_properties_use_the_same_rule() -> Non
     assert "'x\\n'" in error.message
 
 
+def test_one_of_a_tagged_union_points_into_the_branch_whose_tag_matches() -> None:
+    branches = [
+        {"type": "object", "properties": {"op": {"const": "put"}, "id": {"pattern": "^[a-z]+$"}}, "required": ["id"]},
+        {"type": "object", "properties": {"op": {"const": "delete"}, "key": {"type": "string"}}, "required": ["key"]},
+    ]
+    validator = schema_validator({"type": "array", "items": {"oneOf": branches}})
+    assert validator.is_valid([{"op": "put", "id": "a"}, {"op": "delete", "key": "k"}])
+    errors = list(validator.iter_errors([{"op": "put", "id": "a\n"}, {"op": "delete"}, {"op": "other"}]))
+    assert [(list(e.absolute_path), e.validator) for e in errors] == [
+        ([0, "id"], "pattern"),  # the branch its tag chose, not "not valid under any of the given schemas"
+        ([1], "required"),
+        ([2], "oneOf"),  # no tag matched: every branch failed as a whole
+    ]
+
+
 def test_a_tool_schema_with_a_python_only_pattern_is_not_a_schema() -> None:
     check_schema({"type": "string", "pattern": "^[a-z]+$"})
     with pytest.raises(SchemaError):

@@ -463,7 +463,7 @@ def test_an_id_with_a_trailing_newline_is_refused_before_any_write(instance: Ins
     body = error(instance, tool, arguments)
 
     assert body["code"] == "invalid_arguments"
-    assert [p["pointer"] for p in body["problems"]] == ["/id" if tool == "upsert_node" else "/operations/0"]
+    assert [p["pointer"] for p in body["problems"]] == ["/id" if tool == "upsert_node" else "/operations/0/id"]
     assert store.revision() == before
     assert store.node(f"{NEW}\n") is None
 
