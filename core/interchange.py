@@ -63,6 +63,7 @@ class Located:
     file: str
     pointer: str
     line: int | None = None
+    order: int = 0  # its place among every record read, in file order
 
 
 @dataclass(frozen=True)
@@ -78,23 +79,18 @@ def import_path(
 ) -> ImportReport:
     """Import a file or directory into the store, all or nothing; raise `ImportFileError` listing every problem."""
     files = _input_files(path)
-    records, problems = read_records(files, progress)
+    records, found = read_records(files, progress)
     ordered = [r for r in records if isinstance(r.op, PutNode)] + [r for r in records if isinstance(r.op, PutEdge)]
     nodes = sum(isinstance(r.op, PutNode) for r in ordered)
     result: CommitResult | None = None
     try:  # records that parsed are checked against the model even when others did not: one pass finds all
         ops = [r.op for r in ordered]
-        result = store.commit(ops, principal=principal, dry_run=dry_run or bool(problems), progress=progress)
+        result = store.commit(ops, principal=principal, dry_run=dry_run or bool(found), progress=progress)
     except ValidationError as exc:
-        problems += [
-            Problem(
-                ordered[p.index].pointer + p.problem.pointer,
-                p.problem.message,
-                ordered[p.index].file,
-                ordered[p.index].line,
-            )
-            for p in indexed_problems(exc)
-        ]
+        for p in indexed_problems(exc):
+            r = ordered[p.index]
+            found.append((r.order, Problem(r.pointer + p.problem.pointer, p.problem.message, r.file, r.line)))
+    problems = [problem for _, problem in sorted(found, key=lambda item: item[0])]  # file order; stable within one
     if problems:
         raise ImportFileError(f"The import has {len(problems)} problem(s); nothing was written.", problems)
     return ImportReport(len(files), nodes, len(ordered) - nodes, None if dry_run else result)
@@ -119,21 +115,33 @@ def _input_files(path: Path) -> list[Path]:
     return [path]
 
 
-def read_records(files: list[Path], progress: Progress | None = None) -> tuple[list[Located], list[Problem]]:
-    """Parse every file into operations; return them with every problem found (none are written)."""
+def read_records(
+    files: list[Path], progress: Progress | None = None
+) -> tuple[list[Located], list[tuple[int, Problem]]]:
+    """Parse every file into operations; return them with every problem found (none are written).
+
+    Each problem comes with the place in file order it belongs at (that of the record it is about, or of the
+    record after it for a line that is no record), so problems found later sort in among them.
+    """
     records: list[Located] = []
-    problems: list[Problem] = []
+    found: list[tuple[int, Problem]] = []
+    order = 0
     for file in files:
-        for raw, pointer, line in _raw_records(file, problems):
+        name = str(file)
+        pending: list[Problem] = []  # what the reader found before the record it yields next
+        for raw, pointer, line in _raw_records(file, pending):
+            found += [(order, p) for p in pending]
+            pending.clear()
             op, record_problems = _to_operation(raw)
-            name = str(file)
-            problems += [Problem(pointer + p.pointer, p.message, name, line) for p in record_problems]
+            found += [(order, Problem(pointer + p.pointer, p.message, name, line)) for p in record_problems]
             if op is not None:
-                records.append(Located(op, name, pointer, line))
+                records.append(Located(op, name, pointer, line, order))
+            order += 1
             if progress is not None and len(records) % 5000 == 0:
                 progress("reading", len(records), 0)
-    problems += _duplicates(records)
-    return records, problems
+        found += [(order, p) for p in pending]
+    found += _duplicates(records)
+    return records, found
 
 
 def _raw_records(file: Path, problems: list[Problem]) -> Iterator[tuple[Any, str, int | None]]:
@@ -170,8 +178,8 @@ def _jsonl_records(file: Path, problems: list[Problem]) -> Iterator[tuple[Any, s
             for number, text in enumerate(handle, start=1):
                 if not text.strip():
                     continue
-                try:
-                    yield parse_json(text), "", number
+                try:  # without its line break, so a line cut short is faulted just past its last character
+                    yield parse_json(text.rstrip("\r\n")), "", number
                 except json.JSONDecodeError as exc:
                     problems.append(Problem("", f"invalid JSON: {exc.msg} (column {exc.colno})", str(file), number))
         except UnicodeDecodeError as exc:
@@ -212,17 +220,16 @@ def _to_operation(raw: Any) -> tuple[Operation | None, list[Problem]]:
     return PutEdge(edge), []
 
 
-def _duplicates(records: list[Located]) -> list[Problem]:
+def _duplicates(records: list[Located]) -> list[tuple[int, Problem]]:
     seen: dict[tuple[str, ...], Located] = {}
-    problems: list[Problem] = []
+    problems: list[tuple[int, Problem]] = []
     for r in records:
         key = ("node", r.op.node.id) if isinstance(r.op, PutNode) else ("edge", *_edge_id(r.op))
         first = seen.setdefault(key, r)
         if first is not r:
             where = f"{first.file}:{first.line}" if first.line is not None else f"{first.file}#{first.pointer}"
-            problems.append(
-                Problem(r.pointer, f"duplicate {key[0]} {' '.join(key[1:])!r} (first at {where})", r.file, r.line)
-            )
+            message = f"duplicate {key[0]} {' '.join(key[1:])!r} (first at {where})"
+            problems.append((r.order, Problem(r.pointer, message, r.file, r.line)))
     return problems
 
 

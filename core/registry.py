@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Literal, cast
 
-from jsonschema import Draft202012Validator
 from jsonschema.protocols import Validator
 
+from core.dialect import check_schema, ecma_regex, schema_validator
 from core.errors import UnknownToolError
 from core.model import Model
 from core.schemas import DIALECT, derive
@@ -107,7 +106,7 @@ class Registry:
         found = self._validators.get(name)
         if found is None:
             schema = self.tool(name).input_schema
-            found = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+            found = schema_validator(schema)
             self._validators[name] = found
         return found
 
@@ -199,7 +198,7 @@ def _plain(schema: Any) -> Callable[[Any], bool] | None:
     allowed = frozenset(cast("list[str]", enum)) if enum is not None else None
     low, high = sub.get("minimum"), sub.get("maximum")
     shortest, longest = sub.get("minLength", 0), sub.get("maxLength")
-    pattern = re.compile(sub["pattern"]) if "pattern" in sub else None
+    pattern = ecma_regex(sub["pattern"]) if "pattern" in sub else None
 
     def check(value: Any) -> bool:
         if not is_type(value) or (allowed is not None and value not in allowed):
@@ -242,8 +241,8 @@ def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = ()) 
         for d in documents
     )
     for tool in tools:  # a broken definition must fail at start-up, never at call time
-        Draft202012Validator.check_schema(tool.input_schema)
-        Draft202012Validator.check_schema(tool.output_schema)
+        check_schema(tool.input_schema)
+        check_schema(tool.output_schema)
     return Registry(model, tools, _resources(model), _templates())
 
 

@@ -22,11 +22,11 @@ stale expected revision `ConflictError`.
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, cast
 
+from core.dialect import ecma_regex
 from core.documents import pointer
 from core.errors import ConflictError, NotFoundError, Problem, ValidationError
 from core.merge_patch import merge_patch, removed_members
@@ -36,7 +36,7 @@ from core.records import ID_RE, READER_PATTERN, VISIBILITIES, Edge, Node, Visibi
 
 __all__ = ["IndexedProblem", "StateView", "Write", "plan"]
 
-READER_RE = re.compile(READER_PATTERN)
+READER_RE = ecma_regex(READER_PATTERN)
 EdgeId = tuple[str, str, str]  # (type, source, target)
 
 

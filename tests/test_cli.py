@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from core.model import default_model_path
+from core.model import default_model_path, load_model
 from core.synthetic import write_synthetic
 from tests.conftest import run_canon
+from tests.core.test_model import EIGHT, eight_problems_in_one_type
 
 COMMANDS = ("init", "validate", "import", "export", "stats", "config", "synth")
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE = 0, 1, 2, 3
@@ -124,6 +125,18 @@ def test_validate_a_bad_model_exits_1_naming_the_file_and_every_pointer(tmp_path
         "/$defs/Team/properties/slug/type",
     ):
         assert pointer in result.stderr
+
+
+def test_validate_lists_every_problem_in_one_run_even_under_a_wrong_type_keyword(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text(json.dumps(eight_problems_in_one_type(load_model())), encoding="utf-8")
+
+    result = run_canon("validate", "bad.json", cwd=tmp_path)
+
+    assert result.returncode == EXIT_PROBLEMS
+    problem_lines = [line for line in result.stderr.splitlines() if line.startswith("  ")]
+    assert len(problem_lines) == len(EIGHT) == 8
+    for pointer, words in EIGHT.items():
+        assert any(f"{pointer}: " in line and words in line for line in problem_lines), pointer
 
 
 def test_validate_a_file_that_is_not_json_exits_1_naming_the_line(tmp_path: Path) -> None:

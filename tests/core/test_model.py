@@ -55,6 +55,54 @@ def test_check_model_names_the_reserved_property(model: Model) -> None:
     assert "'id'" in reserved.message  # the pointer stops at the object, so the message must name the key
 
 
+def eight_problems_in_one_type(model: Model) -> dict[str, Any]:
+    """Team with a wrong `type` keyword and seven more problems: the meta-schema's and canon's own checks."""
+    document = _default_document(model)
+    team = document["$defs"]["Team"]
+    team["type"] = "objekt"
+    team["additionalProperties"] = True
+    team["properties"]["id"] = {"description": "A shadowed system field.", "type": "string"}
+    team["properties"]["mission"]["type"] = "int"
+    team["x-canon-node"] |= {"key": "nonexistent", "display": "nope", "text": ["missing"]}
+    team["required"].append("ghost")
+    return document
+
+
+EIGHT = {
+    "/$defs/Team/type": 'a node or edge type is "type": "object", not "objekt"',
+    "/$defs/Team/additionalProperties": "additionalProperties must be false",
+    "/$defs/Team/properties": "property 'id' shadows a system field",
+    "/$defs/Team/properties/mission/type": "'int' is not a JSON Schema type; did you mean 'integer'?",
+    "/$defs/Team/x-canon-node/key": "'nonexistent' is not a property of Team",
+    "/$defs/Team/x-canon-node/display": "'nope' is not a property of Team",
+    "/$defs/Team/x-canon-node/text/0": "'missing' is not a property of Team",
+    "/$defs/Team/required/4": "required property 'ghost' is not declared in properties",
+}
+
+
+def test_check_model_lists_every_problem_of_a_type_even_when_its_type_keyword_is_wrong(model: Model) -> None:
+    problems = check_model(eight_problems_in_one_type(model))
+    assert len(problems) == 8
+    assert {p.pointer for p in problems} == set(EIGHT)
+    for problem in problems:  # the messages a model author reads say what to change
+        assert EIGHT[problem.pointer] in problem.message
+
+
+def test_check_model_refuses_a_pattern_that_is_not_an_ecma_262_regular_expression(model: Model) -> None:
+    document = _default_document(model)
+    document["$defs"]["Team"]["properties"]["name"]["pattern"] = "(?P<python>only)"
+    assert {p.pointer for p in check_model(document)} == {"/$defs/Team/properties/name/pattern"}
+
+
+def test_a_model_pattern_anchored_with_dollar_refuses_a_trailing_newline(model: Model) -> None:
+    document = _default_document(model)
+    document["$defs"]["Team"]["properties"]["name"]["pattern"] = "^a$"
+    validator = parse_model(document).validator("Team")
+    team = {"slug": "a", "name": "a", "mission": "m", "area": "platform"}
+    assert validator.is_valid(team)
+    assert [e.absolute_path[-1] for e in validator.iter_errors(team | {"name": "a\n"})] == ["name"]
+
+
 def test_check_model_of_the_default_model_is_empty(model: Model) -> None:
     assert check_model(_default_document(model)) == []
 

@@ -644,6 +644,27 @@ INVALID: list[tuple[str, dict[str, Any], list[str], str]] = [
         "at most one is allowed",
     ),
     ("delete_edge", edge_args(("member_of", PERSON, "team-search")), [""], "No edge"),
+    (
+        "upsert_node",
+        {"id": NEW, "type": "Team", "properties": team("quasar", founded="yesterday")},
+        ["/properties/founded"],
+        "is not a 'date'",
+    ),
+    (
+        "write_batch",
+        {
+            "operations": [
+                {
+                    "op": "upsert_node",
+                    "id": "svc-quasar",
+                    "type": "Service",
+                    "properties": service("quasar") | {"repository": "https://exa mple.org/quasar"},
+                }
+            ]
+        },
+        ["/operations/0/properties/repository"],
+        "is not a 'uri'",  # it passes the model's pattern ^https:// ; the uri format is what refuses it
+    ),
 ]
 
 
@@ -676,6 +697,21 @@ def test_arguments_outside_the_input_schema_are_refused_before_any_write(instanc
     assert body["code"] == "invalid_arguments"
     assert sorted(p["pointer"] for p in body["problems"]) == ["/id", "/type"]
     assert store.revision() == before
+
+
+@pytest.mark.parametrize("tool", ["upsert_node", "write_batch"])
+def test_an_id_with_a_trailing_newline_is_refused_before_any_write(instance: Instance, store: Store, tool: str) -> None:
+    before = store.revision()
+    arguments: dict[str, Any] = {"id": f"{NEW}\n", "type": "Team", "properties": team("quasar")}
+    if tool == "write_batch":
+        arguments = {"operations": [{"op": "upsert_node", **arguments}]}
+
+    body = error(instance, tool, arguments)
+
+    assert body["code"] == "invalid_arguments"
+    assert [p["pointer"] for p in body["problems"]] == ["/id" if tool == "upsert_node" else "/operations/0/id"]
+    assert store.revision() == before
+    assert store.node(f"{NEW}\n") is None
 
 
 # -- conflicts ----------------------------------------------------------------------------------------------------

@@ -365,6 +365,12 @@ def test_invalid_input_is_a_400_problem_with_pointers(server: Server) -> None:
     assert body["errors"][0]["pointer"] == "/where"
 
 
+def test_a_since_that_is_no_date_time_is_a_400_problem_pointing_at_it(server: Server) -> None:
+    body = assert_problem(server.get("/api/audit", who="ada", params={"since": "yesterday"}), 400, "invalid_arguments")
+    assert [e["pointer"] for e in body["errors"]] == ["/since"]
+    assert server.get("/api/audit", who="ada", params={"since": "2026-11-30T00:00:00Z"}).status_code == 200
+
+
 def test_unknown_ids_are_404_and_records_the_caller_may_not_see_are_403(server: Server) -> None:
     body = assert_problem(server.get("/api/nodes/no-such-node"), 404, "not_found")
     assert body["key"] == "no-such-node"

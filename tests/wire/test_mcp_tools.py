@@ -192,6 +192,8 @@ INVALID: list[tuple[str, str, dict[str, Any], str]] = [
     ("nested", "find_nodes", {"type": "Person", "where": {"level": {"gt": [1]}}}, "/where/level"),
     ("unknown-property", "find_nodes", {"type": "Person", "colour": "red"}, ""),  # the object holding it: the root
     ("missing-required", "get_node", {}, ""),
+    ("not-a-date-time", "get_audit_log", {"since": "yesterday"}, "/since"),  # format is asserted, not a 500
+    ("id-with-a-trailing-newline", "delete_node", {"id": "team-payments\n"}, "/id"),  # ECMA-262 $: no final \n
 ]
 
 
