@@ -20,7 +20,7 @@ import networkx as nx
 
 from core.access import sees_in_graph
 from core.conditions import Condition, all_match, parse_where
-from core.dispatch import CallContext
+from core.dispatch import CallContext, walk
 from core.errors import InvalidArgumentsError, LimitExceededError, Problem
 from core.paging import decode_cursor, encode_cursor, page
 from core.store import NodeQuery
@@ -66,7 +66,7 @@ class _Run:
                 "conditions to the most selective terms, or connect the pattern with edge terms.",
                 limit="work", value=self.work,
             )  # fmt: skip
-        if self.work % 1024 == 0:
+        if self.work % 128 == 0:
             self.ctx.check_time()
 
     def node_ok(self, var: _Var, node: str) -> bool:
@@ -229,6 +229,7 @@ def _order(run: _Run) -> list[str]:
     return order
 
 
+@walk
 def query_graph(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     variables, edges = _parse(ctx, args["match"])
     returned = args.get("return") or list(variables)
