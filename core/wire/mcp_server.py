@@ -48,7 +48,6 @@ from core.resources import complete, read_resource
 from core.resources import list_resources as resource_page
 from core.wire.client_log import ClientLog
 from core.wire.events import EventFanout
-from core.wire.priority import attached
 
 __all__ = ["SUPPORTED_VERSIONS", "ServeOptions", "build_server"]
 
@@ -210,8 +209,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> dict[str, Any]:
         started = time.perf_counter()
         try:
-            with attached(ctx.request):  # a 2025-11-25 session's task: the HTTP request it answers
-                result = await calls.call(principal_of(ctx), params.name, dict(params.arguments or {}))
+            result = await calls.call(principal_of(ctx), params.name, dict(params.arguments or {}))
         except UnknownToolError as exc:
             close = ", ".join(repr(prefix + s) for s in exc.suggestions)
             known = ", ".join(prefix + t.name for t in dispatcher.registry.tools)

@@ -3,24 +3,18 @@
 `CountRequests` wraps the whole app, so a request counts from the moment the app sees it (before routing, the
 bearer check or reading its body) until its response is complete, or until the response turns into a stream (an
 event stream, or a body sent in parts): a stream stays open for minutes and is not work. The request is
-`current_request` for the code serving it, worker threads included, so the dispatcher can tell when it runs a walk
-for it; the SDK serves 2025-11-25 sessions in tasks of its own, so its tool handler takes the request from the
-ASGI scope (`attached`).
+`current_request` for the code serving it, so the dispatcher can tell when it runs a walk for it: anyio and
+Starlette copy the context into the worker threads they hand calls to, and the SDK's 2025-11-25 sessions run each
+message's handler in the context of the request that carried it (tests/wire/test_priority.py checks both).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from contextlib import contextmanager
-from typing import Any
-
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from core.priority import Priority, Request, current_request
+from core.priority import Priority, current_request
 
-__all__ = ["CountRequests", "attached"]
-
-_KEY = "canon.request"  # the scope member holding the counted request
+__all__ = ["CountRequests"]
 
 
 class CountRequests:
@@ -35,7 +29,7 @@ class CountRequests:
             await self.app(scope, receive, send)
             return
         priority = self.priority
-        request = scope[_KEY] = priority.enter()
+        request = priority.enter()
         token = current_request.set(request)
 
         async def sending(message: Message) -> None:
@@ -58,17 +52,3 @@ def _streams(message: Message) -> bool:
             k.lower() == b"content-type" and v.startswith(b"text/event-stream") for k, v in message.get("headers", ())
         )
     return False
-
-
-@contextmanager
-def attached(request: Any) -> Generator[None]:
-    """Make the counted request behind `request` (a Starlette request, or None) current for the block."""
-    counted: Request | None = getattr(request, "scope", {}).get(_KEY)
-    if counted is None:
-        yield
-        return
-    token = current_request.set(counted)
-    try:
-        yield
-    finally:
-        current_request.reset(token)
