@@ -9,7 +9,7 @@
                          → an error *result* with JSON pointers; then the schema's top-level defaults are filled
                          in, so every surface makes the same call
       → execute          under a wall-time bound; handlers read through the caller's `sight` (core.access);
-                         a walk (`@walk`) waits for its turn first and gives way to cheap calls (core.priority)
+                         a walk (`@walk`) waits for its turn first: one at a time (core.priority)
       → audit            every hook gets one record: who, where, what, outcome, revision, duration
       → result           one JSON object, which surfaces send as structured content and as text
 
@@ -32,7 +32,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,7 +44,7 @@ from core.graph import GraphIndex
 from core.json_values import value_problems
 from core.model import Model
 from core.principal import Principal
-from core.priority import Priority, Turn
+from core.priority import Priority
 from core.records import Node, Sight
 from core.registry import Registry, ToolDefinition
 from core.store import Store
@@ -79,7 +79,6 @@ class CallContext:
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
     sight: Sight | None = None  # what the principal may see; None: everything
     audit: AuditLog | None = None
-    turn: Turn | None = None  # a walk's turn (`@walk` handlers): where it gives way to cheap calls
 
     @property
     def model(self) -> Model:
@@ -91,10 +90,7 @@ class CallContext:
         return node
 
     def check_time(self) -> None:
-        """Raise `LimitExceededError` once the call's wall-time bound has passed; handlers call it in loops. A walk
-        gives way here to cheap calls in flight (`core.priority`)."""
-        if self.turn is not None:
-            self.turn.give_way()
+        """Raise `LimitExceededError` once the call's wall-time bound has passed; handlers call it in loops."""
         if time.monotonic() > self.deadline:
             raise self.out_of_time()
 
@@ -129,8 +125,8 @@ def indexed_read(handler: Handler) -> Handler:
 
 
 def walk(handler: Handler) -> Handler:
-    """Mark `handler` as a walk over the graph index: long, pure Python work that takes turns with other walks and
-    gives way to cheap calls (`core.priority`); it calls `CallContext.check_time` as it goes."""
+    """Mark `handler` as a walk over the graph index: long, pure Python work that takes turns with other walks
+    (`core.priority`); it calls `CallContext.check_time` as it goes."""
     _WALKS.add(handler)
     return handler
 
@@ -188,7 +184,7 @@ class Dispatcher:
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
     audit_hooks: list[Callable[[AuditRecord], None]] = field(default_factory=list[Callable[[AuditRecord], None]])
     audit: AuditLog | None = None  # the store's audit log, when this dispatcher keeps one
-    priority: Priority = field(default_factory=Priority)  # cheap calls before walks; the HTTP host counts requests
+    priority: Priority = field(default_factory=Priority)  # walks take turns: cheap calls before walks
 
     def __post_init__(self) -> None:
         missing = {t.name for t in self.registry.tools} - set(self.handlers)
@@ -264,9 +260,9 @@ class Dispatcher:
             handler, ctx = self.handlers[tool.name], self.context(principal, surface, received)
             if handler in _WALKS:
                 with self.priority.walk(ctx.deadline) as turn:
-                    if turn is None:  # its time ran out waiting for its turn
+                    if not turn:  # its time ran out waiting for its turn
                         raise ctx.out_of_time()
-                    value = handler(replace(ctx, turn=turn), full)
+                    value = handler(ctx, full)
             else:
                 value = handler(ctx, full)
             outcome = "ok"

@@ -66,7 +66,7 @@ class _Run:
                 "conditions to the most selective terms, or connect the pattern with edge terms.",
                 limit="work", value=self.work,
             )  # fmt: skip
-        if self.work % 128 == 0:
+        if self.work % 1024 == 0:
             self.ctx.check_time()
 
     def node_ok(self, var: _Var, node: str) -> bool:

@@ -172,7 +172,7 @@ def _walk(ctx: CallContext, graph: nx.MultiDiGraph[str], node: str, target: str,
             return
         if neighbour in trail or distance.get(neighbour, remaining + 1) > remaining - 1:
             continue
-        if budget[0] % 128 == 0:
+        if budget[0] % 1024 == 0:
             ctx.check_time()
         trail.append(neighbour)
         edges.append(ref)

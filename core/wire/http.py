@@ -8,7 +8,6 @@ discovered surface claims (`core.surfaces`: REST, GraphQL, llms.txt), each serve
 the current registry. Bearer tokens
 identify callers on every route (`core.wire.auth`); `/mcp` refuses a bad token with 401. Host and
 Origin are checked on `/mcp` (invalid Origin → 403, invalid Host → 421) and request bodies are bounded (413).
-Every request counts as cheap work while it is served, which graph walks give way to (`core.wire.priority`).
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, Streamable
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
 from starlette.applications import Starlette
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Match, Mount, Route
@@ -44,7 +42,6 @@ from core.wire.legacy_streams import DEFAULT_LEGACY_LIMITS, LegacyLimits, Legacy
 from core.wire.listen import ListenRoute
 from core.wire.listen_streams import DEFAULT_LIMITS, ListenLimits, ListenStreams
 from core.wire.mcp_server import DEFAULT_OPTIONS, SUPPORTED_VERSIONS, ServeOptions, build_server
-from core.wire.priority import CountRequests
 
 __all__ = ["UI_ASSETS", "build_app", "close_streams", "security_settings"]
 
@@ -258,7 +255,7 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
         surface_routes.append(Mount(UI_ASSETS, app=StaticFiles(directory=instance.config.ui_assets)))
     app = Starlette(
         routes=[Route("/mcp", endpoint=mcp_endpoint), Route("/healthz", healthz), *surface_routes],
-        middleware=[Middleware(CountRequests, priority=dispatcher.priority), *auth_middleware(instance.tokens)],
+        middleware=auth_middleware(instance.tokens),
         lifespan=lifespan,
     )
     app.state.fanout = fanout

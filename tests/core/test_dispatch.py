@@ -21,7 +21,6 @@ from core.instance import Instance, open_instance
 from core.json_values import MAX_DEPTH
 from core.operations import PutNode
 from core.principal import LOCAL, Principal
-from core.priority import Priority, current_request
 from core.resources import read_resource
 from core.tools import HANDLERS
 
@@ -450,67 +449,11 @@ def test_a_heavy_read_that_waited_out_its_time_behind_a_sync_answers_the_time_bo
     assert not isinstance(fresh.error, LimitExceededError) or fresh.error.limit != "time_s"
 
 
-def _until(condition: Callable[[], bool]) -> bool:
-    """Whether `condition` comes true within 5 s: for another thread's state the test cannot wait on."""
-    deadline = time.monotonic() + 5
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        threading.Event().wait(0.002)
-    return True
-
-
-@pytest.mark.parametrize(("tool", "arguments"), HEAVY_CALLS, ids=[t for t, _ in HEAVY_CALLS])
-def test_a_walk_gives_way_while_a_cheap_request_is_in_flight_and_walks_on_once_it_is_done(
-    instance: Instance, tool: str, arguments: dict[str, object]
-) -> None:
-    assert instance.index is not None
-    patient = Dispatcher(instance.registry, instance.store, instance.index, HANDLERS, priority=Priority(give_way_s=60))
-    cheap = patient.priority.enter()  # e.g. a get_node the HTTP host is serving
-    answered: list[ToolResult] = []
-    call = threading.Thread(target=lambda: answered.append(patient.call_tool(LOCAL, "test", tool, arguments)))
-    try:
-        call.start()
-        assert _until(lambda: patient.priority.waiting == 1)  # the walk waits for it, off the interpreter
-        assert answered == []
-    finally:
-        patient.priority.leave(cheap)
-    call.join(10)
-    (result,) = answered
-    assert result.error is None
-
-
-def test_a_walk_for_a_counted_request_does_not_give_way_to_that_request(instance: Instance) -> None:
-    """The host counts every request, heavy ones too; the dispatcher stops counting one while it walks for it, and
-    counts it again after (what is left, writing the answer, is cheap work)."""
-    assert instance.index is not None
-    patient = Dispatcher(instance.registry, instance.store, instance.index, HANDLERS, priority=Priority(give_way_s=60))
-    request = patient.priority.enter()
-    token = current_request.set(request)
-    try:
-        started = time.monotonic()
-        result = patient.call_tool(LOCAL, "test", "get_neighbors", {"id": SERVICE, "depth": 3})
-        assert result.error is None
-        assert time.monotonic() - started < 5  # giving way to itself would wait out the 10 s bound
-        assert patient.priority.cheap == 1
-    finally:
-        current_request.reset(token)
-        patient.priority.leave(request)
-    assert patient.priority.cheap == 0
-
-
-def test_a_walk_that_fails_gives_back_its_turn_and_the_count(dispatcher: Dispatcher) -> None:
-    request = dispatcher.priority.enter()
-    token = current_request.set(request)
-    try:
-        result = dispatcher.call_tool(LOCAL, "test", "get_neighbors", {"id": "no-such-node"})
-        assert isinstance(result.error, NotFoundError)
-        assert dispatcher.priority.cheap == 1
-    finally:
-        current_request.reset(token)
-        dispatcher.priority.leave(request)
+def test_a_walk_that_fails_gives_back_its_turn(dispatcher: Dispatcher) -> None:
+    result = dispatcher.call_tool(LOCAL, "test", "get_neighbors", {"id": "no-such-node"})
+    assert isinstance(result.error, NotFoundError)
     with dispatcher.priority.walk(time.monotonic()) as turn:  # free at once
-        assert turn is not None
+        assert turn
 
 
 def test_a_walk_that_cannot_get_its_turn_within_its_time_answers_the_time_bound(dispatcher: Dispatcher) -> None:
@@ -520,18 +463,3 @@ def test_a_walk_that_cannot_get_its_turn_within_its_time_answers_the_time_bound(
         result = dispatcher.call_tool(LOCAL, "test", "get_neighbors", {"id": SERVICE}, received=received)
     assert isinstance(result.error, LimitExceededError)
     assert result.error.limit == "time_s"
-
-
-def test_a_walk_answers_under_a_flood_of_cheap_requests_that_never_stops(instance: Instance) -> None:
-    """A walk gives way at most `give_way_s` at a time and then walks on as long: cheap work slows it, never
-    stops it."""
-    assert instance.index is not None
-    hurried = Dispatcher(
-        instance.registry, instance.store, instance.index, HANDLERS, priority=Priority(give_way_s=0.05)
-    )
-    flood = hurried.priority.enter()  # never leaves while the walk runs
-    try:
-        result = hurried.call_tool(LOCAL, "test", "find_paths", HEAVY_CALLS[1][1])
-    finally:
-        hurried.priority.leave(flood)
-    assert result.error is None
