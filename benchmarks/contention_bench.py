@@ -8,8 +8,9 @@ one client's `get_node`, one call at a time on a kept-alive connection, twice: q
 clients (threads of this process, each with its own connection) loop heavy patterns: `get_neighbors` at depth 3,
 `find_paths` up to 6 hops, and `query_graph` patterns of two and three edge terms over every person. The heavy
 clients keep running until the loaded sample is taken. Reports get_node p50/p90/p99 quiet and loaded with the
-loaded/quiet ratios (the target: within 2x), and the heavy calls' count, outcomes and slowest wall time (the
-bound: the call's 10 s time limit, whatever the load). Prints one JSON object.
+loaded/quiet ratios (the target: within 2x), and the heavy calls' count, rate (calls answered per second while
+they ran: what the walks get), outcomes and slowest wall time (the bound: the call's 10 s time limit, whatever the
+load). Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ def run(store: Path, nodes: int, heavy: int, calls: int) -> dict[str, Any]:
         threads = [Heavy(server.url, token, heavy_patterns(nodes), i, stop) for i in range(heavy)]
         for thread in threads:
             thread.start()
+        began = time.perf_counter()
         try:
             time.sleep(1.0)  # the heavy clients under way
             loaded = percentiles(sampled(lambda: server.request("tools/call", get_node), calls, warmup=0))
@@ -93,12 +95,14 @@ def run(store: Path, nodes: int, heavy: int, calls: int) -> dict[str, Any]:
             stop.set()
             for thread in threads:
                 thread.join(timeout=60)
+        heavy_s = time.perf_counter() - began  # until the last heavy call answered
     walls = sorted(t for thread in threads for t in thread.times)
     outcomes: dict[str, int] = {}
     for thread in threads:
         for key, n in thread.outcomes.items():
             outcomes[key] = outcomes.get(key, 0) + n
-    heavy_calls = {"count": len(walls), "outcomes": outcomes, "p50_ms": round(walls[len(walls) // 2], 1),
+    heavy_calls = {"count": len(walls), "per_s": round(len(walls) / heavy_s, 1), "outcomes": outcomes,
+                   "p50_ms": round(walls[len(walls) // 2], 1),
                    "max_ms": round(walls[-1], 1)} if walls else {}  # fmt: skip
     ratios = {f"{k.removesuffix('_ms')}_ratio": round(loaded[k] / quiet[k], 2) for k in quiet}
     return {

@@ -8,7 +8,8 @@
                          against the exact input schema (plain arguments pass a `QuickCheck` first); failure
                          → an error *result* with JSON pointers; then the schema's top-level defaults are filled
                          in, so every surface makes the same call
-      → execute          under a wall-time bound; handlers read through the caller's `sight` (core.access)
+      → execute          under a wall-time bound; handlers read through the caller's `sight` (core.access);
+                         a walk (`@walk`) waits for its turn first: one at a time (core.priority)
       → audit            every hook gets one record: who, where, what, outcome, revision, duration
       → result           one JSON object, which surfaces send as structured content and as text
 
@@ -43,6 +44,7 @@ from core.graph import GraphIndex
 from core.json_values import value_problems
 from core.model import Model
 from core.principal import Principal
+from core.priority import Priority
 from core.records import Node, Sight
 from core.registry import Registry, ToolDefinition
 from core.store import Store
@@ -57,6 +59,7 @@ __all__ = [
     "error_json",
     "indexed_read",
     "point_read",
+    "walk",
 ]
 
 log = logging.getLogger("canon.dispatch")
@@ -89,16 +92,20 @@ class CallContext:
     def check_time(self) -> None:
         """Raise `LimitExceededError` once the call's wall-time bound has passed; handlers call it in loops."""
         if time.monotonic() > self.deadline:
-            raise LimitExceededError(
-                f"The query ran out of its {self.time_limit_s:g} s; narrow it (a type, conditions, a smaller depth "
-                "or limit).",
-                limit="time_s", value=self.time_limit_s,
-            )  # fmt: skip
+            raise self.out_of_time()
+
+    def out_of_time(self) -> LimitExceededError:
+        return LimitExceededError(
+            f"The query ran out of its {self.time_limit_s:g} s; narrow it (a type, conditions, a smaller depth "
+            "or limit).",
+            limit="time_s", value=self.time_limit_s,
+        )  # fmt: skip
 
 
 Handler = Callable[[CallContext, dict[str, Any]], dict[str, Any]]
 _POINT_READS: set[Handler] = set()
 _INDEXED_READS: set[Handler] = set()
+_WALKS: set[Handler] = set()
 
 
 def point_read(handler: Handler) -> Handler:
@@ -114,6 +121,13 @@ def indexed_read(handler: Handler) -> Handler:
     loop only for a caller that asks (`searches=True`): one whose loop serves a single client, which would wait for
     the answer anyway."""
     _INDEXED_READS.add(handler)
+    return handler
+
+
+def walk(handler: Handler) -> Handler:
+    """Mark `handler` as a walk over the graph index: long, pure Python work that takes turns with other walks
+    (`core.priority`); it calls `CallContext.check_time` as it goes."""
+    _WALKS.add(handler)
     return handler
 
 
@@ -170,6 +184,7 @@ class Dispatcher:
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
     audit_hooks: list[Callable[[AuditRecord], None]] = field(default_factory=list[Callable[[AuditRecord], None]])
     audit: AuditLog | None = None  # the store's audit log, when this dispatcher keeps one
+    priority: Priority = field(default_factory=Priority)  # walks take turns: cheap calls before walks
 
     def __post_init__(self) -> None:
         missing = {t.name for t in self.registry.tools} - set(self.handlers)
@@ -178,7 +193,8 @@ class Dispatcher:
 
     def context(self, principal: Principal, surface: str, received: float | None = None) -> CallContext:
         """The context of a call received at `received` (`time.monotonic()`; default: now), whose wall-time bound
-        counts from then: time spent waiting for a worker thread or a sync is part of the call's time."""
+        counts from then: time spent waiting for a worker thread, a sync or a walk's turn is part of the call's
+        time."""
         deadline = (time.monotonic() if received is None else received) + self.time_limit_s
         return CallContext(principal, surface, self.registry, self.store, self.index, deadline, self.time_limit_s,
                            sight_of(principal), self.audit)  # fmt: skip
@@ -241,7 +257,14 @@ class Dispatcher:
             # call (same cursor fingerprint) whichever surface sent it
             defaults = self.registry.input_defaults(tool.name)
             full = {**copy.deepcopy(defaults), **args} if defaults else dict(args)
-            value = self.handlers[tool.name](self.context(principal, surface, received), full)
+            handler, ctx = self.handlers[tool.name], self.context(principal, surface, received)
+            if handler in _WALKS:
+                with self.priority.walk(ctx.deadline) as turn:
+                    if not turn:  # its time ran out waiting for its turn
+                        raise ctx.out_of_time()
+                    value = handler(ctx, full)
+            else:
+                value = handler(ctx, full)
             outcome = "ok"
             return ToolResult(tool.name, value)
         except CanonError as exc:

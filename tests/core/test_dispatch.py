@@ -447,3 +447,19 @@ def test_a_heavy_read_that_waited_out_its_time_behind_a_sync_answers_the_time_bo
     assert result.error.limit == "time_s"
     fresh = dispatcher.call_tool(LOCAL, "test", tool, arguments)  # received now: the same call answers
     assert not isinstance(fresh.error, LimitExceededError) or fresh.error.limit != "time_s"
+
+
+def test_a_walk_that_fails_gives_back_its_turn(dispatcher: Dispatcher) -> None:
+    result = dispatcher.call_tool(LOCAL, "test", "get_neighbors", {"id": "no-such-node"})
+    assert isinstance(result.error, NotFoundError)
+    with dispatcher.priority.walk(time.monotonic()) as turn:  # free at once
+        assert turn
+
+
+def test_a_walk_that_cannot_get_its_turn_within_its_time_answers_the_time_bound(dispatcher: Dispatcher) -> None:
+    """Walks take turns; the wait for one counts against the call's wall-time bound."""
+    received = time.monotonic() - dispatcher.time_limit_s + 0.1  # 0.1 s left
+    with held_by_another_thread(lambda: dispatcher.priority.walk(time.monotonic() + 60)):
+        result = dispatcher.call_tool(LOCAL, "test", "get_neighbors", {"id": SERVICE}, received=received)
+    assert isinstance(result.error, LimitExceededError)
+    assert result.error.limit == "time_s"
