@@ -99,6 +99,22 @@ class Peer:
             self.request("tools/list", {})
         self.start_up_ms = round((time.perf_counter() - self.started) * 1000, 1)
 
+    @classmethod
+    @contextmanager
+    def attached(cls, url: str, revision: str, token: str | None = None) -> Generator[Peer]:
+        """Another client of a server already running at `url`, on a connection of its own (no process to stop)."""
+        client = cls.__new__(cls)
+        client.transport, client.revision, client.next_id, client.token = "http", revision, 0, token
+        client.url, client.session, client.http = url, None, httpx2.Client(timeout=120)
+        try:
+            if revision == LEGACY:
+                client.request("initialize", {"protocolVersion": LEGACY, "capabilities": {},
+                                              "clientInfo": {"name": "bench", "version": "1"}})  # fmt: skip
+                client.notify("notifications/initialized")
+            yield client
+        finally:
+            client.http.close()
+
     def _headers(self, method: str, params: dict[str, Any]) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
         if self.token is not None:

@@ -16,7 +16,7 @@ connection (httpx2), one call at a time, timing each from sending the request to
   REST (`/api/...`) and GraphQL (`POST /graphql`, a selection of a few fields): `get_node`, `find_nodes` by
   type with limit 20, `find_nodes` with text, `get_neighbors` at depth 2;
 * REST `get_node` with `If-None-Match` (the 304 path: the call still runs, the body is not sent);
-* a typed traversal: GraphQL `get_node` of a team with `member_of_incoming(limit: 10)`, against the same two
+* a typed traversal: GraphQL `get_node` of a team with `members(limit: 10)` (member_of's inverse), against the same two
   calls made one after the other on MCP and REST (`get_node`, then `get_neighbors` in, member_of, depth 1);
 * llms.txt (anonymous, rendered once per store revision): `GET /llms.txt` and one node page
   `/nodes/<Type>/<id>.md` (the first Person the index links to).
@@ -120,7 +120,7 @@ def cases(s: Surfaces, nodes: int) -> dict[str, dict[str, Call]]:
     depth2_query = (f"{{ get_neighbors(id: {_literal(team)}, depth: 2) {{ total items {{ depth "
                     "node { id type revision } edge { type source target } } } }")  # fmt: skip
     typed_query = (f"{{ get_node(id: {_literal(team)}) {{ node {{ id ... on Team {{ properties {{ name mission }} "
-                   "member_of_incoming(limit: 10) { id ... on Person { properties { name role } } } "
+                   "members(limit: 10) { items { node { id properties { name role } } } } "
                    "} } } }")  # fmt: skip
 
     def not_modified() -> str:
@@ -135,7 +135,7 @@ def cases(s: Surfaces, nodes: int) -> dict[str, dict[str, Call]]:
 
     def typed_graphql() -> tuple[str, int]:
         node = s.graphql(typed_query)["get_node"]["node"]
-        return node["id"], len(node["member_of_incoming"])
+        return node["id"], len(node["members"]["items"])
 
     return {
         "get_node": {
@@ -159,7 +159,7 @@ def cases(s: Surfaces, nodes: int) -> dict[str, dict[str, Call]]:
             "rest": lambda: _page(s.rest(f"/api/nodes/{team}/neighbors", {"depth": 2})),
             "graphql": lambda: _page(s.graphql(depth2_query)["get_neighbors"]),
         },
-        "typed traversal (team + member_of_incoming, 10)": {
+        "typed traversal (team + members, 10)": {
             "mcp": typed_mcp,
             "rest": typed_rest,
             "graphql": typed_graphql,

@@ -24,7 +24,7 @@ from typing import Any
 import networkx as nx
 
 from core.errors import ForbiddenError
-from core.operations import DeleteNode, Operation, PutEdge, PutNode
+from core.operations import DeleteNode, Operation, PatchNode, PutEdge, PutNode
 from core.principal import Principal
 from core.records import Change, Node, Sight
 from core.registry import ToolDefinition
@@ -126,7 +126,7 @@ def write_guard(principal: Principal) -> WriteGuard | None:
 
     def guard(view: StateView, operations: Sequence[Operation]) -> None:
         for op in operations:
-            if isinstance(op, PutNode | DeleteNode):
+            if isinstance(op, PutNode | PatchNode | DeleteNode):
                 id_ = op.node.id if isinstance(op, PutNode) else op.id
                 current = view.node(id_)
                 if current is not None:

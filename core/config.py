@@ -17,8 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
+from core.dialect import schema_validator
 from core.documents import pointer
 from core.errors import ConfigError
 from core.principal import Principal
@@ -78,15 +77,12 @@ def _from_file(file: Path) -> Config:
         raise ConfigError(f"Cannot read the configuration file {name}: {exc}.", source=name) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{name} is not valid TOML: {exc}.", source=name) from exc
-    errors = sorted(Draft202012Validator(_schema()).iter_errors(data), key=lambda e: list(e.absolute_path))
+    errors = sorted(schema_validator(_schema()).iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
         first = errors[0]
         key = ".".join(str(p) for p in first.absolute_path) or None
         where = f" at {key}" if key else ""
-        detail = first.message
-        if first.validator == "additionalProperties":
-            detail = f"{first.message} (known keys: {', '.join(sorted(first.schema.get('properties', {})))})"
-        raise ConfigError(f"{name}{where}: {detail}.", source=name, key=key or pointer(first.absolute_path))
+        raise ConfigError(f"{name}{where}: {first.message}.", source=name, key=key or pointer(first.absolute_path))
     base = file.parent
     origins: dict[str, str] = {}
     values: dict[str, Any] = {"source": file}

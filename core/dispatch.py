@@ -3,10 +3,13 @@
     call_tool(principal, surface, name, arguments)
       → look up          unknown → UnknownToolError (MCP: JSON-RPC -32602 naming the closest tools)
       → authorise        the caller's roles must grant the tool's permission, else ForbiddenError (a result)
-      → validate input   against the exact input schema (plain arguments pass a `QuickCheck` first); failure
+      → validate input   values no JSON surface may carry into canon first (`core.json_values.value_problems`:
+                         non-finite numbers, integers past 64 bits, lone surrogates, deep nesting), then
+                         against the exact input schema (plain arguments pass a `QuickCheck` first); failure
                          → an error *result* with JSON pointers; then the schema's top-level defaults are filled
                          in, so every surface makes the same call
-      → execute          under a wall-time bound; handlers read through the caller's `sight` (core.access)
+      → execute          under a wall-time bound; handlers read through the caller's `sight` (core.access);
+                         a walk (`@walk`) waits for its turn first: one at a time (core.priority)
       → audit            every hook gets one record: who, where, what, outcome, revision, duration
       → result           one JSON object, which surfaces send as structured content and as text
 
@@ -46,8 +49,10 @@ from core.errors import (
     UnknownToolError,
 )
 from core.graph import GraphIndex
+from core.json_values import value_problems
 from core.model import Model
 from core.principal import Principal
+from core.priority import Priority
 from core.records import Node, Sight
 from core.registry import Registry, ToolDefinition
 from core.store import Store
@@ -62,6 +67,7 @@ __all__ = [
     "error_json",
     "indexed_read",
     "point_read",
+    "walk",
 ]
 
 log = logging.getLogger("canon.dispatch")
@@ -94,16 +100,20 @@ class CallContext:
     def check_time(self) -> None:
         """Raise `LimitExceededError` once the call's wall-time bound has passed; handlers call it in loops."""
         if time.monotonic() > self.deadline:
-            raise LimitExceededError(
-                f"The query ran out of its {self.time_limit_s:g} s; narrow it (a type, conditions, a smaller depth "
-                "or limit).",
-                limit="time_s", value=self.time_limit_s,
-            )  # fmt: skip
+            raise self.out_of_time()
+
+    def out_of_time(self) -> LimitExceededError:
+        return LimitExceededError(
+            f"The query ran out of its {self.time_limit_s:g} s; narrow it (a type, conditions, a smaller depth "
+            "or limit).",
+            limit="time_s", value=self.time_limit_s,
+        )  # fmt: skip
 
 
 Handler = Callable[[CallContext, dict[str, Any]], dict[str, Any]]
 _POINT_READS: set[Handler] = set()
 _INDEXED_READS: set[Handler] = set()
+_WALKS: set[Handler] = set()
 
 
 def point_read(handler: Handler) -> Handler:
@@ -119,6 +129,13 @@ def indexed_read(handler: Handler) -> Handler:
     loop only for a caller that asks (`searches=True`): one whose loop serves a single client, which would wait for
     the answer anyway."""
     _INDEXED_READS.add(handler)
+    return handler
+
+
+def walk(handler: Handler) -> Handler:
+    """Mark `handler` as a walk over the graph index: long, pure Python work that takes turns with other walks
+    (`core.priority`); it calls `CallContext.check_time` as it goes."""
+    _WALKS.add(handler)
     return handler
 
 
@@ -159,7 +176,10 @@ def error_json(error: CanonError) -> dict[str, Any]:
 
 
 def _digest(arguments: Mapping[str, Any]) -> str:
-    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+    try:
+        text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+    except RecursionError:  # arguments refused as nested too deep are still audited
+        text = "(nested too deep)"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -172,14 +192,18 @@ class Dispatcher:
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
     audit_hooks: list[Callable[[AuditRecord], None]] = field(default_factory=list[Callable[[AuditRecord], None]])
     audit: AuditLog | None = None  # the store's audit log, when this dispatcher keeps one
+    priority: Priority = field(default_factory=Priority)  # walks take turns: cheap calls before walks
 
     def __post_init__(self) -> None:
         missing = {t.name for t in self.registry.tools} - set(self.handlers)
         if missing:
             raise ValueError(f"tools without a handler: {sorted(missing)}")
 
-    def context(self, principal: Principal, surface: str) -> CallContext:
-        deadline = time.monotonic() + self.time_limit_s
+    def context(self, principal: Principal, surface: str, received: float | None = None) -> CallContext:
+        """The context of a call received at `received` (`time.monotonic()`; default: now), whose wall-time bound
+        counts from then: time spent waiting for a worker thread, a sync or a walk's turn is part of the call's
+        time."""
+        deadline = (time.monotonic() if received is None else received) + self.time_limit_s
         return CallContext(principal, surface, self.registry, self.store, self.index, deadline, self.time_limit_s,
                            sight_of(principal), self.audit)  # fmt: skip
 
@@ -204,11 +228,12 @@ class Dispatcher:
         self._audit(Principal(f"({reason})", authenticated=False), surface, "request", target, {}, "rejected",
                     time.perf_counter())  # fmt: skip
 
-    def call_tool(
-        self, principal: Principal, surface: str, name: str, arguments: Mapping[str, Any] | None
-    ) -> ToolResult:
-        """Run a tool for a principal. Raises `UnknownToolError` only; every other failure is a result."""
-        return self._call(principal, surface, name, arguments, sync=True)
+    def call_tool(self, principal: Principal, surface: str, name: str, arguments: Mapping[str, Any] | None, *,
+                  received: float | None = None) -> ToolResult:  # fmt: skip
+        """Run a tool for a principal. Raises `UnknownToolError` only; every other failure is a result. A surface
+        that hands the call to a worker thread passes `received`, the `time.monotonic()` it got the call at, so the
+        call's wall-time bound includes the wait."""
+        return self._call(principal, surface, name, arguments, sync=True, received=received)
 
     def call_tool_now(self, principal: Principal, surface: str, name: str, arguments: Mapping[str, Any] | None, *,
                       searches: bool = False) -> ToolResult | None:  # fmt: skip
@@ -223,8 +248,9 @@ class Dispatcher:
             return self._call(principal, surface, name, arguments, sync=False) if free else None
 
     def _call(self, principal: Principal, surface: str, name: str, arguments: Mapping[str, Any] | None, *,
-              sync: bool) -> ToolResult:  # fmt: skip
+              sync: bool, received: float | None = None) -> ToolResult:  # fmt: skip
         started = time.perf_counter()
+        received = time.monotonic() if received is None else received
         args = dict(arguments or {})
         outcome = "failed"
         try:
@@ -235,6 +261,9 @@ class Dispatcher:
             raise self.unknown_tool(principal, name) from None
         try:
             require_tool(principal, tool)
+            hostile = value_problems(args)  # before the schema: its messages quote values, and it recurses
+            if hostile:
+                raise InvalidArgumentsError(tool.name, hostile)
             quick = self.registry.quick_check(tool.name)
             if quick is None or not quick(args):
                 validator = self.registry.input_validator(tool.name)
@@ -247,7 +276,14 @@ class Dispatcher:
             # call (same cursor fingerprint) whichever surface sent it
             defaults = self.registry.input_defaults(tool.name)
             full = {**copy.deepcopy(defaults), **args} if defaults else dict(args)
-            value = self.handlers[tool.name](self.context(principal, surface), full)
+            handler, ctx = self.handlers[tool.name], self.context(principal, surface, received)
+            if handler in _WALKS:
+                with self.priority.walk(ctx.deadline) as turn:
+                    if not turn:  # its time ran out waiting for its turn
+                        raise ctx.out_of_time()
+                    value = handler(ctx, full)
+            else:
+                value = handler(ctx, full)
             outcome = "ok"
             return ToolResult(tool.name, value)
         except CanonError as exc:

@@ -1,12 +1,15 @@
 """Reading JSON and YAML documents with positions, and JSON pointers.
 
 Every input canon reads (model files, import files, configuration) goes through here, so a parse error always
-names the file and the line.
+names the file and the line. `parse_json` is the one JSON parser of every text canon decodes itself (tool-call
+bodies, REST bodies and query parameters, GraphQL requests, cursors, import lines): RFC 8259 JSON, so `NaN` and
+the infinities Python's `json` would read are refused (see `core.json_values` for what else canon refuses).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,33 @@ import yaml
 
 from core.errors import Problem
 
-__all__ = ["load_document", "pointer", "pointer_join"]
+__all__ = ["load_document", "parse_json", "pointer", "pointer_join"]
+
+_CONSTANT_OR_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)', re.DOTALL)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _Constant(name)
+
+
+class _Constant(Exception):
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def parse_json(text: str | bytes | bytearray) -> Any:
+    """Parse JSON text; `json.JSONDecodeError` (a `ValueError`) on anything that is not JSON, `NaN` and the
+    infinities included, with where it is, and on JSON nested too deeply for the parser to follow."""
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply to decode", "", 0) from None
+    except _Constant as constant:
+        document = text if isinstance(text, str) else bytes(text).decode("utf-8", "replace")
+        found = next((m for m in _CONSTANT_OR_STRING.finditer(document) if m.group(1)), None)
+        position = found.start() if found is not None else 0
+        message = f"{constant.name} is not JSON (a number must be finite)"
+        raise json.JSONDecodeError(message, document, position) from None
 
 
 def pointer(parts: Iterable[object]) -> str:
@@ -39,7 +68,7 @@ def load_document(path: Path) -> tuple[Any, list[Problem]]:
     if path.suffix.lower() in {".yaml", ".yml"}:
         return _load_yaml(text, name)
     try:
-        return json.loads(text), []
+        return parse_json(text), []
     except json.JSONDecodeError as exc:
         return None, [Problem("", f"invalid JSON: {exc.msg} (column {exc.colno})", file=name, line=exc.lineno)]
 

@@ -6,6 +6,12 @@ store and are read by id, which keeps the index small (see docs/operations/capac
 `sync()` brings the index up to the store's latest revision by replaying the change log, whoever committed:
 this process or another one on the same store. It costs one primary-key lookup when nothing changed, so readers
 call it before reading and `follow()` calls it in the background to push changes to listeners promptly.
+
+Readers never wait for readers, and a sync never waits for a reader: `reading()` hands out the `GraphView`
+published at the latest applied revision, and the walk reads it with no lock held. A sync that finds readers on
+the current base applies its changes copy-on-write, to the few entries they touch (see `core.graph_layers`), and
+publishes the next view; one that finds none changes the base in place. See
+docs/decisions/0017-readers-walk-published-views.md.
 """
 
 from __future__ import annotations
@@ -15,43 +21,83 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
 
+from core.graph_layers import Entry, Layer
 from core.records import Change, Sight, parse_edge_key
 from core.store import Store
 
-__all__ = ["ChangeListener", "GraphIndex"]
+__all__ = ["ChangeListener", "GraphIndex", "GraphView"]
 
 ChangeListener = Callable[[list[Change]], None]
 _PAGE = 10_000
 _NO_READERS: tuple[str, ...] = ()
 _LEVELS = ("public", "internal", "restricted")
 _LEVEL = {name: i for i, name in enumerate(_LEVELS)}
+_REBASE_MIN = 4_096  # changes kept copy-on-write before a new base is made (or a sixteenth of the nodes, if more)
+
+
+@dataclass(eq=False)
+class _Base:
+    """The shared base dicts' reader count: how many views of them are being walked."""
+
+    readers: int = 0
+
+
+@dataclass(frozen=True, eq=False)
+class GraphView:
+    """The graph at one revision, for a walk: `graph` never changes while the view is held (see `reading()`)."""
+
+    graph: nx.MultiDiGraph[str]
+    revision: int
+    base: _Base = field(repr=False)
+
+
+def _graph_of(nodes: Any, succ: Any, pred: Any) -> nx.MultiDiGraph[str]:
+    """A `MultiDiGraph` over these maps (networkx's own attributes, what its views and methods read)."""
+    graph: Any = nx.MultiDiGraph()
+    graph._node, graph._adj, graph._pred = nodes, succ, pred  # `_succ` is `_adj`
+    return graph
 
 
 class GraphIndex:
-    """A `MultiDiGraph` mirror of a store. Thread-safe: mutations and `reading()` share one lock."""
+    """A `MultiDiGraph` mirror of a store. Thread-safe: one writer at a time (`sync`, `apply`), readers never
+    wait for it nor for each other."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.graph: nx.MultiDiGraph[str] = nx.MultiDiGraph()
-        self.revision = 0
+        self._nodes, self._succ, self._pred = Layer({}), Layer({}), Layer({})
+        self._base = _Base()
+        self._applied = 0  # the writer's revision; `revision` is the published view's
         self.node_counts: Counter[str] = Counter()  # node type -> nodes, kept with the graph
         self.edge_counts: Counter[str] = Counter()  # edge type -> edges
         # for counting what a caller may see without walking the graph (see `visible_counts`):
         self._by_visibility: Counter[tuple[str, str]] = Counter()  # (node type, visibility) -> nodes
         self._by_level: Counter[tuple[str, str]] = Counter()  # (edge type, level of its less visible end) -> edges
         self._readable: dict[str, set[str]] = {}  # reader tag (user:X, group:Y) -> restricted nodes naming it
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the writer's: held by a sync or an apply, never by a walk
+        self._pins = threading.Lock()  # taking and letting go of a view; changing the base in place
         self._listeners: list[ChangeListener] = []
+        self._view = GraphView(_graph_of({}, {}, {}), 0, self._base)
+
+    @property
+    def graph(self) -> nx.MultiDiGraph[str]:
+        """The latest published graph, for a quick look-up; a walk takes a view with `reading()`."""
+        return self._view.graph
+
+    @property
+    def revision(self) -> int:
+        """The revision of the latest published view."""
+        return self._view.revision
 
     @classmethod
     def build(cls, store: Store) -> GraphIndex:
         """Load the whole topology from the store, then catch up with anything committed meanwhile."""
         index = cls(store)
-        index.revision = store.revision()  # read first: replaying changes newer than the snapshot is idempotent
+        index._applied = store.revision()  # read first: replaying changes newer than the snapshot is idempotent
         collecting = gc.isenabled()
         gc.disable()  # millions of new dicts and no garbage: the cyclic collector would rescan them again and again
         try:
@@ -59,11 +105,12 @@ class GraphIndex:
         finally:
             if collecting:
                 gc.enable()
+        index._publish()
         index.sync()
         return index
 
     def _load(self, store: Store) -> None:
-        """Fill the empty graph with the store's topology, writing networkx's adjacency dicts directly.
+        """Fill the empty base dicts with the store's topology, as networkx's adjacency dicts.
 
         Exactly what `add_node` / `add_edge(source, target, key=type)` build (one key dict shared by the
         successor and predecessor maps, an empty data dict per edge), without their per-call checks and cache
@@ -71,10 +118,7 @@ class GraphIndex:
         off during the load (`build`); 23.5 s with this as well. networkx documents these dicts as the graph's data
         structure; `test_graph` checks the result equals one built with `add_edge`.
         """
-        graph: Any = self.graph  # its adjacency dicts are not in the type stubs
-        nodes: dict[str, dict[str, Any]] = graph._node
-        succ: dict[str, dict[str, dict[str, dict[str, Any]]]] = graph._succ
-        pred: dict[str, dict[str, dict[str, dict[str, Any]]]] = graph._pred
+        nodes, succ, pred = self._nodes.base, self._succ.base, self._pred.base
         by_level, edge_counts = self._by_level, self.edge_counts
         for id_, type_, visibility, readers in store.iter_node_heads():
             nodes[id_] = {"type": type_, "visibility": visibility, "readers": readers or _NO_READERS}
@@ -91,7 +135,8 @@ class GraphIndex:
             edge_counts[type_] += 1
             level = max(_LEVEL[ends[0]["visibility"]], _LEVEL[ends[1]["visibility"]])
             by_level[(type_, _LEVELS[level])] += 1
-        nx._clear_cache(graph)  # pyright: ignore[reportPrivateUsage]
+        for layer in (self._nodes, self._succ, self._pred):
+            layer.size = len(layer.base)
 
     # -- following the change log ------------------------------------------------------------------------------
     def add_listener(self, listener: ChangeListener) -> Callable[[], None]:
@@ -101,12 +146,13 @@ class GraphIndex:
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
     def sync(self) -> list[Change]:
-        """Apply every change committed after the index's revision; return them (empty when up to date)."""
+        """Apply every change committed after the index's revision; return them (empty when up to date). Waits
+        only for another sync, never for a reader."""
         with self._lock:
-            if self.store.revision() == self.revision:
+            if self.store.revision() == self._applied:
                 return []
             applied: list[Change] = []
-            while page := self.store.changes(self.revision, _PAGE):
+            while page := self.store.changes(self._applied, _PAGE):
                 self.apply(page)
                 applied += page
             listeners = list(self._listeners)
@@ -116,54 +162,113 @@ class GraphIndex:
         return applied
 
     def apply(self, changes: Iterable[Change]) -> None:
-        """Apply changes to the graph (idempotent: re-applying a change already reflected is harmless)."""
+        """Apply changes and publish the result (idempotent: re-applying a change already reflected is harmless).
+
+        In place while nobody walks the base (new readers wait for this page, not for a walk); else copy-on-write,
+        while the walks go on, and on a new base once the changes kept that way pass a sixteenth of the nodes."""
         with self._lock:
-            graph = self.graph
-            for c in changes:
-                if c.kind == "node":
-                    present = graph.has_node(c.key)
-                    if c.after is not None:
-                        readers = tuple(c.after.get("readers", ())) or _NO_READERS
-                        visibility = str(c.after["visibility"])
-                        if present:
-                            self._revisit(c.key, visibility, readers)
-                        else:
-                            graph.add_node(c.key, type=c.type, visibility=visibility, readers=readers)
-                            self._count_node(str(c.type), visibility, 1, c.key, readers)
-                    elif present:
-                        attributes = graph.nodes[c.key]
-                        self._drop_edges_of(c.key)
-                        self._count_node(attributes["type"], attributes["visibility"], -1, c.key, attributes["readers"])
-                        graph.remove_node(c.key)
-                elif c.kind == "edge":
-                    type_, source, target = parse_edge_key(c.key)
-                    present = graph.has_edge(source, target, key=type_)
-                    if c.after is not None and not present:
-                        graph.add_edge(source, target, key=type_)
-                        self._count_edge(type_, source, target, 1)
-                    elif c.after is None and present:
-                        self._count_edge(type_, source, target, -1)
-                        graph.remove_edge(source, target, key=type_)
-                self.revision = max(self.revision, c.revision)
+            with self._pins:
+                if self._base.readers == 0:
+                    self._apply_in_place(changes)
+                    return
+            for change in changes:
+                self._apply_one(change)
+            if len(self._nodes.delta) + len(self._succ.delta) > max(_REBASE_MIN, self._nodes.size // 16):
+                for layer in (self._nodes, self._succ, self._pred):
+                    layer.rebase()
+                self._base = _Base()
+            self._publish()
+
+    def _apply_in_place(self, changes: Iterable[Change]) -> None:
+        layers = (self._nodes, self._succ, self._pred)
+        for layer in layers:
+            layer.fold()
+            layer.in_place = True
+        try:
+            for change in changes:
+                self._apply_one(change)
+        finally:
+            for layer in layers:
+                layer.in_place = False
+            self._publish()
+
+    def _publish(self) -> None:
+        graph = _graph_of(self._nodes.published(), self._succ.published(), self._pred.published())
+        self._view = GraphView(graph, self._applied, self._base)
+
+    def _apply_one(self, c: Change) -> None:
+        nodes = self._nodes
+        if c.kind == "node":
+            attributes = nodes.get(c.key)
+            if c.after is not None:
+                readers = tuple(c.after.get("readers", ())) or _NO_READERS
+                visibility = str(c.after["visibility"])
+                if attributes is not None:
+                    self._revisit(c.key, visibility, readers)
+                else:
+                    nodes.put(c.key, {"type": c.type, "visibility": visibility, "readers": readers})
+                    self._succ.put(c.key, {})
+                    self._pred.put(c.key, {})
+                    self._count_node(str(c.type), visibility, 1, c.key, readers)
+            elif attributes is not None:
+                self._drop_edges_of(c.key)
+                self._count_node(attributes["type"], attributes["visibility"], -1, c.key, attributes["readers"])
+                self._remove_node(c.key)
+        elif c.kind == "edge":
+            type_, source, target = parse_edge_key(c.key)
+            keys = (self._succ.get(source) or {}).get(target)
+            present = keys is not None and type_ in keys
+            ends = nodes.get(source) is not None and nodes.get(target) is not None  # always, in log order
+            if c.after is not None and not present and ends:
+                self._set_keys(source, target, {**(keys or {}), type_: {}})
+                self._count_edge(type_, source, target, 1)
+            elif c.after is None and present:
+                assert keys is not None
+                self._count_edge(type_, source, target, -1)
+                self._set_keys(source, target, {k: v for k, v in keys.items() if k != type_})
+        self._applied = max(self._applied, c.revision)
+
+    def _set_keys(self, source: str, target: str, keys: Entry) -> None:
+        """Make the edge types from `source` to `target` `keys` (none: no adjacency), one dict in both maps."""
+        out, into = self._succ.own(source), self._pred.own(target)
+        if keys:
+            out[target] = into[source] = keys
+        else:
+            out.pop(target, None)
+            into.pop(source, None)
+
+    def _remove_node(self, id: str) -> None:
+        """Remove a node and its adjacency entries in its neighbours' maps."""
+        for target in list(self._succ.get(id) or {}):
+            if target != id:
+                self._pred.own(target).pop(id, None)
+        for source in list(self._pred.get(id) or {}):
+            if source != id:
+                self._succ.own(source).pop(id, None)
+        for layer in (self._nodes, self._succ, self._pred):
+            layer.drop(id)
 
     def _revisit(self, id: str, visibility: str, readers: tuple[str, ...]) -> None:
         """Update a present node's visibility and readers, and the counts that depend on them."""
-        attributes = self.graph.nodes[id]
-        type_, was, had = attributes["type"], attributes["visibility"], attributes["readers"]
+        current = self._nodes.get(id)
+        assert current is not None
+        type_, was, had = current["type"], current["visibility"], current["readers"]
         if (was, had) == (visibility, readers):
             return
         edges = self._incident(id) if was != visibility else []  # their level follows their ends' visibility
         for edge in edges:
             self._count_edge(*edge, -1)
         self._count_node(type_, was, -1, id, had)
+        attributes = self._nodes.own(id)
         attributes["visibility"], attributes["readers"] = visibility, readers
         self._count_node(type_, visibility, 1, id, readers)
         for edge in edges:
             self._count_edge(*edge, 1)
 
     def _incident(self, id: str) -> list[tuple[str, str, str]]:
-        out = [(k, s, t) for s, t, k in self.graph.out_edges(id, keys=True)]
-        return out + [(k, s, t) for s, t, k in self.graph.in_edges(id, keys=True) if s != id]  # self-loops once
+        out = [(k, id, t) for t, keys in (self._succ.get(id) or {}).items() for k in keys]
+        into = [(k, s, id) for s, keys in (self._pred.get(id) or {}).items() if s != id for k in keys]  # loops once
+        return out + into
 
     def _count_node(self, type_: str, visibility: str, delta: int, id: str, readers: tuple[str, ...]) -> None:
         self.node_counts[type_] += delta
@@ -181,8 +286,10 @@ class GraphIndex:
 
     def _count_edge(self, type_: str, source: str, target: str, delta: int) -> None:
         self.edge_counts[type_] += delta
-        nodes = self.graph.nodes
-        level = max(_LEVEL[nodes[source]["visibility"]], _LEVEL[nodes[target]["visibility"]])
+        start, end = self._nodes.get(source), self._nodes.get(target)
+        assert start is not None
+        assert end is not None
+        level = max(_LEVEL[start["visibility"]], _LEVEL[end["visibility"]])
         self._by_level[(type_, _LEVELS[level])] += delta
 
     def _drop_edges_of(self, node: str) -> None:
@@ -242,9 +349,9 @@ class GraphIndex:
     # -- reading -----------------------------------------------------------------------------------------------
     @contextmanager
     def uncontended(self) -> Generator[bool]:
-        """For a short read that must not wait: True, with the index and the store held for the block, when neither
-        is in use by another thread and the index is at the store's revision (no change log to replay); False,
-        holding nothing, otherwise."""
+        """For a short read that must not wait: True, with the index's writer and the store held for the block, when
+        neither is in use by another thread (a sync, a query or a commit; walks hold neither) and the index is at the
+        store's revision (no change log to replay); False, holding nothing, otherwise."""
         if not self._lock.acquire(blocking=False):
             yield False
             return
@@ -255,11 +362,25 @@ class GraphIndex:
             self._lock.release()
 
     @contextmanager
-    def reading(self) -> Generator[nx.MultiDiGraph[str]]:
-        """The graph, current and locked against concurrent changes for the duration of the block."""
+    def reading(self) -> Generator[GraphView]:
+        """The current view (synced first), unchanged for the duration of the block, with no lock held meanwhile:
+        a sync that comes while it is held applies its changes to copies, for the views that follow."""
+        self.sync()
+        with self._pins:
+            view = self._view
+            view.base.readers += 1
+        try:
+            yield view
+        finally:
+            with self._pins:
+                view.base.readers -= 1
+
+    @contextmanager
+    def settled(self) -> Generator[int]:
+        """The revision, with no change applied until the block ends (for `visible_counts` at that revision)."""
         self.sync()
         with self._lock:
-            yield self.graph
+            yield self.revision
 
     def __len__(self) -> int:
         return int(self.graph.number_of_nodes())

@@ -6,7 +6,8 @@ Formats, chosen by file extension:
 * JSON Lines (`.jsonl`, `.ndjson`): one record per line, each with `"kind": "node"` or `"kind": "edge"`.
 
 A node record is `{"id", "type", "visibility"?, "readers"?, "properties"?, "created_at"?, "updated_at"?,
-"updated_by"?}`; an edge record is `{"type", "source", "target", "properties"?, ...}`. Revisions are local to a
+"updated_by"?}` (without visibility and readers, an existing node keeps its own and a new one takes its type's
+default); an edge record is `{"type", "source", "target", "properties"?, ...}`. Revisions are local to a
 store and are neither exported nor imported. A directory imports every such file in it, recursively, in
 path order.
 
@@ -18,29 +19,40 @@ other. Export writes records in a fixed order with a fixed key order, so export 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
-import tempfile
-from collections.abc import Callable, Iterator, Mapping
+import secrets
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import yaml
 
-from core.documents import load_document
-from core.errors import ImportFileError, Problem, ValidationError
-from core.operations import Operation, PutEdge, PutNode
-from core.records import Edge, Node
+from core.documents import load_document, parse_json
+from core.errors import ConfigError, ImportFileError, Problem, ValidationError
+from core.json_values import value_problems
+from core.operations import Operation, PutEdge, PutNode, put_node
+from core.records import Edge
 from core.store import CommitResult, Store
 from core.validation import indexed_problems
 
-__all__ = ["ImportReport", "export_graph", "import_path", "read_records"]
+__all__ = [
+    "ImportReport",
+    "export_graph",
+    "import_path",
+    "output_format",
+    "read_records",
+    "write_file",
+    "write_records",
+]
 
 SUFFIXES = {".json": "json", ".yaml": "yaml", ".yml": "yaml", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 NODE_FIELDS = {"kind", "id", "type", "visibility", "readers", "properties", "created_at", "updated_at", "updated_by"}
 EDGE_FIELDS = {"kind", "type", "source", "target", "properties", "created_at", "updated_at", "updated_by"}
 Progress = Callable[[str, int, int], None]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,7 @@ class Located:
     file: str
     pointer: str
     line: int | None = None
+    order: int = 0  # its place among every record read, in file order
 
 
 @dataclass(frozen=True)
@@ -66,23 +79,18 @@ def import_path(
 ) -> ImportReport:
     """Import a file or directory into the store, all or nothing; raise `ImportFileError` listing every problem."""
     files = _input_files(path)
-    records, problems = read_records(files, progress)
+    records, found = read_records(files, progress)
     ordered = [r for r in records if isinstance(r.op, PutNode)] + [r for r in records if isinstance(r.op, PutEdge)]
     nodes = sum(isinstance(r.op, PutNode) for r in ordered)
     result: CommitResult | None = None
     try:  # records that parsed are checked against the model even when others did not: one pass finds all
         ops = [r.op for r in ordered]
-        result = store.commit(ops, principal=principal, dry_run=dry_run or bool(problems), progress=progress)
+        result = store.commit(ops, principal=principal, dry_run=dry_run or bool(found), progress=progress)
     except ValidationError as exc:
-        problems += [
-            Problem(
-                ordered[p.index].pointer + p.problem.pointer,
-                p.problem.message,
-                ordered[p.index].file,
-                ordered[p.index].line,
-            )
-            for p in indexed_problems(exc)
-        ]
+        for p in indexed_problems(exc):
+            r = ordered[p.index]
+            found.append((r.order, Problem(r.pointer + p.problem.pointer, p.problem.message, r.file, r.line)))
+    problems = [problem for _, problem in sorted(found, key=lambda item: item[0])]  # file order; stable within one
     if problems:
         raise ImportFileError(f"The import has {len(problems)} problem(s); nothing was written.", problems)
     return ImportReport(len(files), nodes, len(ordered) - nodes, None if dry_run else result)
@@ -107,21 +115,33 @@ def _input_files(path: Path) -> list[Path]:
     return [path]
 
 
-def read_records(files: list[Path], progress: Progress | None = None) -> tuple[list[Located], list[Problem]]:
-    """Parse every file into operations; return them with every problem found (none are written)."""
+def read_records(
+    files: list[Path], progress: Progress | None = None
+) -> tuple[list[Located], list[tuple[int, Problem]]]:
+    """Parse every file into operations; return them with every problem found (none are written).
+
+    Each problem comes with the place in file order it belongs at (that of the record it is about, or of the
+    record after it for a line that is no record), so problems found later sort in among them.
+    """
     records: list[Located] = []
-    problems: list[Problem] = []
+    found: list[tuple[int, Problem]] = []
+    order = 0
     for file in files:
-        for raw, pointer, line in _raw_records(file, problems):
+        name = str(file)
+        pending: list[Problem] = []  # what the reader found before the record it yields next
+        for raw, pointer, line in _raw_records(file, pending):
+            found += [(order, p) for p in pending]
+            pending.clear()
             op, record_problems = _to_operation(raw)
-            name = str(file)
-            problems += [Problem(pointer + p.pointer, p.message, name, line) for p in record_problems]
+            found += [(order, Problem(pointer + p.pointer, p.message, name, line)) for p in record_problems]
             if op is not None:
-                records.append(Located(op, name, pointer, line))
+                records.append(Located(op, name, pointer, line, order))
+            order += 1
             if progress is not None and len(records) % 5000 == 0:
                 progress("reading", len(records), 0)
-    problems += _duplicates(records)
-    return records, problems
+        found += [(order, p) for p in pending]
+    found += _duplicates(records)
+    return records, found
 
 
 def _raw_records(file: Path, problems: list[Problem]) -> Iterator[tuple[Any, str, int | None]]:
@@ -158,8 +178,8 @@ def _jsonl_records(file: Path, problems: list[Problem]) -> Iterator[tuple[Any, s
             for number, text in enumerate(handle, start=1):
                 if not text.strip():
                     continue
-                try:
-                    yield json.loads(text), "", number
+                try:  # without its line break, so a line cut short is faulted just past its last character
+                    yield parse_json(text.rstrip("\r\n")), "", number
                 except json.JSONDecodeError as exc:
                     problems.append(Problem("", f"invalid JSON: {exc.msg} (column {exc.colno})", str(file), number))
         except UnicodeDecodeError as exc:
@@ -170,6 +190,9 @@ def _to_operation(raw: Any) -> tuple[Operation | None, list[Problem]]:
     if not isinstance(raw, dict):
         return None, [Problem("", "a record must be an object")]
     record: Mapping[str, Any] = raw
+    unfit = value_problems(record)  # e.g. YAML's .nan, a lone surrogate, an integer past 64 bits
+    if unfit:
+        return None, unfit
     kind = record.get("kind")
     if kind not in ("node", "edge"):
         return None, [Problem("/kind", 'expected "node" or "edge"')]
@@ -190,24 +213,23 @@ def _to_operation(raw: Any) -> tuple[Operation | None, list[Problem]]:
         return None, problems
     created, updated, by = record.get("created_at"), record.get("updated_at"), record.get("updated_by")
     if kind == "node":
-        visibility = record.get("visibility", "internal")
-        node = Node(record["id"], record["type"], properties, visibility, tuple(readers), 0, created, updated, by)
-        return PutNode(node), []
+        op = put_node(record["id"], record["type"], properties, visibility=record.get("visibility"),
+                      readers=record.get("readers"), created_at=created, updated_at=updated, updated_by=by)  # fmt: skip
+        return op, []
     edge = Edge(record["type"], record["source"], record["target"], properties, 0, created, updated, by)
     return PutEdge(edge), []
 
 
-def _duplicates(records: list[Located]) -> list[Problem]:
+def _duplicates(records: list[Located]) -> list[tuple[int, Problem]]:
     seen: dict[tuple[str, ...], Located] = {}
-    problems: list[Problem] = []
+    problems: list[tuple[int, Problem]] = []
     for r in records:
         key = ("node", r.op.node.id) if isinstance(r.op, PutNode) else ("edge", *_edge_id(r.op))
         first = seen.setdefault(key, r)
         if first is not r:
             where = f"{first.file}:{first.line}" if first.line is not None else f"{first.file}#{first.pointer}"
-            problems.append(
-                Problem(r.pointer, f"duplicate {key[0]} {' '.join(key[1:])!r} (first at {where})", r.file, r.line)
-            )
+            message = f"duplicate {key[0]} {' '.join(key[1:])!r} (first at {where})"
+            problems.append((r.order, Problem(r.pointer, message, r.file, r.line)))
     return problems
 
 
@@ -217,45 +239,73 @@ def _edge_id(op: Operation) -> tuple[str, str, str]:
 
 
 # -- export ------------------------------------------------------------------------------------------------------
-def export_graph(
-    store: Store, path: Path | None, *, format: str | None = None, out: IO[str] | None = None
-) -> tuple[int, int]:
-    """Write every node and edge to `path` (atomically) or to `out`; return (nodes, edges) written."""
-    kind = format or (SUFFIXES.get(path.suffix.lower(), "json") if path is not None else "json")
-    if path is None:
-        assert out is not None
-        return _write(store, out, kind)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+def output_format(path: Path, format: str | None = None) -> str:
+    """The format to write `path` in: `format` when given, else the one its extension names (never a guess)."""
+    if format is not None:
+        return format
+    kind = SUFFIXES.get(path.suffix.lower())
+    if kind is None:
+        raise ConfigError(f"Cannot tell which format to write {str(path)!r} in from its extension: name it .json, "
+                          ".jsonl, .ndjson, .yaml or .yml.", source=str(path))  # fmt: skip
+    return kind
+
+
+def write_file(path: Path, write: Callable[[IO[str]], T]) -> T:
+    """Run `write` on a new file that then replaces `path` at once (a reader never sees half a file).
+
+    The file gets the mode the umask gives any new file (as `>` in a shell would); a folder that does not exist is
+    refused, never created: a typo in it should not scatter files.
+    """
+    if not path.parent.is_dir():
+        raise ConfigError(f"Cannot write {str(path)!r}: the folder {str(path.parent)!r} does not exist.",
+                          source=str(path))  # fmt: skip
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # 0o666 less the umask, as open(2) does
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            counts = _write(store, handle, kind)
+            result = write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
-    return counts
+    return result
 
 
-def _write(store: Store, out: IO[str], kind: str) -> tuple[int, int]:
-    nodes = (n.to_json(revision=False) for n in store.iter_nodes())
-    edges = (e.to_json(revision=False) for e in store.iter_edges())
+def export_graph(
+    store: Store, path: Path | None, *, format: str | None = None, out: IO[str] | None = None
+) -> tuple[int, int]:
+    """Write every node and edge to `path` (atomically) or to `out`; return (nodes, edges) written."""
+    nodes = ({"kind": "node", **n.to_json(revision=False)} for n in store.iter_nodes())
+    edges = ({"kind": "edge", **e.to_json(revision=False)} for e in store.iter_edges())
+    records = itertools.chain(nodes, edges)
+    if path is None:
+        assert out is not None
+        return write_records(out, format or "json", records)
+    kind = output_format(path, format)
+    return write_file(path, lambda handle: write_records(handle, kind, records))
+
+
+def write_records(out: IO[str], kind: str, records: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
+    """Write import records (nodes first, each with its `kind`) in format `kind`; return (nodes, edges).
+
+    JSON Lines keeps `kind` on every line and streams; JSON and YAML write `{"nodes": [...], "edges": [...]}`.
+    """
     counts = [0, 0]
     if kind == "jsonl":
-        for n in nodes:
-            out.write(json.dumps({"kind": "node", **n}, ensure_ascii=False) + "\n")
-            counts[0] += 1
-        for e in edges:
-            out.write(json.dumps({"kind": "edge", **e}, ensure_ascii=False) + "\n")
-            counts[1] += 1
+        for record in records:
+            counts[record["kind"] == "edge"] += 1
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
         return counts[0], counts[1]
-    node_list, edge_list = list(nodes), list(edges)
-    document = {"nodes": node_list, "edges": edge_list}
+    document: dict[str, list[dict[str, Any]]] = {"nodes": [], "edges": []}
+    for record in records:
+        document["edges" if record["kind"] == "edge" else "nodes"].append(
+            {k: v for k, v in record.items() if k != "kind"}
+        )
     if kind == "yaml":
         yaml.safe_dump(document, out, sort_keys=False, allow_unicode=True, width=120)
     else:
         json.dump(document, out, ensure_ascii=False, indent=1)
         out.write("\n")
-    return len(node_list), len(edge_list)
+    return len(document["nodes"]), len(document["edges"])

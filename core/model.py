@@ -6,27 +6,32 @@ holds the parsed types and one compiled validator per type. A model is immutable
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
-import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from jsonschema import Draft202012Validator
+from jsonschema import ValidationError
 from jsonschema.protocols import Validator
 from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
+from core.dialect import ecma_regex, schema_validator
 from core.documents import load_document, pointer
 from core.errors import ModelError, Problem
+from core.records import Node, Visibility
 
 __all__ = [
+    "INCOMING_SUFFIX",
     "Cardinality",
+    "Direction",
+    "EdgeEnd",
     "EdgeType",
     "Model",
     "NodeType",
@@ -39,10 +44,12 @@ __all__ = [
 ]
 
 Cardinality = Literal["one-to-one", "one-to-many", "many-to-one", "many-to-many"]
+Direction = Literal["out", "in"]
+INCOMING_SUFFIX = "_incoming"  # an edge's name seen from its target when the model declares no inverse
+NODE_FIELDS = frozenset(f.name for f in fields(Node))  # what a node shows beside its edges
 
-NODE_TYPE_NAME = re.compile(r"^[A-Z][A-Za-z0-9]*$")
-EDGE_TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-FORMAT_CHECKER = Draft202012Validator.FORMAT_CHECKER
+NODE_TYPE_NAME = ecma_regex(r"^[A-Z][A-Za-z0-9]*$")
+EDGE_TYPE_NAME = ecma_regex(r"^[a-z][a-z0-9_]*$")
 
 
 def _schema_file(*parts: str) -> Path:
@@ -75,6 +82,8 @@ class NodeType:
     icon: str | None = None
     plural: str | None = None
     text: tuple[str, ...] = ()
+    visibility: Visibility = "internal"  # what a new node gets when its write gives neither visibility nor readers
+    readers: tuple[str, ...] = ()  # ... and its readers (only with visibility restricted)
 
     @property
     def properties(self) -> Mapping[str, Any]:
@@ -92,6 +101,13 @@ class EdgeType:
     description: str
     inverse: str | None = None
     acyclic: bool = False
+    icon: str | None = None
+
+    @property
+    def incoming_name(self) -> str:
+        """The edge's name seen from its target: the model's `inverse` (`members` for `member_of`), else
+        `<name>_incoming`. Every surface that names an edge from its target end names it so."""
+        return self.inverse or self.name + INCOMING_SUFFIX
 
     @property
     def one_per_source(self) -> bool:
@@ -102,6 +118,16 @@ class EdgeType:
     def one_per_target(self) -> bool:
         """At most one edge of this type enters a node."""
         return self.cardinality in ("one-to-many", "one-to-one")
+
+
+@dataclass(frozen=True)
+class EdgeEnd:
+    """An edge type seen from one node type: its name from there, the direction, and the types at the far end."""
+
+    name: str
+    edge: EdgeType
+    direction: Direction
+    far: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -141,6 +167,16 @@ class Model:
         resource = Resource.from_contents(dict(self.document), default_specification=DRAFT202012)
         return Registry().with_resource(self.id, resource)
 
+    def edge_ends(self, node_type: str) -> list[EdgeEnd]:
+        """The edge types a node of `node_type` may have, as seen from it: those leaving it (named as the edge
+        type), then those arriving (named by `EdgeType.incoming_name`), each in edge type order. `check_model`
+        makes these names unique per node type and distinct from its properties and system fields."""
+        ends = [EdgeEnd(e.name, e, "out", tuple(sorted(e.targets)))
+                for e in self.edge_types.values() if node_type in e.sources]  # fmt: skip
+        ends += [EdgeEnd(e.incoming_name, e, "in", tuple(sorted(e.sources)))
+                 for e in self.edge_types.values() if node_type in e.targets]  # fmt: skip
+        return ends
+
     def type_ref(self, name: str) -> str:
         """The absolute URI of a type's schema, for `$ref`."""
         return f"{self.id}#/$defs/{name}"
@@ -151,7 +187,7 @@ class Model:
         if found is None:
             # Rooted at the document, then narrowed to the type: local $refs resolve against the document, and
             # validating skips the `$ref` lookup a `{"$ref": type_ref}` wrapper would pay on every call.
-            root = Draft202012Validator(dict(self.document), registry=self.registry, format_checker=FORMAT_CHECKER)
+            root = schema_validator(self.document, self.registry)
             found = root.evolve(schema=self.document["$defs"][type_name])
             self._validators[type_name] = found
         return found
@@ -175,82 +211,151 @@ def parse_model(document: Any, *, source: str = "<memory>") -> Model:
 
 
 def check_model(document: Any, *, source: str | None = None) -> list[Problem]:
-    """Every problem of a model document, each with its JSON pointer; empty when the model is valid."""
-    validator = Draft202012Validator(meta_schema())
-    problems = [Problem(pointer(error.absolute_path), error.message) for error in validator.iter_errors(document)]
-    if _checkable(document):  # the checks below need the shape the meta-schema guarantees, def by def
-        broken = {p.pointer.split("/")[2] for p in problems if p.pointer.startswith("/$defs/")}
-        well_formed = {k: v for k, v in document["$defs"].items() if k not in broken}
-        problems += [*_semantic_problems(document, well_formed), *_ref_problems(document)]
+    """Every problem of a model document, each with its JSON pointer; empty when the model is valid.
+
+    The meta-schema's problems and canon's own checks are listed together: a definition the meta-schema refuses
+    still gets every check whose inputs are well formed, so one run lists every problem.
+    """
+    problems = _meta_problems(list(schema_validator(meta_schema()).iter_errors(document)))
+    if _checkable(document):
+        defs = {name: d for name, d in document["$defs"].items() if isinstance(d, dict)}
+        problems += [*_semantic_problems(defs), *_ref_problems(document)]
     return sorted({Problem(p.pointer, p.message, source) for p in problems})
+
+
+SIMPLE_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
+
+
+def _meta_problems(errors: list[ValidationError]) -> list[Problem]:
+    """The meta-schema's errors, in words a model author acts on."""
+    redundant = {pointer(e.absolute_path) for e in errors if e.validator == "const" and e.path and e.path[-1] == "type"}
+    problems: list[Problem] = []
+    for error in errors:
+        at = pointer(error.absolute_path)
+        if error.validator == "anyOf" and at in redundant:
+            continue  # `type` of a type's schema: the "must be object" problem says all there is to say
+        problems.append(Problem(at, _explain(error)))
+    return problems
+
+
+def _explain(error: ValidationError) -> str:
+    last = error.path[-1] if error.path else None
+    value = error.instance
+    if error.validator == "anyOf" and last == "type" and isinstance(value, str):
+        close = difflib.get_close_matches(value, SIMPLE_TYPES, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f" (one of {', '.join(SIMPLE_TYPES)})"
+        return f"{value!r} is not a JSON Schema type{hint}"
+    if error.validator == "const" and last == "type":
+        return f'a node or edge type is "type": "object", not {json.dumps(value)}'
+    if error.validator == "const" and last == "additionalProperties":
+        return "additionalProperties must be false: a type declares every property it allows"
+    if error.validator == "not" and isinstance(value, str) and isinstance(error.validator_value, dict):
+        reserved: Any = error.validator_value.get("enum")
+        if isinstance(reserved, list) and value in reserved:
+            return f"property {value!r} shadows a system field ({', '.join(map(str, reserved))}); rename it"
+    return error.message
 
 
 def _checkable(document: Any) -> bool:
     return (
-        isinstance(document, dict)
-        and isinstance(document.get("$id"), str)
-        and isinstance(document.get("$defs"), dict)
-        and all(isinstance(v, dict) for v in document["$defs"].values())
+        isinstance(document, dict) and isinstance(document.get("$id"), str) and isinstance(document.get("$defs"), dict)
     )
 
 
-def _semantic_problems(document: Mapping[str, Any], defs: Mapping[str, Any]) -> Iterator[Problem]:
-    """What the meta-schema cannot say: names, cross-references between types, key and display properties."""
-    nodes = {name for name, d in document["$defs"].items() if "x-canon-node" in d}
+def _object(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _names(value: Any) -> list[tuple[int, str]]:
+    """The strings of a list with their indexes (a malformed list: the meta-schema reports it)."""
+    return [(i, v) for i, v in enumerate(value) if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _semantic_problems(defs: Mapping[str, Mapping[str, Any]]) -> Iterator[Problem]:
+    """What the meta-schema cannot say: names, cross-references between types, key and display properties.
+
+    Each check runs where its inputs are well formed, whatever else is wrong with the definition."""
+    nodes = {name for name, d in defs.items() if "x-canon-node" in d}
     if not nodes:
         yield Problem("/$defs", "a model needs at least one node type (a definition with x-canon-node)")
-    inverses: dict[str, str] = {}
     for name, definition in defs.items():
         at = pointer(["$defs", name])
+        props = definition.get("properties")
+        if isinstance(props, dict) and ("x-canon-node" in definition or "x-canon-edge" in definition):
+            for i, required in _names(definition.get("required")):
+                if required not in props:
+                    yield Problem(f"{at}/required/{i}", f"required property {required!r} is not declared in properties")
         if "x-canon-node" in definition:
-            yield from _node_problems(name, definition, at, document["$defs"])
+            yield from _node_problems(name, definition, at, props if isinstance(props, dict) else None, defs)
         elif "x-canon-edge" in definition:
-            yield from _edge_problems(name, definition, at, nodes, inverses)
+            yield from _edge_problems(name, definition, at, nodes)
+    yield from _edge_name_problems(defs)
 
 
-def _node_problems(name: str, definition: Mapping[str, Any], at: str, defs: Mapping[str, Any]) -> Iterator[Problem]:
-    if not NODE_TYPE_NAME.match(name):
+def _node_problems(
+    name: str, definition: Mapping[str, Any], at: str, props: Mapping[str, Any] | None, defs: Mapping[str, Any]
+) -> Iterator[Problem]:
+    if not NODE_TYPE_NAME.search(name):
         yield Problem(at, f"node type name {name!r} must match {NODE_TYPE_NAME.pattern}")
-    annotation = definition["x-canon-node"]
-    props: Mapping[str, Any] = definition["properties"]
+    if props is None:
+        return
+    annotation = _object(definition["x-canon-node"])
     for role in ("key", "display"):
-        if annotation[role] not in props:
-            yield Problem(f"{at}/x-canon-node/{role}", f"{annotation[role]!r} is not a property of {name}")
-    key = annotation["key"]
-    if key in props:
-        if key not in definition.get("required", []):
+        value = annotation.get(role)
+        if isinstance(value, str) and value not in props:
+            yield Problem(f"{at}/x-canon-node/{role}", f"{value!r} is not a property of {name}")
+    key = annotation.get("key")
+    if isinstance(key, str) and key in props:
+        if key not in [r for _, r in _names(definition.get("required"))]:
             yield Problem(f"{at}/x-canon-node/key", f"the key property {key!r} must be required")
-        resolved = _resolve_local(props[key], defs)
-        if resolved is not None and resolved.get("type") != "string":
+        resolved = _resolve_local(_object(props[key]), defs)
+        if isinstance(resolved, dict) and resolved.get("type") != "string":
             yield Problem(f"{at}/properties/{key}", f"the key property {key!r} must be of type string")
-    for i, text in enumerate(annotation.get("text", [])):
+    for i, text in _names(annotation.get("text")):
         if text not in props:
             yield Problem(f"{at}/x-canon-node/text/{i}", f"{text!r} is not a property of {name}")
-    for i, required in enumerate(definition.get("required", [])):
-        if required not in props:
-            yield Problem(f"{at}/required/{i}", f"required property {required!r} is not declared in properties")
+    defaults = _object(annotation.get("defaults"))
+    if defaults.get("readers") and defaults.get("visibility") != "restricted":
+        yield Problem(f"{at}/x-canon-node/defaults/readers", "default readers need the default visibility restricted")
 
 
-def _edge_problems(
-    name: str, definition: Mapping[str, Any], at: str, nodes: set[str], inverses: dict[str, str]
-) -> Iterator[Problem]:
-    if not EDGE_TYPE_NAME.match(name):
+def _edge_problems(name: str, definition: Mapping[str, Any], at: str, nodes: set[str]) -> Iterator[Problem]:
+    if not EDGE_TYPE_NAME.search(name):
         yield Problem(at, f"edge type name {name!r} must match {EDGE_TYPE_NAME.pattern}")
-    annotation = definition["x-canon-edge"]
+    annotation = _object(definition["x-canon-edge"])
     for end in ("source", "target"):
-        for i, type_name in enumerate(annotation[end]):
+        for i, type_name in _names(annotation.get(end)):
             if type_name not in nodes:
                 yield Problem(f"{at}/x-canon-edge/{end}/{i}", f"{type_name!r} is not a node type of this model")
-    inverse = annotation.get("inverse")
-    if inverse is not None:
-        if inverse in inverses:
-            yield Problem(
-                f"{at}/x-canon-edge/inverse", f"inverse name {inverse!r} is already used by {inverses[inverse]}"
-            )
-        inverses[inverse] = name
-    for i, required in enumerate(definition.get("required", [])):
-        if required not in definition["properties"]:
-            yield Problem(f"{at}/required/{i}", f"required property {required!r} is not declared in properties")
+
+
+def _edge_name_problems(defs: Mapping[str, Any]) -> Iterator[Problem]:
+    """An edge is named from its source by its type name and from its target by `EdgeType.incoming_name`; the
+    GraphQL fields and llms pages of a node show these names beside its properties and system fields. Each name
+    names one edge end in the whole model and shadows nothing of the node it is seen from."""
+    edges = {name: _object(d["x-canon-edge"]) for name, d in defs.items() if "x-canon-edge" in d}
+    owners = {name: name for name in edges}  # name -> the edge type it names
+    for name, annotation in edges.items():
+        inverse = annotation.get("inverse") if isinstance(annotation.get("inverse"), str) else None
+        incoming = inverse or name + INCOMING_SUFFIX
+        at = pointer(["$defs", name, "x-canon-edge", "inverse"]) if inverse else pointer(["$defs", name])
+        label = f"inverse name {incoming!r}" if inverse else f"{name}'s incoming name {incoming!r} (no inverse)"
+        if incoming in owners:
+            yield Problem(at, f"{label} is already used by {owners[incoming]}; declare another inverse")
+        else:
+            owners[incoming] = name
+        sources, targets = ([t for _, t in _names(annotation.get(end))] for end in ("source", "target"))
+        yield from _shadowing(defs, sources, name, f"edge type name {name!r}", pointer(["$defs", name]))
+        yield from _shadowing(defs, targets, incoming, label, at)
+
+
+def _shadowing(defs: Mapping[str, Any], node_types: list[str], name: str, label: str, at: str) -> Iterator[Problem]:
+    if name in NODE_FIELDS:
+        yield Problem(at, f"{label} is a system field of every node; choose another name")
+        return
+    for node_type in node_types:
+        if name in _object(_object(defs.get(node_type)).get("properties")):
+            yield Problem(at, f"{label} is also a property of {node_type}; rename one of them")
 
 
 def _resolve_local(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -303,6 +408,8 @@ def _build(document: Mapping[str, Any], source: str) -> Model:
                 a.get("icon"),
                 a.get("plural"),
                 text,
+                a.get("defaults", {}).get("visibility", "internal"),
+                tuple(a.get("defaults", {}).get("readers", ())),
             )
         elif "x-canon-edge" in definition:
             a = definition["x-canon-edge"]
@@ -315,6 +422,7 @@ def _build(document: Mapping[str, Any], source: str) -> Model:
                 definition["description"],
                 a.get("inverse"),
                 bool(a.get("acyclic", False)),
+                a.get("icon"),
             )
     return Model(document, dict(sorted(node_types.items())), dict(sorted(edge_types.items())), source)
 

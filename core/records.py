@@ -6,10 +6,11 @@ key order is fixed so exports are byte-stable.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from core.dialect import ecma_regex
 
 __all__ = [
     "ID_PATTERN",
@@ -26,7 +27,7 @@ __all__ = [
 Visibility = Literal["public", "internal", "restricted"]
 VISIBILITIES: tuple[Visibility, ...] = ("public", "internal", "restricted")
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
-ID_RE = re.compile(ID_PATTERN)
+ID_RE = ecma_regex(ID_PATTERN)
 READER_PATTERN = r"^(user|group):[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$"
 
 

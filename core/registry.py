@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Literal, cast
 
-from jsonschema import Draft202012Validator
 from jsonschema.protocols import Validator
 
+from core.dialect import check_schema, ecma_regex, schema_validator
 from core.errors import UnknownToolError
 from core.model import Model
 from core.schemas import DIALECT, derive
@@ -30,6 +29,8 @@ __all__ = ["Permission", "QuickCheck", "Registry", "ResourceDefinition", "ToolDe
 
 Permission = Literal["read", "write", "admin"]
 NODE_TEMPLATE = "canon://nodes/{type}/{id}"
+# icons of the resources the model gives none: the model, the change log, an edge type, any node
+MODEL_ICON, CHANGES_ICON, EDGE_ICON, NODE_ICON = "🗺️", "🕒", "🔗", "📄"
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ class Registry:
         found = self._validators.get(name)
         if found is None:
             schema = self.tool(name).input_schema
-            found = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+            found = schema_validator(schema)
             self._validators[name] = found
         return found
 
@@ -197,7 +198,7 @@ def _plain(schema: Any) -> Callable[[Any], bool] | None:
     allowed = frozenset(cast("list[str]", enum)) if enum is not None else None
     low, high = sub.get("minimum"), sub.get("maximum")
     shortest, longest = sub.get("minLength", 0), sub.get("maxLength")
-    pattern = re.compile(sub["pattern"]) if "pattern" in sub else None
+    pattern = ecma_regex(sub["pattern"]) if "pattern" in sub else None
 
     def check(value: Any) -> bool:
         if not is_type(value) or (allowed is not None and value not in allowed):
@@ -240,8 +241,8 @@ def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = ()) 
         for d in documents
     )
     for tool in tools:  # a broken definition must fail at start-up, never at call time
-        Draft202012Validator.check_schema(tool.input_schema)
-        Draft202012Validator.check_schema(tool.output_schema)
+        check_schema(tool.input_schema)
+        check_schema(tool.output_schema)
     return Registry(model, tools, _resources(model), _templates())
 
 
@@ -249,11 +250,12 @@ def _resources(model: Model) -> tuple[ResourceDefinition, ...]:
     fixed = [
         ResourceDefinition(
             "model", "The model", "The whole model: a JSON Schema 2020-12 document declaring every node and edge type.",
-            "application/schema+json", uri="canon://model",
+            "application/schema+json", uri="canon://model", icon=MODEL_ICON,
         ),
         ResourceDefinition(
             "changes", "Recent changes", "The latest 100 entries of the change log, newest last, with the revision "
             "to pass to get_changes to resume.", "application/json", uri="canon://changes", subscribable=True,
+            icon=CHANGES_ICON,
         ),
     ]  # fmt: skip
     for name, node_type in model.node_types.items():
@@ -267,7 +269,7 @@ def _resources(model: Model) -> tuple[ResourceDefinition, ...]:
         fixed.append(
             ResourceDefinition(
                 f"type-{name}", f"{name} schema", f"JSON Schema of the {name} edge type. {edge_type.description}",
-                "application/schema+json", uri=f"canon://types/{name}",
+                "application/schema+json", uri=f"canon://types/{name}", icon=edge_type.icon or EDGE_ICON,
             )
         )  # fmt: skip
     return tuple(fixed)
@@ -276,9 +278,10 @@ def _resources(model: Model) -> tuple[ResourceDefinition, ...]:
 def _templates() -> tuple[ResourceDefinition, ...]:
     return (
         ResourceDefinition(
-            "node", "A node", "One node as JSON (the same object get_node returns). Subscribe to be told when it "
-            "changes. Example: canon://nodes/Team/team-payments.", "application/json",
-            uri_template=NODE_TEMPLATE, subscribable=True,
+            "node", "A node", "One node as JSON: the object get_node returns under `node` (get_node also gives the "
+            "store revision it was read at; this resource does not). Subscribe to be told when it changes. "
+            "Example: canon://nodes/Team/team-payments.", "application/json",
+            uri_template=NODE_TEMPLATE, subscribable=True, icon=NODE_ICON,
         ),
     )  # fmt: skip
 

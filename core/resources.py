@@ -64,7 +64,8 @@ def read_resource(ctx: CallContext, uri: str) -> ResourceContent:
 def list_resources(ctx: CallContext, cursor: str | None) -> tuple[list[ResourceDefinition], str | None]:
     """One page of resources: the registry's fixed ones, then one per node (id order), as concrete definitions."""
     arguments = {"cursor": cursor} if cursor else {}
-    position: dict[str, Any] = decode_cursor("resources/list", arguments) or {"fixed": 0}
+    shapes = ({"fixed": int}, {"after": str})
+    position: dict[str, Any] = decode_cursor("resources/list", arguments, *shapes) or {"fixed": 0}
     entries: list[ResourceDefinition] = []
     fixed: tuple[ResourceDefinition, ...] = ctx.registry.resources
     start = int(position.get("fixed", len(fixed)))

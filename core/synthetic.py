@@ -7,11 +7,12 @@ like the default model and valid under it: the same `n` and `seed` always give t
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from core.interchange import output_format, write_file, write_records
 
 __all__ = ["synthetic_records", "write_synthetic"]
 
@@ -145,10 +146,6 @@ def _edges(c: dict[str, int], rng: random.Random) -> Iterator[dict[str, Any]]:
 
 
 def write_synthetic(path: Path, n: int, seed: int = 0) -> tuple[int, int]:
-    """Write the synthetic graph as JSON Lines; return (nodes, edges)."""
-    counts = [0, 0]
-    with path.open("w", encoding="utf-8", newline="\n") as out:
-        for record in synthetic_records(n, seed):
-            counts[record["kind"] == "edge"] += 1
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
-    return counts[0], counts[1]
+    """Write the synthetic graph in the format `path`'s extension names (JSON Lines streams); return (nodes, edges)."""
+    kind = output_format(path)
+    return write_file(path, lambda out: write_records(out, kind, synthetic_records(n, seed)))

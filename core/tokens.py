@@ -15,7 +15,6 @@ import hashlib
 import hmac
 import json
 import os
-import re
 import secrets
 import tempfile
 import threading
@@ -25,13 +24,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from core.dialect import ecma_regex
 from core.errors import ConfigError, NotFoundError, Problem, ValidationError
 from core.principal import ANONYMOUS, ROLES, Principal
 
 __all__ = ["TOKEN_PREFIX", "TokenEntry", "TokenFile"]
 
 TOKEN_PREFIX = "canon_"  # makes a leaked token easy to recognise for secret scanners
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
+NAME_RE = ecma_regex(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
 FORMAT = 1
 RESERVED = frozenset({ANONYMOUS.name})
 

@@ -9,29 +9,34 @@ checks cannot change before the writes land. It checks, for every operation, in 
   acyclic edge type;
 * a node is deleted only without edges, or with `cascade`, which deletes its edges first (each edge deletion
   is its own change, before the node's);
+* a patch (`PatchNode`) names an existing node (else `NotFoundError`) and keeps every property its type
+  requires; the patched node is then checked as a whole, exactly as a put;
+* a put that gives no visibility keeps an existing node's, and gives a new node its type's default;
 * an `expected_revision` matches the record's current revision (0 = the record must not exist).
 
 Later operations see the effect of earlier ones in the same batch. All problems are collected before anything
-is refused, so a caller fixes a bad batch in one pass. A stale expected revision raises `ConflictError`.
+is refused, so a caller fixes a bad batch in one pass. A patch of a missing node raises `NotFoundError`, and a
+stale expected revision `ConflictError`.
 """
 
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
+from core.dialect import ecma_regex
 from core.documents import pointer
-from core.errors import ConflictError, Problem, ValidationError
+from core.errors import ConflictError, NotFoundError, Problem, ValidationError
+from core.merge_patch import merge_patch, removed_members
 from core.model import Model
-from core.operations import DeleteEdge, DeleteNode, Operation, PutEdge, PutNode
-from core.records import ID_RE, READER_PATTERN, VISIBILITIES, Edge, Node, edge_key
+from core.operations import DeleteEdge, DeleteNode, Operation, PatchNode, PutEdge, PutNode
+from core.records import ID_RE, READER_PATTERN, VISIBILITIES, Edge, Node, Visibility, edge_key
 
 __all__ = ["IndexedProblem", "StateView", "Write", "plan"]
 
-READER_RE = re.compile(READER_PATTERN)
+READER_RE = ecma_regex(READER_PATTERN)
 EdgeId = tuple[str, str, str]  # (type, source, target)
 
 
@@ -77,8 +82,8 @@ def plan(
 ) -> list[Write]:
     """Validate a batch against the model and the committed state; return the writes with revisions assigned.
 
-    Raises `ValidationError` (with every problem, each pointer prefixed by `/<operation index>`) or
-    `ConflictError` (the first stale expected revision).
+    Raises `ValidationError` (with every problem, each pointer prefixed by `/<operation index>`),
+    `NotFoundError` (the first patch of a missing node) or `ConflictError` (the first stale expected revision).
     """
     planner = _Planner(model, view, principal, now)
     for index, op in enumerate(operations):
@@ -88,6 +93,8 @@ def plan(
     if planner.problems:
         problems = [Problem(f"/{p.index}{p.problem.pointer}", p.problem.message) for p in planner.problems]
         raise ValidationError(f"The batch has {len(problems)} problem(s); nothing was written.", problems)
+    if planner.missing:
+        raise planner.missing[0]
     if planner.conflicts:
         raise planner.conflicts[0]
     return _number(planner.writes, base_revision)
@@ -120,6 +127,7 @@ class _Planner:
         self.in_added: dict[tuple[str, str], set[str]] = {}
         self.problems: list[IndexedProblem] = []
         self.conflicts: list[ConflictError] = []
+        self.missing: list[NotFoundError] = []
         self.writes: list[Write] = []
 
     # -- the overlay -------------------------------------------------------------------------------------------
@@ -157,6 +165,8 @@ class _Planner:
     def apply(self, index: int, op: Operation) -> None:
         if isinstance(op, PutNode):
             self.put_node(index, op)
+        elif isinstance(op, PatchNode):
+            self.patch_node(index, op)
         elif isinstance(op, DeleteNode):
             self.delete_node(index, op)
         elif isinstance(op, PutEdge):
@@ -172,13 +182,16 @@ class _Planner:
         if expected is not None and expected != actual:
             self.conflicts.append(ConflictError(key, expected=expected, actual=actual))
 
-    def put_node(self, index: int, op: PutNode) -> None:
+    def put_node(self, index: int, op: PutNode, *, problems_from: int | None = None) -> None:
+        """Check a put and plan its write; problems found since `problems_from` (default: now) refuse it."""
         node = op.node
-        count = len(self.problems)
+        count = len(self.problems) if problems_from is None else problems_from
         current = self.node(node.id)
+        node_type = self.model.node_types.get(node.type)
         if op.keep_access and current is not None:
             node = replace(node, visibility=current.visibility, readers=current.readers)
-        node_type = self.model.node_types.get(node.type)
+        elif op.keep_access and node_type is not None:
+            node = replace(node, visibility=node_type.visibility, readers=node_type.readers)
         if not ID_RE.match(node.id):
             self.problem(index, ["id"], f"{node.id!r} is not a valid id (letters, digits, . _ : -; at most 128)")
         self._check_access(index, node)
@@ -217,6 +230,30 @@ class _Planner:
         )
         self.nodes[node.id] = stored
         self.writes.append(Write(index, "node", node.id, node.type, current, stored))
+
+    def patch_node(self, index: int, op: PatchNode) -> None:
+        """Apply the merge patch to the node as it is now (in this batch), then check the result as a put."""
+        current = self.node(op.id)
+        if current is None:
+            self.missing.append(NotFoundError("node", op.id))
+            return
+        count = len(self.problems)
+        properties: dict[str, Any] = merge_patch(current.properties, op.properties)
+        node_type = self.model.node_types.get(current.type)
+        required = node_type.schema.get("required", ()) if node_type is not None else ()
+        for name in removed_members(current.properties, op.properties):
+            if name in required:  # named here, where the patch removes it; checked below as still there
+                self.problem(index, ["properties", name], f"{current.type} requires {name!r}; a patch cannot remove it")
+                properties[name] = current.properties[name]
+        patched = replace(
+            current,
+            properties=properties,
+            visibility=cast("Visibility", op.visibility) if op.visibility is not None else current.visibility,
+            readers=op.readers if op.readers is not None else current.readers,
+            updated_at=None,
+            updated_by=None,
+        )
+        self.put_node(index, PutNode(patched, op.expected_revision), problems_from=count)
 
     def _check_access(self, index: int, node: Node) -> None:
         if node.visibility not in VISIBILITIES:

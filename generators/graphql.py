@@ -12,8 +12,9 @@ graphql-transport-ws protocol) and `/schema.graphql` (the printed SDL). Names ar
 * **Mutation**: one field per write tool. **Subscription**: one field per subscribable resource
   (`resource_changes`, `resource_node(type, id)`), fed by `host.watch()`, the same events MCP subscribers hear.
 * **Node types** implement `interface Node`; each has `properties` typed from its JSON Schema and a field per
-  edge type: `<edge>` (edges leaving the node, to the target type, or `Node` when there are several) and
-  `<edge>_incoming` (edges arriving), both read through `get_neighbors` (depth 1) so visibility applies.
+  edge end: `<edge>` (edges leaving the node) and the edge's inverse name (edges arriving; `<edge>_incoming`
+  when the model declares none), each a cursor-paged page of `{node, edge, properties}` read through
+  `get_neighbors` (depth 1) so visibility applies (`generators.graphql_edges`).
 
 A root field's result, fully selected and with `__typename` dropped, is the tool's structured result, except
 that GraphQL answers `null` for a field the JSON leaves out. An argument given as `null` counts as not given,
@@ -27,15 +28,15 @@ and the GraphQL form of errors; `generators.graphql_app` is the HTTP and WebSock
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
+import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Optional
 
 import anyio
 import strawberry
-from graphql import ASTValidationRule
-from strawberry.extensions import AddValidationRules
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types.unset import UNSET
 
@@ -53,10 +54,11 @@ from generators.graphql_bounds import (
     MAX_SUBSCRIPTIONS,
     UNKNOWN_LIST,
     CanonSchema,
+    budget_rule,
     canon_error,
-    cost_rule,
-    request_extensions,
 )
+from generators.graphql_edges import EdgeFields
+from generators.graphql_gate import request_extensions
 from generators.graphql_types import (
     Fallback,
     HashableDict,
@@ -72,10 +74,6 @@ from generators.graphql_types import (
 
 __all__ = ["FALLBACKS", "MAX_COST", "MAX_DEPTH", "GraphQLSurface", "build_schema", "local_assets", "surface"]
 
-EDGE_LIMIT = 10  # default `limit` of an edge field (the dispatcher bounds it as get_neighbors does)
-EDGE_LIMIT_DOC = f"At most this many nodes (default {EDGE_LIMIT}; bounded as get_neighbors' limit)."
-INCOMING = "_incoming"
-
 FALLBACKS: tuple[Fallback, ...] = (
     Fallback("Edge.properties", "one field for every edge type's properties"),
     Fallback("Change.before", "an object of any properties"),
@@ -86,6 +84,7 @@ FALLBACKS: tuple[Fallback, ...] = (
     Fallback("query_graph(match:)[]", "oneOf has no GraphQL equivalent"),
     Fallback("QueryGraphResult.items[]", "a map"),
     Fallback("upsert_node(properties:)", "an object of any properties"),
+    Fallback("patch_node(properties:)", "an object of any properties"),
     Fallback("upsert_edge(properties:)", "an object of any properties"),
     Fallback("write_batch(operations:)[]", "oneOf has no GraphQL equivalent"),
 )
@@ -109,8 +108,8 @@ class Runtime:
 
     async def call_tool(self, info: strawberry.Info, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         principal = self.principal(info)
-        result = await anyio.to_thread.run_sync(self.host.dispatcher.call_tool, principal, self.surface, name,
-                                                arguments)  # fmt: skip
+        call = functools.partial(self.host.dispatcher.call_tool, received=time.monotonic())  # its time counts the wait
+        result = await anyio.to_thread.run_sync(call, principal, self.surface, name, arguments)
         if result.error is not None:
             raise canon_error(result.error)
         assert result.value is not None
@@ -175,6 +174,7 @@ class Builder:
         self.runtime = runtime
         self.mapper = TypeMapper(registry.model)
         self.maxima: dict[tuple[str, str], int] = {}
+        self._edges: EdgeFields | None = None
 
     # -- tools ---------------------------------------------------------------------------------------------------------
     def tool_field(self, tool: ToolDefinition, root_name: str) -> Any:
@@ -218,53 +218,17 @@ class Builder:
 
     # -- edges ---------------------------------------------------------------------------------------------------------
     def edge_fields(self, node_type: str, classes: dict[str, Any]) -> dict[str, Any]:
-        """`<edge>` and `<edge>_incoming` fields of one node type, names kept clear of its other fields."""
-        model = self.registry.model
+        """The edge fields of one node type (see `generators.graphql_edges`), each bounded as get_neighbors."""
         neighbours = next((t for t in self.registry.tools if t.name == "get_neighbors"), None)
         if neighbours is None:
             return {}
-        maximum = neighbours.input_schema.get("properties", {}).get("limit", {}).get("maximum", UNKNOWN_LIST)
-        taken = set(model.node_types[node_type].schema.get("properties", ())) | {
-            "id",
-            "type",
-            "visibility",
-            "readers",
-            "properties",
-            "revision",
-            "created_at",
-            "updated_at",
-            "updated_by",
-        }
-        fields: dict[str, Any] = {}
-        wanted = [(e, "out", t.targets) for e, t in model.edge_types.items() if node_type in t.sources]
-        wanted += [(e, "in", t.sources) for e, t in model.edge_types.items() if node_type in t.targets]
-        for edge, direction, ends in wanted:
-            name = re.sub(r"\W", "_", edge) + ("" if direction == "out" else INCOMING)
-            while name in taken:
-                name += "_edge"
-            taken.add(name)
-            only = sorted(ends)
-            target = classes[only[0]] if len(only) == 1 else self.mapper.shapes.node_interface
-            fields[name] = self._edge_field(name, edge, direction, target)
-            self.maxima[(node_type, name)] = maximum
+        if self._edges is None:
+            schemas = {"inputSchema": neighbours.input_schema, "outputSchema": neighbours.output_schema}
+            self._edges = EdgeFields(self.registry.model, self.mapper, self.runtime.call_tool, schemas)
+        maximum: int = neighbours.input_schema.get("properties", {}).get("limit", {}).get("maximum", UNKNOWN_LIST)
+        fields = self._edges.fields(node_type, classes)
+        self.maxima.update({(node_type, name): maximum for name in fields})
         return fields
-
-    def _edge_field(self, name: str, edge: str, direction: str, target: Any) -> Any:
-        runtime, shapes = self.runtime, self.mapper.shapes
-
-        async def resolve(root: Any, info: strawberry.Info, limit: int = EDGE_LIMIT) -> Any:
-            arguments = {"id": root.id, "direction": direction, "edge_types": [edge], "depth": 1, "limit": limit}
-            value = await runtime.call_tool(info, "get_neighbors", arguments)
-            return [shapes.hydrate_node(item["node"]) for item in value["items"]]
-
-        params = [inspect.Parameter("root", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Any),
-                  *_params(keyword_only=False),
-                  inspect.Parameter("limit", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=EDGE_LIMIT,
-                                    annotation=argument(int, "limit", EDGE_LIMIT_DOC))]  # fmt: skip
-        _sign(resolve, params, list[target])
-        what = "leaving this node" if direction == "out" else "arriving at this node"
-        description = f"The nodes at the other end of {edge} edges {what}, as get_neighbors sees them."
-        return strawberry.field(resolver=resolve, name=name, description=description)
 
     # -- resources -----------------------------------------------------------------------------------------------------
     def resource_types(self) -> tuple[Any, Any]:
@@ -342,7 +306,7 @@ class Builder:
         return strawberry.subscription(resolver=subscribe, name=name, description=description)
 
     # -- all of it -----------------------------------------------------------------------------------------------------
-    def build(self, extensions: list[Any]) -> Built:
+    def build(self) -> Built:
         self.mapper.node_types(self.edge_fields)
         resource, update = self.resource_types()
         query: dict[str, Any] = {}
@@ -360,12 +324,10 @@ class Builder:
         named = (("Query", query), ("Mutation", mutation), ("Subscription", subscription))
         roots = {n: strawberry.type(type(n, (), fields)) if fields else None for n, fields in named}
         assert roots["Query"] is not None  # every registry has read tools and resources
-        # one rule class for the schema's life: ValidationCache keys on the rule classes
-        cost: list[type[ASTValidationRule]] = [cost_rule(self.maxima)]
         schema = CanonSchema(
             query=roots["Query"], mutation=roots["Mutation"], subscription=roots["Subscription"],
             types=self.mapper.extra_types, config=StrawberryConfig(auto_camel_case=False),
-            extensions=[*extensions, lambda: AddValidationRules(cost)],
+            extensions=request_extensions(budget_rule(self.maxima)),
         )  # fmt: skip
         return Built(schema, tuple(self.mapper.fallbacks))
 
@@ -379,7 +341,7 @@ def _uris_of(change: Change) -> tuple[str, ...]:
 
 def build_schema(registry: Registry, host: SurfaceHost) -> Built:
     """The strawberry schema for `registry`, resolving through `host`'s dispatcher."""
-    return Builder(registry, Runtime(host)).build(request_extensions())
+    return Builder(registry, Runtime(host)).build()
 
 
 class GraphQLSurface:

@@ -4,24 +4,31 @@
 `/ui-assets/` when canon serves them, see `local_assets`) and carries subscriptions over WebSocket with the
 graphql-transport-ws protocol; the caller is canon's principal, from the `Authorization` header or, on a
 WebSocket, from `connection_init`. `/schema.graphql` answers the printed SDL.
+
+A request GraphQL cannot even read (a body that is not JSON, or not an object, or JSON nested past what Python can
+decode; a subscription over POST or GET; an operation name the document lacks) is answered with its HTTP status
+(400) and a GraphQL error body: `{"errors": [{"message": ..., "extensions": {"code": "BAD_REQUEST"}}]}`.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import timedelta
 from typing import Any
 
 import anyio
 import strawberry
+from cross_web import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.types.unset import UNSET, UnsetType
 
+from core.documents import parse_json
 from core.surfaces import ASGIApp, SurfaceHost
 from generators.graphql_bounds import MAX_SUBSCRIPTIONS_PER_CONNECTION
 
@@ -48,6 +55,33 @@ class CanonGraphQL(GraphQL[dict[str, Any], None]):
                          connection_init_wait_timeout=timedelta(seconds=30))  # fmt: skip
         self.host = host
         self.surface = surface
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        try:
+            response = await self.run(Request(scope=scope, receive=receive))
+        except HTTPException as e:
+            code = {405: "METHOD_NOT_ALLOWED", 404: "NOT_FOUND"}.get(e.status_code, "BAD_REQUEST")
+            response = JSONResponse({"errors": [{"message": e.reason, "extensions": {"code": code}}]}, e.status_code)
+        await response(scope, receive, send)
+
+    def decode_json(self, data: str | bytes) -> object:
+        """Request bodies, `variables` and WebSocket messages, parsed as canon parses all JSON (no NaN, no nesting
+        past the recursion limit: either is undecodable JSON like any other, on HTTP and WebSocket)."""
+        return parse_json(data)
+
+    def parse_json(self, data: str | bytes) -> Any:
+        """A request body (or its `variables` or `extensions` parameter) as an object, or a request error."""
+        try:
+            value = self.decode_json(data)
+        except json.JSONDecodeError as e:
+            raise HTTPException(400, f"The request is not JSON: {e.msg}.") from None
+        if not isinstance(value, dict | list):
+            kind = "a string" if isinstance(value, str) else "null" if value is None else "a boolean or a number"
+            raise HTTPException(400, f"A GraphQL request is a JSON object, not {kind}.")
+        return value
 
     async def get_context(self, request: Request | WebSocket, response: Response | WebSocket) -> dict[str, Any]:
         principal = self.host.principal_of(request)
@@ -93,6 +127,10 @@ def asgi_app(schema: strawberry.Schema, host: SurfaceHost, surface: str) -> ASGI
                 response = PlainTextResponse(sdl)
             else:
                 response = PlainTextResponse("Method Not Allowed", 405, headers={"Allow": "GET, HEAD"})
+            await response(scope, receive, send)
+            return
+        if scope["type"] == "http" and scope["method"] not in ("GET", "POST"):  # strawberry's 405 names no Allow
+            response = PlainTextResponse("GraphQL is served over GET and POST.", 405, headers={"Allow": "GET, POST"})
             await response(scope, receive, send)
             return
         await view(scope, receive, send)

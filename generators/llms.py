@@ -16,9 +16,9 @@ URL layout (root-relative, so the files are the same wherever canon is served):
 Pages are rendered on first request and kept until the store's revision changes, so repeated crawler hits
 cost a dictionary lookup; each answer carries an ETag (a digest of its bytes) and honours If-None-Match.
 
-This module is the serving side: the ASGI app (GET and HEAD, ETag/304, 404/405) and the `surface` object with its
-bounds. What each page shows and how its data is gathered is `generators.llms_pages`; the jinja2 environment and
-the text helpers are `generators.llms_markdown`.
+This module is the serving side: the ASGI app (GET and HEAD, ETag/304, 404/405 as problem+json) and the `surface`
+object with its bounds. What each page shows and how its data is gathered is `generators.llms_pages`; the jinja2
+environment and the text helpers are `generators.llms_markdown`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import anyio.to_thread
 
 from core.registry import Registry
 from core.surfaces import ASGIApp, SurfaceHost
+from core.wire.problems import send_problem
 from generators.llms_pages import Site, share
 
 __all__ = ["LlmsSurface", "share", "surface"]
@@ -40,7 +41,7 @@ __all__ = ["LlmsSurface", "share", "surface"]
 log = logging.getLogger("canon.llms")
 MARKDOWN = "text/markdown; charset=utf-8"
 CACHE_CONTROL = "public, max-age=60"
-NOT_FOUND = "# Not found\n\nThere is no public page at this address. Start at [/llms.txt](/llms.txt).\n"
+NOT_FOUND = "There is no public page at this address; start at /llms.txt."
 
 
 # -- HTTP ------------------------------------------------------------------------------------------------------------
@@ -68,16 +69,17 @@ def make_app(site: Site) -> ASGIApp:
             return
         method = scope["method"]
         if method not in ("GET", "HEAD"):
-            await _answer(send, 405, b"Only GET and HEAD are served here.\n", [(b"allow", b"GET, HEAD")], method)
+            await send_problem(send, scope, 405, "method_not_allowed", "Only GET and HEAD are served here.",
+                               headers=[(b"allow", b"GET, HEAD")])  # fmt: skip
             return
         try:
             body = await anyio.to_thread.run_sync(site.page, scope["path"])
         except Exception:  # the surface's outermost boundary: log, and answer without a traceback
             log.exception("rendering %s failed", scope["path"])
-            await _answer(send, 500, b"# Error\n\nThis page could not be rendered; see the server log.\n", [], method)
+            await send_problem(send, scope, 500, "internal", "This page could not be rendered; see the server log.")
             return
         if body is None:
-            await _answer(send, 404, NOT_FOUND.encode(), [], method)
+            await send_problem(send, scope, 404, "not_found", NOT_FOUND)
             return
         etag = _etag(body)
         headers = [(b"etag", etag.encode()), (b"cache-control", CACHE_CONTROL.encode())]

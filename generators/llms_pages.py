@@ -80,6 +80,7 @@ class Link:
 class Group:
     """The neighbours of a node over one edge type in one direction."""
 
+    name: str  # the edge as seen from the node: its type's name out, its inverse name in (`Model.edge_ends`)
     edge_type: str
     direction: str  # "out" or "in"
     links: tuple[Link, ...]
@@ -275,10 +276,9 @@ class Site:
         required = set(node_type.schema.get("required", []))
         properties = [(p, type_label(s), s.get("description", ""), p in required)
                       for p, s in node_type.properties.items()]  # fmt: skip
-        out = [(e, [Link(t, f"/types/{t}.md") for t in sorted(e.targets)]) for e in self.model.edge_types.values()
-               if name in e.sources]  # fmt: skip
-        into = [(e, [Link(s, f"/types/{s}.md") for s in sorted(e.sources)]) for e in self.model.edge_types.values()
-                if name in e.targets]  # fmt: skip
+        ends = [(end, [Link(t, f"/types/{t}.md") for t in end.far]) for end in self.model.edge_ends(name)]
+        out = [(end, links) for end, links in ends if end.direction == "out"]
+        into = [(end, links) for end, links in ends if end.direction == "in"]
         nodes, total = self._public_nodes(name, self.bounds.max_type_nodes)
         return self._render(
             "type.md.j2", h=_headings(shift), name=name, node_type=node_type, properties=properties, out=out,
@@ -312,16 +312,13 @@ class Site:
 
         def compute() -> list[Group]:
             groups: list[Group] = []
-            for name, edge in self.model.edge_types.items():
-                for direction, applies in (("out", node_type in edge.sources), ("in", node_type in edge.targets)):
-                    if not applies:
-                        continue
-                    limit = min(NEIGHBOUR_LIMIT, self.bounds.max_neighbours)
-                    answer = self._call("get_neighbors", {"id": id, "direction": direction, "edge_types": [name],
-                                                          "limit": limit})  # fmt: skip
-                    if answer and answer["items"]:
-                        links = tuple(self._node_link(item["node"]) for item in answer["items"])
-                        groups.append(Group(name, direction, links, int(answer["total"])))
+            for end in self.model.edge_ends(node_type):
+                limit = min(NEIGHBOUR_LIMIT, self.bounds.max_neighbours)
+                answer = self._call("get_neighbors", {"id": id, "direction": end.direction,
+                                                      "edge_types": [end.edge.name], "limit": limit})  # fmt: skip
+                if answer and answer["items"]:
+                    links = tuple(self._node_link(item["node"]) for item in answer["items"])
+                    groups.append(Group(end.name, end.edge.name, end.direction, links, int(answer["total"])))
             return groups
 
         groups: list[Group] = self._remember(("neighbours", id), compute)

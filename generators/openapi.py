@@ -8,8 +8,10 @@ How a tool becomes an operation (`route_of`); `generators.rest` serves exactly t
 * GET and DELETE: every other input property is a query parameter. Scalars and enums are sent as they are,
   arrays of scalars as repeated parameters (form, explode), anything else as one JSON-encoded parameter
   (`content: application/json`).
-* PUT and POST: every other input property is in the `application/json` body, whose schema is the input
-  schema without the path parameters.
+* PUT, POST and PATCH: every other input property is in the JSON body, whose schema is the input schema
+  without the path parameters. Its media type is `application/json` unless the hint lists the ones it takes
+  (`"media"`, e.g. patch_node's `application/merge-patch+json` and `application/json`); a route with such a
+  list refuses any other Content-Type with 415.
 * 200 carries the output schema (what MCP's structuredContent carries); errors are RFC 9457 problem+json.
 
 Resources: `canon://X` is `GET /api/resources/X`, a template keeps its `{var}`s as path parameters, and
@@ -72,6 +74,8 @@ class ToolRoute:
     path: str  # full request path template, e.g. /api/nodes/{id}
     params: tuple[Param, ...]
     body: bool  # the properties that are not parameters come as a JSON body
+    media: tuple[str, ...] = ("application/json",)  # the body's media types
+    strict_media: bool = False  # the hint listed them: any other Content-Type is refused (415)
 
     @property
     def conditional(self) -> bool:
@@ -128,8 +132,8 @@ def route_of(tool: ToolDefinition) -> ToolRoute:
     read_only = bool(tool.annotations.get("readOnlyHint", False))
     hint = tool.surface.get("rest") or {"method": "GET" if read_only else "POST", "path": f"/tools/{tool.name}"}
     method, path = str(hint["method"]).upper(), API + str(hint["path"])
-    if method not in ("GET", "PUT", "POST", "DELETE"):
-        raise ValueError(f"tool {tool.name!r}: REST method {method} is not one of GET, PUT, POST, DELETE")
+    if method not in ("GET", "PUT", "POST", "PATCH", "DELETE"):
+        raise ValueError(f"tool {tool.name!r}: REST method {method} is not one of GET, PUT, POST, PATCH, DELETE")
     if method == "GET" and not read_only:
         raise ValueError(f"tool {tool.name!r}: GET is only for read-only tools")
     properties = _properties(tool.input_schema)
@@ -139,11 +143,14 @@ def route_of(tool: ToolDefinition) -> ToolRoute:
         if name not in properties:
             raise ValueError(f"tool {tool.name!r}: path parameter {name!r} is not an input property")
         params.append(Param(name, "path", style_of(properties[name]), properties[name], True))
-    body = method in ("PUT", "POST")
+    body = method in ("PUT", "POST", "PATCH")
+    media = tuple(str(m).lower() for m in hint.get("media", ()))
+    if media and not body:
+        raise ValueError(f"tool {tool.name!r}: a {method} route has no body to take {', '.join(media)}")
     if not body:
         taken = {p.name for p in params}
         params += [Param(n, "query", style_of(s), s, n in required) for n, s in properties.items() if n not in taken]
-    return ToolRoute(tool, method, path, tuple(params), body)
+    return ToolRoute(tool, method, path, tuple(params), body, media or ("application/json",), bool(media))
 
 
 def resource_path(uri: str) -> str:
@@ -173,20 +180,21 @@ _ERRORS: dict[str, tuple[int, str]] = {  # component name -> status, when it is 
     "Conflict": (409, "The record is not at the expected revision (or the write conflicts with the graph)."),
     "PreconditionFailed": (412, "If-Match named a revision the record is no longer at."),
     "ContentTooLarge": (413, "The request body is larger than the server accepts."),
+    "UnsupportedMediaType": (415, "The body's Content-Type is not one the operation takes."),
     "LimitExceeded": (422, "Valid input, but the query went past a bound (work or time); narrow it."),
 }
 _FIXED_SCHEMAS: dict[str, Any] = {
     "rest.Problem": {
         "type": "object",
         "description": "An RFC 9457 problem: what went wrong, with canon's error code and JSON pointers.",
-        "required": ["type", "title", "status"],
+        "required": ["type", "title", "status", "code"],
         "properties": {
             "type": {"type": "string"},
             "title": {"type": "string"},
             "status": {"type": "integer"},
             "detail": {"type": "string"},
             "instance": {"type": "string"},
-            "code": {"type": "string", "description": "canon's error code, e.g. invalid_arguments or not_found."},
+            "code": {"type": "string", "description": "canon's error code, e.g. not_found or no_route."},
             "errors": {
                 "type": "array",
                 "items": {
@@ -260,7 +268,7 @@ def _operation(route: ToolRoute, components: dict[str, Any]) -> dict[str, Any]:
         required = [n for n in input_body.get("required", ()) if n not in path_names]
         if required:
             body["required"] = required
-        op["requestBody"] = {"required": bool(required), "content": {"application/json": {"schema": body}}}
+        op["requestBody"] = {"required": bool(required), "content": {m: {"schema": body} for m in route.media}}
     ok: dict[str, Any] = {
         "description": "The tool's structured result.",
         "content": {"application/json": {"schema": output}},
@@ -278,6 +286,8 @@ def _operation(route: ToolRoute, components: dict[str, Any]) -> dict[str, Any]:
         names.append("PreconditionFailed")
     if route.body:
         names.append("ContentTooLarge")
+    if route.strict_media:
+        names.append("UnsupportedMediaType")
     op["responses"] = responses | _errors(*names, "LimitExceeded")
     op["x-canon-tool"] = tool.name
     op["x-canon-annotations"] = dict(tool.annotations)

@@ -4,11 +4,12 @@ dispatcher, as the caller the bearer token names.
 How a tool becomes an operation (`generators.openapi.route_of`, which also writes the OpenAPI document):
 
 * method and path from the tool's REST hint, under `/api` (`GET /api/nodes/{id}` is get_node);
-* `{name}` path segments, then (GET, DELETE) query parameters or (PUT, POST) the JSON body, make up the
-  arguments. Query strings are text: each value is converted by its property's declared type (arrays are
-  repeated parameters, objects one JSON-encoded parameter); unknown parameters go through, so the input
-  schema's `additionalProperties: false` refuses them. The dispatcher validates everything; FastAPI derives
-  and validates nothing (endpoints take only the request).
+* `{name}` path segments, then (GET, DELETE) query parameters or (PUT, POST, PATCH) the JSON body, make up the
+  arguments; a route whose hint lists its body's media types refuses a body of any other with 415 (and, for
+  PATCH, says which in `Accept-Patch`). Query strings are text: each value is converted by its property's
+  declared type (arrays are repeated parameters, objects one JSON-encoded parameter); unknown parameters go
+  through, so the input schema's `additionalProperties: false` refuses them. The dispatcher validates
+  everything; FastAPI derives and validates nothing (endpoints take only the request).
 * 200 carries the tool's structured result (MCP's structuredContent); GET answers carry an ETag
   (`"<id>@<revision>"` for one node, else the store revision plus a digest of the body) and answer a matching
   If-None-Match with 304 (after the call, so it is authorised and audited); `Link: rel="next"` follows
@@ -16,11 +17,13 @@ How a tool becomes an operation (`generators.openapi.route_of`, which also write
 * Resources: `GET /api/resources/<uri without canon://>` answers with the resource's own media type;
   `GET /api/resources` pages the list as MCP resources/list does.
 
-Errors are RFC 9457 problem+json, one table (`STATUS`): invalid_arguments / invalid 400, forbidden 403,
-not_found 404, conflict 409 (412 when the caller sent If-Match), limit_exceeded 422, a body over
-`max_body_bytes` 413, an unknown path 404, a wrong method 405. 422 for limit_exceeded because the input was
-valid and understood but the server declines the work: 400 would call the request malformed, 429 would invite
-a retry of the same request, and a 5xx would blame the server. A bad token is core's 401.
+Errors are RFC 9457 problem+json from the HTTP host's one table (`core.wire.problems.STATUS`):
+invalid_arguments / invalid 400, forbidden 403, not_found 404, conflict 409 (412 when the caller sent If-Match),
+limit_exceeded 422, a body of a media type the route does not take 415 (unsupported_media_type), an unknown path
+404 (no_route), a wrong method 405 (method_not_allowed). 422 for limit_exceeded because the input was valid and
+understood but the server declines the work: 400 would call the request malformed, 429 would invite a retry of
+the same request, and a 5xx would blame the server. The host refuses a bad token (401), a foreign Host or Origin
+(421, 403) and a body over `max_body_bytes` (413) before this app sees the request.
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ import json
 import logging
 import math
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from http import HTTPStatus
 from typing import Any
 
 import anyio.to_thread
@@ -43,26 +46,18 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 
 from core.dispatch import CallContext, error_json
+from core.documents import parse_json
 from core.errors import CanonError
 from core.registry import Registry
 from core.resources import list_resources, read_resource
 from core.surfaces import ASGIApp, SurfaceHost
+from core.wire.problems import PROBLEM_MEDIA, STATUS, code_of_status, problem_body
 from generators.openapi import SEGMENT, Param, ResourceRoute, ToolRoute, openapi_document, resource_routes, route_of
 
 __all__ = ["STATUS", "RestSurface", "build_app", "coerce", "document_text", "surface"]
 
 log = logging.getLogger("canon.rest")
 
-STATUS = {
-    "invalid_arguments": 400, "invalid": 400, "import_error": 400, "forbidden": 403, "not_found": 404,
-    "unknown_tool": 404, "conflict": 409, "limit_exceeded": 422,
-}  # fmt: skip
-"""canon error code -> HTTP status; anything else is a 500 (a bug or a broken store, never bad input)."""
-TITLES = {
-    "invalid_arguments": "Invalid arguments", "invalid": "Invalid data", "forbidden": "Forbidden",
-    "not_found": "Not found", "conflict": "Conflict", "limit_exceeded": "Limit exceeded",
-}  # fmt: skip
-PROBLEM_MEDIA = "application/problem+json"
 READ_HEADERS = {"Cache-Control": "private, no-cache", "Vary": "Authorization"}
 UI_ASSETS = "/ui-assets/swagger-ui-dist@5"
 INTEGER = re.compile(r"-?[0-9]+")
@@ -77,27 +72,19 @@ class Refusal(Exception):
     """A request this surface answers with a problem itself, before (or instead of) dispatch."""
 
     def __init__(self, status: int, code: str, detail: str, errors: Sequence[Mapping[str, str]] = (),
-                 **extra: Any) -> None:  # fmt: skip
+                 headers: Mapping[str, str] | None = None, **extra: Any) -> None:  # fmt: skip
         super().__init__(detail)
         self.status, self.code, self.detail, self.errors, self.extra = status, code, detail, errors, extra
+        self.headers = headers
 
     def response(self, request: Request) -> Response:
-        return problem(request, self.status, self.code, self.detail, self.errors, self.extra)
+        return problem(request, self.status, self.code, self.detail, self.errors, self.extra, self.headers)
 
 
-def problem(request: Request, status: int, code: str | None, detail: str, errors: Sequence[Mapping[str, str]] = (),
+def problem(request: Request, status: int, code: str, detail: str, errors: Sequence[Mapping[str, str]] = (),
             extra: Mapping[str, Any] | None = None, headers: Mapping[str, str] | None = None) -> Response:  # fmt: skip
-    """An RFC 9457 answer; `code` None is a plain HTTP problem (`about:blank`, titled by its status)."""
-    body: dict[str, Any] = {
-        "type": f"urn:canon:problem:{code}" if code else "about:blank",
-        "title": TITLES.get(code or "", HTTPStatus(status).phrase),
-        "status": status,
-        "detail": detail,
-        "instance": request.url.path,
-    }
-    if code:
-        body |= {"code": code, "errors": [dict(e) for e in errors], **(extra or {})}
-    content = json.dumps(body, ensure_ascii=False)
+    """An RFC 9457 answer, as the HTTP host writes every problem (`core.wire.problems`)."""
+    content = problem_body(status, code, detail, request.url.path, errors, extra)
     return Response(content, status_code=status, media_type=PROBLEM_MEDIA, headers=dict(headers or {}))
 
 
@@ -140,14 +127,6 @@ def coerce(schema: Mapping[str, Any], text: str) -> Any:
     return text
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _json(text: str | bytes) -> Any:
-    return json.loads(text, parse_constant=_no_constant)
-
-
 def _from_query(param: Param, values: list[str]) -> Any:
     if param.style == "array":
         items: Mapping[str, Any] = param.schema.get("items", {})
@@ -158,7 +137,7 @@ def _from_query(param: Param, values: list[str]) -> Any:
             converted.append(coerce(param.schema, value))
             continue
         try:
-            converted.append(_json(value))
+            converted.append(parse_json(value))
         except (ValueError, RecursionError) as exc:
             raise _refuse(
                 param.name, f"Query parameter {param.name!r} is not valid JSON.", f"not JSON: {exc}"
@@ -166,25 +145,17 @@ def _from_query(param: Param, values: list[str]) -> Any:
     return converted[0] if len(converted) == 1 else converted
 
 
-async def _body(request: Request, limit: int) -> dict[str, Any]:
-    """The JSON object in the body ({} when empty); refused when too large, not UTF-8 JSON, or not an object."""
-    too_large = Refusal(413, "limit_exceeded", f"The request body is larger than {limit} bytes.",
-                        limit="max_body_bytes", value=limit)  # fmt: skip
-    declared = request.headers.get("content-length", "")
-    if declared.isascii() and declared.isdigit() and int(declared) > limit:
-        raise too_large
-    data = bytearray()
+async def _body(request: Request) -> dict[str, Any]:
+    """The JSON object in the body ({} when empty); refused when not UTF-8 JSON or not an object. (The host
+    refused a body over `max_body_bytes` before this app saw the request.)"""
     try:
-        async for chunk in request.stream():
-            data += chunk
-            if len(data) > limit:
-                raise too_large
+        data = await request.body()
     except ClientDisconnect:
         raise Refusal(400, "invalid_arguments", "The client went away before the body was complete.") from None
     if not data.strip():
         return {}
     try:
-        value = _json(bytes(data))
+        value = parse_json(data)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError too
         raise Refusal(400, "invalid_arguments", f"The request body is not UTF-8 JSON: {exc}",
                       [{"pointer": "", "message": "not JSON"}]) from None  # fmt: skip
@@ -194,7 +165,21 @@ async def _body(request: Request, limit: int) -> dict[str, Any]:
     return value  # pyright: ignore[reportUnknownVariableType]
 
 
-async def arguments_of(request: Request, route: ToolRoute, max_body: int) -> dict[str, Any]:
+def _media_type(request: Request) -> str | None:
+    """The body's media type, without parameters, lower-cased; None when the request names none."""
+    declared = request.headers.get("content-type")
+    return declared.split(";", 1)[0].strip().lower() if declared is not None else None
+
+
+def _unsupported(route: ToolRoute, media: str | None) -> Refusal:
+    takes = ", ".join(route.media)
+    what = f"Content-Type {media!r}" if media is not None else "a body without a Content-Type"
+    headers = {"Accept-Patch": takes} if route.method == "PATCH" else None
+    return Refusal(415, "unsupported_media_type", f"{route.tool.name} takes {takes}, not {what}.",
+                   [{"pointer": "", "message": f"Content-Type must be one of {takes}"}], headers)  # fmt: skip
+
+
+async def arguments_of(request: Request, route: ToolRoute) -> dict[str, Any]:
     """The tool arguments a request carries: path parameters, then query parameters or the JSON body."""
     by_name = {p.name: p for p in route.params}
     arguments: dict[str, Any] = {p.name: coerce(p.schema, request.path_params[p.name])
@@ -210,7 +195,12 @@ async def arguments_of(request: Request, route: ToolRoute, max_body: int) -> dic
                           "not a query parameter")  # fmt: skip
         arguments[name] = _from_query(param, values) if param else values[0] if len(values) == 1 else values
     if route.body:
-        body = await _body(request, max_body)
+        media = _media_type(request)
+        if route.strict_media and media is not None and media not in route.media:
+            raise _unsupported(route, media)
+        body = await _body(request)
+        if route.strict_media and media is None and body:
+            raise _unsupported(route, media)
         for name in arguments:
             if name in body and body[name] != arguments[name]:
                 raise _refuse(name, f"{name!r} differs between the path and the body.", "differs from the path")
@@ -294,10 +284,10 @@ def _tool_endpoint(host: SurfaceHost, route: ToolRoute) -> Endpoint:
     name = host.surface_name or surface.name
 
     async def endpoint(request: Request) -> Response:
-        arguments = await arguments_of(request, route, host.instance.config.max_body_bytes)
+        arguments = await arguments_of(request, route)
         if_match = _if_match(request, route, arguments)
         call = functools.partial(host.dispatcher.call_tool, host.principal_of(request), name, route.tool.name,
-                                 arguments)  # fmt: skip
+                                 arguments, received=time.monotonic())  # fmt: skip
         try:
             result = await anyio.to_thread.run_sync(call)
         except CanonError as exc:  # the tool left the registry since this app was built
@@ -355,11 +345,12 @@ def _by_method(endpoints: Mapping[str, Endpoint]) -> Endpoint:
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
-    """Unknown paths (404) and methods (405) as problems, like every other answer."""
-    status = exc.status_code if isinstance(exc, HTTPException) else 500
-    headers = exc.headers if isinstance(exc, HTTPException) else None
-    detail = f"No {request.method} {request.url.path} here." if status in (404, 405) else HTTPStatus(status).phrase
-    return problem(request, status, None, detail, headers=headers)
+    """Unknown paths (404, no_route) and methods (405, method_not_allowed) as problems, like every other answer."""
+    if not isinstance(exc, HTTPException):
+        return problem(request, 500, "internal", "The server failed to answer; the error is in its log.")
+    status, headers = exc.status_code, exc.headers
+    detail = f"No {request.method} {request.url.path} here." if status in (404, 405) else exc.detail
+    return problem(request, status, code_of_status(status), detail, headers=headers)
 
 
 def document_text(registry: Registry) -> str:

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from core.model import default_model_path
+from core.model import default_model_path, load_model
 from core.synthetic import write_synthetic
 from tests.conftest import run_canon
+from tests.core.test_model import EIGHT, eight_problems_in_one_type
 
 COMMANDS = ("init", "validate", "import", "export", "stats", "config", "synth")
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE = 0, 1, 2, 3
@@ -122,6 +127,18 @@ def test_validate_a_bad_model_exits_1_naming_the_file_and_every_pointer(tmp_path
         assert pointer in result.stderr
 
 
+def test_validate_lists_every_problem_in_one_run_even_under_a_wrong_type_keyword(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text(json.dumps(eight_problems_in_one_type(load_model())), encoding="utf-8")
+
+    result = run_canon("validate", "bad.json", cwd=tmp_path)
+
+    assert result.returncode == EXIT_PROBLEMS
+    problem_lines = [line for line in result.stderr.splitlines() if line.startswith("  ")]
+    assert len(problem_lines) == len(EIGHT) == 8
+    for pointer, words in EIGHT.items():
+        assert any(f"{pointer}: " in line and words in line for line in problem_lines), pointer
+
+
 def test_validate_a_file_that_is_not_json_exits_1_naming_the_line(tmp_path: Path) -> None:
     (tmp_path / "broken.json").write_text('{\n  "$defs": {\n    oops\n}\n', encoding="utf-8")
 
@@ -144,9 +161,17 @@ def _write_unparsable_lines(path: Path) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def _write_values_canon_cannot_hold(path: Path) -> None:
+    nan = json.dumps({"kind": "node", **_person_record(1)}).replace('"Engineer"', "NaN", 1)
+    surrogate = json.dumps({"kind": "node", **_person_record(2)}).replace("person-cli-2", "person-\\ud800")
+    path.write_text(nan + "\n" + surrogate + "\n", encoding="utf-8")
+
+
 @pytest.mark.parametrize(
-    ("name", "write"), [("invalid.json", _write_invalid_records), ("unparsable.jsonl", _write_unparsable_lines)]
-)
+    ("name", "write"),
+    [("invalid.json", _write_invalid_records), ("unparsable.jsonl", _write_unparsable_lines),
+     ("unfit.jsonl", _write_values_canon_cannot_hold)],
+)  # fmt: skip
 def test_import_of_a_bad_file_exits_1_and_writes_nothing(tmp_path: Path, name: str, write: Any) -> None:
     before = _init(tmp_path)
     write(tmp_path / name)
@@ -155,6 +180,7 @@ def test_import_of_a_bad_file_exits_1_and_writes_nothing(tmp_path: Path, name: s
 
     assert result.returncode == EXIT_PROBLEMS
     assert name in result.stderr
+    assert "Traceback" not in result.stderr
     assert _stats(tmp_path) == before
 
 
@@ -234,7 +260,61 @@ def test_export_then_import_into_an_empty_store_then_export_gives_identical_byte
     assert (tmp_path / "first.jsonl").read_bytes() == (tmp_path / "second.jsonl").read_bytes()
 
 
+def test_export_respects_the_umask_and_refuses_a_missing_folder_or_an_unknown_extension(tmp_path: Path) -> None:
+    _init(tmp_path)
+    previous = os.umask(0o027)  # the child inherits it, as from a user's shell
+    try:
+        written = run_canon("export", "graph.yaml", cwd=tmp_path)
+    finally:
+        os.umask(previous)
+    missing_folder = run_canon("export", "no-such-folder/graph.json", cwd=tmp_path)
+    unknown_extension = run_canon("export", "graph.txt", cwd=tmp_path)
+
+    assert written.returncode == EXIT_OK, written.stderr
+    assert stat.S_IMODE((tmp_path / "graph.yaml").stat().st_mode) == 0o640
+    assert missing_folder.returncode == EXIT_USAGE
+    assert "no-such-folder" in missing_folder.stderr
+    assert not (tmp_path / "no-such-folder").exists()
+    assert unknown_extension.returncode == EXIT_USAGE
+    assert "graph.txt" in unknown_extension.stderr
+    assert not (tmp_path / "graph.txt").exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".graph")) == []  # no temporary left
+
+
+@pytest.mark.parametrize("command", [("stats",), ("config",), ("export", "-")])
+def test_output_piped_into_a_reader_that_stops_ends_quietly(tmp_path: Path, command: tuple[str, ...]) -> None:
+    """`canon export - | head`: the reader closes the pipe; canon stops as a Unix tool stopped by SIGPIPE does."""
+    _init(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
+    child = subprocess.Popen([sys.executable, "-m", "core.cli", *command], cwd=tmp_path, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    assert child.stdout is not None
+    child.stdout.close()  # gone before canon writes its first byte (its start-up alone takes far longer)
+    _, stderr = child.communicate(timeout=60)
+
+    assert stderr.decode() == ""
+    assert child.returncode == 141  # 128 + SIGPIPE
+
+
 # -- synth ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["synthetic.json", "synthetic.yaml"])
+def test_synth_writes_the_format_its_extension_names_and_import_reads_it(tmp_path: Path, name: str) -> None:
+    written = run_canon("synth", "--nodes", "60", name, cwd=tmp_path)
+    imported = run_canon("--model", str(default_model_path()), "import", name, cwd=tmp_path)
+
+    assert written.returncode == EXIT_OK, written.stderr
+    assert imported.returncode == EXIT_OK, imported.stderr
+    assert _stats(tmp_path)["nodes"] == 60
+
+
+def test_synth_refuses_an_extension_it_cannot_write(tmp_path: Path) -> None:
+    result = run_canon("synth", "--nodes", "10", "synthetic.txt", cwd=tmp_path)
+
+    assert result.returncode == EXIT_USAGE
+    assert "synthetic.txt" in result.stderr
+    assert not (tmp_path / "synthetic.txt").exists()
+
+
 def test_synth_writes_the_same_bytes_for_the_same_size(tmp_path: Path) -> None:
     first = run_canon("synth", "--nodes", "1000", "a.jsonl", cwd=tmp_path)
     second = run_canon("synth", "--nodes", "1000", "b.jsonl", cwd=tmp_path)

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.anyio
 
 PUBLIC_SERVICE = "svc-checkout-api"
 RESTRICTED = "svc-card-vault"  # readable by group:payments and group:security
-WRITE_TOOLS = {"upsert_node", "delete_node", "upsert_edge", "delete_edge", "write_batch"}
+WRITE_TOOLS = {"upsert_node", "patch_node", "delete_node", "upsert_edge", "delete_edge", "write_batch"}
 TIMESTAMPS = {"created_at", "updated_at", "time"}
 
 
@@ -383,11 +383,17 @@ WRITES: list[tuple[str, dict[str, Any]]] = [
         "upsert_node",
         {"id": "team-cross", "type": "Team", "expected_revision": 999, "properties": TEAM | {"name": "Stale"}},
     ),
+    ("patch_node", {"id": "team-cross", "properties": {"name": "Crossed", "slack_channel": "#cross"}}),
+    ("patch_node", {"id": "team-cross", "properties": {"area": None}}),  # required: invalid
+    ("patch_node", {"id": "team-cross", "properties": {"name": "Stale"}, "expected_revision": 999}),
+    ("patch_node", {"id": "team-nobody", "properties": {"name": "Nobody"}}),
+    ("patch_node", {"id": "team-cross", "properties": {"slack_channel": None}, "visibility": "public"}),
     (
         "write_batch",
         {
             "operations": [
                 {"op": "upsert_node", "id": "team-cross-2", "type": "Team", "properties": TEAM | {"slug": "second"}},
+                {"op": "patch_node", "id": "team-cross-2", "properties": {"name": "Second"}, "readers": None},
                 {"op": "delete_edge", "type": "decided_by", "source": "adr-0001", "target": "team-cross"},
             ]
         },
@@ -414,7 +420,9 @@ async def test_the_same_writes_on_fresh_stores_give_the_same_results(seed_templa
                 transcripts[surface] = [await call(t, a) for t, a in WRITES]
         finally:
             instance.close()
-    assert [kind for kind, _ in transcripts["direct"]] == ["ok", "ok", "error", "ok", "ok", "ok"]
+    kinds = ["ok", "ok", ("error", "conflict"), "ok", ("error", "invalid"), ("error", "conflict"),
+             ("error", "not_found"), "ok", "ok", "ok", "ok"]  # fmt: skip
+    assert [kind if kind == "ok" else (kind, value) for kind, value in transcripts["direct"]] == kinds
     expected = comparable(transcripts["direct"])
     for surface in ("mcp", "rest", "graphql"):
         assert comparable(transcripts[surface]) == expected, surface

@@ -824,15 +824,15 @@ def _text_filter(query: NodeQuery, indexed: bool) -> tuple[str, list[Any]]:
         clauses, params = [candidates.format("node_text MATCH ?")], list[Any]([_trigram_cover(lowered)])
     else:
         clauses, params = [], list[Any]()
-    needle = "%" + lowered.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     groups: list[str] = []
     for type_name, fields in sorted(query.text_fields.items()):
         if query.type is not None and type_name != query.type:
             continue
-        likes = " OR ".join(f"canon_lower(json_extract(properties, '$.{f}')) LIKE ? ESCAPE '\\'" for f in fields)
-        if likes:
-            groups.append(f"(+type = ? AND ({likes}))")  # +: never drive the search from the type index
-            params += [type_name, *([needle] * len(fields))]
+        # instr, not LIKE: a LIKE pattern ends at its first NUL, so '%<NUL>%' would match every text
+        found = " OR ".join(f"instr(canon_lower(json_extract(properties, '$.{f}')), ?) > 0" for f in fields)
+        if found:
+            groups.append(f"(+type = ? AND ({found}))")  # +: never drive the search from the type index
+            params += [type_name, *([lowered] * len(fields))]
     clauses.append("(" + (" OR ".join(groups) or "0") + ")")
     return " AND ".join(clauses), params
 

@@ -11,7 +11,7 @@ from core.tools.model import describe_model
 from core.tools.nodes import find_nodes, get_node
 from core.tools.query import query_graph
 from core.tools.traversal import find_paths, get_neighbors
-from core.tools.writes import delete_edge, delete_node, upsert_edge, upsert_node, write_batch
+from core.tools.writes import delete_edge, delete_node, patch_node, upsert_edge, upsert_node, write_batch
 
 __all__ = ["HANDLERS"]
 
@@ -28,5 +28,6 @@ HANDLERS: Mapping[str, Handler] = {
     "upsert_edge": upsert_edge,
     "delete_edge": delete_edge,
     "write_batch": write_batch,
+    "patch_node": patch_node,
     "get_audit_log": get_audit_log,
 }

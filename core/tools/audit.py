@@ -15,7 +15,7 @@ def get_audit_log(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     limit = args.get("limit", 50)
     query = AuditQuery(args.get("principal"), args.get("target"), args.get("outcome"), args.get("surface"),
                        utc(args.get("since")))  # fmt: skip
-    before = decode_cursor("get_audit_log", args)
+    before = decode_cursor("get_audit_log", args, int)
     records, total = ctx.store.audit_records(query, before=before, limit=limit + 1)
     more = len(records) > limit
     records = records[:limit]

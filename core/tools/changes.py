@@ -12,17 +12,21 @@ from typing import Any
 
 from core.access import change_for
 from core.dispatch import CallContext
-from core.paging import decode_cursor, encode_cursor, page
+from core.paging import decode_cursor, encode_cursor, page, refused_cursor
+
+POSITION = {"after": int, "until": int, "total": int}  # the last revision sent, the snapshot's, and its count
 
 
 def get_changes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     limit = args.get("limit", 100)
-    position: dict[str, int] | None = decode_cursor("get_changes", args)
+    position: dict[str, int] | None = decode_cursor("get_changes", args, POSITION)
     if position is None:
         after, until = args.get("since", 0), ctx.store.revision()
         total = ctx.store.count_changes(after, sight=ctx.sight, until=until)
     else:
         after, until, total = position["after"], position["until"], position["total"]
+        if not after <= until <= ctx.store.revision() or total > until:
+            raise refused_cursor("get_changes")
     changes = ctx.store.changes(after, limit + 1, sight=ctx.sight, until=until)
     more = len(changes) > limit
     changes = changes[:limit]

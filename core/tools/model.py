@@ -10,9 +10,8 @@ from core.registry import type_schema
 
 def describe_model(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     model = ctx.model
-    with ctx.index.reading():
+    with ctx.index.settled() as revision:
         node_counts, edge_counts = ctx.index.visible_counts(ctx.sight)  # what this caller can see
-        revision = ctx.index.revision
     document = model.document
     info: dict[str, Any] = {"id": model.id, "name": model.name, "version": model.version}
     for name in ("summary",):
@@ -30,7 +29,10 @@ def describe_model(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
             "text": list(t.text),
             "properties": list(t.properties),
             "required": list(t.schema.get("required", [])),
+            "default_visibility": t.visibility,
         }
+        if t.readers:
+            entry["default_readers"] = list(t.readers)
         entry["count"] = node_counts.get(t.name, 0)
         if args.get("include_schemas"):
             entry["schema"] = type_schema(model, t.name)

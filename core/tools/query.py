@@ -20,7 +20,7 @@ import networkx as nx
 
 from core.access import sees_in_graph
 from core.conditions import Condition, all_match, parse_where
-from core.dispatch import CallContext
+from core.dispatch import CallContext, walk
 from core.errors import InvalidArgumentsError, LimitExceededError, Problem
 from core.paging import decode_cursor, encode_cursor, page
 from core.store import NodeQuery
@@ -229,6 +229,7 @@ def _order(run: _Run) -> list[str]:
     return order
 
 
+@walk
 def query_graph(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     variables, edges = _parse(ctx, args["match"])
     returned = args.get("return") or list(variables)
@@ -236,16 +237,17 @@ def query_graph(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise InvalidArgumentsError("query_graph", [Problem("/return", f"unknown variable(s): {', '.join(unknown)}")])
     limit = args.get("limit", 20)
-    with ctx.index.reading() as graph:
-        revision = ctx.index.revision
-        run = _Run(ctx, graph, variables, edges)
+    with ctx.index.reading() as view:
+        ctx.check_time()  # the call may have waited its time out already (for a worker thread, a sync)
+        revision = view.revision
+        run = _Run(ctx, view.graph, variables, edges)
         results: set[tuple[str, ...]] = set()
         for binding in _bindings(run, _order(run), {}):
             results.add(tuple(binding[name] for name in returned))
             if len(results) >= MAX_RESULTS:
                 break
     ordered = sorted(results)
-    offset = decode_cursor("query_graph", args) or 0
+    offset = decode_cursor("query_graph", args, int) or 0
     chosen = ordered[offset : offset + limit]
     records = ctx.store.nodes(sorted({n for row in chosen for n in row}))
     items = [

@@ -8,7 +8,7 @@ from typing import Any
 import networkx as nx
 
 from core.access import sees_in_graph
-from core.dispatch import CallContext
+from core.dispatch import CallContext, walk
 from core.errors import ForbiddenError, LimitExceededError, NotFoundError
 from core.paging import decode_cursor, encode_cursor, page
 from core.records import Edge, Sight
@@ -56,13 +56,15 @@ def _edges_json(ctx: CallContext, refs: list[EdgeRef]) -> list[dict[str, Any]]:
     return [(stored.get(ref) or Edge(*ref)).to_json() for ref in refs]
 
 
+@walk
 def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     origin, depth = args["id"], args.get("depth", 1)
     direction, types = args.get("direction", "both"), frozenset(args.get("edge_types", []))
     limit = args.get("limit", 50)
-    with ctx.index.reading() as graph:
+    with ctx.index.reading() as view:
+        ctx.check_time()  # the call may have waited its time out already (for a worker thread, a sync)
+        graph, revision = view.graph, view.revision
         _require_visible(ctx, graph, origin)
-        revision = ctx.index.revision
         reached: list[tuple[int, str, EdgeRef]] = []
         seen, frontier, work = {origin}, [origin], 0
         for level in range(1, depth + 1):
@@ -82,7 +84,7 @@ def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
                 ctx.check_time()
             frontier = sorted(following)
     reached.sort()  # by (depth, id): each id is reached once, so the edge never decides
-    offset = decode_cursor("get_neighbors", args) or 0
+    offset = decode_cursor("get_neighbors", args, int) or 0
     chosen = reached[offset : offset + limit]
     records = ctx.store.nodes([n for _, n, _ in chosen])
     chosen = [(d, n, ref) for d, n, ref in chosen if n in records]
@@ -96,7 +98,7 @@ def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _distances(
-    graph: nx.MultiDiGraph[str], target: str, direction: str, types: frozenset[str], cap: int, sight: Sight | None
+    ctx: CallContext, graph: nx.MultiDiGraph[str], target: str, direction: str, types: frozenset[str], cap: int
 ) -> dict[str, int]:
     """Hops from every node within `cap` hops to `target`, walking edges backwards."""
     backwards = {"out": "in", "in": "out", "both": "both"}[direction]
@@ -104,23 +106,26 @@ def _distances(
     for hop in range(1, cap + 1):
         following: list[str] = []
         for node in frontier:
-            for neighbour, _ in steps(graph, node, backwards, types, sight):
+            for neighbour, _ in steps(graph, node, backwards, types, ctx.sight):
                 if neighbour not in distance:
                     distance[neighbour] = hop
                     following.append(neighbour)
+            ctx.check_time()
         frontier = following
     return distance
 
 
+@walk
 def find_paths(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     source, target = args["source"], args["target"]
     direction, types = args.get("direction", "both"), frozenset(args.get("edge_types", []))
     max_depth, limit = args.get("max_depth", 4), args.get("limit", 5)
-    with ctx.index.reading() as graph:
+    with ctx.index.reading() as view:
+        ctx.check_time()  # the call may have waited its time out already (for a worker thread, a sync)
+        graph, revision = view.graph, view.revision
         for end in (source, target):
             _require_visible(ctx, graph, end)
-        revision = ctx.index.revision
-        distance = _distances(graph, target, direction, types, max_depth, ctx.sight)
+        distance = _distances(ctx, graph, target, direction, types, max_depth)
         paths: list[list[EdgeRef]] = []
         budget = [MAX_WORK]
         shortest = distance[source] if source in distance else max_depth + 1
@@ -129,7 +134,7 @@ def find_paths(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
             if len(paths) >= MAX_PATHS or budget[0] <= 0:
                 break
     cut = len(paths) >= MAX_PATHS or budget[0] <= 0
-    offset = decode_cursor("find_paths", args) or 0
+    offset = decode_cursor("find_paths", args, int) or 0
     chosen = paths[offset : offset + limit]
     edges = iter(_edges_json(ctx, [ref for p in chosen for ref in p]))
     items = [{"nodes": [source, *[_other(ref, n) for ref, n in _hops(p, source)]],

@@ -1,4 +1,4 @@
-"""The write tools: upsert_node, delete_node, upsert_edge, delete_edge and write_batch.
+"""The write tools: upsert_node, patch_node, delete_node, upsert_edge, delete_edge and write_batch.
 
 Each builds `core.operations` and hands them to `Store.commit`, the one write path imports also take, so a
 write is validated exactly as an import is, inside the transaction, with `core.access.write_guard` checking
@@ -14,21 +14,22 @@ from typing import Any
 from core.access import write_guard
 from core.dispatch import CallContext
 from core.errors import NotFoundError, Problem, ValidationError
-from core.operations import DeleteEdge, DeleteNode, Operation, PutEdge, PutNode
+from core.operations import DeleteEdge, DeleteNode, Operation, PatchNode, PutEdge, PutNode, put_node
 from core.records import Change, Edge, Node, edge_key
 from core.store import CommitResult
 
-__all__ = ["delete_edge", "delete_node", "upsert_edge", "upsert_node", "write_batch"]
+__all__ = ["delete_edge", "delete_node", "patch_node", "upsert_edge", "upsert_node", "write_batch"]
+NODE_OPS = ("upsert_node", "patch_node", "delete_node")
 
 
 def _operation(op: str, args: dict[str, Any]) -> Operation:
     expected = args.get("expected_revision")
     if op == "upsert_node":
-        given = "visibility" in args or "readers" in args
-        readers = tuple(args.get("readers", ()))
-        visibility = args.get("visibility", "restricted" if readers else "internal")
-        node = Node(args["id"], args["type"], args["properties"], visibility, readers)
-        return PutNode(node, expected, keep_access=not given)
+        return put_node(args["id"], args["type"], args["properties"], visibility=args.get("visibility"),
+                        readers=args.get("readers"), expected_revision=expected)  # fmt: skip
+    if op == "patch_node":
+        readers = tuple(args["readers"] or ()) if "readers" in args else None  # null removes them (merge patch)
+        return PatchNode(args["id"], args.get("properties", {}), args.get("visibility"), readers, expected)
     if op == "delete_node":
         return DeleteNode(args["id"], expected, cascade=args.get("cascade", False))
     if op == "upsert_edge":
@@ -53,6 +54,8 @@ def _commit(ctx: CallContext, operations: Sequence[Operation], *, at: str, dry_r
 def _subject(op: Operation) -> str:
     if isinstance(op, PutNode):
         return f"Node {op.node.id!r}"
+    if isinstance(op, PatchNode):
+        return f"Node {op.id!r}"
     if isinstance(op, DeleteNode):
         return f"Deleting node {op.id!r}"
     if isinstance(op, PutEdge):
@@ -86,6 +89,19 @@ def upsert_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     return _upserted(ctx, "upsert_node", args, "node", "node", args["id"], lambda: ctx.store.node(args["id"]))
 
 
+def patch_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    """Apply a merge patch inside the write transaction; answer with the node as it is after it."""
+    result = _commit(ctx, [_operation("patch_node", args)], at="")
+    if result.changes:
+        record = dict(result.changes[-1].after or {})
+    else:  # the patch changed nothing
+        found = ctx.store.node(args["id"])
+        if found is None:  # deleted by someone else since the commit
+            raise NotFoundError("node", args["id"])
+        record = found.to_json()
+    return {"node": record, "changed": bool(result.changes), "revision": result.revision}
+
+
 def delete_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     result = _commit(ctx, [_operation("delete_node", args)], at="")
     edges = sum(1 for c in result.changes if c.kind == "edge")
@@ -112,7 +128,7 @@ def write_batch(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
         last[index] = change
     results: list[dict[str, Any]] = []
     for index, r in enumerate(requested):
-        key = r["id"] if r["op"] in ("upsert_node", "delete_node") else edge_key(r["type"], r["source"], r["target"])
+        key = r["id"] if r["op"] in NODE_OPS else edge_key(r["type"], r["source"], r["target"])
         entry: dict[str, Any] = {"op": r["op"], "key": key, "changed": index in last}
         if index in last:
             entry["revision"] = last[index].revision

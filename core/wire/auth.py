@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.principal import ANONYMOUS, Principal
 from core.tokens import TokenFile
+from core.wire.problems import PROBLEM_MEDIA, problem_body
 
 __all__ = [
     "BearerGate",
@@ -132,11 +133,10 @@ class BearerGate:
         self.on_reject(scope.get("path", ""), reason)
         payload: dict[str, Any] = {"error": error, "error_description": description}
         content_type = b"application/json"
-        if self.problem:
-            payload = {"type": "about:blank", "title": "Unauthorized", "status": 401, "detail": description,
-                       "instance": scope.get("path", ""), **payload}  # fmt: skip
-            content_type = b"application/problem+json"
         body = json.dumps(payload).encode()
+        if self.problem:
+            body = problem_body(401, "unauthorized", description, scope.get("path", ""), extra=payload)
+            content_type = PROBLEM_MEDIA.encode()
         challenge = f'Bearer error="{error}", error_description="{description}"'
         await send({"type": "http.response.start", "status": 401, "headers": [
             (b"content-type", content_type), (b"content-length", str(len(body)).encode()),

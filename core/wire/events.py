@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -96,11 +96,17 @@ class EventFanout:
         self._session_ids: dict[int, str] = {}  # connection id -> HTTP session id, of connections `_outlet` tells
         self._watchers: set[MemoryObjectSendStream[Change]] = set()
         self._sinks: list[EventSink] = []
+        self._on_forget: dict[int, list[Callable[[], object]]] = {}
+        self._model_listeners: list[Callable[[Sequence[Change]], Awaitable[None]]] = []
         index.add_listener(self.collect)
 
     def add_sink(self, sink: EventSink) -> None:
         """Hand `sink` every batch of events the listen streams hear from now on, in order (see the module doc)."""
         self._sinks.append(sink)
+
+    def add_model_listener(self, listener: Callable[[Sequence[Change]], Awaitable[None]]) -> None:
+        """Await `listener` with each batch holding a model change, once tools/list_changed has gone out."""
+        self._model_listeners.append(listener)
 
     def tell_legacy_through(self, outlet: LegacyOutlet) -> None:
         """Tell 2025-11-25 HTTP sessions (connections with a session id) first seen from now on through `outlet`
@@ -111,8 +117,12 @@ class EventFanout:
     def _connection(self, ctx: ServerRequestContext[Any]) -> Any:
         return ctx.session._connection  # pyright: ignore[reportPrivateUsage]  # per-connection, pinned SDK
 
-    def remember(self, ctx: ServerRequestContext[Any]) -> None:
-        """Track a legacy connection so it hears list_changed; forgotten when it closes."""
+    def connection_key(self, ctx: ServerRequestContext[Any]) -> int:
+        """What names a legacy connection here (its SDK session is made per request)."""
+        return id(self._connection(ctx))
+
+    def remember(self, ctx: ServerRequestContext[Any]) -> int:
+        """Track a legacy connection so it hears list_changed; forgotten when it closes. Returns its key."""
         connection = self._connection(ctx)
         key = id(connection)
         if key not in self._legacy_all:
@@ -120,6 +130,11 @@ class EventFanout:
             if self._outlet is not None and connection.session_id is not None:
                 self._session_ids[key] = connection.session_id
             connection.exit_stack.callback(lambda: self._forget(key))
+        return key
+
+    def on_forget(self, key: int, callback: Callable[[], object]) -> None:
+        """Run `callback` when the remembered connection `key` closes."""
+        self._on_forget.setdefault(key, []).append(callback)
 
     def subscribe(self, ctx: ServerRequestContext[Any], uri: str) -> None:
         self.remember(ctx)
@@ -132,6 +147,8 @@ class EventFanout:
             self._legacy.pop(uri, None)
 
     def _forget(self, key: int) -> None:
+        for callback in self._on_forget.pop(key, []):
+            callback()
         self._legacy_all.pop(key, None)
         self._session_ids.pop(key, None)
         for uri in list(self._legacy):
@@ -218,6 +235,8 @@ class EventFanout:
         if model_changed:
             await self._publish([ToolsListChanged()])
             await self._broadcast(ToolListChangedNotification())
+            for listener in self._model_listeners:
+                await listener(changes)
         if model_changed or nodes_came_or_went:  # resources/list lists the types and the nodes
             await self._publish([ResourcesListChanged()])
             await self._broadcast(ResourceListChangedNotification())
@@ -244,9 +263,18 @@ class EventFanout:
 
     async def _broadcast(self, notification: ServerNotification) -> None:
         """Send one notification to every legacy connection."""
+        await self.tell_keys(list(self._legacy_all), notification)
+
+    async def tell_keys(self, keys: Iterable[int], notification: ServerNotification) -> None:
+        """Send one notification to these remembered legacy connections, each the way it is told."""
+        connections = {key: self._legacy_all[key] for key in keys if key in self._legacy_all}
         through_sdk: dict[int, tuple[ServerSession, list[ServerNotification]]] = {}
-        self._tell_legacy(self._legacy_all, notification, through_sdk)
+        self._tell_legacy(connections, notification, through_sdk)
         await self._send_through_sdk(through_sdk)
+
+    async def tell_connection(self, ctx: ServerRequestContext[Any], notification: ServerNotification) -> None:
+        """Send one notification to the legacy connection `ctx` came on."""
+        await self.tell_keys([self.remember(ctx)], notification)
 
     async def _send_through_sdk(self, sending: dict[int, tuple[ServerSession, list[ServerNotification]]]) -> None:
         async with anyio.create_task_group() as tasks:  # connections in parallel, each in order: none waits on another

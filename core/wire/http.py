@@ -6,8 +6,9 @@ rest by the SDK; 2025-11-25 clients get sessions, a GET stream (served by canon,
 and `Last-Event-ID` resumption), `/healthz`, and every path a
 discovered surface claims (`core.surfaces`: REST, GraphQL, llms.txt), each served by that surface's app for
 the current registry. Bearer tokens
-identify callers on every route (`core.wire.auth`); `/mcp` refuses a bad token with 401. Host and
-Origin are checked on `/mcp` (invalid Origin → 403, invalid Host → 421) and request bodies are bounded (413).
+identify callers on every route (`core.wire.auth`); `/mcp` refuses a bad token with 401. Outside every route,
+`core.wire.admission` checks Host (421) and Origin (403) and bounds the request body (413), one rule for all of
+them, and `core.wire.problems` makes every error answer an RFC 9457 problem (JSON-RPC errors stay on `/mcp`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Match, Mount, Route
@@ -32,6 +34,7 @@ from core.instance import Instance
 from core.principal import Principal
 from core.registry import Registry
 from core.surfaces import Surface, SurfaceHost, claims, discover
+from core.wire.admission import Admission, allowed_for
 from core.wire.auth import BearerGate, auth_middleware, principal_of_request
 from core.wire.calls import CallRoute
 from core.wire.event_store import MemoryEventStore
@@ -40,24 +43,16 @@ from core.wire.legacy_streams import DEFAULT_LEGACY_LIMITS, LegacyLimits, Legacy
 from core.wire.listen import ListenRoute
 from core.wire.listen_streams import DEFAULT_LIMITS, ListenLimits, ListenStreams
 from core.wire.mcp_server import DEFAULT_OPTIONS, ServeOptions, build_server
+from core.wire.problems import ProblemAnswers, internal_error
 from core.wire.revision_gate import RevisionGate
 from core.wire.revisions import SUPPORTED_VERSIONS
 
-__all__ = ["UI_ASSETS", "build_app", "close_streams", "security_settings"]
+__all__ = ["UI_ASSETS", "build_app", "close_streams"]
 
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 SURFACE = "mcp-http"
 UI_ASSETS = "/ui-assets"
-
-
-def security_settings(host: str) -> TransportSecuritySettings:
-    """Accept only local Host and Origin values (plus the bind address), as the spec asks of local servers."""
-    hosts = list(dict.fromkeys([*LOCAL_HOSTS, host]))
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=[f"{h}:*" for h in hosts] + hosts,
-        allowed_origins=[f"http://{h}:*" for h in hosts] + [f"http://{h}" for h in hosts],
-    )
+CHECKED_OUTSIDE = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+"""The SDK's own Host/Origin check is off: `core.wire.admission` applies the one rule to every route, `/mcp` too."""
 
 
 class SessionManager(StreamableHTTPSessionManager):
@@ -153,7 +148,7 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
         event_store=MemoryEventStore(),
         json_response=True,
         stateless=False,
-        security_settings=security_settings(instance.config.host),
+        security_settings=CHECKED_OUTSIDE,
         max_request_body_size=instance.config.max_body_bytes,
     )
 
@@ -212,7 +207,12 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
         surface_routes.append(Mount(UI_ASSETS, app=StaticFiles(directory=instance.config.ui_assets)))
     app = Starlette(
         routes=[Route("/mcp", endpoint=mcp_endpoint), Route("/healthz", healthz), *surface_routes],
-        middleware=auth_middleware(instance.tokens),
+        middleware=[
+            Middleware(ProblemAnswers),
+            Middleware(Admission, allowed=allowed_for(config.host), max_body=config.max_body_bytes),
+            *auth_middleware(instance.tokens),
+        ],
+        exception_handlers={500: internal_error},
         lifespan=lifespan,
     )
     app.state.fanout = fanout

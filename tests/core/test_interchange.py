@@ -121,6 +121,52 @@ def test_a_bad_import_lists_every_problem_with_its_file_and_location(seeded_stor
     assert seeded_store.node("person-cy") is None
 
 
+def test_import_problems_are_listed_in_file_order_whatever_found_them(
+    seeded_store: SQLiteStore, tmp_path: Path
+) -> None:
+    with pytest.raises(ImportFileError) as caught:
+        import_path(seeded_store, bad_directory(tmp_path / "in"), principal="test")
+    assert [(Path(p.file or "").name, p.line, p.pointer) for p in caught.value.problems] == [
+        ("a.json", None, "/nodes/1/properties/email"),  # against the model
+        ("a.json", None, "/nodes/2/colour"),  # while reading
+        ("b.jsonl", 2, ""),  # a syntax error
+        ("b.jsonl", 3, "/source"),  # against the graph: member_of leaves a Person
+        ("b.jsonl", 3, "/target"),
+        ("b.jsonl", 3, "/properties"),
+        ("b.jsonl", 4, ""),  # a duplicate
+    ]
+
+
+def test_a_jsonl_line_cut_short_is_faulted_just_past_its_last_character(store: SQLiteStore, tmp_path: Path) -> None:
+    whole = json.dumps({"kind": "node", "id": "person-bob", "type": "Person", "properties": BOB})
+    cut = whole[: whole.index('"title"')]  # ends after a comma: the next member is missing
+    path = write_jsonl(tmp_path / "cut.jsonl", [{"kind": "node", "id": "team-payments", "type": "Team",
+                                                 "properties": TEAM}, cut])  # fmt: skip
+    with pytest.raises(ImportFileError) as caught:
+        import_path(store, path, principal="test")
+    (problem,) = caught.value.problems
+    assert (problem.line, problem.pointer) == (2, "")
+    assert f"(column {len(cut) + 1})" in problem.message
+
+
+def test_an_imported_value_of_the_wrong_format_is_refused(store: SQLiteStore, tmp_path: Path) -> None:
+    service = {"name": "quasar", "description": "Q.", "lifecycle": "production", "tier": 2,
+               "repository": "https://exa mple.org/quasar"}  # fmt: skip
+    path = write_json(tmp_path / "in.json", {"nodes": [{"id": "svc-quasar", "type": "Service", "properties": service}]})
+    with pytest.raises(ImportFileError) as caught:
+        import_path(store, path, principal="test")
+    assert located(caught.value.problems) == {("in.json", None, "/nodes/0/properties/repository")}
+
+
+def test_an_imported_id_with_a_trailing_newline_is_refused(store: SQLiteStore, tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "in.jsonl", [{"kind": "node", "id": "team-x\n", "type": "Team", "properties": TEAM}])
+    before = snapshot(store)
+    with pytest.raises(ImportFileError) as caught:
+        import_path(store, path, principal="test")
+    assert located(caught.value.problems) == {("in.jsonl", 1, "/id")}
+    assert snapshot(store) == before
+
+
 def test_problems_found_while_reading_are_listed_for_every_file(store: SQLiteStore, tmp_path: Path) -> None:
     directory = bad_directory(tmp_path / "in")
     before = snapshot(store)
@@ -171,6 +217,43 @@ def test_invalid_json_in_an_import_file_names_the_file_and_line(store: SQLiteSto
     with pytest.raises(ImportFileError) as caught:
         import_path(store, path, principal="test")
     assert located(caught.value.problems) == {("graph.json", 3, "")}
+
+
+def test_nan_in_an_import_line_is_a_problem_at_its_line_and_column(store: SQLiteStore, tmp_path: Path) -> None:
+    team = json.dumps({"kind": "node", "id": "team-x", "type": "Team", "properties": TEAM})
+    other = team.replace("team-x", "team-y").replace('"payments"', '"other"').replace('"Payments"', "NaN")
+    path = write_jsonl(tmp_path / "graph.jsonl", [team, other])
+    with pytest.raises(ImportFileError) as caught:
+        import_path(store, path, principal="test")
+
+    [problem] = caught.value.problems
+    assert (problem.line, problem.pointer) == (2, "")
+    assert "NaN" in problem.message
+    assert f"column {other.index('NaN') + 1}" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("suffix", "text", "at"),
+    [
+        (".yaml", "nodes:\n- {id: team-x, type: Team, properties: {name: .nan}}\n", "/nodes/0/properties/name"),
+        (".yaml", "nodes:\n- {id: team-x, type: Team, properties: {name: 36893488147419103232}}\n",
+         "/nodes/0/properties/name"),
+        (".json", '{"nodes": [{"id": "team-x", "type": "Team", "updated_by": "\\udc00"}]}', "/nodes/0/updated_by"),
+        (".jsonl", '{"kind": "node", "id": "team-x", "type": "Team", "properties": {"n": -1e999}}', "/properties/n"),
+    ],
+    ids=["yaml-nan", "yaml-2**65", "json-surrogate", "jsonl-overflowing-float"],
+)  # fmt: skip
+def test_a_value_canon_cannot_hold_is_an_import_problem_at_its_pointer(
+    store: SQLiteStore, tmp_path: Path, suffix: str, text: str, at: str
+) -> None:
+    path = tmp_path / f"graph{suffix}"
+    path.write_text(text, encoding="utf-8")
+    before = snapshot(store)
+    with pytest.raises(ImportFileError) as caught:
+        import_path(store, path, principal="test")
+
+    assert [p.pointer for p in caught.value.problems] == [at]
+    assert snapshot(store) == before
 
 
 def test_an_import_document_must_hold_only_nodes_and_edges(store: SQLiteStore, tmp_path: Path) -> None:

@@ -55,6 +55,54 @@ def test_check_model_names_the_reserved_property(model: Model) -> None:
     assert "'id'" in reserved.message  # the pointer stops at the object, so the message must name the key
 
 
+def eight_problems_in_one_type(model: Model) -> dict[str, Any]:
+    """Team with a wrong `type` keyword and seven more problems: the meta-schema's and canon's own checks."""
+    document = _default_document(model)
+    team = document["$defs"]["Team"]
+    team["type"] = "objekt"
+    team["additionalProperties"] = True
+    team["properties"]["id"] = {"description": "A shadowed system field.", "type": "string"}
+    team["properties"]["mission"]["type"] = "int"
+    team["x-canon-node"] |= {"key": "nonexistent", "display": "nope", "text": ["missing"]}
+    team["required"].append("ghost")
+    return document
+
+
+EIGHT = {
+    "/$defs/Team/type": 'a node or edge type is "type": "object", not "objekt"',
+    "/$defs/Team/additionalProperties": "additionalProperties must be false",
+    "/$defs/Team/properties": "property 'id' shadows a system field",
+    "/$defs/Team/properties/mission/type": "'int' is not a JSON Schema type; did you mean 'integer'?",
+    "/$defs/Team/x-canon-node/key": "'nonexistent' is not a property of Team",
+    "/$defs/Team/x-canon-node/display": "'nope' is not a property of Team",
+    "/$defs/Team/x-canon-node/text/0": "'missing' is not a property of Team",
+    "/$defs/Team/required/4": "required property 'ghost' is not declared in properties",
+}
+
+
+def test_check_model_lists_every_problem_of_a_type_even_when_its_type_keyword_is_wrong(model: Model) -> None:
+    problems = check_model(eight_problems_in_one_type(model))
+    assert len(problems) == 8
+    assert {p.pointer for p in problems} == set(EIGHT)
+    for problem in problems:  # the messages a model author reads say what to change
+        assert EIGHT[problem.pointer] in problem.message
+
+
+def test_check_model_refuses_a_pattern_that_is_not_an_ecma_262_regular_expression(model: Model) -> None:
+    document = _default_document(model)
+    document["$defs"]["Team"]["properties"]["name"]["pattern"] = "(?P<python>only)"
+    assert {p.pointer for p in check_model(document)} == {"/$defs/Team/properties/name/pattern"}
+
+
+def test_a_model_pattern_anchored_with_dollar_refuses_a_trailing_newline(model: Model) -> None:
+    document = _default_document(model)
+    document["$defs"]["Team"]["properties"]["name"]["pattern"] = "^a$"
+    validator = parse_model(document).validator("Team")
+    team = {"slug": "a", "name": "a", "mission": "m", "area": "platform"}
+    assert validator.is_valid(team)
+    assert [e.absolute_path[-1] for e in validator.iter_errors(team | {"name": "a\n"})] == ["name"]
+
+
 def test_check_model_of_the_default_model_is_empty(model: Model) -> None:
     assert check_model(_default_document(model)) == []
 
@@ -80,6 +128,26 @@ def test_check_model_rejects_an_inverse_name_used_twice(model: Model) -> None:
     document["$defs"]["part_of"]["x-canon-edge"]["inverse"] = "members"
     pointers = {p.pointer for p in check_model(document)}
     assert pointers == {"/$defs/part_of/x-canon-edge/inverse"}
+
+
+def test_check_model_rejects_an_edge_end_name_that_another_edge_or_a_property_already_has(model: Model) -> None:
+    document = _default_document(model)
+    document["$defs"]["supersedes"]["x-canon-edge"]["inverse"] = "owns"  # an edge type's name
+    document["$defs"]["related_to"]["x-canon-edge"]["inverse"] = "term"  # a property of GlossaryTerm
+    document["$defs"]["Team"]["properties"]["owns"] = {"description": "Shadowed by the edge.", "type": "string"}
+    document["$defs"]["authored"] = {**document["$defs"]["authored"], "description": "Named as a system field."}
+    document["$defs"]["revision"] = document["$defs"].pop("authored")
+    document["$defs"]["decided_by_incoming"] = copy.deepcopy(document["$defs"]["related_to"])
+    document["$defs"]["decided_by_incoming"]["x-canon-edge"].pop("inverse")
+    del document["$defs"]["decided_by"]["x-canon-edge"]["inverse"]
+    problems = {p.pointer: p.message for p in check_model(document)}
+    assert set(problems) == {"/$defs/supersedes/x-canon-edge/inverse", "/$defs/related_to/x-canon-edge/inverse",
+                             "/$defs/owns", "/$defs/revision", "/$defs/decided_by"}  # fmt: skip
+    assert "already used by owns" in problems["/$defs/supersedes/x-canon-edge/inverse"]
+    assert "property of GlossaryTerm" in problems["/$defs/related_to/x-canon-edge/inverse"]
+    assert "property of Team" in problems["/$defs/owns"]
+    assert "system field" in problems["/$defs/revision"]
+    assert "'decided_by_incoming'" in problems["/$defs/decided_by"]
 
 
 def test_parse_model_raises_model_error_carrying_every_problem(model: Model) -> None:
@@ -173,6 +241,42 @@ def test_node_type_text_defaults_to_every_string_property(model: Model) -> None:
     assert team.text == ("slug", "name", "mission", "area", "slack_channel", "founded")
 
 
+def test_a_node_type_without_defaults_gives_new_nodes_internal_visibility_and_no_readers(model: Model) -> None:
+    assert {(t.visibility, t.readers) for t in model.node_types.values()} == {("internal", ())}
+
+
+def test_node_types_know_their_declared_default_visibility_and_readers(model: Model) -> None:
+    document = _default_document(model)
+    document["$defs"]["Team"]["x-canon-node"]["defaults"] = {"visibility": "public"}
+    document["$defs"]["Service"]["x-canon-node"]["defaults"] = {"visibility": "restricted", "readers": ["group:ops"]}
+
+    types = parse_model(document).node_types
+
+    assert (types["Team"].visibility, types["Team"].readers) == ("public", ())
+    assert (types["Service"].visibility, types["Service"].readers) == ("restricted", ("group:ops",))
+    assert (types["Person"].visibility, types["Person"].readers) == ("internal", ())
+
+
+@pytest.mark.parametrize(
+    ("defaults", "pointer"),
+    [
+        ({"visibility": "secret"}, "/$defs/Team/x-canon-node/defaults/visibility"),
+        ({"visibility": "restricted", "readers": ["ops"]}, "/$defs/Team/x-canon-node/defaults/readers/0"),
+        ({"visibility": "public", "readers": ["group:ops"]}, "/$defs/Team/x-canon-node/defaults/readers"),
+        ({"readers": ["group:ops"]}, "/$defs/Team/x-canon-node/defaults/readers"),
+        ({"visiblity": "public"}, "/$defs/Team/x-canon-node/defaults"),
+    ],
+    ids=["unknown-visibility", "malformed-reader", "readers-on-public", "readers-without-visibility", "misspelt"],
+)
+def test_a_bad_default_visibility_is_a_model_problem_at_its_pointer(
+    model: Model, defaults: dict[str, Any], pointer: str
+) -> None:
+    document = _default_document(model)
+    document["$defs"]["Team"]["x-canon-node"]["defaults"] = defaults
+
+    assert [p.pointer for p in check_model(document)] == [pointer]
+
+
 @pytest.mark.parametrize(
     ("name", "one_per_source", "one_per_target"),
     [
@@ -196,6 +300,11 @@ def test_edge_types_know_their_ends_inverse_and_acyclicity(model: Model) -> None
     assert model.edge_types["supersedes"].acyclic
     assert not model.edge_types["member_of"].acyclic
     assert model.edge_types["related_to"].inverse is None
+    assert owns.incoming_name == "owned_by"
+    assert model.edge_types["related_to"].incoming_name == "related_to_incoming"
+    ends = {(end.name, end.direction): (end.edge.name, end.far) for end in model.edge_ends("Team")}
+    assert ends[("owns", "out")] == ("owns", ("Document", "Service", "System"))
+    assert ends[("members", "in")] == ("member_of", ("Person",))
 
 
 def test_model_validator_checks_a_type_against_its_schema(model: Model) -> None:

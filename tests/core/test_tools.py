@@ -13,6 +13,7 @@ from jsonschema import Draft202012Validator
 from core.config import Config
 from core.dispatch import ToolResult
 from core.instance import Instance, open_instance
+from core.paging import encode_cursor
 from core.principal import LOCAL
 from core.registry import type_schema
 from core.store import Store
@@ -171,6 +172,61 @@ def test_a_damaged_cursor_is_refused(instance: Instance) -> None:
 
     assert body["code"] == "invalid_arguments"
     assert [p["pointer"] for p in body["problems"]] == ["/cursor"]
+
+
+PAGED = {  # every tool that pages, with arguments that have more than one page
+    "find_nodes": {"type": "Person", "limit": 2},
+    "get_neighbors": {"id": ORIGIN, "depth": 2, "limit": 2},
+    "find_paths": {"source": ORIGIN, "target": PERSON, "limit": 1},
+    "query_graph": {"match": [{"node": "t", "type": "Team"}], "limit": 2},
+    "get_changes": {"limit": 2},
+    "get_audit_log": {"limit": 2},
+}
+FORGED_POSITIONS = ["team", [1], {"after": 1}, 2**70, -1, 1.5, True, None]
+
+
+def forged(instance: Instance, tool: str, arguments: dict[str, Any], position: Any) -> dict[str, Any]:
+    """`arguments` with a cursor anyone could build: the same encoding and fingerprint, a position of their own."""
+    full = {**instance.registry.input_defaults(tool), **arguments}
+    return {**arguments, "cursor": encode_cursor(tool, full, position)}
+
+
+def test_every_paged_tool_is_in_the_forged_cursor_tests(instance: Instance) -> None:
+    paged = {t.name for t in instance.registry.tools if "cursor" in t.input_schema.get("properties", {})}
+    assert paged == set(PAGED)
+
+
+@pytest.mark.parametrize("tool", sorted(PAGED))
+def test_a_forged_cursor_position_is_invalid_arguments_at_cursor(instance: Instance, tool: str) -> None:
+    issued = ok(instance, tool, PAGED[tool])["next_cursor"]
+    assert issued is not None  # the arguments page, so the position is what the forgeries change
+    for position in FORGED_POSITIONS:
+        if tool == "find_nodes" and isinstance(position, str):
+            continue  # an id: any string is a place to start from
+        body = error(instance, tool, forged(instance, tool, PAGED[tool], position))
+
+        assert body["code"] == "invalid_arguments", (position, body)
+        assert [p["pointer"] for p in body["problems"]] == ["/cursor"]
+
+
+@pytest.mark.parametrize(
+    "position",
+    [{"after": -3, "until": 1, "total": -3}, {"after": 5, "until": 4, "total": 1},
+     {"after": 1, "until": 2**62, "total": 1}, {"after": 1, "until": 10, "total": 11},
+     {"after": 1, "until": 10, "total": 1, "revision": -1}],
+)  # fmt: skip
+def test_get_changes_refuses_a_cursor_the_log_could_not_have_issued(instance: Instance, position: Any) -> None:
+    body = error(instance, "get_changes", forged(instance, "get_changes", PAGED["get_changes"], position))
+
+    assert body["code"] == "invalid_arguments"
+    assert [p["pointer"] for p in body["problems"]] == ["/cursor"]
+
+
+@pytest.mark.parametrize("text", ["\x00", "a\x00", "team\x00"])  # one, two (no index) and five characters
+def test_find_nodes_text_with_a_nul_matches_only_nodes_holding_it(instance: Instance, text: str) -> None:
+    answer = ok(instance, "find_nodes", {"text": text})
+
+    assert (answer["items"], answer["total"]) == ([], 0)  # no stored text holds a NUL
 
 
 # -- get_node -----------------------------------------------------------------------------------------------------
@@ -502,6 +558,12 @@ def test_describe_model_counts_what_the_store_holds(instance: Instance, store: S
     }
     assert answer["model"]["digest"] == instance.model.digest
     assert all("schema" not in t for t in answer["node_types"] + answer["edge_types"])
+
+
+def test_describe_model_says_a_model_without_defaults_makes_new_nodes_internal(instance: Instance) -> None:
+    answer = ok(instance, "describe_model", {})
+
+    assert {(t["default_visibility"], "default_readers" in t) for t in answer["node_types"]} == {("internal", False)}
 
 
 def test_describe_model_with_schemas_adds_each_types_schema(instance: Instance) -> None:

@@ -177,9 +177,9 @@ async def test_a_hidden_nodes_page_is_the_same_404_as_a_missing_one(gen_instance
             await http.get(f"/nodes/{hidden.type}/{'x' * 200}.md"),  # not even a valid id
         ]
     assert {r.status_code for r in answers} == {404}
-    assert len({r.content for r in answers}) == 1
-    assert {r.headers["content-type"] for r in answers} == {"text/markdown; charset=utf-8"}
-    assert hidden.id not in answers[0].text
+    assert len({json.dumps({**r.json(), "instance": None}) for r in answers}) == 1  # the same but for the path
+    assert {r.headers["content-type"] for r in answers} == {"application/problem+json"}
+    assert hidden.id not in answers[0].json()["detail"]  # only its own path, which the caller sent
 
 
 # -- the pages -----------------------------------------------------------------------------------------------------
@@ -215,8 +215,9 @@ def test_node_pages_link_exactly_the_public_neighbours_by_edge_type(
     expected: dict[str, set[tuple[str, str, str]]] = {id: set() for id in public}
     for edge in gen_instance.store.iter_edges():
         if edge.source in public and edge.target in public:
+            inverse = gen_instance.model.edge_types[edge.type].inverse or f"{edge.type}_incoming"
             expected[edge.source].add(("Outgoing", edge.type, edge.target))
-            expected[edge.target].add(("Incoming", edge.type, edge.source))
+            expected[edge.target].add(("Incoming", f"{inverse} (`{edge.type}` edges)", edge.source))
     checked = 0
     for id, node in public.items():
         page = crawls[0].pages[f"/nodes/{node.type}/{id}.md"].text
@@ -240,6 +241,15 @@ def _page_edges(page: str) -> set[tuple[str, str, str]]:
         elif edge_type and line.startswith("- ["):
             found.add((direction, edge_type, unquote(_links(line)[0]).removesuffix(".md").rsplit("/", 1)[1]))
     return found
+
+
+def test_type_pages_name_incoming_edges_by_the_models_inverse(crawls: tuple[Crawl, Crawl]) -> None:
+    team = crawls[0].pages["/types/Team.md"].text.split("## Edges in", 1)[1].split("## ", 1)[0]
+    assert "- `members` (`member_of` edges) from [Person](/types/Person.md)" in team
+    assert "member_of_incoming" not in team
+    term = crawls[0].pages["/types/GlossaryTerm.md"].text.split("## Edges in", 1)[1].split("## ", 1)[0]
+    assert "- `related_to_incoming` (`related_to` edges) from [GlossaryTerm]" in term  # no inverse declared
+    assert "- `defined_in` (`defines` edges) from [Document]" in term
 
 
 def test_type_pages_list_their_public_nodes_by_id(crawls: tuple[Crawl, Crawl], gen_instance: Instance) -> None:
@@ -307,12 +317,14 @@ async def test_pages_carry_an_etag_and_answer_304_when_it_matches(gen_instance: 
 @pytest.mark.parametrize("path", ["/tools/no_such_tool.md", "/tools/get_node", "/tools/", "/types/owns.md",
                                   "/nodes/Team.md", "/nodes/Team/team-payments/x.md", "/nodes/Nope/team-payments.md",
                                   "/nodes/Service/team-payments.md", "/resources/nope.md", "/types/"])  # fmt: skip
-async def test_unknown_pages_are_404_markdown(gen_instance: Instance, path: str) -> None:
+async def test_unknown_pages_are_404_problems_that_point_at_llms_txt(gen_instance: Instance, path: str) -> None:
     async with asgi(gen_instance, surfaces=[surface]) as http:
         response = await http.get(path)
     assert response.status_code == 404
-    assert response.headers["content-type"] == "text/markdown; charset=utf-8"
-    assert response.text.startswith("# Not found")
+    assert response.headers["content-type"] == "application/problem+json"
+    problem = response.json()
+    assert (problem["code"], problem["type"], problem["instance"]) == ("not_found", "urn:canon:problem:not_found", path)
+    assert "/llms.txt" in problem["detail"]
 
 
 @pytest.mark.anyio
@@ -321,6 +333,8 @@ async def test_only_get_and_head_are_served(gen_instance: Instance) -> None:
         response = await http.post("/llms.txt", content=b"x")
     assert response.status_code == 405
     assert response.headers["allow"] == "GET, HEAD"
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["code"] == "method_not_allowed"
 
 
 @pytest.mark.anyio

@@ -214,6 +214,21 @@ def test_a_rest_hint_that_cannot_be_served_fails_when_the_routes_are_built(gen_i
         route_of(replace(tool, surface={"rest": {"method": "GET", "path": "/nodes/{id}"}}))
     with pytest.raises(ValueError, match="not an input property"):
         route_of(replace(tool, surface={"rest": {"method": "PUT", "path": "/nodes/{nope}"}}))
+    with pytest.raises(ValueError, match="no body to take application/merge-patch"):
+        route_of(replace(tool, surface={"rest": {"method": "DELETE", "path": "/nodes/{id}",
+                                                 "media": ["application/merge-patch+json"]}}))  # fmt: skip
+
+
+def test_patch_node_is_a_patch_operation_taking_merge_patch_or_plain_json(gen_instance: Instance) -> None:
+    patch = openapi_document(gen_instance.registry)["paths"]["/api/nodes/{id}"]["patch"]
+
+    content = patch["requestBody"]["content"]
+    assert list(content) == ["application/merge-patch+json", "application/json"]
+    assert content["application/merge-patch+json"] == content["application/json"]
+    assert set(content["application/json"]["schema"]["properties"]) == {
+        "properties", "visibility", "readers", "expected_revision"}  # fmt: skip
+    assert {"404", "409", "412", "413", "415"} <= set(patch["responses"])
+    assert "415" not in openapi_document(gen_instance.registry)["paths"]["/api/nodes/{id}"]["put"]["responses"]
 
 
 def test_query_text_is_converted_by_the_declared_type_and_left_alone_when_it_is_no_such_value() -> None:
@@ -350,6 +365,12 @@ def test_invalid_input_is_a_400_problem_with_pointers(server: Server) -> None:
     assert body["errors"][0]["pointer"] == "/where"
 
 
+def test_a_since_that_is_no_date_time_is_a_400_problem_pointing_at_it(server: Server) -> None:
+    body = assert_problem(server.get("/api/audit", who="ada", params={"since": "yesterday"}), 400, "invalid_arguments")
+    assert [e["pointer"] for e in body["errors"]] == ["/since"]
+    assert server.get("/api/audit", who="ada", params={"since": "2026-11-30T00:00:00Z"}).status_code == 200
+
+
 def test_unknown_ids_are_404_and_records_the_caller_may_not_see_are_403(server: Server) -> None:
     body = assert_problem(server.get("/api/nodes/no-such-node"), 404, "not_found")
     assert body["key"] == "no-such-node"
@@ -371,12 +392,12 @@ def test_bad_tokens_anonymous_writes_and_admin_tools_are_refused(server: Server)
     assert server.get("/api/audit", who="ada").status_code == 200
 
 
-def test_unknown_paths_and_methods_are_problems(server: Server) -> None:
-    assert assert_problem(server.get("/api/nope"), 404)["type"] == "about:blank"
-    assert_problem(server.get("/api/nodes/"), 404)  # no redirect to /api/nodes
-    wrong = server.send("PATCH", f"/api/nodes/{PUBLIC_TEAM}", json={})
-    assert_problem(wrong, 405)
-    assert set(wrong.headers["allow"].replace(" ", "").split(",")) == {"GET", "PUT", "DELETE"}
+def test_unknown_paths_and_methods_are_problems_with_a_code(server: Server) -> None:
+    assert_problem(server.get("/api/nope"), 404, "no_route")
+    assert_problem(server.get("/api/nodes/"), 404, "no_route")  # no redirect to /api/nodes
+    wrong = server.send("POST", f"/api/nodes/{PUBLIC_TEAM}", json={})
+    assert_problem(wrong, 405, "method_not_allowed")
+    assert set(wrong.headers["allow"].replace(" ", "").split(",")) == {"GET", "PUT", "PATCH", "DELETE"}
 
 
 def test_malformed_bodies_are_400_and_oversize_bodies_413(server: Server) -> None:
@@ -384,7 +405,7 @@ def test_malformed_bodies_are_400_and_oversize_bodies_413(server: Server) -> Non
         assert_problem(server.send("POST", "/api/query", content=content), 400, "invalid_arguments")
     assert_problem(server.send("POST", "/api/query", json={"match": []}, params={"limit": 3}), 400)
     big = b'{"match": "' + b"x" * server.instance.config.max_body_bytes + b'"}'
-    body = assert_problem(server.send("POST", "/api/query", content=big), 413, "limit_exceeded")
+    body = assert_problem(server.send("POST", "/api/query", content=big), 413, "too_large")
     assert body["limit"] == "max_body_bytes"
 
 
@@ -437,6 +458,50 @@ def test_writes_take_effect_and_conflicts_are_409_or_412_with_if_match(writable:
     outcomes = {(r["target"], r["outcome"]) for r in writable.audit()}
     assert {("upsert_node", "ok"), ("upsert_node", "conflict"), ("upsert_edge", "ok"), ("delete_edge", "ok"),
             ("delete_node", "ok"), ("write_batch", "ok"), ("get_node", "not_found")} <= outcomes  # fmt: skip
+
+
+def test_patch_changes_only_what_the_merge_patch_names_and_takes_if_match_like_put(writable: Server) -> None:
+    path, merge = f"/api/nodes/{PUBLIC_TEAM}", {"Content-Type": "application/merge-patch+json"}
+    read = writable.get(path)
+    before = read.json()["node"]
+    stale = writable.send("PATCH", path, content=b'{"properties": {"name": "Late"}}', headers=merge | {
+        "If-Match": f'"{before["revision"] - 1}"'})  # fmt: skip
+    assert_problem(stale, 412, "conflict")
+
+    patched = writable.send("PATCH", path, content=json.dumps({"properties": {"name": "Money", "tags": None}}),
+                            headers=merge | {"If-Match": read.headers["etag"]})  # fmt: skip
+
+    assert patched.status_code == 200, patched.text
+    node = patched.json()["node"]
+    assert node["properties"] == {k: v for k, v in before["properties"].items() if k != "tags"} | {"name": "Money"}
+    assert patched.json() == {"node": node, "changed": True, "revision": node["revision"]}
+    assert writable.get(path).json()["node"] == node
+    plain = writable.send("PATCH", path, json={"visibility": "internal"})  # application/json is taken too
+    assert plain.json()["node"]["visibility"] == "internal"
+    removed = assert_problem(writable.send("PATCH", path, json={"properties": {"mission": None}}), 400, "invalid")
+    assert [e["pointer"] for e in removed["errors"]] == ["/properties/mission"]
+    assert_problem(writable.send("PATCH", "/api/nodes/team-nobody", json={"properties": {}}), 404, "not_found")
+    assert writable.get(path, who="walt").json()["node"]["properties"] == node["properties"]
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "application/json-patch+json", None]
+)
+def test_a_patch_body_of_another_media_type_is_a_415_naming_the_ones_it_takes(
+    server: Server, content_type: str | None
+) -> None:
+    headers = {"Content-Type": content_type} if content_type else {}
+    patch = b'{"properties": {"name": "X"}}'
+    before = server.instance.store.revision()
+
+    refused = server.send("PATCH", f"/api/nodes/{PUBLIC_TEAM}", content=patch, headers=headers)
+
+    body = assert_problem(refused, 415, "unsupported_media_type")
+
+    assert body["errors"] == [{"pointer": "", "message": "Content-Type must be one of "
+                                                         "application/merge-patch+json, application/json"}]  # fmt: skip
+    assert refused.headers["accept-patch"] == "application/merge-patch+json, application/json"
+    assert server.instance.store.revision() == before
 
 
 def test_rest_calls_are_audited_as_the_rest_surface(server: Server) -> None:

@@ -39,13 +39,18 @@ class Raw:
         return cls(await anyio.abc.SocketStream.from_socket(sock), port)
 
     async def request(
-        self, body: bytes | None, headers: dict[str, str], *, extra: Sequence[tuple[str, str]] = ()
+        self,
+        body: bytes | None,
+        headers: dict[str, str],
+        *,
+        extra: Sequence[tuple[str, str]] = (),
+        target: str = "/mcp",
     ) -> None:
-        """POST `body` with `headers` (plus `extra` lines, repeats allowed); None sends only the head."""
+        """POST `body` to `target` with `headers` (plus `extra` lines, repeats allowed); None sends only the head."""
         fields = [*({"host": f"127.0.0.1:{self.port}"} | headers).items(), *extra]
         if body is not None and "transfer-encoding" not in headers:
             fields.append(("content-length", str(len(body))))
-        data = self.http.send(h11.Request(method="POST", target="/mcp", headers=fields))
+        data = self.http.send(h11.Request(method="POST", target=target, headers=fields))
         if body is not None:
             data += self.http.send(h11.Data(data=body)) + self.http.send(h11.EndOfMessage())
         await self.stream.send(data)

@@ -170,3 +170,32 @@ async def test_completion_of_an_unknown_template_or_argument_is_invalid_params(
             await client.complete(ref, {"name": argument, "value": ""})
 
     assert raised.value.code == types.INVALID_PARAMS
+
+
+async def test_every_listed_resource_and_the_node_template_carry_an_icon(served: Served, revision: str) -> None:
+    async with served.client(revision) as client:
+        listed = (await client.list_resources()).resources
+        templates = (await client.list_resource_templates()).resource_templates
+
+    fixed = [r for r in listed if not r.uri.startswith("canon://nodes/")]
+    assert {"canon://model", "canon://changes", "canon://types/member_of", "canon://types/Team"} <= {
+        r.uri for r in fixed
+    }
+    for entry in [*listed, *templates]:
+        assert entry.icons, f"{entry.name} has no icon"
+        assert entry.icons[0].src.startswith(("data:", "https:"))
+    [template] = templates
+    assert template.uri_template == NODE_TEMPLATE
+
+
+async def test_the_node_template_describes_what_reading_it_gives(served: Served, revision: str) -> None:
+    async with served.client(revision) as client:
+        [template] = (await client.list_resource_templates()).resource_templates
+        read = await client.read_resource("canon://nodes/Team/team-payments")
+        called = await client.call_tool("get_node", {"id": "team-payments"})
+
+    _, _, node = _text(read)
+    assert called.structured_content is not None
+    assert node == called.structured_content["node"]  # get_node's `node`, without its revision
+    assert template.description is not None
+    assert "under `node`" in template.description

@@ -25,7 +25,7 @@ from tests.wire.conftest import Served, asgi_http, modern_request, open_copy
 pytestmark = pytest.mark.anyio
 
 READ_TOOLS = ["describe_model", "get_node", "find_nodes", "get_neighbors", "find_paths", "query_graph", "get_changes"]
-WRITE_TOOLS = ["upsert_node", "delete_node", "upsert_edge", "delete_edge", "write_batch"]
+WRITE_TOOLS = ["upsert_node", "delete_node", "upsert_edge", "delete_edge", "write_batch", "patch_node"]
 TOOL_NAMES = [*READ_TOOLS, *WRITE_TOOLS, "get_audit_log"]  # all of them: the served principal is the local admin
 
 
@@ -192,6 +192,8 @@ INVALID: list[tuple[str, str, dict[str, Any], str]] = [
     ("nested", "find_nodes", {"type": "Person", "where": {"level": {"gt": [1]}}}, "/where/level"),
     ("unknown-property", "find_nodes", {"type": "Person", "colour": "red"}, ""),  # the object holding it: the root
     ("missing-required", "get_node", {}, ""),
+    ("not-a-date-time", "get_audit_log", {"since": "yesterday"}, "/since"),  # format is asserted, not a 500
+    ("id-with-a-trailing-newline", "delete_node", {"id": "team-payments\n"}, "/id"),  # ECMA-262 $: no final \n
 ]
 
 

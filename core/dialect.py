@@ -1,0 +1,199 @@
+"""JSON Schema 2020-12 as canon applies it: one validator factory for models, tool arguments and configuration.
+
+Two things differ from a bare `jsonschema` validator, and both are the specification's meaning:
+
+* `format` is an assertion for every format in `FORMATS`; `require_formats` fails loudly at start-up when a
+  checker is missing (its package is not installed), rather than letting a format silently accept anything;
+* regular expressions (`pattern`, `patternProperties`, the `regex` format, canon's own id patterns) follow
+  ECMA-262, as JSON Schema specifies, not Python's `re`: `$` matches only at the very end (Python's also matches
+  before a final newline, so an id `"x\\n"` passed `^…$`), `.` matches no line terminator, `\\d` and `\\w` are
+  ASCII, named groups are `(?<name>…)`. `ecma_regex` translates a pattern once and caches it.
+
+A failed `oneOf` over a tagged union reports the errors of the branch whose tag matched, with their pointers.
+`unevaluatedProperties` still sees `patternProperties` through `jsonschema`'s own matching.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from functools import lru_cache
+from typing import Any
+
+from jsonschema import Draft202012Validator, FormatChecker, SchemaError, ValidationError, validators
+from jsonschema.exceptions import best_match
+from jsonschema.protocols import Validator
+from referencing import Registry
+
+__all__ = ["FORMATS", "FORMAT_CHECKER", "check_schema", "ecma_regex", "require_formats", "schema_validator"]
+
+# Every format of JSON Schema 2020-12 a model author may rely on; each is asserted on every write and argument.
+FORMATS = (
+    "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",
+    "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer",
+    "relative-json-pointer", "regex",
+)  # fmt: skip
+
+_CLASS_ESCAPES = {"d": "0-9", "w": "A-Za-z0-9_"}
+_ESCAPES = {"d": "[0-9]", "D": "[^0-9]", "w": "[A-Za-z0-9_]", "W": "[^A-Za-z0-9_]"}
+_DOT = "[^\\n\\r\\u2028\\u2029]"
+_PYTHON_ONLY = re.compile(r"(?<!\\)\(\?(?:P|#|[aiLmsux]+\))")  # (?P<n>…), (?#…), global flags (?i)
+
+
+@lru_cache(maxsize=4096)
+def ecma_regex(pattern: str) -> re.Pattern[str]:
+    """The Python regular expression that matches as the ECMA-262 `pattern` does; `re.error` if it is not one.
+
+    Search with it (`.search`), as JSON Schema does: a pattern is not implicitly anchored.
+    """
+    if _PYTHON_ONLY.search(pattern):
+        raise re.error(f"{pattern!r} uses Python-only syntax, not ECMA-262")
+    out: list[str] = []
+    in_class = False
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\" and i + 1 < len(pattern):
+            escaped = pattern[i + 1]
+            if escaped in "AZz":
+                raise re.error(f"\\{escaped} is not ECMA-262 (use ^ and $)")
+            if escaped == "k" and not in_class and (end := pattern.find(">", i)) > i + 2 and pattern[i + 2] == "<":
+                out.append(f"(?P={pattern[i + 3 : end]})")
+                i = end + 1
+                continue
+            table = _CLASS_ESCAPES if in_class else _ESCAPES
+            out.append(table.get(escaped, char + escaped))
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+            out.append(char)
+        elif char == "[":
+            in_class = True
+            out.append(char)
+        elif char == "$":
+            out.append(r"\Z")
+        elif char == ".":
+            out.append(_DOT)
+        elif pattern.startswith("(?<", i) and pattern[i + 3 : i + 4] not in ("=", "!"):
+            out.append("(?P<")
+            i += 3
+            continue
+        else:
+            out.append(char)
+        i += 1
+    return re.compile("".join(out))
+
+
+def _matches(pattern: str, value: str) -> bool:
+    return ecma_regex(pattern).search(value) is not None
+
+
+# -- the keywords whose matching is a regular expression -----------------------------------------------------------
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Mapping[str, Any]) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not _matches(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(
+    validator: Any, patterns: Mapping[str, Any], instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _matches(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(
+    validator: Any, additional: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    declared: Mapping[str, Any] = schema.get("properties", {})
+    patterns: Mapping[str, Any] = schema.get("patternProperties", {})
+    extras = [k for k in instance if k not in declared and not any(_matches(p, k) for p in patterns)]
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif additional is False and extras:
+        names = ", ".join(repr(k) for k in sorted(extras))
+        allowed = ", ".join([*sorted(declared), *(f"a name matching {p!r}" for p in patterns)]) or "none"
+        yield ValidationError(f"{names} {'is' if len(extras) == 1 else 'are'} not allowed (allowed: {allowed})")
+
+
+def _one_of(validator: Any, branches: list[Any], instance: Any, schema: Mapping[str, Any]) -> Iterator[ValidationError]:
+    """`oneOf`, telling a caller what is wrong with the branch they meant: when the instance fails every branch and
+    exactly one branch has no `const` failing on a member (a tagged union whose tag matched, e.g. `"op":
+    "upsert_node"` in a batch), that branch's own errors, with their pointers, instead of "not valid under any"."""
+    failed: list[list[ValidationError]] = []
+    valid: list[Any] = []
+    for index, branch in enumerate(branches):
+        errors = list(validator.descend(instance, branch, schema_path=index))
+        if errors:
+            failed.append(errors)
+        else:
+            valid.append(branch)
+    if len(valid) > 1:
+        yield ValidationError(f"{instance!r} is valid under each of {', '.join(map(repr, valid))}")
+    if valid:
+        return
+    tagged = [e for e in failed if not any(x.validator == "const" and len(x.relative_path) == 1 for x in e)]
+    if len(tagged) == 1:
+        yield from tagged[0]
+    else:
+        everything = [error for errors in failed for error in errors]
+        yield ValidationError(f"{instance!r} is not valid under any of the given schemas", context=everything)
+
+
+def _is_regex(instance: object) -> bool:
+    if isinstance(instance, str):
+        ecma_regex(instance)
+    return True
+
+
+def require_formats(checker: FormatChecker) -> None:
+    """Fail loudly if a format of `FORMATS` has no checker (its package is missing): it would accept anything."""
+    missing = [name for name in FORMATS if name not in checker.checkers]
+    if missing:
+        raise RuntimeError(
+            f"No checker for the JSON Schema format(s) {', '.join(missing)}: install canon with its dependencies "
+            "(the format checkers jsonschema uses), or values of these formats would go unchecked."
+        )
+
+
+def _format_checker() -> FormatChecker:
+    checker = FormatChecker(formats=())
+    checker.checkers = dict(Draft202012Validator.FORMAT_CHECKER.checkers)
+    checker.checks("regex", raises=re.error)(_is_regex)
+    require_formats(checker)
+    return checker
+
+
+FORMAT_CHECKER = _format_checker()
+
+_Validator: Any = validators.extend(
+    Draft202012Validator,
+    {
+        "pattern": _pattern,
+        "patternProperties": _pattern_properties,
+        "additionalProperties": _additional_properties,
+        "oneOf": _one_of,
+    },
+    format_checker=FORMAT_CHECKER,
+)
+
+
+def schema_validator(schema: Mapping[str, Any], registry: Registry[Any] | None = None) -> Validator:
+    """A validator of `schema` (JSON Schema 2020-12) with ECMA-262 regular expressions and asserted formats."""
+    if registry is None:
+        return _Validator(dict(schema), format_checker=FORMAT_CHECKER)  # type: ignore[no-any-return]
+    return _Validator(dict(schema), registry=registry, format_checker=FORMAT_CHECKER)  # type: ignore[no-any-return]
+
+
+def check_schema(schema: Mapping[str, Any]) -> None:
+    """Raise `SchemaError` if `schema` is not a JSON Schema 2020-12 document (its regular expressions ECMA-262)."""
+    error = best_match(schema_validator(Draft202012Validator.META_SCHEMA).iter_errors(schema))
+    if error is not None:
+        raise SchemaError.create_from(error)

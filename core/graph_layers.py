@@ -1,0 +1,123 @@
+"""The graph index's maps as layers: a large base dict shared with readers, and the changes made since.
+
+The index keeps three maps, id -> node attributes, successors and predecessors, each a `Layer`. While no reader
+holds a view of the base, the writer changes the base dicts in place, as networkx would. While a reader walks it,
+the writer leaves the base alone and records each change in the layer's delta instead, copying an entry (one
+node's attributes or adjacency dict, a few items) before its first change, so what a reader holds never changes
+under it. A view of a layer with changes is an `Overlay`: a read-only mapping that looks an id up in the delta
+first. See docs/decisions/0017-readers-walk-published-views.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+__all__ = ["Layer", "Overlay"]
+
+Entry = dict[str, Any]
+_ABSENT: Any = object()
+
+
+class Overlay(Mapping[str, Entry]):
+    """A frozen map: `delta` (None for a removed id) over `base`. Neither is changed while it is in use."""
+
+    __slots__ = ("_base", "_delta", "_size")
+
+    def __init__(self, base: dict[str, Entry], delta: dict[str, Entry | None], size: int) -> None:
+        self._base, self._delta, self._size = base, delta, size
+
+    def __getitem__(self, key: str) -> Entry:
+        found = self._delta.get(key, _ABSENT)
+        if found is _ABSENT:
+            return self._base[key]
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def get(self, key: str, default: Any = None) -> Any:
+        found = self._delta.get(key, _ABSENT)
+        if found is _ABSENT:
+            return self._base.get(key, default)
+        return default if found is None else found
+
+    def __contains__(self, key: object) -> bool:
+        found = self._delta.get(key, _ABSENT)  # pyright: ignore[reportCallIssue, reportArgumentType]
+        return key in self._base if found is _ABSENT else found is not None
+
+    def __iter__(self) -> Iterator[str]:
+        delta = self._delta
+        yield from (key for key in self._base if key not in delta)
+        yield from (key for key, entry in delta.items() if entry is not None)
+
+    def __len__(self) -> int:
+        return self._size
+
+
+class Layer:
+    """One map of the index as its writer sees it: `base`, changed in place only while `in_place`, else `delta`."""
+
+    def __init__(self, base: dict[str, Entry]) -> None:
+        self.base = base
+        self.delta: dict[str, Entry | None] = {}
+        self.fresh: set[str] = set()  # ids whose delta entry no published view holds yet: safe to change
+        self.size = len(base)
+        self.in_place = False
+
+    def get(self, id: str) -> Entry | None:
+        found = self.delta.get(id, _ABSENT)
+        return self.base.get(id) if found is _ABSENT else found
+
+    def own(self, id: str) -> Entry:
+        """The entry of a present `id`, to change: the base's own while in place, else a private copy."""
+        if self.in_place:
+            return self.base[id]
+        if id in self.fresh:
+            entry = self.delta[id]
+            assert entry is not None
+            return entry
+        current = self.get(id)
+        assert current is not None
+        entry = self.delta[id] = dict(current)
+        self.fresh.add(id)
+        return entry
+
+    def put(self, id: str, entry: Entry) -> None:
+        """Add `id` (absent until now) with `entry`."""
+        self.size += 1
+        if self.in_place:
+            self.base[id] = entry
+        else:
+            self.delta[id] = entry
+            self.fresh.add(id)
+
+    def drop(self, id: str) -> None:
+        """Remove a present `id`."""
+        self.size -= 1
+        if self.in_place:
+            del self.base[id]
+        else:
+            self.delta[id] = None
+            self.fresh.discard(id)
+
+    def published(self) -> Mapping[str, Entry]:
+        """The map as it is now, for readers; nothing they get is changed afterwards (the next change copies)."""
+        self.fresh.clear()
+        if not self.delta:
+            return self.base
+        return Overlay(self.base, dict(self.delta), self.size)
+
+    def fold(self) -> None:
+        """Move the delta into the base, in place: only while no reader holds a view of the base."""
+        for id, entry in self.delta.items():
+            if entry is None:
+                self.base.pop(id, None)
+            else:
+                self.base[id] = entry
+        self.delta.clear()
+        self.fresh.clear()
+
+    def rebase(self) -> None:
+        """A new base, the old one with the delta applied, leaving the old one to the readers still holding it."""
+        self.base = dict(self.base)
+        self.fold()
