@@ -153,6 +153,45 @@ def _is_regex(instance: object) -> bool:
     return True
 
 
+# RFC 3987 2.2: the characters an IRI may hold beyond a URI's; iprivate only in the query
+_UCSCHAR = ((0xA0, 0xD7FF), (0xF900, 0xFDCF), (0xFDF0, 0xFFEF), *((p << 16, (p << 16) + 0xFFFD) for p in range(1, 14)),
+            (0xE1000, 0xEFFFD))  # fmt: skip
+_IPRIVATE = ((0xE000, 0xF8FF), (0xF0000, 0xFFFFD), (0x100000, 0x10FFFD))
+
+
+def _in(ranges: tuple[tuple[int, int], ...], char: str) -> bool:
+    return any(low <= ord(char) <= high for low, high in ranges)
+
+
+def _iri_as_uri(value: str) -> str | None:
+    """The URI an IRI maps to (RFC 3987 3.1: each character beyond ASCII percent-encoded as UTF-8); None when
+    `value` holds a character no IRI may hold."""
+    query = value.find("?")
+    out: list[str] = []
+    for i, char in enumerate(value):
+        if char.isascii():
+            out.append(char)
+        elif _in(_UCSCHAR, char) or (query != -1 and i > query and _in(_IPRIVATE, char)):
+            out.append("".join(f"%{b:02X}" for b in char.encode("utf-8")))
+        else:
+            return None
+    return "".join(out)
+
+
+def _iri_checker(rule: str) -> Any:
+    """A checker of `iri` (rule "URI") or `iri-reference` ("URI_reference"): the URI the IRI maps to must be one.
+    canon's own, so no IRI grammar is compiled at start-up (the package jsonschema would use took 2 s to import)."""
+    from rfc3986_validator import validate_rfc3986  # pyright: ignore[reportMissingTypeStubs]
+
+    def check(instance: object) -> bool:
+        if not isinstance(instance, str):
+            return True
+        uri = _iri_as_uri(instance)
+        return uri is not None and bool(validate_rfc3986(uri, rule=rule))
+
+    return check
+
+
 def require_formats(checker: FormatChecker) -> None:
     """Fail loudly if a format of `FORMATS` has no checker (its package is missing): it would accept anything."""
     missing = [name for name in FORMATS if name not in checker.checkers]
@@ -167,6 +206,8 @@ def _format_checker() -> FormatChecker:
     checker = FormatChecker(formats=())
     checker.checkers = dict(Draft202012Validator.FORMAT_CHECKER.checkers)
     checker.checks("regex", raises=re.error)(_is_regex)
+    checker.checks("iri")(_iri_checker("URI"))
+    checker.checks("iri-reference")(_iri_checker("URI_reference"))
     require_formats(checker)
     return checker
 
