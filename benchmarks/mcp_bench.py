@@ -84,9 +84,11 @@ class Peer:
         self.transport, self.revision, self.next_id, self.token = transport, revision, 0, token
         self.started = time.perf_counter()
         stdout = subprocess.PIPE if transport == "stdio" else subprocess.DEVNULL
+        # the code of this checkout, not whichever canon the interpreter has installed (`cwd` is not the checkout)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
         self.proc = subprocess.Popen([*command, "--port", "0"] if transport == "http" else command, cwd=cwd,
                                      stdin=subprocess.PIPE, stdout=stdout, stderr=subprocess.PIPE, text=True,
-                                     bufsize=1)  # fmt: skip
+                                     bufsize=1, env=env)  # fmt: skip
         self.session: str | None = None
         if transport == "http":
             self.url = served_url(self.proc)

@@ -11,9 +11,10 @@ embedded default). A backend must give these guarantees, which the tests check a
 * `revision()` is cheap (the graph index compares it before every read to follow the change log), and
   `changed()` says whether another process committed since the last call, for a follower that wants to
   skip even that lookup;
-* `uncontended()` lets a caller that must not wait (an event loop) read by key without waiting: it holds the
-  store for the block only if no other thread is using it (a backend whose every read waits on the network
-  always declines);
+* `uncontended()` lets a caller that must not wait (an event loop) read by key without waiting: True only if
+  the block's reads wait for no other thread (SQLite: on the connection if it is free, else on a read-only
+  connection in one read transaction for the block), every read in the block seeing one state no older than the
+  last commit before it (a backend whose every read waits on the network always declines);
 * the audit log is append-only: `append_audit` adds records, nothing updates or deletes them.
 """
 

@@ -34,6 +34,7 @@ __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
 SCHEMA_VERSION = 3
 BUSY_TIMEOUT_S = 60.0
+IDLE_READERS = 4  # read-only connections kept open between reads (more are opened while more threads read at once)
 TEXT_COMPACT_MIN = 100  # node writes in one commit from which the text index may be compacted after it
 
 _CREATE = """
@@ -221,7 +222,15 @@ class _EmptyView:
 
 
 class SQLiteStore:
-    """A canon store in one SQLite file. Thread-safe: one connection, serialised by a lock."""
+    """A canon store in one SQLite file. Thread-safe: one connection for writes, serialised by a lock; a read
+    takes it when it is free and otherwise a read-only connection of its own (ADR 0020), so no read waits for
+    another thread's read or write.
+
+    A read on a read-only connection runs in autocommit mode, a read transaction of its own that starts with it:
+    in WAL mode it sees every commit that returned before it began (this process's or another's), as a read on
+    the main connection would. A thread in a write transaction holds the main connection, so its reads see its
+    own uncommitted writes.
+    """
 
     def __init__(self, path: Path, db: sqlite3.Connection, model: Model) -> None:
         self._path = path
@@ -231,6 +240,9 @@ class SQLiteStore:
         self._data_version = self._pragma("data_version")
         self._audit_lock = threading.Lock()
         self._audit_db: sqlite3.Connection | None = None
+        self._readers_lock = threading.Lock()
+        self._readers: list[sqlite3.Connection] | None = []  # idle read-only connections; None once closed
+        self._pinned = threading.local()  # .db: this thread's read connection for an `uncontended` block
         self._indexed_fields: tuple[Model | None, dict[str, tuple[str, ...]]] = (None, {})
 
     # -- opening -----------------------------------------------------------------------------------------------
@@ -354,19 +366,36 @@ class SQLiteStore:
         return parse_model(json.loads(row[0]), source=f"{self._path}#model")
 
     def revision(self) -> int:
-        with self._lock:
-            return self._max_revision(self._db)
+        return int(self._read("SELECT coalesce(max(revision), 0) FROM changes", ())[0][0])
 
     @contextmanager
     def uncontended(self) -> Generator[bool]:
-        """True, holding the connection for the block, if no other thread is using it; False otherwise."""
-        if not self._lock.acquire(blocking=False):
+        """True: this thread's reads in the block wait for no other thread. On the main connection, held for the
+        block, if no other thread is using it; otherwise on a read-only connection pinned to this thread for the
+        block, in one read transaction, so the block's reads all see one state: the latest committed when its
+        first read ran (never an older one: the transaction ends with the block). False if no read-only
+        connection can be had."""
+        if self._lock.acquire(blocking=False):
+            try:
+                yield True
+            finally:
+                self._lock.release()
+            return
+        try:
+            db = self._borrow_reader()
+        except sqlite3.Error:
             yield False
             return
         try:
-            yield True
+            db.execute("BEGIN")
+            self._pinned.db = db
+            try:
+                yield True
+            finally:
+                self._pinned.db = None
+                db.execute("COMMIT")
         finally:
-            self._lock.release()
+            self._return_reader(db)
 
     def changed(self) -> bool:
         with self._lock:
@@ -390,8 +419,10 @@ class SQLiteStore:
         return found
 
     def edge(self, type: str, source: str, target: str) -> Edge | None:
-        with self._lock:
-            return _View(self._db).edge(type, source, target)
+        rows = self._read(
+            f"SELECT {_EDGE_COLUMNS} FROM edges WHERE source = ? AND type = ? AND target = ?", (source, type, target)
+        )
+        return _edge(rows[0]) if rows else None
 
     def edges(self, refs: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str], Edge]:
         """The stored edges among `refs` ((type, source, target) each), by ref: one primary-key lookup each, in
@@ -671,6 +702,10 @@ class SQLiteStore:
             if self._audit_db is not None:
                 self._audit_db.close()
                 self._audit_db = None
+        with self._readers_lock:
+            idle, self._readers = self._readers or [], None
+        for db in idle:
+            db.close()
         with self._lock:
             self._db.close()
 
@@ -692,8 +727,41 @@ class SQLiteStore:
             self._data_version = self._pragma("data_version")
 
     def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
-        with self._lock:
-            return self._db.execute(sql, params).fetchall()
+        """Every row of one query (all fetched, so the statement is done and holds no snapshot afterwards): on
+        this thread's pinned connection (`uncontended`), else on the main connection if no other thread is using
+        it, else on an idle read-only connection."""
+        pinned: sqlite3.Connection | None = getattr(self._pinned, "db", None)
+        if pinned is not None:
+            return pinned.execute(sql, params).fetchall()
+        if self._lock.acquire(blocking=False):
+            try:
+                return self._db.execute(sql, params).fetchall()
+            finally:
+                self._lock.release()
+        db = self._borrow_reader()
+        try:
+            return db.execute(sql, params).fetchall()
+        finally:
+            self._return_reader(db)
+
+    def _borrow_reader(self) -> sqlite3.Connection:
+        """An idle read-only connection, or a new one (with no other thread using it until it is returned)."""
+        with self._readers_lock:
+            if self._readers is None:
+                raise StoreError(f"The store {self._path} is closed.", path=str(self._path))
+            if self._readers:
+                return self._readers.pop()
+        uri = f"{self._path.resolve().as_uri()}?mode=ro"
+        return _connect(uri, uri=True, check_same_thread=False, timeout=BUSY_TIMEOUT_S)
+
+    def _return_reader(self, db: sqlite3.Connection) -> None:
+        if db.in_transaction:  # a read that failed mid-transaction: end it, so no old snapshot stays open
+            db.execute("ROLLBACK")
+        with self._readers_lock:
+            if self._readers is not None and len(self._readers) < IDLE_READERS:
+                self._readers.append(db)
+                return
+        db.close()
 
     def _iterate(self, sql: str, params: Sequence[Any], convert: Callable[[Any], Any]) -> Iterator[Any]:
         """Stream rows from a snapshot on a connection of its own, so a long iteration blocks nobody."""

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import copy
 import sqlite3
+import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -13,7 +15,7 @@ from core.errors import ModelError, StoreError, ValidationError
 from core.model import Model, parse_model
 from core.operations import DeleteEdge, DeleteNode, PutEdge, PutNode
 from core.records import Edge, Node
-from core.store import open_store
+from core.store import NodeQuery, open_store
 from core.store.sqlite import SCHEMA_VERSION, SQLiteStore
 
 
@@ -291,6 +293,59 @@ def test_after_a_key_change_the_new_key_is_unique(store: SQLiteStore, model: Mod
         assert [p.pointer for p in caught.value.problems] == ["/0/properties/name"]
     finally:
         reopened.close()
+
+
+T = TypeVar("T")
+
+
+# -- reads beside the connection ----------------------------------------------------------------------------------
+def in_another_thread(read: Callable[[], T]) -> T:
+    """`read()` run in another thread, which must finish within 5 s (the caller may hold the store's connection)."""
+    results: list[T] = []
+    thread = threading.Thread(target=lambda: results.append(read()))
+    thread.start()
+    thread.join(5)
+    assert not thread.is_alive(), "the read waited for the connection another thread holds"
+    return results[0]
+
+
+def test_a_read_proceeds_while_another_thread_holds_the_connection_and_sees_what_it_committed(
+    store: SQLiteStore,
+) -> None:
+    text = NodeQuery("Team", text="ship", text_fields={"Team": ("mission",)})
+    with store.uncontended() as free:  # this thread holds the connection, as a walk's read or a commit would
+        assert free
+        assert in_another_thread(lambda: store.node("team-a")) is None  # on a read connection, kept open after
+        revision = store.commit([PutNode(team("team-a"))], principal="test").revision  # on the main connection
+        assert in_another_thread(lambda: store.node("team-a")) is not None  # no snapshot left from the first read
+        assert in_another_thread(store.revision) == revision
+        assert in_another_thread(lambda: store.edge("member_of", "person-a", "team-a")) is None
+        found, total = in_another_thread(lambda: store.find_nodes(text, after=None, limit=5))
+        assert ([n.id for n in found], total) == (["team-a"], 1)
+
+
+def test_an_uncontended_block_beside_a_held_connection_reads_one_state_until_it_ends(store: SQLiteStore) -> None:
+    seen: list[object] = []
+    reading, committed = threading.Event(), threading.Event()
+
+    def read() -> None:
+        with store.uncontended() as free:
+            seen.append(free)
+            seen.append(store.revision())
+            reading.set()
+            assert committed.wait(5)
+            seen.append((store.revision(), store.node("team-a")))  # the block's state, not the later commit
+        seen.append(store.revision())
+
+    with store.uncontended():
+        thread = threading.Thread(target=read)
+        thread.start()
+        assert reading.wait(5)
+        revision = store.commit([PutNode(team("team-a"))], principal="test").revision
+        committed.set()
+        thread.join(5)
+        assert not thread.is_alive()
+    assert seen == [True, revision - 1, (revision - 1, None), revision]
 
 
 # -- change detection, integrity, stats ----------------------------------------------------------------------------
