@@ -8,7 +8,6 @@ sent" is shown without timing: a later call that does earn a message is the firs
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import anyio
 import mcp
@@ -20,7 +19,7 @@ from core.errors import NotFoundError
 from core.instance import Instance
 from core.wire.client_log import SLOW_CALL_S, call_messages
 from core.wire.events import EventFanout
-from tests.wire.conftest import LEGACY, MODERN, Served, asgi_http, envelope, open_copy, pumping
+from tests.wire.conftest import LEGACY, MODERN, Served, asgi_http, envelope, pumping
 from tests.wire.test_model_change import _adopt_in_another_process, _serve
 from tests.wire.test_subscriptions import Notifications
 
@@ -108,15 +107,8 @@ def test_a_bound_that_stops_a_read_is_info_a_slow_call_notice_and_a_page_end_is_
     assert [level for level, _ in call_messages(refused, 0.01)] == ["debug", "warning"]
 
 
-@pytest.fixture
-def own_instance(seed_template: Path, tmp_path: Path) -> Any:
-    opened = open_copy(seed_template, tmp_path)
-    yield opened
-    opened.close()
-
-
-async def test_a_client_at_notice_hears_of_a_model_change_with_its_new_version(own_instance: Instance) -> None:
-    server, fanout = _serve(own_instance)
+async def test_a_client_at_notice_hears_of_a_model_change_with_its_new_version(instance: Instance) -> None:
+    server, fanout = _serve(instance)
     heard, notifications = Heard(), Notifications()
     assert isinstance(fanout, EventFanout)
     try:
@@ -125,7 +117,7 @@ async def test_a_client_at_notice_hears_of_a_model_change_with_its_new_version(o
             mcp.Client(server, mode="legacy", logging_callback=heard, message_handler=notifications) as client,
         ):
             await client.set_logging_level("notice")
-            await anyio.to_thread.run_sync(_adopt_in_another_process, Path(own_instance.store.location))
+            await anyio.to_thread.run_sync(_adopt_in_another_process, Path(instance.store.location))
             await notifications.next_of(types.ToolListChangedNotification)
             with anyio.fail_after(5):
                 while not heard.messages:  # the log follows the list_changed on the same connection
