@@ -14,6 +14,7 @@ keep their connection.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import multiprocessing
@@ -23,6 +24,7 @@ import sys
 import time
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -37,6 +39,7 @@ from core.wire.mcp_server import DEFAULT_OPTIONS, ServeOptions
 __all__ = ["GracefulServer", "listening_socket", "serve_http", "serve_workers", "worker_sockets"]
 
 log = logging.getLogger("canon.serve")
+LATE_CONNECTIONS_TICK_S = 0.05  # how often a shutdown looks for connections that registered after it began
 
 
 def listening_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
@@ -72,11 +75,19 @@ def _announce(sock: socket.socket, config: Config, tokens: int, workers: int = 1
 
 
 class GracefulServer(uvicorn.Server):
-    """uvicorn serving a `build_app` app, which ends the app's change streams as soon as it begins to shut down.
+    """uvicorn serving a `build_app` app, which ends the app's change streams as soon as it begins to shut down,
+    and every connection, however late it registers.
 
     uvicorn waits for every response in flight to finish before it runs the app's shutdown, and a listen stream or
     a 2025-11-25 GET stream never finishes by itself: closing the streams first (`close_streams`: a listen stream
     gets its final result) lets shutdown go on.
+
+    uvicorn tells the connections it knows of to finish, then waits until none is left. A connection accepted just
+    before the listening socket closed registers a few loop turns later (asyncio calls `connection_made` from a
+    task the accept starts), after that one telling: nobody tells it, and a client that keeps it busy (a poll on
+    a kept-alive connection) held shutdown for good, answering as if nothing had happened (1 run in about 25 of
+    `test_a_server_stopped_by_a_signal_writes_every_audit_record_it_queued`). So while uvicorn waits, every
+    connection that registers late is told too.
     """
 
     def __init__(self, app: Starlette) -> None:
@@ -85,7 +96,20 @@ class GracefulServer(uvicorn.Server):
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         close_streams(self.app)
-        await super().shutdown(sockets)
+        told = set(self.server_state.connections)  # what uvicorn tells at once, before its first await
+        late = asyncio.ensure_future(self._tell_late_connections(told))
+        try:
+            await super().shutdown(sockets)
+        finally:
+            late.cancel()
+
+    async def _tell_late_connections(self, told: set[Any]) -> None:
+        while True:
+            for connection in list(self.server_state.connections):
+                if connection not in told:
+                    told.add(connection)
+                    connection.shutdown()  # idle: closed now; mid-request: closed once its response is sent
+            await asyncio.sleep(LATE_CONNECTIONS_TICK_S)
 
 
 def _run(instance: Instance, options: ServeOptions, sock: socket.socket) -> None:
