@@ -64,7 +64,7 @@ def serve_http(port: int) -> None:
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    from core.wire.serve import listening_socket
+    from core.http.serve import listening_socket
 
     manager = StreamableHTTPSessionManager(app=_server(), json_response=True, stateless=False)
 

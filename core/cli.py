@@ -275,7 +275,7 @@ def _serve(args: argparse.Namespace) -> int:
     sys.setswitchinterval(0.0001)  # a cheap read waits 0.1 ms per GIL hand-off behind a walk, not 5 (ADR 0017)
     config = _config(args)
     config = replace(config, host=args.host or config.host, port=config.port if args.port is None else args.port)
-    from core.wire.mcp_server import ServeOptions
+    from core.mcp.server import ServeOptions
 
     options = ServeOptions(profile=args.profile, prefix=args.tool_prefix)
     if not 1 <= args.workers <= 64:
@@ -287,17 +287,17 @@ def _serve(args: argparse.Namespace) -> int:
     if args.workers > 1:  # the store exists and is seeded now; each worker opens its own
         tokens = len(instance.tokens.entries())
         instance.close()
-        from core.wire.serve import serve_workers
+        from core.http.serve import serve_workers
 
         serve_workers(config, options, args.workers, tokens)
         return 0
     try:
         if args.stdio:
-            from core.wire.stdio import serve_stdio
+            from core.mcp.stdio import serve_stdio
 
             serve_stdio(instance, options)
         else:
-            from core.wire.serve import serve_http
+            from core.http.serve import serve_http
 
             serve_http(instance, options)
     finally:

@@ -1,7 +1,7 @@
 """Pluggable surfaces: the secondary views (REST, GraphQL, llms.txt, …) that map the registry onto HTTP.
 
 A surface is one module in `generators/` plus one line in `pyproject.toml`'s `canon.surfaces` entry-point
-group; core discovers it here and never imports it. Core's HTTP app (`core.wire.http`) serves `/mcp` and
+group; core discovers it here and never imports it. Core's HTTP app (`core.http.app`) serves `/mcp` and
 `/healthz` itself and hands every other path a surface claims to that surface's ASGI app, built for the
 current registry (and built again when the model, so the registry, changes).
 

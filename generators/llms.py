@@ -31,9 +31,9 @@ from typing import Any
 
 import anyio.to_thread
 
+from core.http.problems import send_problem
 from core.registry import Registry
 from core.surfaces import ASGIApp, SurfaceHost
-from core.wire.problems import send_problem
 from generators.llms_pages import Site, share
 
 __all__ = ["LlmsSurface", "share", "surface"]

@@ -17,7 +17,7 @@ How a tool becomes an operation (`generators.openapi.route_of`, which also write
 * Resources: `GET /api/resources/<uri without canon://>` answers with the resource's own media type;
   `GET /api/resources` pages the list as MCP resources/list does.
 
-Errors are RFC 9457 problem+json from the HTTP host's one table (`core.wire.problems.STATUS`):
+Errors are RFC 9457 problem+json from the HTTP host's one table (`core.http.problems.STATUS`):
 invalid_arguments / invalid 400, forbidden 403, not_found 404, conflict 409 (412 when the caller sent If-Match),
 limit_exceeded 422, a body of a media type the route does not take 415 (unsupported_media_type), an unknown path
 404 (no_route), a wrong method 405 (method_not_allowed). 422 for limit_exceeded because the input was valid and
@@ -48,10 +48,10 @@ from starlette.responses import HTMLResponse, Response
 from core.dispatch import CallContext, error_json
 from core.documents import parse_json
 from core.errors import CanonError
+from core.http.problems import PROBLEM_MEDIA, STATUS, code_of_status, problem_body
 from core.registry import Registry
 from core.resources import list_resources, read_resource
 from core.surfaces import ASGIApp, SurfaceHost
-from core.wire.problems import PROBLEM_MEDIA, STATUS, code_of_status, problem_body
 from generators.openapi import SEGMENT, Param, ResourceRoute, ToolRoute, openapi_document, resource_routes, route_of
 
 __all__ = ["STATUS", "RestSurface", "build_app", "coerce", "document_text", "surface"]
@@ -83,7 +83,7 @@ class Refusal(Exception):
 
 def problem(request: Request, status: int, code: str, detail: str, errors: Sequence[Mapping[str, str]] = (),
             extra: Mapping[str, Any] | None = None, headers: Mapping[str, str] | None = None) -> Response:  # fmt: skip
-    """An RFC 9457 answer, as the HTTP host writes every problem (`core.wire.problems`)."""
+    """An RFC 9457 answer, as the HTTP host writes every problem (`core.http.problems`)."""
     content = problem_body(status, code, detail, request.url.path, errors, extra)
     return Response(content, status_code=status, media_type=PROBLEM_MEDIA, headers=dict(headers or {}))
 

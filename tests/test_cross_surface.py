@@ -30,7 +30,7 @@ from core.registry import Registry, build_registry
 from core.surfaces import discover
 from core.tools import HANDLERS
 from tests.generators.conftest import live, open_copy, token
-from tests.wire.conftest import MODERN, connect, seed_template  # noqa: F401  (a fixture used here)
+from tests.mcp.conftest import MODERN, connect, seed_template  # noqa: F401  (a fixture used here)
 
 pytestmark = pytest.mark.anyio
 

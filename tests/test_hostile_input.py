@@ -1,5 +1,5 @@
 """Hostile input to every tool, on every way in: MCP 2025-11-25 (the SDK's session path), MCP 2026-07-28 (canon's own
-`tools/call`, `core.wire.calls`) and REST, against one real uvicorn server on a store of this module's own.
+`tools/call`, `core.mcp.fastpath.calls`) and REST, against one real uvicorn server on a store of this module's own.
 
 The arguments are generated from each tool's own input schema (so most calls get past transport parsing and schema
 checks and reach the tool), and then one hostile value is put at a random place in them: NaN, the infinities,
@@ -35,7 +35,7 @@ from core.registry import ToolDefinition, build_registry
 from generators.openapi import ToolRoute, route_of
 from generators.rest import surface as rest_surface
 from tests.generators.conftest import live, open_copy, token
-from tests.wire.conftest import LEGACY, MODERN, envelope, initialize_body, seed_template  # noqa: F401 (a fixture)
+from tests.mcp.conftest import LEGACY, MODERN, envelope, initialize_body, seed_template  # noqa: F401 (a fixture)
 
 Strategy = st.SearchStrategy[Any]
 MAX_URL = 16_000

@@ -22,7 +22,7 @@ from core.registry import Registry, build_registry
 from core.surfaces import ENTRY_POINT_GROUP, RESERVED, Surface, SurfaceHost, _check_paths, claims, discover
 from tests.conftest import run_canon
 from tests.generators.conftest import asgi, open_copy, token
-from tests.wire.conftest import seed_template  # noqa: F401  (a fixture used here)
+from tests.mcp.conftest import seed_template  # noqa: F401  (a fixture used here)
 
 
 @dataclass
@@ -150,8 +150,8 @@ async def test_a_new_registry_rebuilds_the_surface_app(instance: Instance) -> No
 
 @pytest.mark.anyio
 async def test_a_watcher_hears_every_committed_change_in_order(instance: Instance) -> None:
-    from core.wire.events import EventFanout
-    from tests.wire.conftest import pumping
+    from core.mcp.events import EventFanout
+    from tests.mcp.conftest import pumping
 
     assert instance.index is not None
     fanout = EventFanout(instance.index)
@@ -173,7 +173,7 @@ async def test_a_watcher_hears_every_committed_change_in_order(instance: Instanc
 
 @pytest.mark.anyio
 async def test_a_watcher_that_falls_behind_is_ended_not_left_to_grow(instance: Instance) -> None:
-    from core.wire.events import EventFanout
+    from core.mcp.events import EventFanout
 
     assert instance.index is not None
     fanout = EventFanout(instance.index)
@@ -254,8 +254,8 @@ def test_a_websocket_upgrade_with_a_bad_token_is_refused_before_the_surface(inst
 async def test_a_change_committed_in_this_process_wakes_the_pump_without_waiting_for_its_tick(
     instance: Instance,
 ) -> None:
-    from core.wire.events import EventFanout
-    from tests.wire.conftest import pumping
+    from core.mcp.events import EventFanout
+    from tests.mcp.conftest import pumping
 
     assert instance.index is not None
     fanout = EventFanout(instance.index, tick_s=3600)  # without the wake-up, delivery would wait an hour

@@ -32,7 +32,7 @@ from core.access import sees, sight_of
 from core.model import load_model
 from core.principal import ANONYMOUS
 from core.store.sqlite import SQLiteStore
-from tests.wire.conftest import (  # seed_template is a fixture used here
+from tests.mcp.conftest import (  # seed_template is a fixture used here
     copy_store,
     seed_template,  # noqa: F401  # pyright: ignore[reportUnusedImport]
     serving,

@@ -20,12 +20,12 @@ import pytest
 import uvicorn
 
 from core.config import Config
+from core.http.app import build_app
+from core.http.serve import listening_socket
 from core.instance import Instance, open_instance
 from core.surfaces import Surface
 from core.tokens import TokenFile
-from core.wire.http import build_app
-from core.wire.serve import listening_socket
-from tests.wire.conftest import copy_store, seed_template  # noqa: F401  (seed_template is a fixture used here)
+from tests.mcp.conftest import copy_store, seed_template  # noqa: F401  (seed_template is a fixture used here)
 
 
 def open_copy(template: Path, folder: Path) -> Instance:

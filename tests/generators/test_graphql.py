@@ -22,10 +22,10 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
+from core.http.auth import principal_of_request
 from core.instance import Instance
 from core.principal import LOCAL
 from core.surfaces import Surface, SurfaceHost
-from core.wire.auth import principal_of_request
 from generators.graphql import FALLBACKS, MAX_COST, MAX_DEPTH, build_schema, local_assets, surface
 from generators.graphql_gate import Gate
 from tests.generators.conftest import live, token

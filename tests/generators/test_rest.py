@@ -20,12 +20,12 @@ from openapi_spec_validator import validate
 
 from core.audit import AuditQuery
 from core.config import Config
+from core.http.auth import principal_of_request
 from core.instance import Instance, open_instance
 from core.principal import ANONYMOUS, Principal
 from core.registry import Registry, build_registry
 from core.resources import read_resource
 from core.surfaces import SurfaceHost
-from core.wire.auth import principal_of_request
 from generators.openapi import openapi_document, route_of, unhoist
 from generators.rest import coerce, document_text, surface
 from tests.generators.conftest import live, token

@@ -1,0 +1,412 @@
+"""The registry on the official SDK's low-level `Server`, for both protocol revisions.
+
+Served: 2025-11-25 (initialize, sessions, resources/subscribe, logging/setLevel with `notifications/message`, see
+`core.mcp.client_log`) and 2026-07-28 (server/discover, per-request `_meta`, subscriptions/listen, resultType,
+caching hints), decided per request by the SDK, and no other revision (`core.mcp.revisions`). Each handler maps
+one MCP method onto the dispatcher and its answer back; errors map in one table:
+
+| canon                      | MCP                                                         |
+|----------------------------|-------------------------------------------------------------|
+| UnknownToolError           | JSON-RPC -32602, message naming the closest tools            |
+| any other error of a tool  | CallToolResult isError=true, text = {"error": {...}}         |
+| resource NotFoundError     | -32002 on 2025-11-25, -32602 on 2026-07-28                  |
+| other resource/completion  | -32602 with the error's message (ForbiddenError included,    |
+|                            | with data.code "forbidden")                                  |
+
+Every handler runs as the principal `principal_of` gives for the request (the transport decides: the local
+principal on stdio, the bearer token's principal or anonymous on HTTP), so tools/list shows only the tools
+that principal may call and every read goes through its sight.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+import anyio
+import mcp_types as types
+import pydantic_core
+from mcp.server.caching import CacheHint
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.subscriptions import ListenHandler
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from core import __version__
+from core.dispatch import Dispatcher, ToolResult
+from core.errors import CanonError, NotFoundError, UnknownToolError
+from core.mcp.client_log import ClientLog
+from core.mcp.events import EventFanout
+from core.mcp.revisions import SUPPORTED_VERSIONS, Negotiate
+from core.principal import Principal
+from core.registry import ToolDefinition
+from core.resources import complete, read_resource
+from core.resources import list_resources as resource_page
+
+__all__ = ["SUPPORTED_VERSIONS", "ServeOptions", "build_server"]
+
+log = logging.getLogger("canon.mcp")
+RESOURCE_NOT_FOUND_LEGACY = -32002
+INSTRUCTIONS = (
+    "canon serves an organisation's canonical knowledge graph. Start with describe_model to learn the node and "
+    "edge types, then find_nodes to search, get_node to read one node, and get_neighbors or find_paths to follow "
+    "relationships. Every list is paginated (limit, cursor → next_cursor) and says its total; results carry the "
+    "store revision they were read at, and get_changes resumes a feed of changes from a revision."
+)
+CANON_ICON = (
+    "data:image/svg+xml;base64,"
+    + base64.b64encode(
+        b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64"><circle cx="16" cy="16" r="8"/>'
+        b'<circle cx="48" cy="20" r="8"/><circle cx="30" cy="48" r="8"/>'
+        b'<path d="M16 16L48 20L30 48Z" fill="none" stroke="#000" stroke-width="3"/></svg>'
+    ).decode()
+)
+PrincipalOf = Callable[[ServerRequestContext[Any]], Principal]
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How the MCP surface presents the registry."""
+
+    profile: str = "full"  # "agent" hides advanced tools from tools/list; they stay callable
+    prefix: str = ""  # e.g. "canon_": tools are listed as canon_get_node, the only names a call may use
+
+
+DEFAULT_OPTIONS = ServeOptions()
+
+
+def icon_of(glyph: str | None) -> list[types.Icon] | None:
+    """An MCP icon for a model icon: URIs pass through, an emoji becomes a small SVG."""
+    if not glyph:
+        return None
+    if glyph.startswith(("https:", "data:")):
+        return [types.Icon(src=glyph)]
+    svg = (
+        '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64">'
+        f'<text x="4" y="52" font-size="52">{glyph}</text></svg>'
+    )
+    src = "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
+    return [types.Icon(src=src, mime_type="image/svg+xml", sizes=["64x64"])]
+
+
+def _tool(definition: ToolDefinition, prefix: str) -> types.Tool:
+    return types.Tool(
+        name=prefix + definition.name,
+        title=definition.title,
+        description=definition.description,
+        input_schema=dict(definition.input_schema),
+        output_schema=dict(definition.output_schema),
+        annotations=types.ToolAnnotations.model_validate({"title": definition.title, **definition.annotations}),
+        icons=[types.Icon(src=CANON_ICON, mime_type="image/svg+xml", sizes=["64x64"])],
+    )
+
+
+class CanonServer(Server[Any]):
+    """The SDK server, advertising list_changed on every transport.
+
+    Legacy `initialize` over HTTP ignores the caller's NotificationOptions (SDK 2.3), so the defaults are
+    fixed here rather than at each `create_initialization_options` call site. `calls` is how its `tools/call`
+    handler calls a tool (set by `build_server`).
+    """
+
+    calls: ToolCalls
+
+    def create_initialization_options(
+        self, notification_options: Any = None, experimental_capabilities: Any = None, extensions: Any = None
+    ) -> Any:
+        options = notification_options or NotificationOptions(tools_changed=True, resources_changed=True)
+        return super().create_initialization_options(options, experimental_capabilities, extensions)
+
+
+class ToolCalls:
+    """`tools/call` on the dispatcher: for the SDK's handler, and for canon's own 2026-07-28 HTTP path
+    (`core.mcp.fastpath.calls`), so both call a tool the same way."""
+
+    def __init__(self, dispatcher: Dispatcher, surface: str, prefix: str, *, inline_searches: bool = False) -> None:
+        self.dispatcher = dispatcher
+        self.surface = surface
+        self.prefix = prefix
+        self.inline_searches = inline_searches  # one client: searches answered from indexes run on the loop too
+        self._headers_of: dict[str, bool] = {}  # tool name -> whether its input schema declares x-mcp-header
+        self._headers_for = 0  # id() of the registry `_headers_of` describes
+
+    def name_of(self, called: str) -> str | None:
+        """The registry's name for a tool called as `called`, which must be a name tools/list shows: with a prefix
+        set, only the prefixed name (None for any other)."""
+        if not called.startswith(self.prefix):
+            return None
+        return called[len(self.prefix) :]
+
+    async def call(self, principal: Principal, called: str, arguments: dict[str, Any]) -> ToolResult:
+        """Call the tool as `principal`; raises UnknownToolError only. A point read runs right here unless something
+        it needs is busy: the hop to a worker thread and back costs several times the read itself."""
+        dispatcher, name, received = self.dispatcher, self.name_of(called), time.monotonic()
+        if name is None:  # not a name tools/list shows; its hints are the listed names it is closest to
+            raise dispatcher.unknown_tool(principal, called)
+        result = dispatcher.call_tool_now(principal, self.surface, name, arguments, searches=self.inline_searches)
+        if result is None:
+            call = functools.partial(dispatcher.call_tool, received=received)  # its time counts the wait for a thread
+            result = await anyio.to_thread.run_sync(call, principal, self.surface, name, arguments)
+        return result
+
+    def input_schema(self, called: str) -> Mapping[str, Any] | None:
+        """What the SDK checks a 2026-07-28 HTTP call's Mcp-Param-* headers against. Only a schema declaring
+        `x-mcp-header` can fail that check, so no other is handed over (the SDK would walk it on every call)."""
+        registry, name = self.dispatcher.registry, self.name_of(called)
+        try:
+            schema = registry.tool(name).input_schema if name is not None else None
+        except UnknownToolError:
+            return None
+        if schema is None:
+            return None
+        if self._headers_for != id(registry):  # a new model: look again
+            self._headers_of.clear()
+            self._headers_for = id(registry)
+        if called not in self._headers_of:
+            self._headers_of[called] = _declares_headers(schema)
+        return schema if self._headers_of[called] else None
+
+
+def _modern(ctx: ServerRequestContext[Any]) -> bool:
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: PrincipalOf,
+                 options: ServeOptions = DEFAULT_OPTIONS, *, surface: str = "mcp",
+                 single_client: bool = False) -> CanonServer:  # fmt: skip
+    """An SDK server whose every handler is one dispatcher call, made for the caller `principal_of` names.
+
+    Handlers read `dispatcher.registry` on every call, so a model change (which replaces the registry) is
+    served from the next request on. `single_client` (stdio): searches the store answers from its indexes run on
+    the event loop when nothing else holds the store, as point reads always do.
+    """
+    prefix = options.prefix
+    converted: dict[str, types.Tool] = {}  # tool name -> its MCP form, for the registry in `converted_for`
+    converted_for: list[int] = [0]
+    converting = threading.Lock()  # listings run in worker threads, concurrently
+
+    def shown(tools: list[ToolDefinition]) -> list[ToolDefinition]:
+        """Of the tools a caller may call, those its tools/list shows (the agent profile hides the advanced ones)."""
+        return [t for t in tools if options.profile != "agent" or not t.advanced]
+
+    def listed(principal: Principal) -> list[types.Tool]:
+        """The tools this caller's tools/list shows, converted once."""
+        visible = shown(dispatcher.tools_for(principal, surface))
+        with converting:
+            if converted_for[0] != id(dispatcher.registry):  # a new model: convert again
+                converted.clear()
+                converted_for[0] = id(dispatcher.registry)
+            return [converted.setdefault(t.name, _tool(t, prefix)) for t in visible]
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        principal = principal_of(ctx)
+        return types.ListToolsResult(tools=await anyio.to_thread.run_sync(listed, principal))
+
+    calls = ToolCalls(dispatcher, surface, prefix, inline_searches=single_client)
+
+    client_log = ClientLog(fanout)
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> dict[str, Any]:
+        principal, started = principal_of(ctx), time.perf_counter()
+        try:
+            result = await calls.call(principal, params.name, dict(params.arguments or {}))
+        except UnknownToolError as exc:
+            names = [prefix + t.name for t in shown(dispatcher.callable_tools(principal))]  # this caller's tools/list
+            close = [prefix + s for s in exc.suggestions if prefix + s in names]
+            hint = f" Did you mean {', '.join(map(repr, close))}?" if close else f" Known tools: {', '.join(names)}."
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}.{hint}") from None
+        if not _modern(ctx):
+            await client_log.call_done(ctx, result, time.perf_counter() - started)
+        return _call_result(result)
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        cursor = params.cursor if params is not None else None
+        entries, next_cursor = await _run(ctx, "resources/list", cursor or "", lambda c: resource_page(c, cursor))
+        resources = [types.Resource(uri=e.uri or "", name=e.name, title=e.title, description=e.description,
+                                    mime_type=e.mime_type, icons=icon_of(e.icon)) for e in entries]  # fmt: skip
+        return types.ListResourcesResult(resources=resources, next_cursor=next_cursor)
+
+    async def list_templates(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        templates = [
+            types.ResourceTemplate(uri_template=t.uri_template or "", name=t.name, title=t.title,
+                                   description=t.description, mime_type=t.mime_type, icons=icon_of(t.icon))
+            for t in dispatcher.registry.templates
+        ]  # fmt: skip
+        return types.ListResourceTemplatesResult(resource_templates=templates)
+
+    async def read(ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        content = await _run(ctx, "resources/read", uri, lambda c: read_resource(c, uri))
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=content.uri, mime_type=content.mime_type, text=content.text)]
+        )
+
+    async def subscribe(ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams) -> types.EmptyResult:
+        uri = str(params.uri)
+        await _run(ctx, "resources/subscribe", uri, lambda c: read_resource(c, uri))  # must exist, must be readable
+        fanout.subscribe(ctx, uri)
+        return types.EmptyResult()
+
+    async def unsubscribe(ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        fanout.unsubscribe(ctx, str(params.uri))
+        return types.EmptyResult()
+
+    async def completion(ctx: ServerRequestContext[Any], params: types.CompleteRequestParams) -> types.CompleteResult:
+        ref = params.ref
+        if not isinstance(ref, types.ResourceTemplateReference):
+            raise MCPError(types.INVALID_PARAMS, f"No prompt {ref.name!r}: canon serves no prompts.")
+        template = ref.uri
+        context = dict(params.context.arguments or {}) if params.context is not None else {}
+        arg = params.argument
+        values, total, more = await _run(ctx, "completion/complete", template,
+                                         lambda c: complete(c, template, arg.name, arg.value, context))  # fmt: skip
+        return types.CompleteResult(completion=types.Completion(values=values, total=total, has_more=more))
+
+    async def set_level(ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams) -> types.EmptyResult:
+        client_log.set_level(ctx, params.level)  # the SDK serves this method on 2025-11-25 only
+        return types.EmptyResult()
+
+    async def discover(ctx: ServerRequestContext[Any], params: types.RequestParams | None) -> types.DiscoverResult:
+        # logging is deprecated in 2026-07-28 and not served there (core.mcp.client_log): not advertised either
+        capabilities = server.get_capabilities(protocol_version=ctx.protocol_version)
+        capabilities = capabilities.model_copy(update={"logging": None})
+        return types.DiscoverResult(
+            supported_versions=SUPPORTED_VERSIONS,
+            capabilities=capabilities,
+            instructions=INSTRUCTIONS,
+            ttl_ms=60_000,
+            cache_scope="public",
+        )
+
+    async def _run(ctx: ServerRequestContext[Any], action: str, target: str, work: Callable[[Any], Any]) -> Any:
+        principal = principal_of(ctx)
+        try:
+            return await anyio.to_thread.run_sync(
+                lambda: dispatcher.run(principal, surface, action, target, {"target": target}, work)
+            )
+        except NotFoundError as exc:
+            if exc.kind == "resource":  # the one error whose code differs between the revisions
+                code = types.INVALID_PARAMS if _modern(ctx) else RESOURCE_NOT_FOUND_LEGACY
+                raise MCPError(code, str(exc), data={"uri": target}) from None
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        except CanonError as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc), data={"code": exc.code, "target": target}) from None
+
+    async def readable(ctx: ServerRequestContext[Any], uris: list[str]) -> list[str]:
+        """The URIs of a listen request this caller may read: a stream never carries another's resources."""
+        allowed: list[str] = []
+        for uri in uris:
+            try:
+                await _run(ctx, "subscriptions/listen", uri, lambda c, uri=uri: read_resource(c, uri))
+                allowed.append(uri)
+            except MCPError:
+                continue  # not honoured: the client sees it missing from the acknowledged subscriptions
+        return allowed
+
+    private = CacheHint(ttl_ms=0, scope="private")  # results depend on the caller (visibility, roles)
+    server = CanonServer(
+        "canon",
+        version=__version__,
+        title="canon",
+        description="A knowledge server for an organisation's canonical model.",
+        instructions=INSTRUCTIONS,
+        icons=[types.Icon(src=CANON_ICON, mime_type="image/svg+xml", sizes=["64x64"])],
+        cache_hints={
+            "tools/list": private,
+            "resources/list": private,
+            "resources/templates/list": private,
+            "resources/read": private,
+        },
+        get_tool_input_schema=calls.input_schema,
+        on_list_tools=list_tools,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read,
+        on_subscribe_resource=subscribe,
+        on_unsubscribe_resource=unsubscribe,
+        on_subscriptions_listen=_HonestListen(ListenHandler(fanout.bus), readable),
+        on_completion=completion,
+    )
+    server.middleware.append(Negotiate())
+    server.middleware.append(_RememberLegacy(fanout))
+    # registered here rather than as on_call_tool: it answers the result's wire form, a dict (see `_call_result`)
+    server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
+    server.add_request_handler("server/discover", types.RequestParams, discover)
+    server.calls = calls
+    return server
+
+
+def _call_result(result: ToolResult) -> dict[str, Any]:
+    """A CallToolResult in its wire form, built directly rather than as a model the SDK would dump again.
+
+    The text copy of the body is encoded by pydantic's encoder (the SDK's own), about four times faster than
+    `json.dumps` on a page of nodes: compact, UTF-8, the same JSON value. The SDK still validates the dict
+    against the protocol's result schema before sending it.
+    """
+    body = result.as_json()
+    answer: dict[str, Any] = {"content": [{"type": "text", "text": pydantic_core.to_json(body).decode()}]}
+    if not result.is_error:
+        answer["structuredContent"] = body
+    # what the model's dump holds too; the SDK drops resultType on 2025-11-25, where the field does not exist
+    return answer | {"isError": result.is_error, "resultType": "complete"}
+
+
+def _declares_headers(schema: Any) -> bool:
+    """Whether `x-mcp-header` appears anywhere in a schema."""
+    if isinstance(schema, Mapping):
+        mapping = cast("Mapping[str, Any]", schema)
+        return "x-mcp-header" in mapping or any(_declares_headers(v) for v in mapping.values())
+    if isinstance(schema, list):
+        return any(_declares_headers(v) for v in cast("list[Any]", schema))
+    return False
+
+
+class _RememberLegacy:
+    """Every 2025-11-25 connection that sends a request hears list_changed, whether or not it subscribed."""
+
+    def __init__(self, fanout: EventFanout) -> None:
+        self.fanout = fanout
+
+    async def __call__(self, ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.request_id is not None and not _modern(ctx) and ctx.method != "initialize":
+            self.fanout.remember(ctx)
+        return result
+
+
+class _HonestListen:
+    """The SDK's listen handler, honouring only what canon serves and the caller may read.
+
+    The SDK acknowledges every requested kind; canon has no prompts, so it never offers them, and a resource
+    subscription the caller may not read (or that does not exist) is dropped before the SDK sees it.
+    """
+
+    def __init__(self, inner: ListenHandler,
+                 readable: Callable[[ServerRequestContext[Any], list[str]], Awaitable[list[str]]]) -> None:  # fmt: skip
+        self.inner = inner
+        self.readable = readable
+
+    async def __call__(self, ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams) -> Any:
+        requested = params.notifications
+        update: dict[str, Any] = {}
+        if requested.prompts_list_changed:
+            update["prompts_list_changed"] = None
+        if requested.resource_subscriptions:
+            update["resource_subscriptions"] = await self.readable(ctx, list(requested.resource_subscriptions))
+        if update:
+            params = params.model_copy(update={"notifications": requested.model_copy(update=update)})
+        return await self.inner(ctx, params)

@@ -1,0 +1,130 @@
+"""How `canon serve` presents its tools: the agent profile and a tool-name prefix, on both protocol revisions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp
+import mcp_types as types
+import pytest
+
+from core.instance import Instance
+from core.mcp.server import ServeOptions
+from core.model import Model
+from core.registry import build_registry
+from tests.mcp.conftest import asgi_http, modern_request, serve
+from tests.mcp.test_mcp_tools import structured
+
+pytestmark = pytest.mark.anyio
+
+ADVANCED_CALLS: dict[str, dict[str, Any]] = {
+    "find_paths": {"source": "person-ada-okafor", "target": "svc-checkout-api", "max_depth": 3},
+    "query_graph": {"match": [{"node": "t", "id": "team-payments"}, {"edge": "owns", "from": "t", "to": "s"}]},
+    "get_audit_log": {"limit": 1},
+}
+
+
+def test_the_advanced_tools_are_find_paths_query_graph_and_get_audit_log(model: Model) -> None:
+    assert [t.name for t in build_registry(model).tools if t.advanced] == list(ADVANCED_CALLS)  # registry order
+
+
+async def test_agent_profile_hides_the_advanced_tools_from_the_list(
+    shared_instance: Instance, revision: str, model: Model
+) -> None:
+    served = serve(shared_instance, ServeOptions(profile="agent"))
+    async with served.client(revision) as client:
+        listed = [t.name for t in (await client.list_tools()).tools]
+
+    assert listed == [t.name for t in build_registry(model).tools if not t.advanced]
+    assert not set(ADVANCED_CALLS) & set(listed)
+
+
+@pytest.mark.parametrize("name", sorted(ADVANCED_CALLS))
+async def test_agent_profile_still_answers_a_call_to_a_hidden_tool(
+    shared_instance: Instance, revision: str, name: str
+) -> None:
+    served = serve(shared_instance, ServeOptions(profile="agent"))
+    async with served.client(revision) as client:
+        await client.list_tools()
+        result = await client.call_tool(name, ADVANCED_CALLS[name])
+
+    assert structured(result)["items"]
+
+
+async def test_prefix_lists_every_tool_under_the_prefix(shared_instance: Instance, revision: str, model: Model) -> None:
+    served = serve(shared_instance, ServeOptions(prefix="canon_"))
+    async with served.client(revision) as client:
+        listed = [t.name for t in (await client.list_tools()).tools]
+
+    assert listed == ["canon_" + t.name for t in build_registry(model).tools]
+
+
+async def test_prefix_maps_a_prefixed_call_back_to_its_tool(shared_instance: Instance, revision: str) -> None:
+    served = serve(shared_instance, ServeOptions(prefix="canon_"))
+    async with served.client(revision) as client:
+        await client.list_tools()
+        result = await client.call_tool("canon_get_node", {"id": "team-payments"})
+        invalid = await client.call_tool("canon_get_node", {"id": 5})
+
+    assert structured(result)["node"]["id"] == "team-payments"
+    assert invalid.is_error is True
+
+
+@pytest.mark.parametrize(
+    ("called", "named"),
+    [("canon_get_nod", ["'canon_get_node'"]), ("canon_zzzz", [f"canon_{t}" for t in ("get_node", "find_paths")])],
+    ids=["close", "far"],
+)
+async def test_prefix_unknown_tool_error_suggests_prefixed_names(
+    shared_instance: Instance, revision: str, called: str, named: list[str]
+) -> None:
+    served = serve(shared_instance, ServeOptions(prefix="canon_"))
+    async with served.client(revision) as client:
+        with pytest.raises(mcp.MCPError) as raised:
+            await client.call_tool(called, {})
+
+    assert raised.value.code == types.INVALID_PARAMS
+    message = raised.value.error.message
+    assert all(name in message for name in named)
+    assert "'get_node'" not in message  # never the bare name the client cannot call by that listing
+
+
+async def test_prefix_refuses_the_unprefixed_name_and_points_to_the_listed_one(
+    shared_instance: Instance, revision: str
+) -> None:
+    served = serve(shared_instance, ServeOptions(prefix="canon_"))
+    async with served.client(revision) as client:
+        with pytest.raises(mcp.MCPError) as raised:
+            await client.call_tool("get_node", {"id": "team-payments"})
+
+    assert raised.value.code == types.INVALID_PARAMS
+    assert raised.value.error.message.startswith("Unknown tool: 'get_node'. Did you mean 'canon_get_node', ")
+
+
+async def test_prefix_refuses_the_unprefixed_name_over_http_too(shared_instance: Instance) -> None:
+    async with asgi_http(shared_instance, ServeOptions(prefix="canon_")) as http:
+        headers, body = modern_request("tools/call", {"name": "get_node", "arguments": {"id": "team-payments"}})
+        refused = await http.post("/mcp", json=body, headers=headers)
+        headers, body = modern_request("tools/call", {"name": "canon_get_node", "arguments": {"id": "team-payments"}})
+        served = await http.post("/mcp", json=body, headers=headers)
+
+    assert refused.status_code == 400
+    error = refused.json()["error"]
+    assert error["code"] == types.INVALID_PARAMS
+    assert error["message"].startswith("Unknown tool: 'get_node'. Did you mean 'canon_get_node', ")
+    assert served.json()["result"]["structuredContent"]["node"]["id"] == "team-payments"
+
+
+async def test_an_unknown_tool_never_hints_at_a_tool_the_agent_profile_hides(
+    shared_instance: Instance, revision: str, model: Model
+) -> None:
+    served = serve(shared_instance, ServeOptions(profile="agent"))
+    async with served.client(revision) as client:
+        with pytest.raises(mcp.MCPError) as close:
+            await client.call_tool("find_path", {})
+        with pytest.raises(mcp.MCPError) as far:
+            await client.call_tool("zzzz", {})
+
+    assert not any(name in close.value.error.message for name in ADVANCED_CALLS)
+    shown = [t.name for t in build_registry(model).tools if not t.advanced]
+    assert far.value.error.message == f"Unknown tool: 'zzzz'. Known tools: {', '.join(shown)}."

@@ -1,0 +1,109 @@
+"""A model change committed by another process is served at once and announced to clients of both revisions."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp
+import mcp_types as types
+import pytest
+from mcp.client.subscriptions import ToolsListChanged
+
+from core.instance import Instance
+from core.mcp.events import EventFanout
+from core.mcp.server import build_server
+from core.model import Model, load_model, parse_model
+from core.principal import LOCAL
+from core.store.sqlite import SQLiteStore
+from tests.mcp.conftest import DEADLINE_S, open_copy, pumping
+from tests.mcp.test_subscriptions import Notifications
+
+pytestmark = pytest.mark.anyio
+
+
+def _extended() -> Model:
+    """The embedded model with one more optional Team property."""
+    document: dict[str, Any] = copy.deepcopy(dict(load_model().document))
+    document["$defs"]["Team"]["properties"]["budget_code"] = {"type": "string", "description": "Finance code."}
+    document["x-canon-model"]["version"] = "1.1.0"
+    return parse_model(document)
+
+
+def _adopt_in_another_process(path: Path) -> None:
+    """What `canon --model new.json init` does in another process: the store adopts the new model."""
+    SQLiteStore.open(path, _extended()).close()
+
+
+def _serve(instance: Instance) -> tuple[Any, EventFanout]:
+    assert instance.index is not None
+    fanout = EventFanout(instance.index, on_model_change=instance.reload_model)
+    return build_server(instance.dispatcher, fanout, lambda ctx: LOCAL), fanout
+
+
+def _team_properties(tools: list[types.Tool]) -> set[str]:
+    get_node = next(t for t in tools if t.name == "get_node")
+    assert get_node.output_schema is not None
+    return set(get_node.output_schema["$defs"]["Team"]["properties"])
+
+
+@pytest.fixture
+def instance(seed_template: Path, tmp_path: Path) -> Any:
+    opened = open_copy(seed_template, tmp_path)
+    yield opened
+    opened.close()
+
+
+async def test_a_legacy_client_hears_tools_list_changed_and_then_lists_the_new_model(instance: Instance) -> None:
+    server, fanout = _serve(instance)
+    notifications = Notifications()
+    try:
+        async with pumping(fanout), mcp.Client(server, mode="legacy", message_handler=notifications) as client:
+            assert "budget_code" not in _team_properties((await client.list_tools()).tools)
+            await anyio.to_thread.run_sync(_adopt_in_another_process, Path(instance.store.location))
+            await notifications.next_of(types.ToolListChangedNotification)
+            after = (await client.list_tools()).tools
+            found = await client.call_tool("find_nodes", {"type": "Team", "where": {"budget_code": {"exists": False}}})
+    finally:
+        notifications.close()
+
+    assert "budget_code" in _team_properties(after)
+    assert not found.is_error, found.content
+    assert found.structured_content is not None
+    assert found.structured_content["total"] == 13
+
+
+async def test_a_modern_listener_hears_tools_list_changed_and_describe_model_shows_the_new_version(
+    instance: Instance,
+) -> None:
+    server, fanout = _serve(instance)
+    async with (
+        pumping(fanout),
+        mcp.Client(server, mode="2026-07-28") as client,
+        client.listen(tools_list_changed=True) as subscription,
+    ):
+        await anyio.to_thread.run_sync(_adopt_in_another_process, Path(instance.store.location))
+        with anyio.fail_after(DEADLINE_S):
+            event = await anext(subscription)
+        described = await client.call_tool("describe_model", {})
+
+    assert isinstance(event, ToolsListChanged)
+    assert described.structured_content is not None
+    assert described.structured_content["model"]["version"] == "1.1.0"
+    team = next(t for t in described.structured_content["node_types"] if t["name"] == "Team")
+    assert "budget_code" in team["properties"]
+
+
+async def test_writes_after_a_model_change_are_validated_under_the_new_model(instance: Instance) -> None:
+    _, fanout = _serve(instance)
+    async with pumping(fanout):
+        await anyio.to_thread.run_sync(_adopt_in_another_process, Path(instance.store.location))
+        with anyio.fail_after(DEADLINE_S):
+            while instance.model.version != "1.1.0":
+                await anyio.sleep(0.02)
+
+    assert instance.store.model.version == "1.1.0"
+    assert json.dumps(instance.registry.manifest()).count("budget_code") > 0

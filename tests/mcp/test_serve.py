@@ -1,0 +1,77 @@
+"""`canon serve`'s uvicorn server (`core.http.serve.GracefulServer`): how it shuts down."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import socket
+
+import anyio
+import pytest
+from starlette.applications import Starlette
+
+from core.http.app import build_app
+from core.http.serve import GracefulServer, listening_socket
+from core.instance import Instance
+from tests.mcp.conftest import DEADLINE_S
+
+pytestmark = pytest.mark.anyio
+
+POLL = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+class Watched(GracefulServer):
+    """The server, telling the test when it serves and the moment its shutdown begins."""
+
+    def __init__(self, app: Starlette) -> None:
+        super().__init__(app)
+        self.ready, self.stopping = asyncio.Event(), asyncio.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.ready.set()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.stopping.set()
+        await super().shutdown(sockets)
+
+
+async def _poll_until_closed(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> int:
+    """As the flaky test's poll did: a request on the kept-alive connection, the answer, the next request; the
+    number of answers until the server closes the connection."""
+    answers = 0
+    try:
+        while True:
+            writer.write(POLL)
+            await writer.drain()
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(int(h.split(b":")[1]) for h in head.lower().split(b"\r\n") if h.startswith(b"content-length"))
+            await reader.readexactly(length)
+            answers += 1
+    except (asyncio.IncompleteReadError, ConnectionError):  # closed by the server
+        return answers
+
+
+async def test_a_connection_that_registers_after_shutdown_began_is_closed_and_shutdown_ends(
+    instance: Instance,
+) -> None:
+    # A connection accepted just before the listening socket closed registers (connection_made) after uvicorn told
+    # the connections it knew of to finish. Made here as asyncio makes one when it accepts, at that very moment.
+    server = Watched(build_app(instance, surfaces=[]))
+    sock = listening_socket("127.0.0.1", 0)
+    ours, theirs = socket.socketpair()
+    with sock, ours, theirs, anyio.fail_after(DEADLINE_S * 2):  # before the fix: polled for ever, never shut down
+        async with anyio.create_task_group() as tasks:  # ends when serve() returns: shutdown has ended
+            tasks.start_soon(server.serve, [sock])
+            await server.ready.wait()
+            server.should_exit = True
+            await server.stopping.wait()  # this runs once uvicorn's shutdown is at its first await: it told the others
+            protocol = functools.partial(server.config.http_protocol_class, config=server.config,
+                                         server_state=server.server_state, app_state=server.lifespan.state)  # fmt: skip
+            await asyncio.get_running_loop().connect_accepted_socket(protocol, ours)
+            reader, writer = await asyncio.open_connection(sock=theirs)
+            answers = await _poll_until_closed(reader, writer)
+            writer.close()
+
+    assert answers >= 1  # it was served, then closed
+    assert not server.server_state.connections

@@ -1,0 +1,106 @@
+"""`canon serve --stdio` on the wire: the revisions it serves, and the answers to lines it refuses, as raw JSON-RPC
+lines from a real process. The refusals are the very ones canon answers over HTTP (`core.mcp.revisions`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.instance import Instance
+from core.mcp.revisions import BATCH, SUPPORTED_VERSIONS
+from tests.mcp.conftest import LEGACY, asgi_http, copy_store, envelope, modern_request
+
+pytestmark = pytest.mark.anyio
+OLDER = ("2024-11-05", "2025-03-26", "2025-06-18")
+
+
+class Stdio:
+    """A `canon serve --stdio` child process, spoken to one JSON-RPC line at a time."""
+
+    def __init__(self, popen: subprocess.Popen[str]) -> None:
+        self.popen = popen
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            self.lines.put(line)
+
+    def send(self, message: Any) -> None:
+        assert self.popen.stdin is not None
+        self.popen.stdin.write((message if isinstance(message, str) else json.dumps(message)) + "\n")
+        self.popen.stdin.flush()
+
+    def ask(self, message: Any) -> dict[str, Any]:
+        """Send one line; the answer line (waiting at most 30 s: a cold start imports the SDK)."""
+        self.send(message)
+        answer: dict[str, Any] = json.loads(self.lines.get(timeout=30))
+        return answer
+
+
+@pytest.fixture
+def stdio(seed_template: Path, tmp_path: Path) -> Iterator[Stdio]:
+    store = copy_store(seed_template, tmp_path / "canon.db")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
+    popen = subprocess.Popen([sys.executable, "-m", "core.cli", "--store", str(store), "serve", "--stdio"],
+                             cwd=tmp_path, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    process = Stdio(popen)
+    try:
+        yield process
+    finally:
+        popen.kill()
+        popen.wait(timeout=10)
+        process.reader.join(timeout=10)  # it ends at the closed pipe's end
+        for pipe in (popen.stdin, popen.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+def initialize(version: str, id_: int) -> dict[str, Any]:
+    client = {"name": "t", "version": "0"}
+    params = {"protocolVersion": version, "capabilities": {}, "clientInfo": client}
+    return {"jsonrpc": "2.0", "id": id_, "method": "initialize", "params": params}
+
+
+def tools_list(version: str, id_: int) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id_, "method": "tools/list", "params": {"_meta": envelope(version)}}
+
+
+async def test_stdio_refuses_unserved_revisions_and_batches_without_choosing_a_revision_then_negotiates_older_ones(
+    stdio: Stdio, shared_instance: Instance
+) -> None:
+    unserved = stdio.ask(tools_list("1900-01-01", 1))
+    handshake_in_meta = stdio.ask(tools_list(LEGACY, 2))
+    batch = stdio.ask(json.dumps([tools_list("2026-07-28", 3)]))
+    not_json = stdio.ask("{")
+    negotiated = {version: stdio.ask(initialize(version, 10 + i)) for i, version in enumerate(OLDER)}
+    stdio.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    listed = stdio.ask({"jsonrpc": "2.0", "id": 20, "method": "tools/list"})
+    async with asgi_http(shared_instance) as http:  # the same request over HTTP
+        headers, body = modern_request("tools/list")
+        body["params"]["_meta"] = envelope("1900-01-01")
+        headers["MCP-Protocol-Version"] = "1900-01-01"
+        over_http = (await http.post("/mcp", json=body, headers=headers)).json()
+
+    assert unserved["error"]["code"] == -32022
+    assert unserved["error"]["data"] == {"supported": SUPPORTED_VERSIONS, "requested": "1900-01-01"}
+    assert unserved["error"] == over_http["error"]  # one answer on both transports
+    assert handshake_in_meta["error"]["data"] == {"supported": SUPPORTED_VERSIONS, "requested": LEGACY}
+    assert batch == {"jsonrpc": "2.0", "id": None, "error": BATCH.model_dump(exclude_none=True)}
+    assert batch["error"]["code"] == -32600
+    assert not_json["error"]["code"] == -32700
+    # the refusals chose no revision: initialize is still served, and answers the one handshake revision served
+    assert {v: a["result"]["protocolVersion"] for v, a in negotiated.items()} == dict.fromkeys(OLDER, LEGACY)
+    assert listed["result"]["tools"]
