@@ -7,7 +7,7 @@ nothing else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from core.model import Model, default_seed_path, load_model
 from core.registry import Registry, build_registry
 from core.store import Store, open_store
 from core.tokens import TokenFile
+from core.tools import Toolset
 
 __all__ = ["Instance", "open_instance"]
 
@@ -32,10 +33,11 @@ class Instance:
     model: Model
     store: Store
     index: GraphIndex | None = None
+    tools: Toolset = field(default_factory=Toolset)  # tools beyond the built-in ones
 
     @cached_property
     def registry(self) -> Registry:
-        return build_registry(self.model)
+        return build_registry(self.model, self.tools.definitions)
 
     @cached_property
     def audit(self) -> AuditLog:
@@ -49,11 +51,9 @@ class Instance:
     @cached_property
     def dispatcher(self) -> Dispatcher:
         """The one dispatch path over this instance (needs the index); every call it takes is audited."""
-        from core.tools import HANDLERS
-
         if self.index is None:
             raise RuntimeError("this instance was opened without an index")
-        return Dispatcher(self.registry, self.store, self.index, HANDLERS, audit=self.audit)
+        return Dispatcher(self.registry, self.store, self.index, self.tools.all_handlers(), audit=self.audit)
 
     def reload_model(self) -> bool:
         """Adopt the model recorded in the store if another process changed it; True if it changed.
@@ -66,7 +66,7 @@ class Instance:
             return False
         self.store.use_model(stored)
         self.model = stored
-        registry = build_registry(stored)
+        registry = build_registry(stored, self.tools.definitions)
         self.__dict__["registry"] = registry  # replace the cached property
         if "dispatcher" in self.__dict__:
             self.dispatcher.registry = registry
@@ -81,8 +81,10 @@ class Instance:
             self.store.close()
 
 
-def open_instance(config: Config, *, with_index: bool = True, principal: str = "system") -> Instance:
-    """Open the configured model and store (creating and seeding a new store), and build the index."""
+def open_instance(config: Config, *, with_index: bool = True, principal: str = "system",
+                  tools: Toolset | None = None) -> Instance:  # fmt: skip
+    """Open the configured model and store (creating and seeding a new store), and build the index. `tools` adds
+    tools to the built-in ones (`Toolset.from_folder`: docs/development/adding-a-tool.md)."""
     model = load_model(config.model)
     is_new = not config.store.exists()
     store = open_store(config.store, model, principal=principal)
@@ -96,4 +98,4 @@ def open_instance(config: Config, *, with_index: bool = True, principal: str = "
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{config.store}{suffix}").unlink(missing_ok=True)
         raise
-    return Instance(config, model, store, index)
+    return Instance(config, model, store, index, tools or Toolset())

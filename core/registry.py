@@ -1,8 +1,10 @@
 """The registry: every tool and resource canon serves, as data. The one definition all surfaces map.
 
 Tool definitions are JSON files in `schema/tools/` (name, title, description for an LLM reader, exact input
-and output JSON Schemas, annotations, permission, whether the tool is advanced, surface hints); the parts
-that depend on the model are derived once by `core.schemas.derive`. Resources are defined here. The order
+and output JSON Schemas, annotations, permission, whether the tool is advanced, how it runs, surface hints),
+each checked against `schema/meta/tool.schema.json`; the parts that depend on the model are derived once by
+`core.schemas.derive`. The tools are listed in the order of `schema/tool-order.json`, then the unlisted ones by
+name, so a new definition needs no position to be served and two never collide. Resources are defined here. The order
 and content are deterministic for a given model, so generated surfaces and artifacts are reproducible.
 
 The registry holds no behaviour: `core.tools` binds each tool name to its handler, and `core.dispatch` is
@@ -12,6 +14,7 @@ the one path every call takes.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,13 +24,25 @@ from typing import Any, Literal, cast
 from jsonschema.protocols import Validator
 
 from core.dialect import check_schema, ecma_regex, schema_validator
+from core.documents import pointer
 from core.errors import UnknownToolError
 from core.model import Model
 from core.schemas import DIALECT, derive
 
-__all__ = ["Permission", "QuickCheck", "Registry", "ResourceDefinition", "ToolDefinition", "build_registry"]
+__all__ = [
+    "Execution",
+    "Permission",
+    "QuickCheck",
+    "Registry",
+    "ResourceDefinition",
+    "ToolDefinition",
+    "build_registry",
+    "check_definition",
+    "in_order",
+]
 
 Permission = Literal["read", "write", "admin"]
+Execution = Literal["worker", "walk", "point", "indexed"]  # how the dispatcher runs it (core.dispatch)
 NODE_TEMPLATE = "canon://nodes/{type}/{id}"
 # icons of the resources the model gives none: the model, the change log, an edge type, any node
 MODEL_ICON, CHANGES_ICON, EDGE_ICON, NODE_ICON = "🗺️", "🕒", "🔗", "📄"
@@ -45,6 +60,7 @@ class ToolDefinition:
     advanced: bool  # hidden from the agent profile's tools/list, still callable
     surface: Mapping[str, Any] = field(default_factory=dict[str, Any])
     icon: str | None = None
+    execution: Execution = "worker"
 
     def to_json(self) -> dict[str, Any]:
         """The definition as the manifest and generated artifacts carry it."""
@@ -100,6 +116,10 @@ class Registry:
         if found is None:
             raise UnknownToolError(name, difflib.get_close_matches(name, list(self._by_name), n=3, cutoff=0.5))
         return found
+
+    def find(self, name: str) -> ToolDefinition | None:
+        """The tool called `name`, or None."""
+        return self._by_name.get(name)
 
     def input_validator(self, name: str) -> Validator:
         """The compiled validator of a tool's input schema (built once)."""
@@ -213,19 +233,51 @@ def _plain(schema: Any) -> Callable[[Any], bool] | None:
     return check
 
 
+def _json_of(name: str) -> Any:
+    return json.loads(resources.files("schema").joinpath(name).read_text(encoding="utf-8"))
+
+
 def _tool_files() -> list[dict[str, Any]]:
     folder = resources.files("schema").joinpath("tools")
-    documents = [json.loads(f.read_text(encoding="utf-8")) for f in folder.iterdir() if f.name.endswith(".json")]
-    return sorted(documents, key=lambda d: (d["order"], d["name"]))
+    return [json.loads(f.read_text(encoding="utf-8")) for f in folder.iterdir() if f.name.endswith(".json")]
+
+
+@functools.cache
+def _definition_validator() -> Validator:
+    return schema_validator(_json_of("meta/tool.schema.json"))
+
+
+def check_definition(document: Mapping[str, Any]) -> None:
+    """Raise `ValueError` naming the first problems of a tool definition against the tool meta-schema."""
+    errors = _definition_validator().iter_errors(document)
+    problems = sorted(f"{pointer(e.absolute_path) or '/'}: {e.message}" for e in errors)
+    if problems:
+        raise ValueError(f"tool definition {document.get('name', '?')!r}: {'; '.join(problems[:5])}")
+
+
+def in_order(documents: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The definitions in serving order: those `schema/tool-order.json` lists, in its order; then the rest by name.
+    A name defined twice, or listed and not defined, is an error."""
+    by_name: dict[str, Mapping[str, Any]] = {}
+    for document in documents:
+        if by_name.setdefault(document["name"], document) is not document:
+            raise ValueError(f"the tool {document['name']!r} is defined twice")
+    listed: list[str] = _json_of("tool-order.json")["tools"]
+    stale = [name for name in listed if name not in by_name]
+    if stale or len(set(listed)) != len(listed):
+        raise ValueError(f"schema/tool-order.json lists tools twice or without a definition: {stale}")
+    return [by_name[n] for n in listed] + [by_name[n] for n in sorted(by_name.keys() - set(listed))]
 
 
 def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = ()) -> Registry:
     """Load the static tool definitions, derive their model-dependent parts, and define the resources.
 
-    `extra_tools` are more definitions in the file format (tests use it to show that a new definition reaches
-    every surface with no other change); each still needs a handler in the dispatcher.
+    `extra_tools` are more definitions in the file format (a tools folder, `core.tools.Toolset`); each still needs
+    a handler in the dispatcher.
     """
-    documents = sorted([*_tool_files(), *extra_tools], key=lambda d: (d["order"], d["name"]))
+    documents = in_order([*_tool_files(), *extra_tools])
+    for document in documents:
+        check_definition(document)
     tools = tuple(
         ToolDefinition(
             name=d["name"],
@@ -237,6 +289,7 @@ def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = ()) 
             permission=d["permission"],
             advanced=d["advanced"],
             surface=d.get("surface", {}),
+            execution=d["execution"],
         )
         for d in documents
     )

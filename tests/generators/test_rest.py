@@ -184,7 +184,7 @@ def test_clashing_definition_names_get_their_own_component_and_shared_ones_are_s
 ) -> None:
     slug = {"type": "integer"}  # the model's Slug is a string
     extra = {
-        "name": "count_slugs", "title": "Count", "description": "A test tool.", "order": 999,
+        "name": "count_slugs", "title": "Count", "description": "A test tool.", "execution": "worker",
         "annotations": {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
                         "openWorldHint": False},
         "permission": "read", "advanced": False, "surface": {"rest": {"method": "POST", "path": "/count"}},

@@ -43,6 +43,7 @@ from core.operations import PutNode
 from core.principal import LOCAL
 from core.records import Node
 from core.store.sqlite import SQLiteStore
+from core.tools import Toolset
 from tests.conftest import run_canon
 
 LEGACY, MODERN = "2025-11-25", "2026-07-28"
@@ -70,9 +71,10 @@ def seed_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def open_copy(template: Path, folder: Path) -> Instance:
+def open_copy(template: Path, folder: Path, tools: Toolset | None = None) -> Instance:
+    """An instance on a copy of the seeded store in `folder`, with `tools` added to the built-in ones."""
     folder.mkdir(parents=True, exist_ok=True)
-    return open_instance(Config(store=copy_store(template, folder / "canon.db")))
+    return open_instance(Config(store=copy_store(template, folder / "canon.db")), tools=tools)
 
 
 @pytest.fixture
