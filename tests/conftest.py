@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 
 from core.interchange import import_path
 from core.model import Model, default_seed_path, load_model
+from core.registry import Permission, ToolDefinition, build_registry
 from core.store.sqlite import SQLiteStore
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,6 +33,19 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     for home in _HYPOTHESIS_HOME:
         shutil.rmtree(home, ignore_errors=True)
+
+
+@functools.cache
+def _built_in_tools() -> tuple[ToolDefinition, ...]:
+    return build_registry(load_model()).tools
+
+
+def tool_names(*permissions: Permission, advanced: bool | None = None) -> list[str]:
+    """The built-in tools' names in registry order (what tools/list shows), derived and never pinned: those of
+    `permissions` (every tool when none is named), and only the advanced ones or only the others when `advanced`
+    says so."""
+    return [t.name for t in _built_in_tools()
+            if (not permissions or t.permission in permissions) and advanced in (None, t.advanced)]  # fmt: skip
 
 
 @pytest.fixture(scope="session")

@@ -26,6 +26,7 @@ from core.instance import Instance
 from core.principal import ANONYMOUS, Principal
 from core.surfaces import discover
 from core.tools import Toolset
+from tests.conftest import tool_names
 from tests.generators.conftest import live, open_copy, token
 from tests.mcp.conftest import MODERN, connect, seed_template  # noqa: F401  (a fixture used here)
 
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.anyio
 
 PUBLIC_SERVICE = "svc-checkout-api"
 RESTRICTED = "svc-card-vault"  # readable by group:payments and group:security
-WRITE_TOOLS = {"upsert_node", "patch_node", "delete_node", "upsert_edge", "delete_edge", "write_batch"}
+WRITE_TOOLS = set(tool_names("write"))
 TIMESTAMPS = {"created_at", "updated_at", "time"}
 
 

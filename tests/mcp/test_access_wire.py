@@ -56,7 +56,7 @@ from tests.mcp.conftest import (
     open_copy,
     serving,
 )
-from tests.mcp.test_mcp_tools import READ_TOOLS, TOOL_NAMES, WRITE_TOOLS, structured, tool_error
+from tests.mcp.test_mcp_tools import READ_TOOLS, TOOL_NAMES, WRITER_TOOLS, structured, tool_error
 from tests.mcp.test_subscriptions import Notifications
 
 pytestmark = pytest.mark.anyio
@@ -105,7 +105,7 @@ def edge_visible(principal: Principal, source: str, target: str) -> bool:
 def tools_of(principal: Principal) -> list[str]:
     if "admin" in principal.roles:
         return TOOL_NAMES
-    return READ_TOOLS + WRITE_TOOLS if "writer" in principal.roles else READ_TOOLS
+    return WRITER_TOOLS if "writer" in principal.roles else READ_TOOLS
 
 
 def uri_of(node_id: str) -> str:

@@ -20,13 +20,15 @@ from core.model import Model, default_seed_path
 from core.registry import build_registry
 from core.tools import Toolset
 from core.tools.query import MAX_WORK
+from tests.conftest import tool_names
 from tests.mcp.conftest import Served, asgi_http, modern_request, open_copy
 
 pytestmark = pytest.mark.anyio
 
-READ_TOOLS = ["describe_model", "get_node", "find_nodes", "get_neighbors", "find_paths", "query_graph", "get_changes"]
-WRITE_TOOLS = ["upsert_node", "delete_node", "upsert_edge", "delete_edge", "write_batch", "patch_node"]
-TOOL_NAMES = [*READ_TOOLS, *WRITE_TOOLS, "get_audit_log"]  # all of them: the served principal is the local admin
+READ_TOOLS = tool_names("read")  # what a reader lists, in order
+WRITE_TOOLS = tool_names("write")
+WRITER_TOOLS = tool_names("read", "write")  # what a writer lists, in order
+TOOL_NAMES = tool_names()  # all of them: the served principal is the local admin
 
 
 def _seed() -> dict[str, Any]:
