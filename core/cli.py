@@ -330,21 +330,30 @@ def _stats(args: argparse.Namespace) -> int:
 
 def _generate(args: argparse.Namespace) -> int:
     from core.artifacts import check, generate, write
+    from core.guides import guides
+    from core.model import load_model
+    from core.registry import build_registry
 
-    files = generate(_config(args).model)
+    model = _config(args).model
+    files = generate(model)
+    guide_folder = args.out.parent / "surfaces"  # the surface guides' tool tables (docs/surfaces)
+    pages = guides(build_registry(load_model(model)), guide_folder) if guide_folder.is_dir() else {}
     if args.check:
-        diffs = check(files, args.out)
+        diffs = check(files, args.out) + check(pages, guide_folder)
         for diff in diffs:
             sys.stdout.write(diff)
         if diffs:
-            print(f"canon: {len(diffs)} of {len(files)} reference artifacts in {args.out} are out of date; "
-                  "run 'canon generate' and commit the result", file=sys.stderr)  # fmt: skip
+            print(f"canon: {len(diffs)} of {len(files) + len(pages)} generated files in {args.out} and "
+                  f"{guide_folder} are out of date; run 'canon generate' and commit the result",
+                  file=sys.stderr)  # fmt: skip
             return EXIT_PROBLEMS
-        print(f"canon: the {len(files)} reference artifacts in {args.out} are current", file=sys.stderr)
+        print(f"canon: the {len(files)} reference artifacts in {args.out} and the {len(pages)} guide tables are "
+              "current", file=sys.stderr)  # fmt: skip
         return 0
-    changed = write(files, args.out)
-    print(f"canon: wrote {len(files)} reference artifacts to {args.out} ({len(changed)} changed: "
-          f"{', '.join(p.name for p in changed) or 'none'})", file=sys.stderr)  # fmt: skip
+    changed = write(files, args.out) + write(pages, guide_folder)
+    print(f"canon: wrote {len(files)} reference artifacts to {args.out} and {len(pages)} guide tables to "
+          f"{guide_folder} ({len(changed)} changed: {', '.join(p.name for p in changed) or 'none'})",
+          file=sys.stderr)  # fmt: skip
     return 0
 
 
