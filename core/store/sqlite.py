@@ -16,18 +16,17 @@ import sqlite3
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from core.audit import AuditQuery, AuditRecord
 from core.conditions import Condition
-from core.documents import pointer
 from core.errors import ModelError, Problem, StoreError, ValidationError
 from core.model import Model, parse_model
 from core.operations import Operation, PutEdge, PutNode
 from core.records import Change, Edge, Node, Sight
 from core.store import CommitResult, NodeQuery, StoreStats
+from core.store.common import EmptyView, dumps, model_info, record_pointer, utc_now
 from core.validation import StateView, Write, indexed_problems, plan
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
@@ -119,14 +118,6 @@ def _connect(target: str | Path, **options: Any) -> sqlite3.Connection:
     return db
 
 
-def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def _node(row: sqlite3.Row | tuple[Any, ...]) -> Node:
     id_, type_, visibility, readers, properties, revision, created_at, updated_at, updated_by = row
     return Node(
@@ -197,28 +188,6 @@ class _View:
             (id, id),
         )
         return [_edge(r) for r in rows]
-
-
-class _EmptyView:
-    """`StateView` of an empty store: what re-validating every record under a new model starts from."""
-
-    def node(self, id: str) -> Node | None:
-        return None
-
-    def node_id_by_key(self, type: str, key: str) -> str | None:
-        return None
-
-    def edge(self, type: str, source: str, target: str) -> Edge | None:
-        return None
-
-    def out_targets(self, source: str, type: str) -> list[str]:
-        return []
-
-    def in_sources(self, target: str, type: str) -> list[str]:
-        return []
-
-    def incident_edges(self, id: str) -> list[Edge]:
-        return []
 
 
 class SQLiteStore:
@@ -317,7 +286,7 @@ class SQLiteStore:
             db.execute(
                 _CHANGE_INSERT,
                 (revision, at, principal, "model", "model", model.id, None,
-                 _dumps(_model_info(previous)) if previous else None, _dumps(_model_info(model.document)),
+                 dumps(model_info(previous)) if previous else None, dumps(model_info(model.document)),
                  None, None, None, None, None, None),
             )  # fmt: skip
 
@@ -332,11 +301,11 @@ class SQLiteStore:
         ]
         for ops in (nodes, nodes + edges):
             try:
-                plan(model, list[Operation](ops), _EmptyView(), base_revision=0, principal="system", now=utc_now())
+                plan(model, list[Operation](ops), EmptyView(), base_revision=0, principal="system", now=utc_now())
             except ValidationError as exc:
                 problems = [
                     Problem(
-                        f"{_record_pointer(ops[p.index])}{p.problem.pointer}", p.problem.message, file=str(self._path)
+                        f"{record_pointer(ops[p.index])}{p.problem.pointer}", p.problem.message, file=str(self._path)
                     )
                     for p in indexed_problems(exc)
                 ]
@@ -563,7 +532,7 @@ class SQLiteStore:
             db.execute(
                 _CHANGE_INSERT,
                 (w.revision, at, principal, op, w.kind, w.key, w.type,
-                 _dumps(before) if before is not None else None, _dumps(after) if after is not None else None,
+                 dumps(before) if before is not None else None, dumps(after) if after is not None else None,
                  *ends, *_access(w.before), *_access(w.after)),
             )  # fmt: skip
             changes.append(Change(w.revision, at, principal, op, w.kind, w.key, w.type, before, after))  # type: ignore[arg-type]
@@ -581,7 +550,7 @@ class SQLiteStore:
             "properties = excluded.properties, revision = excluded.revision, updated_at = excluded.updated_at, "
             "updated_by = excluded.updated_by",
             (n.id, n.type, key if isinstance(key, str) else None, n.visibility,
-             _dumps(list(n.readers)) if n.readers else None, _dumps(dict(n.properties)), n.revision,
+             dumps(list(n.readers)) if n.readers else None, dumps(dict(n.properties)), n.revision,
              n.created_at, n.updated_at, n.updated_by),
         )  # fmt: skip
         self._index_text(db, n.id, n.type)
@@ -647,7 +616,7 @@ class SQLiteStore:
             "INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, type, target) DO UPDATE SET "
             "properties = excluded.properties, revision = excluded.revision, updated_at = excluded.updated_at, "
             "updated_by = excluded.updated_by",
-            (e.source, e.type, e.target, _dumps(dict(e.properties)), e.revision, e.created_at, e.updated_at,
+            (e.source, e.type, e.target, dumps(dict(e.properties)), e.revision, e.created_at, e.updated_at,
              e.updated_by),
         )  # fmt: skip
 
@@ -833,7 +802,7 @@ def _access(record: Node | Edge | None) -> tuple[str | None, str | None]:
     """A node state's (visibility, readers as JSON) for the change log's access columns."""
     if not isinstance(record, Node):
         return None, None
-    return record.visibility, _dumps(list(record.readers)) if record.readers else None
+    return record.visibility, dumps(list(record.readers)) if record.readers else None
 
 
 def _node_filter(query: NodeQuery, key_property: str | None = None, *, indexed: bool = False) -> tuple[str, list[Any]]:
@@ -960,16 +929,3 @@ def _equals_sql(value: str, kind: str, v: Any) -> str:
 
 def _sql_value(v: Any) -> Any:
     return json.dumps(v, separators=(",", ":")) if isinstance(v, list | dict) else v
-
-
-def _record_pointer(op: Operation) -> str:
-    """Where a stored record lives, as a JSON pointer: /nodes/{id} or /edges/{type:source->target}."""
-    if isinstance(op, PutNode):
-        return pointer(["nodes", op.node.id])
-    assert isinstance(op, PutEdge)
-    return pointer(["edges", op.edge.key])
-
-
-def _model_info(document: Any) -> dict[str, Any]:
-    info = document.get("x-canon-model", {}) if isinstance(document, dict) else {}
-    return {"id": document.get("$id") if isinstance(document, dict) else None, **info}
