@@ -18,7 +18,7 @@ from core.graph import GraphIndex
 from core.interchange import import_path
 from core.model import Model, default_seed_path, load_model
 from core.registry import Registry, build_registry
-from core.store import Store, open_store
+from core.store import Store, is_database_url, open_store, store_exists
 from core.tokens import TokenFile
 
 __all__ = ["Instance", "open_instance"]
@@ -84,7 +84,7 @@ class Instance:
 def open_instance(config: Config, *, with_index: bool = True, principal: str = "system") -> Instance:
     """Open the configured model and store (creating and seeding a new store), and build the index."""
     model = load_model(config.model)
-    is_new = not config.store.exists()
+    is_new = not store_exists(config.store)
     store = open_store(config.store, model, principal=principal)
     try:
         if is_new and config.model is None and config.seed:
@@ -92,7 +92,7 @@ def open_instance(config: Config, *, with_index: bool = True, principal: str = "
         index = GraphIndex.build(store) if with_index else None
     except BaseException:
         store.close()
-        if is_new:  # a store that could not be seeded is not left behind half-made
+        if is_new and not is_database_url(config.store):  # a store file that could not be seeded is not left behind
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{config.store}{suffix}").unlink(missing_ok=True)
         raise

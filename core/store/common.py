@@ -4,6 +4,7 @@ names of stored records in problems."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,7 +12,7 @@ from core.documents import pointer
 from core.operations import Operation, PutEdge, PutNode
 from core.records import Edge, Node
 
-__all__ = ["EmptyView", "dumps", "model_info", "record_pointer", "utc_now"]
+__all__ = ["EmptyView", "dumps", "edge_ends", "model_info", "record_pointer", "state_access", "utc_now"]
 
 
 def utc_now() -> str:
@@ -55,3 +56,17 @@ def record_pointer(op: Operation) -> str:
 def model_info(document: Any) -> dict[str, Any]:
     info = document.get("x-canon-model", {}) if isinstance(document, dict) else {}
     return {"id": document.get("$id") if isinstance(document, dict) else None, **info}
+
+
+def edge_ends(key: str) -> tuple[str, str]:
+    """(source, target) of an edge key, type:source->target (a type has no ':' and an id has no '>')."""
+    source, _, target = key.partition(":")[2].partition("->")
+    return source, target
+
+
+def state_access(kind: str, state: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
+    """A logged node state's (visibility, readers as JSON), the change log's access columns."""
+    if kind != "node" or state is None:
+        return None, None
+    readers = state.get("readers")
+    return state.get("visibility"), dumps(list(readers)) if readers else None

@@ -25,8 +25,8 @@ from core.errors import ModelError, Problem, StoreError, ValidationError
 from core.model import Model, parse_model
 from core.operations import Operation, PutEdge, PutNode
 from core.records import Change, Edge, Node, Sight
-from core.store import CommitResult, NodeQuery, StoreStats
-from core.store.common import EmptyView, dumps, model_info, record_pointer, utc_now
+from core.store import AUDIT_FIELDS, CommitResult, NodeQuery, StoreDump, StoreStats
+from core.store.common import EmptyView, dumps, edge_ends, model_info, record_pointer, state_access, utc_now
 from core.validation import StateView, Write, indexed_problems, plan
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
@@ -201,10 +201,10 @@ class SQLiteStore:
     own uncommitted writes.
     """
 
-    def __init__(self, path: Path, db: sqlite3.Connection, model: Model) -> None:
+    def __init__(self, path: Path, db: sqlite3.Connection, model: Model | None) -> None:
         self._path = path
         self._db = db
-        self._model = model
+        self._model: Model = model  # type: ignore[assignment]  (None only until `open_existing` reads it)
         self._lock = threading.RLock()
         self._data_version = self._pragma("data_version")
         self._audit_lock = threading.Lock()
@@ -217,6 +217,35 @@ class SQLiteStore:
     # -- opening -----------------------------------------------------------------------------------------------
     @classmethod
     def open(cls, path: Path, model: Model, *, principal: str = "system") -> SQLiteStore:
+        def prepare(store: SQLiteStore) -> None:
+            store._adopt_model(model, principal)
+            store._ensure_text_index()
+
+        return cls._open(path, model, prepare)
+
+    @classmethod
+    def open_existing(cls, path: Path) -> SQLiteStore:
+        """Open the store file at `path` on the model recorded in it, changing nothing."""
+        if not path.is_file():
+            raise StoreError(f"There is no store {path}.", path=str(path))
+
+        def recorded(store: SQLiteStore) -> None:
+            store._model = store.stored_model()
+
+        return cls._open(path, None, recorded)
+
+    @classmethod
+    def open_empty(cls, path: Path, model: Model) -> SQLiteStore:
+        """Open (creating) a store that must hold nothing yet, for `restore`; it records no model until then."""
+
+        def empty(store: SQLiteStore) -> None:
+            if store.revision() != 0:
+                raise StoreError(f"The store {path} is not empty; copy into a new store.", path=str(path))
+
+        return cls._open(path, model, empty)
+
+    @classmethod
+    def _open(cls, path: Path, model: Model | None, prepare: Callable[[SQLiteStore], None]) -> SQLiteStore:
         if path.exists() and path.is_dir():
             raise StoreError(f"The store path {path} is a directory; give a file path.", path=str(path))
         try:
@@ -231,8 +260,7 @@ class SQLiteStore:
             db.execute("PRAGMA synchronous = FULL")
             cls._migrate(db, path)
             store = cls(path, db, model)
-            store._adopt_model(model, principal)
-            store._ensure_text_index()
+            prepare(store)
         except sqlite3.DatabaseError as exc:
             db.close()
             raise StoreError(f"Cannot open the store {path}: {exc}.", path=str(path)) from exc
@@ -542,18 +570,20 @@ class SQLiteStore:
         return changes
 
     def _put_node(self, db: sqlite3.Connection, n: Node) -> None:
-        key_property = self._model.node_types[n.type].key
-        key = n.properties.get(key_property)
         db.execute(
             "INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
             "type = excluded.type, key = excluded.key, visibility = excluded.visibility, readers = excluded.readers, "
             "properties = excluded.properties, revision = excluded.revision, updated_at = excluded.updated_at, "
             "updated_by = excluded.updated_by",
-            (n.id, n.type, key if isinstance(key, str) else None, n.visibility,
-             dumps(list(n.readers)) if n.readers else None, dumps(dict(n.properties)), n.revision,
-             n.created_at, n.updated_at, n.updated_by),
-        )  # fmt: skip
+            self._node_row(n),
+        )
         self._index_text(db, n.id, n.type)
+
+    def _node_row(self, n: Node) -> tuple[Any, ...]:
+        key = n.properties.get(self._model.node_types[n.type].key)
+        return (n.id, n.type, key if isinstance(key, str) else None, n.visibility,
+                dumps(list(n.readers)) if n.readers else None, dumps(dict(n.properties)), n.revision,
+                n.created_at, n.updated_at, n.updated_by)  # fmt: skip
 
     # -- the text index ----------------------------------------------------------------------------------------
     def _index_text(self, db: sqlite3.Connection, id: str, type: str) -> None:
@@ -665,6 +695,32 @@ class SQLiteStore:
         total = int(self._read(f"SELECT count(*) FROM audit WHERE {where}", params)[0][0])
         names = columns.split(", ")
         return [dict(zip(names, row, strict=True)) for row in rows], total
+
+    # -- moving between stores -------------------------------------------------------------------------------
+    def dump(self) -> StoreDump:
+        return StoreDump(
+            model=self._read("SELECT value FROM meta WHERE key = 'model'", ())[0][0],
+            nodes=self.iter_nodes(),
+            edges=self.iter_edges(),
+            changes=self._iterate(f"SELECT {_CHANGE_COLUMNS} FROM changes ORDER BY revision", (), _change),
+            audit=self._iterate(f"SELECT {', '.join(AUDIT_FIELDS)} FROM audit ORDER BY id", (), tuple),
+        )
+
+    def restore(self, dump: StoreDump) -> None:
+        """Load `dump` into this store, which must hold nothing yet, in one transaction."""
+        model = parse_model(json.loads(dump.model), source=f"{self._path}#model")
+        with self._transaction() as db:
+            if self._max_revision(db) != 0:
+                raise StoreError(f"The store {self._path} is not empty; copy into a new store.", path=str(self._path))
+            self._model = model
+            db.execute("INSERT INTO meta (key, value) VALUES ('model', ?)", (dump.model,))
+            db.executemany(
+                "INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (self._node_row(n) for n in dump.nodes)
+            )
+            db.executemany("INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?, ?, ?)", map(_edge_row, dump.edges))
+            db.executemany(_CHANGE_INSERT, map(_change_row, dump.changes))
+            db.executemany(f"INSERT INTO audit ({', '.join(AUDIT_FIELDS)}) VALUES ({', '.join('?' * 10)})", dump.audit)
+            self._rebuild_text_index(db, model)
 
     def close(self) -> None:
         with self._audit_lock:
@@ -796,6 +852,19 @@ def _change_filter(since: int, sight: Sight | None, until: int | None) -> tuple[
         clauses.append(f"(kind = 'model' OR (kind = 'node' AND ({before} OR {after})) OR (kind = 'edge' AND {ends}))")
         params += [*before_params, *after_params, *end_params, *end_params]
     return " AND ".join(clauses), params
+
+
+def _edge_row(e: Edge) -> tuple[Any, ...]:
+    return (e.source, e.type, e.target, dumps(dict(e.properties)), e.revision, e.created_at, e.updated_at,
+            e.updated_by)  # fmt: skip
+
+
+def _change_row(c: Change) -> tuple[Any, ...]:
+    """A logged change as `_CHANGE_INSERT`'s parameters (its access columns derived as `_apply` writes them)."""
+    ends = edge_ends(c.key) if c.kind == "edge" else (None, None)
+    return (c.revision, c.at, c.principal, c.op, c.kind, c.key, c.type,
+            dumps(c.before) if c.before is not None else None, dumps(c.after) if c.after is not None else None,
+            *ends, *state_access(c.kind, c.before), *state_access(c.kind, c.after))  # fmt: skip
 
 
 def _access(record: Node | Edge | None) -> tuple[str | None, str | None]:
