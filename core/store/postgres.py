@@ -4,7 +4,7 @@ Chosen by a `postgresql://` (or `postgres://`) URL. psycopg 3 with a connection 
 autocommit, so a read is one statement on the latest committed state, and a write is one explicit transaction.
 
 Writers are serialised by one transaction-level advisory lock (`WRITE_LOCK`), taken first in every write
-transaction (ADR 0026): the transaction runs at READ COMMITTED, and each statement after the lock sees every
+transaction (ADR 0021): the transaction runs at READ COMMITTED, and each statement after the lock sees every
 commit made before the lock was granted, so validation reads exactly the state the commit lands on, and
 `max(revision) + 1` numbers the changes without gaps or races. Readers never wait for the lock.
 
@@ -94,7 +94,12 @@ _AUDIT_COLUMNS = ", ".join(AUDIT_FIELDS)
 
 
 def _connect(url: str) -> ConnectionPool[psycopg.Connection[Any]]:
-    """A pool of autocommit connections to `url`, open (or a `StoreError` saying why not)."""
+    """A pool of autocommit connections to `url`, open (or a `StoreError` saying why not, at once: one plain
+    connection is tried first, since the pool retries until its timeout)."""
+    try:
+        psycopg.connect(url).close()
+    except psycopg.Error as exc:
+        raise StoreError(f"Cannot connect to the store {_redacted(url)}: {exc}.", path=_redacted(url)) from exc
     pool = ConnectionPool[psycopg.Connection[Any]](
         url, min_size=1, max_size=POOL_SIZE, kwargs={"autocommit": True}, open=False
     )
