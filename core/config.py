@@ -22,14 +22,14 @@ from core.documents import pointer
 from core.errors import ConfigError
 from core.principal import Principal
 
-__all__ = ["Config", "load_config"]
+__all__ = ["Config", "load_config", "store_location"]
 
 DEFAULT_FILE = "canon.toml"
 
 
 @dataclass(frozen=True)
 class Config:
-    store: Path = Path("canon.db")
+    store: Path | str = Path("canon.db")  # a SQLite file, or a PostgreSQL database's URL (`store_location`)
     model: Path | None = None  # None: the embedded default model
     seed: bool = True
     host: str = "127.0.0.1"
@@ -49,6 +49,13 @@ class Config:
     def local_principal(self) -> Principal:
         """Who a stdio client is: the configured local principal (never what the client says it is)."""
         return Principal(self.local_name, frozenset({self.local_role}), frozenset(self.local_groups))
+
+
+def store_location(value: str, base: Path | None = None) -> Path | str:
+    """Where a store is: a PostgreSQL URL as it is, else a file path (relative to `base`, if given)."""
+    if value.startswith(("postgresql://", "postgres://")):
+        return value
+    return base / value if base is not None else Path(value)
 
 
 def _schema() -> dict[str, Any]:
@@ -89,13 +96,17 @@ def _from_file(file: Path) -> Config:
     for section, key, attr in _KEYS:
         if key in data.get(section, {}):
             value = data[section][key]
-            values[attr] = (base / value) if attr in _PATHS else tuple(value) if isinstance(value, list) else value
+            if attr == "store":
+                values[attr] = store_location(value, base)
+            else:
+                values[attr] = (base / value) if attr in _PATHS else tuple(value) if isinstance(value, list) else value
             origins[attr] = f"{name} [{section}] {key}"
     return replace(Config(), **values, origins=origins)
 
 
 _KEYS = [
     ("store", "path", "store"),
+    ("store", "url", "store"),
     ("model", "path", "model"),
     ("model", "seed", "seed"),
     ("server", "host", "host"),
@@ -119,7 +130,10 @@ def _apply_env(config: Config, env: Mapping[str, str]) -> Config:
     for var, attr in (("CANON_STORE", "store"), ("CANON_MODEL", "model"), ("CANON_HOST", "host"),
                       ("CANON_TOKENS", "tokens"), ("CANON_UI_ASSETS", "ui_assets")):  # fmt: skip
         if env.get(var):
-            values[attr] = Path(env[var]) if attr in _PATHS else env[var]
+            if attr == "store":
+                values[attr] = store_location(env[var])
+            else:
+                values[attr] = Path(env[var]) if attr in _PATHS else env[var]
             origins[attr] = f"${var}"
     if env.get("CANON_PORT"):
         raw = env["CANON_PORT"]

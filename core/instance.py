@@ -18,7 +18,7 @@ from core.graph import GraphIndex
 from core.interchange import import_path
 from core.model import Model, default_seed_path, load_model
 from core.registry import Registry, build_registry
-from core.store import Store, open_store
+from core.store import Store, is_database_url, open_store, store_exists
 from core.tokens import TokenFile
 from core.tools import Toolset
 
@@ -86,7 +86,7 @@ def open_instance(config: Config, *, with_index: bool = True, principal: str = "
     """Open the configured model and store (creating and seeding a new store), and build the index. `tools` adds
     tools to the built-in ones (`Toolset.from_folder`: docs/development/adding-a-tool.md)."""
     model = load_model(config.model)
-    is_new = not config.store.exists()
+    is_new = not store_exists(config.store)
     store = open_store(config.store, model, principal=principal)
     try:
         if is_new and config.model is None and config.seed:
@@ -94,7 +94,7 @@ def open_instance(config: Config, *, with_index: bool = True, principal: str = "
         index = GraphIndex.build(store) if with_index else None
     except BaseException:
         store.close()
-        if is_new:  # a store that could not be seeded is not left behind half-made
+        if is_new and not is_database_url(config.store):  # a store file that could not be seeded is not left behind
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{config.store}{suffix}").unlink(missing_ok=True)
         raise
