@@ -34,7 +34,7 @@ SURFACES: list[Surface] = [surface]
 
 
 def host_of(instance: Instance) -> SurfaceHost:
-    def no_watch() -> Any:
+    def no_watch(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("not watched here")
 
     return SurfaceHost(instance, principal_of_request, no_watch, "graphql")
