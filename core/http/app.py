@@ -217,7 +217,6 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
         exception_handlers={500: internal_error},
         lifespan=lifespan,
     )
-    app.state.changes = feed
     app.state.fanout = fanout
     app.state.listen = streams
     app.state.legacy = get_streams
