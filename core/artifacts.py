@@ -20,7 +20,7 @@ from typing import Any
 from core.config import Config
 from core.instance import open_instance
 from core.principal import ANONYMOUS, Principal
-from core.records import Change
+from core.records import Change, Sight
 from core.surfaces import Surface, SurfaceHost, discover
 
 __all__ = ["MANIFEST", "check", "generate", "write"]
@@ -33,7 +33,9 @@ def _json(value: Any) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _no_changes() -> AsyncGenerator[AsyncIterator[Change]]:
+async def _no_changes(
+    sight: Sight | None, uri: str | None = None, *, max_buffer: int = 0
+) -> AsyncGenerator[AsyncIterator[Change]]:
     async def nothing() -> AsyncIterator[Change]:
         return
         yield  # an async generator that ends at once

@@ -364,7 +364,7 @@ def _generate(args: argparse.Namespace) -> int:
         print(f"canon: the {len(files)} reference artifacts in {args.out} and the {len(pages)} guide tables are "
               "current", file=sys.stderr)  # fmt: skip
         return 0
-    changed = write(files, args.out) + write(pages, guide_folder)
+    changed = write(files, args.out) + (write(pages, guide_folder) if pages else [])
     print(f"canon: wrote {len(files)} reference artifacts to {args.out} and {len(pages)} guide tables to "
           f"{guide_folder} ({len(changed)} changed: {', '.join(p.name for p in changed) or 'none'})",
           file=sys.stderr)  # fmt: skip

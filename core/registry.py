@@ -28,6 +28,7 @@ from core.documents import pointer
 from core.errors import UnknownToolError
 from core.model import Model
 from core.schemas import DIALECT, derive
+from core.uris import CHANGES_URI, MODEL_URI, NODE_TEMPLATE, node_uri, type_uri
 
 __all__ = [
     "Execution",
@@ -43,7 +44,6 @@ __all__ = [
 
 Permission = Literal["read", "write", "admin"]
 Execution = Literal["worker", "walk", "point", "indexed"]  # how the dispatcher runs it (core.dispatch)
-NODE_TEMPLATE = "canon://nodes/{type}/{id}"
 # icons of the resources the model gives none: the model, the change log, an edge type, any node
 MODEL_ICON, CHANGES_ICON, EDGE_ICON, NODE_ICON = "🗺️", "🕒", "🔗", "📄"
 
@@ -303,11 +303,11 @@ def _resources(model: Model) -> tuple[ResourceDefinition, ...]:
     fixed = [
         ResourceDefinition(
             "model", "The model", "The whole model: a JSON Schema 2020-12 document declaring every node and edge type.",
-            "application/schema+json", uri="canon://model", icon=MODEL_ICON,
+            "application/schema+json", uri=MODEL_URI, icon=MODEL_ICON,
         ),
         ResourceDefinition(
             "changes", "Recent changes", "The latest 100 entries of the change log, newest last, with the revision "
-            "to pass to get_changes to resume.", "application/json", uri="canon://changes", subscribable=True,
+            "to pass to get_changes to resume.", "application/json", uri=CHANGES_URI, subscribable=True,
             icon=CHANGES_ICON,
         ),
     ]  # fmt: skip
@@ -315,14 +315,14 @@ def _resources(model: Model) -> tuple[ResourceDefinition, ...]:
         fixed.append(
             ResourceDefinition(
                 f"type-{name}", f"{name} schema", f"JSON Schema of the {name} node type. {node_type.description}",
-                "application/schema+json", uri=f"canon://types/{name}", icon=node_type.icon,
+                "application/schema+json", uri=type_uri(name), icon=node_type.icon,
             )
         )  # fmt: skip
     for name, edge_type in model.edge_types.items():
         fixed.append(
             ResourceDefinition(
                 f"type-{name}", f"{name} schema", f"JSON Schema of the {name} edge type. {edge_type.description}",
-                "application/schema+json", uri=f"canon://types/{name}", icon=edge_type.icon or EDGE_ICON,
+                "application/schema+json", uri=type_uri(name), icon=edge_type.icon or EDGE_ICON,
             )
         )  # fmt: skip
     return tuple(fixed)
@@ -333,7 +333,7 @@ def _templates() -> tuple[ResourceDefinition, ...]:
         ResourceDefinition(
             "node", "A node", "One node as JSON: the object get_node returns under `node` (get_node also gives the "
             "store revision it was read at; this resource does not). Subscribe to be told when it changes. "
-            "Example: canon://nodes/Team/team-payments.", "application/json",
+            f"Example: {node_uri('Team', 'team-payments')}.", "application/json",
             uri_template=NODE_TEMPLATE, subscribable=True, icon=NODE_ICON,
         ),
     )  # fmt: skip

@@ -7,7 +7,8 @@ current registry (and built again when the model, so the registry, changes).
 
 A surface holds no behaviour: every call it takes goes through `host.dispatcher`, the one dispatch path,
 as the principal `host.principal_of(request)` names. Change events (for subscriptions) come from
-`host.watch()`, the same events MCP subscribers hear.
+`host.watch(sight, uri)`, the change feed's (`core.changes`), the same events MCP subscribers hear, already
+filtered to what that sight may see.
 
 This module names no framework: an ASGI app is any `async (scope, receive, send)` callable.
 """
@@ -15,16 +16,15 @@ This module names no framework: an ASGI app is any `async (scope, receive, send)
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
+from core.changes import Watch
 from core.dispatch import Dispatcher
 from core.instance import Instance
 from core.principal import Principal
-from core.records import Change
 from core.registry import Registry
 
 __all__ = ["ENTRY_POINT_GROUP", "RESERVED", "ASGIApp", "Surface", "SurfaceHost", "claims", "discover", "surface_named"]
@@ -42,7 +42,7 @@ class SurfaceHost:
 
     instance: Instance
     principal_of: Callable[[Any], Principal]  # a request (the framework's object with a `.scope`) -> its caller
-    watch: Callable[[], AbstractAsyncContextManager[AsyncIterator[Change]]]  # every committed change, in order
+    watch: Watch  # the change feed's `ChangeFeed.watch`: committed changes, in order
     surface_name: str = ""  # what the audit log records as the surface (e.g. "rest")
 
     @property

@@ -10,7 +10,8 @@ graphql-transport-ws protocol) and `/schema.graphql` (the printed SDL). Names ar
   (`resource_model`, `resource_type_Person`, the template `resource_node(type, id)`), returning `Resource`
   (`uri`, `mimeType`, `text`: what MCP's resources/read returns).
 * **Mutation**: one field per write tool. **Subscription**: one field per subscribable resource
-  (`resource_changes`, `resource_node(type, id)`), fed by `host.watch()`, the same events MCP subscribers hear.
+  (`resource_changes`, `resource_node(type, id)`), fed by `host.watch(sight, uri)`: the change feed's events
+  (`core.changes`), the same MCP subscribers hear, filtered by the one rule for change events.
 * **Node types** implement `interface Node`; each has `properties` typed from its JSON Schema and a field per
   edge end: `<edge>` (edges leaving the node) and the edge's inverse name (edges arriving; `<edge>_incoming`
   when the model declares none), each a cursor-paged page of `{node, edge, properties}` read through
@@ -40,10 +41,9 @@ import strawberry
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types.unset import UNSET
 
-from core.access import change_for, sees_in_graph, sight_of
+from core.access import change_for, sight_of
 from core.errors import CanonError, LimitExceededError
 from core.principal import Principal
-from core.records import Change, Sight
 from core.registry import Registry, ResourceDefinition, ToolDefinition
 from core.resources import ResourceContent, read_resource
 from core.surfaces import ASGIApp, SurfaceHost
@@ -125,18 +125,6 @@ class Runtime:
             return await anyio.to_thread.run_sync(work)
         except CanonError as exc:
             raise canon_error(exc) from None
-
-    def visible(self, sight: Sight | None, change: Change) -> bool:
-        """Whether the caller may see something of `change` (as `get_changes` selects entries)."""
-        if sight is None or change.kind == "model":
-            return True
-        if change.kind == "node":
-            return any(s is not None and sight.sees(str(s["visibility"]), list(s.get("readers", ())))
-                       for s in (change.before, change.after))  # fmt: skip
-        index = self.host.instance.index
-        assert index is not None
-        ends = (change.before or change.after or {}).get("source"), (change.before or change.after or {}).get("target")
-        return all(isinstance(end, str) and sees_in_graph(sight, index.graph, end) for end in ends)
 
 
 # -- the schema -------------------------------------------------------------------------------------------------------
@@ -291,13 +279,12 @@ class Builder:
                                                      value=MAX_SUBSCRIPTIONS))  # fmt: skip
             runtime.subscriptions += 1
             try:
-                async with host.watch() as changes:  # watching before authorising: nothing is missed in between
+                sight = sight_of(principal)
+                async with host.watch(sight, uri) as changes:  # watching before authorising: nothing is missed
                     await runtime.read(principal, uri, "resources/subscribe")  # must exist, must be readable
-                    sight = sight_of(principal)
                     async for change in changes:
-                        if uri in _uris_of(change) and runtime.visible(sight, change):
-                            entry_json = change_for(sight, change)
-                            yield update(uri=uri, revision=change.revision, change=change_type.hydrate(entry_json))
+                        entry_json = change_for(sight, change)
+                        yield update(uri=uri, revision=change.revision, change=change_type.hydrate(entry_json))
             finally:
                 runtime.subscriptions -= 1
 
@@ -330,13 +317,6 @@ class Builder:
             extensions=request_extensions(budget_rule(self.maxima)),
         )  # fmt: skip
         return Built(schema, tuple(self.mapper.fallbacks))
-
-
-def _uris_of(change: Change) -> tuple[str, ...]:
-    """The resource URIs a change updates (as MCP's notifications/resources/updated name them)."""
-    if change.kind == "node" and change.type is not None:
-        return ("canon://changes", f"canon://nodes/{change.type}/{change.key}")
-    return ("canon://changes",)
 
 
 def build_schema(registry: Registry, host: SurfaceHost) -> Built:

@@ -18,6 +18,7 @@ from core.principal import ANONYMOUS, ROLES
 from core.registry import Registry, ResourceDefinition, ToolDefinition
 from core.resources import read_resource
 from core.surfaces import SurfaceHost
+from core.uris import node_uri, type_of
 from generators.graphql_types import resource_field_name
 from generators.llms_markdown import (
     environment,
@@ -303,7 +304,7 @@ class Site:
             "node.md.j2", h=_headings(shift), node=node, title=self._title(node),
             properties=[(p, node["properties"][p]) for p in names],
             out=[g for g in groups if g.direction == "out"], into=[g for g in groups if g.direction == "in"],
-            uri=f"canon://nodes/{node_type}/{id}", rest=self._rest("get_node", id=id),
+            uri=node_uri(node_type, id), rest=self._rest("get_node", id=id),
         )  # fmt: skip
 
     def _neighbours(self, node_type: str, id: str) -> Iterator[Group]:
@@ -344,8 +345,8 @@ class Site:
         variables = re.findall(r"{(\w+)}", uri)
         read = {"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": uri}}
         related = [Link(t.name, f"/tools/{t.name}.md", note) for t, r, note in self._relations() if r is resource]
-        described = uri.removeprefix("canon://types/")
-        if described in self.model.node_types:
+        described = type_of(uri)
+        if described is not None and described in self.model.node_types:
             related.append(Link(described, f"/types/{described}.md", f"the {described} node type's page"))
         return self._render(
             "resource.md.j2", h=_headings(shift), resource=resource, uri=uri, read=read, variables=variables,

@@ -14,8 +14,8 @@ How a tool becomes an operation (`route_of`); `generators.rest` serves exactly t
   list refuses any other Content-Type with 415.
 * 200 carries the output schema (what MCP's structuredContent carries); errors are RFC 9457 problem+json.
 
-Resources: `canon://X` is `GET /api/resources/X`, a template keeps its `{var}`s as path parameters, and
-`GET /api/resources` lists them a page at a time.
+Resources: a resource URI is `GET /api/resources/<its path>` (`core.uris.path_of`), a template keeps its
+`{var}`s as path parameters, and `GET /api/resources` lists them a page at a time.
 
 Schemas are the registry's, unchanged except that each one's `$defs` move into `components/schemas` with their
 refs rewritten (`generators.hoist`). Each operation records its input schema's top-level keywords
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from core.registry import Registry, ResourceDefinition, ToolDefinition
+from core.uris import path_of
 from generators.hoist import COMPONENTS, hoist, unhoist
 
 __all__ = [
@@ -154,8 +155,8 @@ def route_of(tool: ToolDefinition) -> ToolRoute:
 
 
 def resource_path(uri: str) -> str:
-    """`canon://types/Team` -> `/api/resources/types/Team` (templates keep their `{var}` segments)."""
-    return f"{API}/resources/{uri.split('://', 1)[-1]}"
+    """A type's schema URI -> `/api/resources/types/Team` (templates keep their `{var}` segments)."""
+    return f"{API}/resources/{path_of(uri)}"
 
 
 def resource_routes(registry: Registry) -> list[ResourceRoute]:

@@ -14,8 +14,8 @@ How a tool becomes an operation (`generators.openapi.route_of`, which also write
   (`"<id>@<revision>"` for one node, else the store revision plus a digest of the body) and answer a matching
   If-None-Match with 304 (after the call, so it is authorised and audited); `Link: rel="next"` follows
   next_cursor. Writes accept `If-Match: "<revision>"` as expected_revision.
-* Resources: `GET /api/resources/<uri without canon://>` answers with the resource's own media type;
-  `GET /api/resources` pages the list as MCP resources/list does.
+* Resources: `GET /api/resources/<the URI's path>` (`core.uris.path_of`) answers with the resource's own media
+  type; `GET /api/resources` pages the list as MCP resources/list does.
 
 Errors are RFC 9457 problem+json from the HTTP host's one table (`core.http.problems.STATUS`):
 invalid_arguments / invalid 400, forbidden 403, not_found 404, conflict 409 (412 when the caller sent If-Match),

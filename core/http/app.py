@@ -30,6 +30,7 @@ from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from core.changes import ChangeFeed
 from core.http.admission import Admission, allowed_for
 from core.http.auth import BearerGate, auth_middleware, principal_of_request
 from core.http.problems import ProblemAnswers, internal_error
@@ -136,7 +137,8 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
     if legacy is DEFAULT_LEGACY_LIMITS:
         legacy = dataclasses.replace(DEFAULT_LEGACY_LIMITS, max_streams=config.max_streams,
                                      max_backlog=config.stream_backlog)  # fmt: skip
-    fanout = EventFanout(instance.index, on_model_change=instance.reload_model)
+    feed = ChangeFeed(instance.index, on_model_change=instance.reload_model)
+    fanout = EventFanout(feed)
     dispatcher = instance.dispatcher
 
     def principal_of(ctx: ServerRequestContext[Any]) -> Principal:
@@ -169,7 +171,7 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncGenerator[None]:
         async with manager.run(), anyio.create_task_group() as tasks:
-            tasks.start_soon(fanout.pump)
+            tasks.start_soon(feed.pump)
             if streams is not None:
                 tasks.start_soon(streams.keepalive)
             if get_streams is not None:
@@ -196,7 +198,7 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
     mcp_endpoint = BearerGate(sdk_endpoint, anonymous=instance.config.anonymous, on_reject=reject)
     surface_routes: list[BaseRoute] = []
     for surface in discover() if surfaces is None else surfaces:
-        host = SurfaceHost(instance, principal_of_request, fanout.watch, surface.name)
+        host = SurfaceHost(instance, principal_of_request, feed.watch, surface.name)
 
         def gate(app: ASGIApp, name: str = surface.name) -> ASGIApp:
             return BearerGate(app, anonymous=instance.config.anonymous, problem=True,

@@ -34,7 +34,7 @@ SURFACES: list[Surface] = [surface]
 
 
 def host_of(instance: Instance) -> SurfaceHost:
-    def no_watch() -> Any:
+    def no_watch(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("not watched here")
 
     return SurfaceHost(instance, principal_of_request, no_watch, "graphql")
@@ -561,6 +561,48 @@ def test_a_subscription_hears_a_write_made_through_the_dispatcher(fresh_instance
         assert changes["uri"] == "canon://changes"
         assert changes["change"]["key"] == "team-payments"
         assert changes["revision"] in written
+
+
+def _touch_any(instance: Instance, node_id: str, field: str, n: int) -> None:
+    """A new revision of any node, as an admin: one text property changes."""
+    node = instance.dispatcher.call_tool(LOCAL, "test", "get_node", {"id": node_id}).value
+    assert node is not None
+    properties = dict(node["node"]["properties"]) | {field: f"Touched ({n})."}
+    arguments = {"id": node_id, "type": node["node"]["type"], "properties": properties,
+                 "visibility": node["node"]["visibility"], "readers": node["node"].get("readers", [])}  # fmt: skip
+    result = instance.dispatcher.call_tool(LOCAL, "test", "upsert_node", arguments)
+    assert result.value is not None, result.error
+
+
+def test_a_subscription_hears_only_the_changes_its_caller_may_see(fresh_instance: Instance) -> None:
+    secret = token(fresh_instance, "gq-sub-reader", "reader")  # in no group: svc-card-vault is hidden from it
+    with live(fresh_instance, SURFACES) as base, _ws(base) as socket:
+        assert _init(socket, {"Authorization": f"Bearer {secret}"})["type"] == "connection_ack"
+        socket.send(json.dumps({"id": "1", "type": "subscribe", "payload": {
+            "query": "subscription { resource_changes { revision change { key } } }"}}))  # fmt: skip
+        # A hidden change, then a visible one, every 0.1 s: whenever the subscription starts listening, a hidden
+        # change is committed before each visible one it hears.
+        stop = threading.Event()
+
+        def write() -> None:
+            for n in range(300):
+                if stop.wait(0.1):
+                    return
+                _touch_any(fresh_instance, "svc-card-vault", "description", n)
+                _touch_any(fresh_instance, "team-payments", "mission", n)
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        try:
+            keys = []
+            for _ in range(3):
+                message = json.loads(socket.recv(timeout=30))
+                assert message["type"] == "next", message
+                keys.append(message["payload"]["data"]["resource_changes"]["change"]["key"])
+        finally:
+            stop.set()
+            writer.join(30)
+        assert keys == ["team-payments"] * 3
 
 
 def test_subscribing_to_a_node_the_caller_may_not_read_is_an_error(gen_instance: Instance, served: str) -> None:

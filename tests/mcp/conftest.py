@@ -34,6 +34,7 @@ import psutil
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 
+from core.changes import ChangeFeed
 from core.config import Config
 from core.http.app import build_app
 from core.instance import Instance, open_instance
@@ -119,10 +120,11 @@ def revision(request: pytest.FixtureRequest) -> str:
 
 @dataclass
 class Served:
-    """An in-process MCP server over an instance, with its change fan-out."""
+    """An in-process MCP server over an instance, with its change feed (whose pump a test runs) and fan-out."""
 
     instance: Instance
     server: CanonServer
+    feed: ChangeFeed
     fanout: EventFanout
     options: ServeOptions = DEFAULT_OPTIONS
 
@@ -132,9 +134,10 @@ class Served:
 
 def serve(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> Served:
     assert instance.index is not None
-    fanout = EventFanout(instance.index)
+    feed = ChangeFeed(instance.index)
+    fanout = EventFanout(feed)
     server = build_server(instance.dispatcher, fanout, lambda ctx: LOCAL, options)
-    return Served(instance, server, fanout, options)
+    return Served(instance, server, feed, fanout, options)
 
 
 @pytest.fixture
@@ -144,10 +147,10 @@ def served(shared_instance: Instance) -> Served:
 
 
 @contextlib.asynccontextmanager
-async def pumping(fanout: EventFanout) -> AsyncIterator[None]:
+async def pumping(feed: ChangeFeed) -> AsyncIterator[None]:
     """Run the change pump (which delivers notifications) for the duration of the block."""
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(fanout.pump)
+        tasks.start_soon(feed.pump)
         yield
         tasks.cancel_scope.cancel()
 

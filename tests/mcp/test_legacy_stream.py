@@ -32,8 +32,9 @@ from core.config import Config
 from core.http.app import build_app
 from core.http.serve import listening_socket
 from core.instance import Instance, open_instance
-from core.mcp.events import CHANGES_URI, EventFanout, node_uri
+from core.mcp.events import EventFanout
 from core.mcp.fastpath.legacy_streams import LegacyLimits, LegacyStreams
+from core.uris import CHANGES_URI, node_uri
 from tests.mcp.conftest import (
     DEADLINE_S,
     LEGACY,

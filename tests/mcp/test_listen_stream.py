@@ -28,9 +28,9 @@ from core.config import Config
 from core.http.app import build_app
 from core.http.serve import listening_socket
 from core.instance import Instance, open_instance
-from core.mcp.events import node_uri
 from core.mcp.fastpath.listen_streams import ListenLimits, ListenStreams
 from core.mcp.server import CANON_ICON
+from core.uris import node_uri
 from tests.mcp.conftest import (
     DEADLINE_S,
     MODERN,
