@@ -2,7 +2,7 @@
 
 `Site` gathers every page's data through the one dispatch path as the anonymous principal (so only public nodes
 appear, and each read is audited under the surface's name), keeps the lists within the surface's bounds, renders
-the page with `generators.llms_markdown`, and remembers the result until the store's revision changes.
+the page with `generators.llms.markdown`, and remembers the result until the store's revision changes.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from core.principal import ANONYMOUS, ROLES
 from core.registry import Registry, ResourceDefinition, ToolDefinition
 from core.resources import read_resource
 from core.surfaces import SurfaceHost
-from generators.graphql_types import resource_field_name
-from generators.llms_markdown import (
+from generators.graphql.types import resource_field_name
+from generators.llms.markdown import (
     environment,
     first_sentence,
     label,
@@ -29,7 +29,7 @@ from generators.llms_markdown import (
     to_json,
     type_label,
 )
-from generators.openapi import resource_path, route_of
+from generators.rest.openapi import resource_path, route_of
 
 __all__ = ["Bounds", "Group", "Link", "Site", "role_for", "share"]
 

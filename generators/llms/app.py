@@ -17,8 +17,8 @@ Pages are rendered on first request and kept until the store's revision changes,
 cost a dictionary lookup; each answer carries an ETag (a digest of its bytes) and honours If-None-Match.
 
 This module is the serving side: the ASGI app (GET and HEAD, ETag/304, 404/405 as problem+json) and the `surface`
-object with its bounds. What each page shows and how its data is gathered is `generators.llms_pages`; the jinja2
-environment and the text helpers are `generators.llms_markdown`.
+object with its bounds. What each page shows and how its data is gathered is `generators.llms.pages`; the jinja2
+environment and the text helpers are `generators.llms.markdown`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import anyio.to_thread
 from core.http.problems import send_problem
 from core.registry import Registry
 from core.surfaces import ASGIApp, SurfaceHost
-from generators.llms_pages import Site, share
+from generators.llms.pages import Site, share
 
 __all__ = ["LlmsSurface", "share", "surface"]
 

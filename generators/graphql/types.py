@@ -1,4 +1,4 @@
-"""JSON Schema 2020-12 -> strawberry types, for the generated GraphQL surface (`generators.graphql`).
+"""JSON Schema 2020-12 -> strawberry types, for the generated GraphQL surface (`generators.graphql.schema`).
 
 Every type is made at start-up from the registry with `type()` and `strawberry.type` (inputs with
 `strawberry.input`); nothing here is written by hand for one model. What each schema becomes:

@@ -1,6 +1,6 @@
 """The REST surface's OpenAPI 3.1 document, built from the registry by hand (FastAPI and pydantic never touch it).
 
-How a tool becomes an operation (`route_of`); `generators.rest` serves exactly these routes:
+How a tool becomes an operation (`route_of`); `generators.rest.app` serves exactly these routes:
 
 * method and path come from the tool's REST hint (`surface.rest`), under `/api`; a tool without one is
   `GET /api/tools/<name>` when read-only, else `POST`. GET is only ever used for read-only tools.
@@ -18,9 +18,9 @@ Resources: `canon://X` is `GET /api/resources/X`, a template keeps its `{var}`s 
 `GET /api/resources` lists them a page at a time.
 
 Schemas are the registry's, unchanged except that each one's `$defs` move into `components/schemas` with their
-refs rewritten (`generators.hoist`). Each operation records its input schema's top-level keywords
+refs rewritten (`generators.rest.hoist`). Each operation records its input schema's top-level keywords
 (`x-canon-input`) and where its definitions went (`x-canon-defs`), so `unhoist` (re-exported from
-`generators.hoist`) rebuilds the exact input and output schemas.
+`generators.rest.hoist`) rebuilds the exact input and output schemas.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from core.registry import Registry, ResourceDefinition, ToolDefinition
-from generators.hoist import COMPONENTS, hoist, unhoist
+from generators.rest.hoist import COMPONENTS, hoist, unhoist
 
 __all__ = [
     "API",

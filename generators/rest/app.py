@@ -1,7 +1,7 @@
 """The REST surface: a FastAPI app whose routes are generated from the registry; every call goes through the one
 dispatcher, as the caller the bearer token names.
 
-How a tool becomes an operation (`generators.openapi.route_of`, which also writes the OpenAPI document):
+How a tool becomes an operation (`generators.rest.openapi.route_of`, which also writes the OpenAPI document):
 
 * method and path from the tool's REST hint, under `/api` (`GET /api/nodes/{id}` is get_node);
 * `{name}` path segments, then (GET, DELETE) query parameters or (PUT, POST, PATCH) the JSON body, make up the
@@ -52,7 +52,15 @@ from core.http.problems import PROBLEM_MEDIA, STATUS, code_of_status, problem_bo
 from core.registry import Registry
 from core.resources import list_resources, read_resource
 from core.surfaces import ASGIApp, SurfaceHost
-from generators.openapi import SEGMENT, Param, ResourceRoute, ToolRoute, openapi_document, resource_routes, route_of
+from generators.rest.openapi import (
+    SEGMENT,
+    Param,
+    ResourceRoute,
+    ToolRoute,
+    openapi_document,
+    resource_routes,
+    route_of,
+)
 
 __all__ = ["STATUS", "RestSurface", "build_app", "coerce", "document_text", "surface"]
 

@@ -26,8 +26,8 @@ from core.principal import ANONYMOUS, Principal
 from core.registry import Registry, build_registry
 from core.resources import read_resource
 from core.surfaces import SurfaceHost
-from generators.openapi import openapi_document, route_of, unhoist
-from generators.rest import coerce, document_text, surface
+from generators.rest.app import coerce, document_text, surface
+from generators.rest.openapi import openapi_document, route_of, unhoist
 from tests.generators.conftest import live, token
 
 RESTRICTED = "svc-card-vault"  # readers: group:payments, group:security
