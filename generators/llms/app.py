@@ -31,7 +31,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from core.http.problems import send_problem
+from core.http import none_match, send_problem
 from core.registry import Registry
 from core.surfaces import ASGIApp, SurfaceHost
 from generators.llms.pages import Site, share
@@ -49,16 +49,11 @@ def _etag(body: bytes) -> str:
     return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
 
 
-def _matches(if_none_match: str, etag: str) -> bool:
-    tags = {t.strip().removeprefix("W/") for t in if_none_match.split(",")}
-    return "*" in tags or etag in tags
-
-
-def _header(scope: Mapping[str, Any], name: bytes) -> str:
+def _header(scope: Mapping[str, Any], name: bytes) -> str | None:
     for key, value in scope.get("headers", []):
         if key.lower() == name:
             return bytes(value).decode("latin-1")
-    return ""
+    return None
 
 
 def make_app(site: Site) -> ASGIApp:
@@ -83,7 +78,7 @@ def make_app(site: Site) -> ASGIApp:
             return
         etag = _etag(body)
         headers = [(b"etag", etag.encode()), (b"cache-control", CACHE_CONTROL.encode())]
-        if _matches(_header(scope, b"if-none-match"), etag):
+        if none_match(_header(scope, b"if-none-match"), etag):
             await send({"type": "http.response.start", "status": 304, "headers": headers})
             await send({"type": "http.response.body", "body": b""})
             return

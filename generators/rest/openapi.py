@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from core.http import PROBLEM_MEDIA, STATUS
 from core.registry import Registry, ResourceDefinition, ToolDefinition
 from generators.rest.hoist import COMPONENTS, hoist, unhoist
 
@@ -51,7 +52,6 @@ OPENAPI_VERSION = "3.1.1"
 SCALARS = frozenset({"string", "integer", "number", "boolean", "null"})
 COMPOSITION = ("$ref", "allOf", "anyOf", "oneOf", "not", "if", "properties", "items", "prefixItems")
 SEGMENT = re.compile(r"\{([^{}/]+)\}")
-PROBLEM_MEDIA = "application/problem+json"
 
 Style = Literal["scalar", "array", "json"]
 
@@ -169,19 +169,20 @@ def resource_routes(registry: Registry) -> list[ResourceRoute]:
 
 
 # -- the document ------------------------------------------------------------------------------------------------------
-_ERRORS: dict[str, tuple[int, str]] = {  # component name -> status, when it is answered
+_ERRORS: dict[str, tuple[str, str]] = {  # component name -> the problem code it answers (its status is the
+    # HTTP host's, `core.http.STATUS`), when it is answered
     "BadRequest": (
-        400,
+        "invalid_arguments",
         "The input is invalid (failed the input schema or the model, malformed JSON, unknown parameter).",
     ),
-    "Unauthorized": (401, "The bearer token is not valid, or anonymous access is turned off."),
-    "Forbidden": (403, "The caller's role may not call this, or may not see that record."),
-    "NotFound": (404, "No such node, edge, resource or path."),
-    "Conflict": (409, "The record is not at the expected revision (or the write conflicts with the graph)."),
-    "PreconditionFailed": (412, "If-Match named a revision the record is no longer at."),
-    "ContentTooLarge": (413, "The request body is larger than the server accepts."),
-    "UnsupportedMediaType": (415, "The body's Content-Type is not one the operation takes."),
-    "LimitExceeded": (422, "Valid input, but the query went past a bound (work or time); narrow it."),
+    "Unauthorized": ("unauthorized", "The bearer token is not valid, or anonymous access is turned off."),
+    "Forbidden": ("forbidden", "The caller's role may not call this, or may not see that record."),
+    "NotFound": ("not_found", "No such node, edge, resource or path."),
+    "Conflict": ("conflict", "The record is not at the expected revision (or the write conflicts with the graph)."),
+    "PreconditionFailed": ("precondition_failed", "If-Match named a revision the record is no longer at."),
+    "ContentTooLarge": ("too_large", "The request body is larger than the server accepts."),
+    "UnsupportedMediaType": ("unsupported_media_type", "The body's Content-Type is not one the operation takes."),
+    "LimitExceeded": ("limit_exceeded", "Valid input, but the query went past a bound (work or time); narrow it."),
 }
 _FIXED_SCHEMAS: dict[str, Any] = {
     "rest.Problem": {
@@ -234,7 +235,7 @@ _LINK = {"Link": {"description": 'The next page, as rel="next", when there is on
 
 
 def _errors(*names: str) -> dict[str, Any]:
-    return {str(_ERRORS[n][0]): {"$ref": f"#/components/responses/{n}"} for n in names}
+    return {str(STATUS[_ERRORS[n][0]]): {"$ref": f"#/components/responses/{n}"} for n in names}
 
 
 def _parameter(param: Param, schema: Mapping[str, Any]) -> dict[str, Any]:
