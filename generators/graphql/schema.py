@@ -69,8 +69,8 @@ from generators.graphql.types import (
     graphql_name,
     pascal,
     python_name,
-    resource_field_name,
 )
+from generators.naming import resource_field_name
 
 __all__ = ["FALLBACKS", "MAX_COST", "MAX_DEPTH", "GraphQLSurface", "build_schema", "local_assets", "surface"]
 

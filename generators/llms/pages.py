@@ -18,7 +18,6 @@ from core.principal import ANONYMOUS, ROLES
 from core.registry import Registry, ResourceDefinition, ToolDefinition
 from core.resources import read_resource
 from core.surfaces import SurfaceHost
-from generators.graphql.types import resource_field_name
 from generators.llms.markdown import (
     environment,
     first_sentence,
@@ -29,7 +28,7 @@ from generators.llms.markdown import (
     to_json,
     type_label,
 )
-from generators.rest.openapi import resource_path, route_of
+from generators.naming import resource_field_name, resource_path, rest_route
 
 __all__ = ["Bounds", "Group", "Link", "Site", "role_for", "share"]
 
@@ -184,9 +183,9 @@ class Site:
         """`METHOD /api/path` of a tool, from its REST hint, with path variables in `values` filled in."""
         if tool not in {t.name for t in self.registry.tools}:
             return None
-        route = route_of(self.registry.tool(tool))  # the REST surface's own mapping, so the two cannot disagree
-        path = re.sub(r"{(\w+)}", lambda m: quote(values[m[1]], safe="") if m[1] in values else m[0], route.path)
-        return f"{route.method} {path}"
+        method, path = rest_route(self.registry.tool(tool))  # the REST surface's own mapping (generators.naming)
+        path = re.sub(r"{(\w+)}", lambda m: quote(values[m[1]], safe="") if m[1] in values else m[0], path)
+        return f"{method} {path}"
 
     # -- the index and the full file -----------------------------------------------------------------------------
     def _intro(self) -> dict[str, Any]:

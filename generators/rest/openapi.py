@@ -33,21 +33,19 @@ from typing import Any, Literal
 
 from core.http import PROBLEM_MEDIA, STATUS
 from core.registry import Registry, ResourceDefinition, ToolDefinition
+from generators.naming import API, resource_path, rest_route
 from generators.rest.hoist import COMPONENTS, hoist, unhoist
 
 __all__ = [
-    "API",
     "Param",
     "ResourceRoute",
     "ToolRoute",
     "openapi_document",
-    "resource_path",
     "resource_routes",
     "route_of",
     "unhoist",
 ]
 
-API = "/api"
 OPENAPI_VERSION = "3.1.1"
 SCALARS = frozenset({"string", "integer", "number", "boolean", "null"})
 COMPOSITION = ("$ref", "allOf", "anyOf", "oneOf", "not", "if", "properties", "items", "prefixItems")
@@ -129,13 +127,7 @@ def _scalar(schema: Mapping[str, Any]) -> bool:
 
 def route_of(tool: ToolDefinition) -> ToolRoute:
     """The operation a tool becomes (see the module docstring); a hint that cannot be served fails here."""
-    read_only = bool(tool.annotations.get("readOnlyHint", False))
-    hint = tool.surface.get("rest") or {"method": "GET" if read_only else "POST", "path": f"/tools/{tool.name}"}
-    method, path = str(hint["method"]).upper(), API + str(hint["path"])
-    if method not in ("GET", "PUT", "POST", "PATCH", "DELETE"):
-        raise ValueError(f"tool {tool.name!r}: REST method {method} is not one of GET, PUT, POST, PATCH, DELETE")
-    if method == "GET" and not read_only:
-        raise ValueError(f"tool {tool.name!r}: GET is only for read-only tools")
+    method, path = rest_route(tool)
     properties = _properties(tool.input_schema)
     required = set(tool.input_schema.get("required", ()))
     params: list[Param] = []
@@ -144,18 +136,13 @@ def route_of(tool: ToolDefinition) -> ToolRoute:
             raise ValueError(f"tool {tool.name!r}: path parameter {name!r} is not an input property")
         params.append(Param(name, "path", style_of(properties[name]), properties[name], True))
     body = method in ("PUT", "POST", "PATCH")
-    media = tuple(str(m).lower() for m in hint.get("media", ()))
+    media = tuple(str(m).lower() for m in (tool.surface.get("rest") or {}).get("media", ()))
     if media and not body:
         raise ValueError(f"tool {tool.name!r}: a {method} route has no body to take {', '.join(media)}")
     if not body:
         taken = {p.name for p in params}
         params += [Param(n, "query", style_of(s), s, n in required) for n, s in properties.items() if n not in taken]
     return ToolRoute(tool, method, path, tuple(params), body, media or ("application/json",), bool(media))
-
-
-def resource_path(uri: str) -> str:
-    """`canon://types/Team` -> `/api/resources/types/Team` (templates keep their `{var}` segments)."""
-    return f"{API}/resources/{uri.split('://', 1)[-1]}"
 
 
 def resource_routes(registry: Registry) -> list[ResourceRoute]:
