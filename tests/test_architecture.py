@@ -1,4 +1,4 @@
-"""The dependency rules of the layout (docs/decisions, DESIGN's "layout"), one test each, each shown able to fail.
+"""The dependency rules of the layout (ADR 0021), one test each, each shown able to fail.
 
 The rooms: `core/` (the domain), `core/http/` (the one HTTP host), `core/mcp/` (the MCP surface), and one package
 per generated surface in `generators/` (`rest`, `graphql`, `llms`) with `generators/naming.py` below them.
