@@ -17,8 +17,8 @@ Pages are rendered on first request and kept until the store's revision changes,
 cost a dictionary lookup; each answer carries an ETag (a digest of its bytes) and honours If-None-Match.
 
 This module is the serving side: the ASGI app (GET and HEAD, ETag/304, 404/405 as problem+json) and the `surface`
-object with its bounds. What each page shows and how its data is gathered is `generators.llms_pages`; the jinja2
-environment and the text helpers are `generators.llms_markdown`.
+object with its bounds. What each page shows and how its data is gathered is `generators.llms.pages`; the jinja2
+environment and the text helpers are `generators.llms.markdown`.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from typing import Any
 
 import anyio.to_thread
 
-from core.http.problems import send_problem
+from core.http import none_match, send_problem
 from core.registry import Registry
 from core.surfaces import ASGIApp, SurfaceHost
-from generators.llms_pages import Site, share
+from generators.llms.pages import Site, share
 
 __all__ = ["LlmsSurface", "share", "surface"]
 
@@ -49,16 +49,11 @@ def _etag(body: bytes) -> str:
     return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
 
 
-def _matches(if_none_match: str, etag: str) -> bool:
-    tags = {t.strip().removeprefix("W/") for t in if_none_match.split(",")}
-    return "*" in tags or etag in tags
-
-
-def _header(scope: Mapping[str, Any], name: bytes) -> str:
+def _header(scope: Mapping[str, Any], name: bytes) -> str | None:
     for key, value in scope.get("headers", []):
         if key.lower() == name:
             return bytes(value).decode("latin-1")
-    return ""
+    return None
 
 
 def make_app(site: Site) -> ASGIApp:
@@ -83,7 +78,7 @@ def make_app(site: Site) -> ASGIApp:
             return
         etag = _etag(body)
         headers = [(b"etag", etag.encode()), (b"cache-control", CACHE_CONTROL.encode())]
-        if _matches(_header(scope, b"if-none-match"), etag):
+        if none_match(_header(scope, b"if-none-match"), etag):
             await send({"type": "http.response.start", "status": 304, "headers": headers})
             await send({"type": "http.response.body", "body": b""})
             return

@@ -1,4 +1,4 @@
-"""The HTTP and WebSocket app of the GraphQL surface (`generators.graphql`), around a built schema.
+"""The HTTP and WebSocket app of the GraphQL surface (`generators.graphql.schema`), around a built schema.
 
 `/graphql` answers POST and GET queries, shows GraphiQL to a browser's GET (its CDN scripts pointed at
 `/ui-assets/` when canon serves them, see `local_assets`) and carries subscriptions over WebSocket with the
@@ -30,7 +30,7 @@ from strawberry.types.unset import UNSET, UnsetType
 
 from core.documents import parse_json
 from core.surfaces import ASGIApp, SurfaceHost
-from generators.graphql_bounds import MAX_SUBSCRIPTIONS_PER_CONNECTION
+from generators.graphql.bounds import MAX_SUBSCRIPTIONS_PER_CONNECTION
 
 __all__ = ["CanonGraphQL", "asgi_app", "local_assets"]
 

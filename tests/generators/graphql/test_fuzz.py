@@ -22,7 +22,7 @@ from hypothesis_graphql import mutations, nodes, queries
 
 from core.instance import Instance
 from core.surfaces import Surface
-from generators.graphql import surface
+from generators.graphql.schema import surface
 from tests.generators.conftest import live, token
 
 CODES = {"INVALID_ARGUMENTS", "INVALID", "NOT_FOUND", "FORBIDDEN", "CONFLICT", "LIMIT_EXCEEDED"}

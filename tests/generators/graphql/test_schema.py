@@ -26,8 +26,8 @@ from core.http.auth import principal_of_request
 from core.instance import Instance
 from core.principal import LOCAL
 from core.surfaces import Surface, SurfaceHost
-from generators.graphql import FALLBACKS, MAX_COST, MAX_DEPTH, build_schema, local_assets, surface
-from generators.graphql_gate import Gate
+from generators.graphql.gate import Gate
+from generators.graphql.schema import FALLBACKS, MAX_COST, MAX_DEPTH, build_schema, local_assets, surface
 from tests.generators.conftest import live, token
 
 SURFACES: list[Surface] = [surface]
@@ -333,7 +333,7 @@ def test_an_edge_field_pages_with_a_cursor_and_hides_what_the_caller_may_not_see
 
 
 def test_the_guides_edge_field_example_runs_and_its_cursor_gives_the_second_page(admin: Client) -> None:
-    guide = (Path(__file__).parents[2] / "docs" / "surfaces" / "graphql.md").read_text(encoding="utf-8")
+    guide = (Path(__file__).parents[3] / "docs" / "surfaces" / "graphql.md").read_text(encoding="utf-8")
     query = next(b for b in guide.split("```graphql\n")[1:] if "cursor: $cursor" in b).split("```")[0]
     first = admin.post(query)
     assert "errors" not in first, first

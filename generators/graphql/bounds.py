@@ -1,6 +1,6 @@
-"""The bounds of the GraphQL surface (`generators.graphql`), and how its failures are answered.
+"""The bounds of the GraphQL surface (`generators.graphql.schema`), and how its failures are answered.
 
-The bounds, in the order they are checked (`generators.graphql_gate` applies them, off the event loop):
+The bounds, in the order they are checked (`generators.graphql.gate` applies them, off the event loop):
 
 1. the document's size (`MAX_DOCUMENT` characters), before it is parsed;
 2. its tokens and comments (`MAX_TOKENS` each), counted by the parser as it reads;

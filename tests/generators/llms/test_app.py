@@ -17,7 +17,7 @@ from core.instance import Instance
 from core.principal import ANONYMOUS, LOCAL
 from core.records import Node
 from core.surfaces import SurfaceHost, claims
-from generators.llms import LlmsSurface, share, surface
+from generators.llms.app import LlmsSurface, share, surface
 from tests.generators.conftest import asgi, live, token
 from tests.mcp.conftest import anyio_backend  # noqa: F401  # pyright: ignore[reportUnusedImport]  (the anyio tests' backend)
 

@@ -1,7 +1,7 @@
 """The REST surface: a FastAPI app whose routes are generated from the registry; every call goes through the one
 dispatcher, as the caller the bearer token names.
 
-How a tool becomes an operation (`generators.openapi.route_of`, which also writes the OpenAPI document):
+How a tool becomes an operation (`generators.rest.openapi.route_of`, which also writes the OpenAPI document):
 
 * method and path from the tool's REST hint, under `/api` (`GET /api/nodes/{id}` is get_node);
 * `{name}` path segments, then (GET, DELETE) query parameters or (PUT, POST, PATCH) the JSON body, make up the
@@ -17,7 +17,7 @@ How a tool becomes an operation (`generators.openapi.route_of`, which also write
 * Resources: `GET /api/resources/<the URI's path>` (`core.uris.path_of`) answers with the resource's own media
   type; `GET /api/resources` pages the list as MCP resources/list does.
 
-Errors are RFC 9457 problem+json from the HTTP host's one table (`core.http.problems.STATUS`):
+Errors are RFC 9457 problem+json from the HTTP host's one table (`core.http.STATUS`):
 invalid_arguments / invalid 400, forbidden 403, not_found 404, conflict 409 (412 when the caller sent If-Match),
 limit_exceeded 422, a body of a media type the route does not take 415 (unsupported_media_type), an unknown path
 404 (no_route), a wrong method 405 (method_not_allowed). 422 for limit_exceeded because the input was valid and
@@ -48,13 +48,21 @@ from starlette.responses import HTMLResponse, Response
 from core.dispatch import CallContext, error_json
 from core.documents import parse_json
 from core.errors import CanonError
-from core.http.problems import PROBLEM_MEDIA, STATUS, code_of_status, problem_body
+from core.http import PROBLEM_MEDIA, STATUS, code_of_status, none_match, problem_body
 from core.registry import Registry
 from core.resources import list_resources, read_resource
 from core.surfaces import ASGIApp, SurfaceHost
-from generators.openapi import SEGMENT, Param, ResourceRoute, ToolRoute, openapi_document, resource_routes, route_of
+from generators.rest.openapi import (
+    SEGMENT,
+    Param,
+    ResourceRoute,
+    ToolRoute,
+    openapi_document,
+    resource_routes,
+    route_of,
+)
 
-__all__ = ["STATUS", "RestSurface", "build_app", "coerce", "document_text", "surface"]
+__all__ = ["RestSurface", "build_app", "coerce", "document_text", "surface"]
 
 log = logging.getLogger("canon.rest")
 
@@ -83,7 +91,7 @@ class Refusal(Exception):
 
 def problem(request: Request, status: int, code: str, detail: str, errors: Sequence[Mapping[str, str]] = (),
             extra: Mapping[str, Any] | None = None, headers: Mapping[str, str] | None = None) -> Response:  # fmt: skip
-    """An RFC 9457 answer, as the HTTP host writes every problem (`core.http.problems`)."""
+    """An RFC 9457 answer, as the HTTP host writes every problem (`core.http.problem_body`)."""
     content = problem_body(status, code, detail, request.url.path, errors, extra)
     return Response(content, status_code=status, media_type=PROBLEM_MEDIA, headers=dict(headers or {}))
 
@@ -91,8 +99,8 @@ def problem(request: Request, status: int, code: str, detail: str, errors: Seque
 def error_response(request: Request, error: CanonError, *, if_match: bool = False) -> Response:
     wire = error_json(error)
     status = STATUS.get(error.code, 500)
-    if status == 409 and if_match:
-        status = 412
+    if error.code == "conflict" and if_match:
+        status = STATUS["precondition_failed"]
     errors = [{"pointer": str(p["pointer"]), "message": str(p["message"])} for p in wire.get("problems", ())]
     extra = {k: v for k, v in wire.items() if k not in ("code", "message", "problems")}
     return problem(request, status, error.code, str(error), errors, extra)
@@ -236,13 +244,6 @@ def etag_of(value: Mapping[str, Any], body: str) -> str | None:
     return f'"r{value["revision"]}-{hashlib.sha256(body.encode()).hexdigest()[:16]}"'
 
 
-def _not_modified(header: str | None, tag: str) -> bool:
-    if header is None:
-        return False
-    tags = [t.strip().removeprefix("W/") for t in header.split(",")]
-    return "*" in tags or tag in tags
-
-
 def _next_link(request: Request, cursor: str) -> str:
     url = request.url.include_query_params(cursor=cursor)
     return f'<{url.path}?{url.query}>; rel="next"'
@@ -255,7 +256,7 @@ def _success(request: Request, route: ToolRoute, value: dict[str, Any]) -> Respo
         tag = etag_of(value, body)
         if tag is not None:
             headers["ETag"] = tag
-            if _not_modified(request.headers.get("if-none-match"), tag):
+            if none_match(request.headers.get("if-none-match"), tag):
                 return Response(status_code=304, headers=headers)
     cursor = value.get("next_cursor")
     if route.method == "GET" and isinstance(cursor, str):

@@ -1,4 +1,4 @@
-"""JSON Schema 2020-12 -> strawberry types, for the generated GraphQL surface (`generators.graphql`).
+"""JSON Schema 2020-12 -> strawberry types, for the generated GraphQL surface (`generators.graphql.schema`).
 
 Every type is made at start-up from the registry with `type()` and `strawberry.type` (inputs with
 `strawberry.input`); nothing here is written by hand for one model. What each schema becomes:
@@ -45,7 +45,6 @@ __all__ = [
     "graphql_name",
     "pascal",
     "python_name",
-    "resource_field_name",
 ]
 
 NAME = re.compile(r"^[_A-Za-z][_0-9A-Za-z]*$")
@@ -57,11 +56,6 @@ NODE_SYSTEM = ("id", "type", "visibility", "readers", "properties", "revision", 
 EDGE_SYSTEM = ("type", "source", "target", "properties", "revision", "created_at", "updated_at", "updated_by")
 VISIBILITIES = ("public", "internal", "restricted")
 EDGE_DOC = "An edge: its type, ends and system fields; properties as JSON (one shape for every edge type)."
-
-
-def resource_field_name(resource: str) -> str:
-    """The Query (and Subscription) field of a resource: `resource_` and its name, non-name characters as `_`."""
-    return "resource_" + re.sub(r"[^0-9A-Za-z_]", "_", resource)
 
 
 def graphql_name(name: str) -> bool:

@@ -22,7 +22,7 @@ from typing import Any, Optional
 import strawberry
 
 from core.model import EdgeEnd, Model
-from generators.graphql_types import Mapped, TypeMapper, argument, pascal
+from generators.graphql.types import Mapped, TypeMapper, argument, pascal
 
 __all__ = ["EDGE_LIMIT", "EdgeFields"]
 

@@ -15,16 +15,16 @@ graphql-transport-ws protocol) and `/schema.graphql` (the printed SDL). Names ar
 * **Node types** implement `interface Node`; each has `properties` typed from its JSON Schema and a field per
   edge end: `<edge>` (edges leaving the node) and the edge's inverse name (edges arriving; `<edge>_incoming`
   when the model declares none), each a cursor-paged page of `{node, edge, properties}` read through
-  `get_neighbors` (depth 1) so visibility applies (`generators.graphql_edges`).
+  `get_neighbors` (depth 1) so visibility applies (`generators.graphql.edges`).
 
 A root field's result, fully selected and with `__typename` dropped, is the tool's structured result, except
 that GraphQL answers `null` for a field the JSON leaves out. An argument given as `null` counts as not given,
 unless its schema accepts null. Errors carry `extensions.code` (canon's code, upper-cased) and
 `extensions.problems` (JSON pointers); the failing root field is `null`.
 
-This module builds the schema and resolves through the dispatcher. `generators.graphql_types` maps JSON Schema
-to strawberry types; `generators.graphql_bounds` holds the bounds (depth, aliases, tokens, cost, subscriptions)
-and the GraphQL form of errors; `generators.graphql_app` is the HTTP and WebSocket app.
+This module builds the schema and resolves through the dispatcher. `generators.graphql.types` maps JSON Schema
+to strawberry types; `generators.graphql.bounds` holds the bounds (depth, aliases, tokens, cost, subscriptions)
+and the GraphQL form of errors; `generators.graphql.app` is the HTTP and WebSocket app.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ from core.principal import Principal
 from core.registry import Registry, ResourceDefinition, ToolDefinition
 from core.resources import ResourceContent, read_resource
 from core.surfaces import ASGIApp, SurfaceHost
-from generators.graphql_app import asgi_app, local_assets
-from generators.graphql_bounds import (
+from generators.graphql.app import asgi_app, local_assets
+from generators.graphql.bounds import (
     MAX_COST,
     MAX_DEPTH,
     MAX_SUBSCRIPTIONS,
@@ -57,9 +57,9 @@ from generators.graphql_bounds import (
     budget_rule,
     canon_error,
 )
-from generators.graphql_edges import EdgeFields
-from generators.graphql_gate import request_extensions
-from generators.graphql_types import (
+from generators.graphql.edges import EdgeFields
+from generators.graphql.gate import request_extensions
+from generators.graphql.types import (
     Fallback,
     HashableDict,
     HashableList,
@@ -69,8 +69,8 @@ from generators.graphql_types import (
     graphql_name,
     pascal,
     python_name,
-    resource_field_name,
 )
+from generators.naming import resource_field_name
 
 __all__ = ["FALLBACKS", "MAX_COST", "MAX_DEPTH", "GraphQLSurface", "build_schema", "local_assets", "surface"]
 
@@ -206,7 +206,7 @@ class Builder:
 
     # -- edges ---------------------------------------------------------------------------------------------------------
     def edge_fields(self, node_type: str, classes: dict[str, Any]) -> dict[str, Any]:
-        """The edge fields of one node type (see `generators.graphql_edges`), each bounded as get_neighbors."""
+        """The edge fields of one node type (see `generators.graphql.edges`), each bounded as get_neighbors."""
         neighbours = next((t for t in self.registry.tools if t.name == "get_neighbors"), None)
         if neighbours is None:
             return {}

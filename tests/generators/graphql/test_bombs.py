@@ -21,8 +21,7 @@ from websockets.typing import Subprotocol
 
 from core.instance import Instance
 from core.principal import LOCAL
-from generators.graphql import build_schema
-from generators.graphql_bounds import (
+from generators.graphql.bounds import (
     MAX_ALIASES,
     MAX_DEPTH,
     MAX_DOCUMENT,
@@ -32,8 +31,9 @@ from generators.graphql_bounds import (
     MAX_TOKENS,
     CanonSchema,
 )
+from generators.graphql.schema import build_schema
 from tests.generators.conftest import live
-from tests.generators.test_graphql import SURFACES, host_of
+from tests.generators.graphql.test_schema import SURFACES, host_of
 
 REFUSED_WITHIN = 2.0  # seconds, generous: the refusals measure in milliseconds
 # seconds for another client's /healthz meanwhile; generous (a loaded 2-core machine), yet before the gate the

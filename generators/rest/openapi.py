@@ -1,6 +1,6 @@
 """The REST surface's OpenAPI 3.1 document, built from the registry by hand (FastAPI and pydantic never touch it).
 
-How a tool becomes an operation (`route_of`); `generators.rest` serves exactly these routes:
+How a tool becomes an operation (`route_of`); `generators.rest.app` serves exactly these routes:
 
 * method and path come from the tool's REST hint (`surface.rest`), under `/api`; a tool without one is
   `GET /api/tools/<name>` when read-only, else `POST`. GET is only ever used for read-only tools.
@@ -18,9 +18,9 @@ Resources: a resource URI is `GET /api/resources/<its path>` (`core.uris.path_of
 `{var}`s as path parameters, and `GET /api/resources` lists them a page at a time.
 
 Schemas are the registry's, unchanged except that each one's `$defs` move into `components/schemas` with their
-refs rewritten (`generators.hoist`). Each operation records its input schema's top-level keywords
+refs rewritten (`generators.rest.hoist`). Each operation records its input schema's top-level keywords
 (`x-canon-input`) and where its definitions went (`x-canon-defs`), so `unhoist` (re-exported from
-`generators.hoist`) rebuilds the exact input and output schemas.
+`generators.rest.hoist`) rebuilds the exact input and output schemas.
 """
 
 from __future__ import annotations
@@ -31,28 +31,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from core.http import PROBLEM_MEDIA, STATUS
 from core.registry import Registry, ResourceDefinition, ToolDefinition
-from core.uris import path_of
-from generators.hoist import COMPONENTS, hoist, unhoist
+from generators.naming import API, resource_path, rest_route
+from generators.rest.hoist import COMPONENTS, hoist, unhoist
 
 __all__ = [
-    "API",
     "Param",
     "ResourceRoute",
     "ToolRoute",
     "openapi_document",
-    "resource_path",
     "resource_routes",
     "route_of",
     "unhoist",
 ]
 
-API = "/api"
 OPENAPI_VERSION = "3.1.1"
 SCALARS = frozenset({"string", "integer", "number", "boolean", "null"})
 COMPOSITION = ("$ref", "allOf", "anyOf", "oneOf", "not", "if", "properties", "items", "prefixItems")
 SEGMENT = re.compile(r"\{([^{}/]+)\}")
-PROBLEM_MEDIA = "application/problem+json"
 
 Style = Literal["scalar", "array", "json"]
 
@@ -130,13 +127,7 @@ def _scalar(schema: Mapping[str, Any]) -> bool:
 
 def route_of(tool: ToolDefinition) -> ToolRoute:
     """The operation a tool becomes (see the module docstring); a hint that cannot be served fails here."""
-    read_only = bool(tool.annotations.get("readOnlyHint", False))
-    hint = tool.surface.get("rest") or {"method": "GET" if read_only else "POST", "path": f"/tools/{tool.name}"}
-    method, path = str(hint["method"]).upper(), API + str(hint["path"])
-    if method not in ("GET", "PUT", "POST", "PATCH", "DELETE"):
-        raise ValueError(f"tool {tool.name!r}: REST method {method} is not one of GET, PUT, POST, PATCH, DELETE")
-    if method == "GET" and not read_only:
-        raise ValueError(f"tool {tool.name!r}: GET is only for read-only tools")
+    method, path = rest_route(tool)
     properties = _properties(tool.input_schema)
     required = set(tool.input_schema.get("required", ()))
     params: list[Param] = []
@@ -145,18 +136,13 @@ def route_of(tool: ToolDefinition) -> ToolRoute:
             raise ValueError(f"tool {tool.name!r}: path parameter {name!r} is not an input property")
         params.append(Param(name, "path", style_of(properties[name]), properties[name], True))
     body = method in ("PUT", "POST", "PATCH")
-    media = tuple(str(m).lower() for m in hint.get("media", ()))
+    media = tuple(str(m).lower() for m in (tool.surface.get("rest") or {}).get("media", ()))
     if media and not body:
         raise ValueError(f"tool {tool.name!r}: a {method} route has no body to take {', '.join(media)}")
     if not body:
         taken = {p.name for p in params}
         params += [Param(n, "query", style_of(s), s, n in required) for n, s in properties.items() if n not in taken]
     return ToolRoute(tool, method, path, tuple(params), body, media or ("application/json",), bool(media))
-
-
-def resource_path(uri: str) -> str:
-    """A type's schema URI -> `/api/resources/types/Team` (templates keep their `{var}` segments)."""
-    return f"{API}/resources/{path_of(uri)}"
 
 
 def resource_routes(registry: Registry) -> list[ResourceRoute]:
@@ -170,19 +156,20 @@ def resource_routes(registry: Registry) -> list[ResourceRoute]:
 
 
 # -- the document ------------------------------------------------------------------------------------------------------
-_ERRORS: dict[str, tuple[int, str]] = {  # component name -> status, when it is answered
+_ERRORS: dict[str, tuple[str, str]] = {  # component name -> the problem code it answers (its status is the
+    # HTTP host's, `core.http.STATUS`), when it is answered
     "BadRequest": (
-        400,
+        "invalid_arguments",
         "The input is invalid (failed the input schema or the model, malformed JSON, unknown parameter).",
     ),
-    "Unauthorized": (401, "The bearer token is not valid, or anonymous access is turned off."),
-    "Forbidden": (403, "The caller's role may not call this, or may not see that record."),
-    "NotFound": (404, "No such node, edge, resource or path."),
-    "Conflict": (409, "The record is not at the expected revision (or the write conflicts with the graph)."),
-    "PreconditionFailed": (412, "If-Match named a revision the record is no longer at."),
-    "ContentTooLarge": (413, "The request body is larger than the server accepts."),
-    "UnsupportedMediaType": (415, "The body's Content-Type is not one the operation takes."),
-    "LimitExceeded": (422, "Valid input, but the query went past a bound (work or time); narrow it."),
+    "Unauthorized": ("unauthorized", "The bearer token is not valid, or anonymous access is turned off."),
+    "Forbidden": ("forbidden", "The caller's role may not call this, or may not see that record."),
+    "NotFound": ("not_found", "No such node, edge, resource or path."),
+    "Conflict": ("conflict", "The record is not at the expected revision (or the write conflicts with the graph)."),
+    "PreconditionFailed": ("precondition_failed", "If-Match named a revision the record is no longer at."),
+    "ContentTooLarge": ("too_large", "The request body is larger than the server accepts."),
+    "UnsupportedMediaType": ("unsupported_media_type", "The body's Content-Type is not one the operation takes."),
+    "LimitExceeded": ("limit_exceeded", "Valid input, but the query went past a bound (work or time); narrow it."),
 }
 _FIXED_SCHEMAS: dict[str, Any] = {
     "rest.Problem": {
@@ -235,7 +222,7 @@ _LINK = {"Link": {"description": 'The next page, as rel="next", when there is on
 
 
 def _errors(*names: str) -> dict[str, Any]:
-    return {str(_ERRORS[n][0]): {"$ref": f"#/components/responses/{n}"} for n in names}
+    return {str(STATUS[_ERRORS[n][0]]): {"$ref": f"#/components/responses/{n}"} for n in names}
 
 
 def _parameter(param: Param, schema: Mapping[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Schemas are the registry's, unchanged except that each one's `$defs` move into `components/schemas` (a
 definition shared by several tools is stored once; different definitions with one name get `_2`, `_3`, …) with
-their refs rewritten. `hoist` does the move and says where each definition went; `generators.openapi` records
+their refs rewritten. `hoist` does the move and says where each definition went; `generators.rest.openapi` records
 that on each operation (`x-canon-defs`, beside its input schema's top-level keywords in `x-canon-input`), so
 `unhoist` rebuilds the exact input and output schemas.
 """

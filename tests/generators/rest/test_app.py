@@ -26,8 +26,8 @@ from core.principal import ANONYMOUS, Principal
 from core.registry import Registry, build_registry
 from core.resources import read_resource
 from core.surfaces import SurfaceHost
-from generators.openapi import openapi_document, route_of, unhoist
-from generators.rest import coerce, document_text, surface
+from generators.rest.app import coerce, document_text, surface
+from generators.rest.openapi import openapi_document, route_of, unhoist
 from tests.generators.conftest import live, token
 
 RESTRICTED = "svc-card-vault"  # readers: group:payments, group:security
@@ -261,6 +261,9 @@ def test_get_node_answers_what_the_dispatcher_answers_with_an_etag_and_304(serve
     assert again.content == b""
     assert again.headers["etag"] == response.headers["etag"]
     assert len(server.audit("get_node")) == before + 1  # a 304 still went through dispatch (and audit)
+    weak_in_a_list = f'"other", W/{response.headers["etag"]}'
+    listed = server.get(f"/api/nodes/{PUBLIC_TEAM}", headers={"If-None-Match": weak_in_a_list})
+    assert listed.status_code == 304
     stale = server.get(f"/api/nodes/{PUBLIC_TEAM}", headers={"If-None-Match": '"team-payments@0"'})
     assert stale.status_code == 200
 

@@ -2,7 +2,7 @@
 
 `Site` gathers every page's data through the one dispatch path as the anonymous principal (so only public nodes
 appear, and each read is audited under the surface's name), keeps the lists within the surface's bounds, renders
-the page with `generators.llms_markdown`, and remembers the result until the store's revision changes.
+the page with `generators.llms.markdown`, and remembers the result until the store's revision changes.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from core.registry import Registry, ResourceDefinition, ToolDefinition
 from core.resources import read_resource
 from core.surfaces import SurfaceHost
 from core.uris import node_uri, type_of
-from generators.graphql_types import resource_field_name
-from generators.llms_markdown import (
+from generators.llms.markdown import (
     environment,
     first_sentence,
     label,
@@ -30,7 +29,7 @@ from generators.llms_markdown import (
     to_json,
     type_label,
 )
-from generators.openapi import resource_path, route_of
+from generators.naming import resource_field_name, resource_path, rest_route
 
 __all__ = ["Bounds", "Group", "Link", "Site", "role_for", "share"]
 
@@ -185,9 +184,9 @@ class Site:
         """`METHOD /api/path` of a tool, from its REST hint, with path variables in `values` filled in."""
         if tool not in {t.name for t in self.registry.tools}:
             return None
-        route = route_of(self.registry.tool(tool))  # the REST surface's own mapping, so the two cannot disagree
-        path = re.sub(r"{(\w+)}", lambda m: quote(values[m[1]], safe="") if m[1] in values else m[0], route.path)
-        return f"{route.method} {path}"
+        method, path = rest_route(self.registry.tool(tool))  # the REST surface's own mapping (generators.naming)
+        path = re.sub(r"{(\w+)}", lambda m: quote(values[m[1]], safe="") if m[1] in values else m[0], path)
+        return f"{method} {path}"
 
     # -- the index and the full file -----------------------------------------------------------------------------
     def _intro(self) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 `Gate` (a strawberry extension, one per request) takes over strawberry's parsing and validation. A document over
 `MAX_DOCUMENT` characters is refused at once; any other is parsed and validated in a worker thread, never on the
-event loop, with the bounds of `generators.graphql_bounds` applied in order (tokens while parsing; nodes, nesting
+event loop, with the bounds of `generators.graphql.bounds` applied in order (tokens while parsing; nodes, nesting
 and fragments before any rule; `budget_rule` before GraphQL's own rules). Every step is linear in the document
 and the document is bounded, so the work a query can cause before it runs is bounded by construction; the thread
 keeps even that away from other callers. A refusal is logged in one line (which bound, never the document) and
@@ -45,7 +45,7 @@ from graphql import (
 from strawberry.extensions import MaskErrors, SchemaExtension
 from strawberry.schema.schema import validate_document
 
-from generators.graphql_bounds import (
+from generators.graphql.bounds import (
     MAX_DOCUMENT,
     MAX_FRAGMENTS,
     MAX_NESTING,

@@ -1,7 +1,7 @@
 """How the llms.txt surface writes Markdown: the jinja2 environment, its filters, and the text helpers the pages share.
 
 Everything here is a pure function of its arguments (labels, type names, URLs, JSON blocks); what a page shows, and
-where its data comes from, is `generators.llms_pages`.
+where its data comes from, is `generators.llms.pages`.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def node_url(node_type: str, id: str) -> str:
 
 def environment() -> Environment:
     env = Environment(
-        loader=PackageLoader("generators", "templates/llms"),
+        loader=PackageLoader("generators.llms", "templates"),
         undefined=StrictUndefined,
         autoescape=False,  # Markdown, not HTML
         keep_trailing_newline=True,

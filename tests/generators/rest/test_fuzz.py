@@ -27,8 +27,8 @@ from schemathesis.specs.openapi.checks import (
 from core.instance import Instance
 from core.model import load_model
 from core.registry import build_registry
-from generators.openapi import openapi_document
-from generators.rest import surface
+from generators.rest.app import surface
+from generators.rest.openapi import openapi_document
 from tests.generators.conftest import live, open_copy, token
 
 EXAMPLES = 15
