@@ -10,7 +10,7 @@ graphql-transport-ws protocol) and `/schema.graphql` (the printed SDL). Names ar
   (`resource_model`, `resource_type_Person`, the template `resource_node(type, id)`), returning `Resource`
   (`uri`, `mimeType`, `text`: what MCP's resources/read returns).
 * **Mutation**: one field per write tool. **Subscription**: one field per subscribable resource
-  (`resource_changes`, `resource_node(type, id)`), fed by `host.watch()`, the same events MCP subscribers hear.
+  (`resource_changes`, `resource_node(type, id)`), fed by `host.changes()`, the same events MCP subscribers hear.
 * **Node types** implement `interface Node`; each has `properties` typed from its JSON Schema and a field per
   edge end: `<edge>` (edges leaving the node) and the edge's inverse name (edges arriving; `<edge>_incoming`
   when the model declares none), each a cursor-paged page of `{node, edge, properties}` read through
@@ -108,8 +108,8 @@ class Runtime:
 
     async def call_tool(self, info: strawberry.Info, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         principal = self.principal(info)
-        call = functools.partial(self.host.dispatcher.call_tool, received=time.monotonic())  # its time counts the wait
-        result = await anyio.to_thread.run_sync(call, principal, self.surface, name, arguments)
+        call = functools.partial(self.host.call_tool, received=time.monotonic())  # its time counts the wait
+        result = await anyio.to_thread.run_sync(call, principal, name, arguments)
         if result.error is not None:
             raise canon_error(result.error)
         assert result.value is not None
@@ -117,8 +117,7 @@ class Runtime:
 
     async def read(self, principal: Principal, uri: str, action: str = "resources/read") -> ResourceContent:
         def work() -> ResourceContent:
-            content: ResourceContent = self.host.dispatcher.run(principal, self.surface, action, uri, {"target": uri},
-                                                                lambda ctx: read_resource(ctx, uri))  # fmt: skip
+            content: ResourceContent = self.host.run(principal, action, uri, lambda ctx: read_resource(ctx, uri))
             return content
 
         try:
@@ -133,8 +132,7 @@ class Runtime:
         if change.kind == "node":
             return any(s is not None and sight.sees(str(s["visibility"]), list(s.get("readers", ())))
                        for s in (change.before, change.after))  # fmt: skip
-        index = self.host.instance.index
-        assert index is not None
+        index = self.host.snapshot.dispatcher.index  # (the change feed's visibility rule replaces this filter)
         ends = (change.before or change.after or {}).get("source"), (change.before or change.after or {}).get("target")
         return all(isinstance(end, str) and sees_in_graph(sight, index.graph, end) for end in ends)
 
@@ -291,7 +289,7 @@ class Builder:
                                                      value=MAX_SUBSCRIPTIONS))  # fmt: skip
             runtime.subscriptions += 1
             try:
-                async with host.watch() as changes:  # watching before authorising: nothing is missed in between
+                async with host.changes() as changes:  # watching before authorising: nothing is missed in between
                     await runtime.read(principal, uri, "resources/subscribe")  # must exist, must be readable
                     sight = sight_of(principal)
                     async for change in changes:

@@ -27,6 +27,7 @@ from core.dispatch import CallContext, Dispatcher
 from core.instance import Instance
 from core.principal import ANONYMOUS, Principal
 from core.registry import Registry, build_registry
+from core.snapshot import Snapshot
 from core.surfaces import discover
 from core.tools import HANDLERS
 from tests.generators.conftest import live, open_copy, token
@@ -453,8 +454,7 @@ def with_extra_tool(instance: Instance) -> Iterator[Registry]:
     assert instance.index is not None
     dispatcher = Dispatcher(registry, instance.store, instance.index, {**HANDLERS, "echo_words": echo_words},
                             audit=instance.audit)  # fmt: skip
-    instance.__dict__["registry"] = registry
-    instance.__dict__["dispatcher"] = dispatcher
+    instance.snapshot = Snapshot(registry, dispatcher)
     yield registry
 
 

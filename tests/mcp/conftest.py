@@ -131,7 +131,7 @@ class Served:
 def serve(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> Served:
     assert instance.index is not None
     fanout = EventFanout(instance.index)
-    server = build_server(instance.dispatcher, fanout, lambda ctx: LOCAL, options)
+    server = build_server(lambda: instance.snapshot, fanout, lambda ctx: LOCAL, options)
     return Served(instance, server, fanout, options)
 
 

@@ -18,6 +18,7 @@ from jsonschema import Draft202012Validator
 from core.dispatch import CallContext, Dispatcher
 from core.model import Model, default_seed_path
 from core.registry import build_registry
+from core.snapshot import Snapshot
 from core.tools import HANDLERS
 from core.tools.query import MAX_WORK
 from tests.mcp.conftest import Served, asgi_http, modern_request, open_copy
@@ -436,9 +437,8 @@ async def test_mcp_param_headers_are_checked_for_a_tool_that_declares_them_and_o
     try:
         assert instance.index is not None
         registry = build_registry(instance.model, extra_tools=[REGIONAL])
-        instance.__dict__["registry"] = registry
-        instance.__dict__["dispatcher"] = Dispatcher(registry, instance.store, instance.index,
-                                                     {**HANDLERS, "regional_echo": regional_echo})  # fmt: skip
+        instance.snapshot = Snapshot(registry, Dispatcher(registry, instance.store, instance.index,
+                                                          {**HANDLERS, "regional_echo": regional_echo}))  # fmt: skip
         async with asgi_http(instance) as http:
 
             async def call(name: str, arguments: dict[str, Any], **extra: str) -> httpx2.Response:

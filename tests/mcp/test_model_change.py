@@ -41,7 +41,7 @@ def _adopt_in_another_process(path: Path) -> None:
 def _serve(instance: Instance) -> tuple[Any, EventFanout]:
     assert instance.index is not None
     fanout = EventFanout(instance.index, on_model_change=instance.reload_model)
-    return build_server(instance.dispatcher, fanout, lambda ctx: LOCAL), fanout
+    return build_server(lambda: instance.snapshot, fanout, lambda ctx: LOCAL), fanout
 
 
 def _team_properties(tools: list[types.Tool]) -> set[str]:
