@@ -8,6 +8,7 @@ change replaces in one assignment (`Instance.reload_model`).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -44,6 +45,7 @@ class Instance:
         self._model = model  # the model while there is no snapshot
         self._audit: AuditLog | None = None
         self._snapshot: Snapshot | None = None
+        self._reloading = threading.Lock()
         if index is not None:
             self._audit = AuditLog(store.append_audit)  # written by a background thread until `close()`
             dispatcher = Dispatcher(registry or build_registry(model), store, index, _handlers(), audit=self._audit)
@@ -87,15 +89,16 @@ class Instance:
         current one in one assignment, so every surface serves the new model from its next request on, while a
         call already running finishes on the snapshot it started with.
         """
-        stored = self.store.stored_model()
-        if stored.digest == self.model.digest:
-            return False
-        self.store.use_model(stored)
-        if self._snapshot is None:
-            self._model = stored
-        else:
-            self.snapshot = self._snapshot.evolve(build_registry(stored))
-        return True
+        with self._reloading:  # one at a time: a later reload never lands before an earlier one
+            stored = self.store.stored_model()
+            if stored.digest == self.model.digest:
+                return False
+            self.store.use_model(stored)
+            if self._snapshot is None:
+                self._model = stored
+            else:
+                self.snapshot = self._snapshot.evolve(build_registry(stored))
+            return True
 
     def close(self) -> None:
         """Flush the audit log and close the store."""
