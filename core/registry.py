@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
+from types import MappingProxyType
 from typing import Any, Literal, cast
 
 from jsonschema.protocols import Validator
@@ -98,54 +99,47 @@ class ResourceDefinition:
 
 @dataclass(frozen=True)
 class Registry:
+    """Every definition for one model. Immutable: what calls look up per tool (the definition by name, the compiled
+    input validator, the `QuickCheck`, the input defaults) is built with it, never filled in later; another model
+    is another registry (`build_registry`)."""
+
     model: Model
     tools: tuple[ToolDefinition, ...]
     resources: tuple[ResourceDefinition, ...]
     templates: tuple[ResourceDefinition, ...]
-    _by_name: dict[str, ToolDefinition] = field(default_factory=dict[str, ToolDefinition], repr=False)
-    _validators: dict[str, Validator] = field(default_factory=dict[str, Validator], repr=False)
-    _defaults: dict[str, Mapping[str, Any]] = field(default_factory=dict[str, Mapping[str, Any]], repr=False)
-    _quick: dict[str, QuickCheck | None] = field(default_factory=dict[str, "QuickCheck | None"], repr=False)
+    _checks: Mapping[str, _ToolChecks] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self._by_name.update({t.name: t for t in self.tools})
+        object.__setattr__(self, "_checks", MappingProxyType({t.name: _ToolChecks.of(t) for t in self.tools}))
 
     def tool(self, name: str) -> ToolDefinition:
         """The tool called `name`; `UnknownToolError` names the closest known tools otherwise."""
-        found = self._by_name.get(name)
-        if found is None:
-            raise UnknownToolError(name, difflib.get_close_matches(name, list(self._by_name), n=3, cutoff=0.5))
-        return found
+        return self._checked(name).tool
 
     def find(self, name: str) -> ToolDefinition | None:
         """The tool called `name`, or None."""
-        return self._by_name.get(name)
+        found = self._checks.get(name)
+        return None if found is None else found.tool
 
     def input_validator(self, name: str) -> Validator:
-        """The compiled validator of a tool's input schema (built once)."""
-        found = self._validators.get(name)
-        if found is None:
-            schema = self.tool(name).input_schema
-            found = schema_validator(schema)
-            self._validators[name] = found
-        return found
+        """The compiled validator of a tool's input schema."""
+        return self._checked(name).validator
 
     def quick_check(self, name: str) -> QuickCheck | None:
         """A shortcut past `input_validator` for arguments of plain values (see `QuickCheck`); None when the tool's
-        input schema is beyond it. Built once."""
-        if name not in self._quick:
-            self._quick[name] = QuickCheck.of(self.tool(name).input_schema)
-        return self._quick[name]
+        input schema is beyond it."""
+        return self._checked(name).quick
 
     def input_defaults(self, name: str) -> Mapping[str, Any]:
         """The defaults a tool's input schema declares for its top-level properties (what a caller may leave out).
 
-        Found once per tool; the mapping is shared, so a caller that changes what it holds copies it first."""
-        found = self._defaults.get(name)
+        The mapping is shared, so a caller that changes what it holds copies it first."""
+        return self._checked(name).defaults
+
+    def _checked(self, name: str) -> _ToolChecks:
+        found = self._checks.get(name)
         if found is None:
-            properties: Mapping[str, Any] = self.tool(name).input_schema.get("properties", {})
-            found = {key: schema["default"] for key, schema in properties.items() if "default" in schema}
-            self._defaults[name] = found
+            raise UnknownToolError(name, difflib.get_close_matches(name, list(self._checks), n=3, cutoff=0.5))
         return found
 
     def manifest(self) -> dict[str, Any]:
@@ -235,6 +229,24 @@ def _plain(schema: Any) -> Callable[[Any], bool] | None:
 
 def _json_of(name: str) -> Any:
     return json.loads(resources.files("schema").joinpath(name).read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class _ToolChecks:
+    """What a call of one tool looks up, built with the registry: the definition, its compiled input validator,
+    its `QuickCheck` and its input defaults."""
+
+    tool: ToolDefinition
+    validator: Validator
+    quick: QuickCheck | None
+    defaults: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, tool: ToolDefinition) -> _ToolChecks:
+        schema = tool.input_schema
+        properties: Mapping[str, Any] = schema.get("properties", {})
+        defaults = {key: sub["default"] for key, sub in properties.items() if "default" in sub}
+        return cls(tool, schema_validator(schema), QuickCheck.of(schema), defaults)
 
 
 def _tool_files() -> list[dict[str, Any]]:

@@ -130,11 +130,11 @@ async def test_a_new_registry_rebuilds_the_surface_app(instance: Instance) -> No
     echo = Echo()
     async with asgi(instance, surfaces=[echo]) as http:
         await http.get("/echo/")
-        instance.dispatcher.registry = build_registry(instance.model)  # what a model change does
+        instance.snapshot = instance.snapshot.evolve(build_registry(instance.model))  # what a model change does
         await http.get("/echo/")
         await http.get("/echo/")
     assert len(echo.built) == 2
-    assert echo.built[1] is instance.dispatcher.registry
+    assert echo.built[1] is instance.registry
 
 
 def test_generate_collects_the_manifest_and_each_surface_s_files_and_refuses_a_clash() -> None:

@@ -45,8 +45,8 @@ from core.mcp.revision_gate import RevisionGate
 from core.mcp.revisions import SUPPORTED_VERSIONS
 from core.mcp.server import DEFAULT_OPTIONS, ServeOptions, build_server
 from core.principal import Principal
-from core.registry import Registry
-from core.surfaces import Surface, SurfaceHost, claims, discover
+from core.snapshot import PerSnapshot, Snapshot
+from core.surfaces import Surface, SurfaceHost, claims, discover, host_for
 
 __all__ = ["UI_ASSETS", "build_app", "close_streams"]
 
@@ -76,17 +76,20 @@ class SessionManager(StreamableHTTPSessionManager):
 
 
 class SurfaceRoute(BaseRoute):
-    """Every path one surface claims, served by its app for the current registry (rebuilt when that changes).
+    """Every path one surface claims, served by its app for the current snapshot (built again for a new one, on
+    the host bound to it: a request finishes on the app, so the model, it started with).
 
     The scope passes through unchanged, so a surface sees full request paths. A bad bearer token is a 401 in
     RFC 9457 form, as on `/mcp`.
     """
 
-    def __init__(self, surface: Surface, host: SurfaceHost, gate: Callable[[ASGIApp], ASGIApp]) -> None:
+    def __init__(self, surface: Surface, host: SurfaceHost, gate: Callable[[ASGIApp], ASGIApp],
+                 current: Callable[[], Snapshot]) -> None:  # fmt: skip
         self.surface = surface
         self.host = host
         self.gate = gate
-        self._built: tuple[Registry, ASGIApp] | None = None
+        self.snapshot = current
+        self._app = PerSnapshot(self._build)
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         if scope["type"] in ("http", "websocket") and any(claims(p, scope["path"]) for p in self.surface.paths):
@@ -94,10 +97,10 @@ class SurfaceRoute(BaseRoute):
         return Match.NONE, {}
 
     def current(self) -> ASGIApp:
-        registry = self.host.registry
-        if self._built is None or self._built[0] is not registry:
-            self._built = (registry, self.gate(self.surface.app(self.host, registry)))  # pyright: ignore[reportArgumentType]
-        return self._built[1]
+        return self._app(self.snapshot())
+
+    def _build(self, snapshot: Snapshot) -> ASGIApp:
+        return self.gate(self.surface.app(self.host.at(snapshot), snapshot.registry))  # pyright: ignore[reportArgumentType]
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.current()(scope, receive, send)
@@ -139,12 +142,14 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
                                      max_backlog=config.stream_backlog)  # fmt: skip
     feed = ChangeFeed(instance.index, on_model_change=instance.reload_model)
     fanout = EventFanout(feed)
-    dispatcher = instance.dispatcher
+
+    def current() -> Snapshot:
+        return instance.snapshot
 
     def principal_of(ctx: ServerRequestContext[Any]) -> Principal:
         return principal_of_request(ctx.request)
 
-    server = build_server(dispatcher, fanout, principal_of, options, surface=SURFACE)
+    server = build_server(current, fanout, principal_of, options, surface=SURFACE)
     manager = SessionManager(
         app=server,
         event_store=MemoryEventStore(),
@@ -181,12 +186,12 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
             tasks.cancel_scope.cancel()
 
     def reject(path: str, reason: str) -> None:
-        dispatcher.rejected(SURFACE, path, reason)
+        instance.dispatcher.rejected(SURFACE, path, reason)
 
     sdk_endpoint: ASGIApp = RevisionGate(StreamableHTTPASGIApp(manager), security=manager.security_settings,
                                          max_body=manager.max_request_body_size)  # fmt: skip
     if streams is not None:
-        sdk_endpoint = ListenRoute(sdk_endpoint, streams, dispatcher=dispatcher, surface=SURFACE,
+        sdk_endpoint = ListenRoute(sdk_endpoint, streams, current=current, surface=SURFACE,
                                    security=manager.security_settings,
                                    max_body=manager.max_request_body_size)  # fmt: skip
     if calls:
@@ -198,13 +203,15 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
     mcp_endpoint = BearerGate(sdk_endpoint, anonymous=instance.config.anonymous, on_reject=reject)
     surface_routes: list[BaseRoute] = []
     for surface in discover() if surfaces is None else surfaces:
-        host = SurfaceHost(instance, principal_of_request, feed.watch, surface.name)
+        host = host_for(instance, surface.name, principal_of=principal_of_request, watch=feed.watch)
 
         def gate(app: ASGIApp, name: str = surface.name) -> ASGIApp:
-            return BearerGate(app, anonymous=instance.config.anonymous, problem=True,
-                              on_reject=lambda path, reason: dispatcher.rejected(name, path, reason))  # fmt: skip
+            def refused(path: str, reason: str) -> None:
+                instance.dispatcher.rejected(name, path, reason)
 
-        surface_routes.append(SurfaceRoute(surface, host, gate))
+            return BearerGate(app, anonymous=instance.config.anonymous, problem=True, on_reject=refused)
+
+        surface_routes.append(SurfaceRoute(surface, host, gate, current))
     if instance.config.ui_assets is not None:  # the docs pages' scripts and styles, for offline use
         surface_routes.append(Mount(UI_ASSETS, app=StaticFiles(directory=instance.config.ui_assets)))
     app = Starlette(

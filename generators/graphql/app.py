@@ -99,21 +99,21 @@ class CanonGraphQL(GraphQL[dict[str, Any], None]):
             token = (
                 given.removeprefix("Bearer ").strip() if isinstance(given, str) and given.startswith("Bearer ") else ""
             )
-            principal = await anyio.to_thread.run_sync(self.host.instance.tokens.verify, token) if token else None
+            principal = await anyio.to_thread.run_sync(self.host.authenticate, token) if token else None
             if principal is None:
                 self._reject("invalid token")
             context["principal"] = principal
-        elif not context["principal"].authenticated and not self.host.instance.config.anonymous:
+        elif not context["principal"].authenticated and not self.host.settings.anonymous:
             self._reject("no token")
         return UNSET
 
     def _reject(self, reason: str) -> None:
-        self.host.dispatcher.rejected(self.surface, "/graphql", reason)
+        self.host.rejected("/graphql", reason)
         raise ConnectionRejectionError({"reason": reason})
 
     async def render_graphql_ide(self, request: Request) -> HTMLResponse:
         html = self.graphql_ide_html
-        return HTMLResponse(local_assets(html) if self.host.instance.config.ui_assets is not None else html)
+        return HTMLResponse(local_assets(html) if self.host.settings.local_ui_assets else html)
 
 
 def asgi_app(schema: strawberry.Schema, host: SurfaceHost, surface: str) -> ASGIApp:

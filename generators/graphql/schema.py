@@ -108,8 +108,8 @@ class Runtime:
 
     async def call_tool(self, info: strawberry.Info, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         principal = self.principal(info)
-        call = functools.partial(self.host.dispatcher.call_tool, received=time.monotonic())  # its time counts the wait
-        result = await anyio.to_thread.run_sync(call, principal, self.surface, name, arguments)
+        call = functools.partial(self.host.call_tool, received=time.monotonic())  # its time counts the wait
+        result = await anyio.to_thread.run_sync(call, principal, name, arguments)
         if result.error is not None:
             raise canon_error(result.error)
         assert result.value is not None
@@ -117,8 +117,7 @@ class Runtime:
 
     async def read(self, principal: Principal, uri: str, action: str = "resources/read") -> ResourceContent:
         def work() -> ResourceContent:
-            content: ResourceContent = self.host.dispatcher.run(principal, self.surface, action, uri, {"target": uri},
-                                                                lambda ctx: read_resource(ctx, uri))  # fmt: skip
+            content: ResourceContent = self.host.run(principal, action, uri, lambda ctx: read_resource(ctx, uri))
             return content
 
         try:

@@ -104,7 +104,7 @@ class Site:
     def page(self, path: str) -> bytes | None:
         """The page at `path` as UTF-8, or None; the same bytes until the store's revision changes."""
         with self._lock:
-            revision = self.host.instance.store.revision()
+            revision = self.host.revision()
             if revision != self._revision:
                 self._memo.clear()
                 self._revision = revision
@@ -143,7 +143,7 @@ class Site:
     # -- reads through the dispatcher, as the anonymous principal -------------------------------------------------
     def _call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
         """The tool's result for the anonymous principal; None when it is an error (not found, not public, ...)."""
-        result = self.host.dispatcher.call_tool(ANONYMOUS, self.host.surface_name, tool, arguments)
+        result = self.host.call_tool(ANONYMOUS, tool, arguments)
         return result.value
 
     def _public_nodes(self, node_type: str, bound: int) -> tuple[list[dict[str, Any]], int]:
@@ -359,8 +359,7 @@ class Site:
         if resource.uri is None or resource.subscribable:
             return None, 0
         uri = resource.uri
-        text = str(self.host.dispatcher.run(ANONYMOUS, self.host.surface_name, "resources/read", uri, {"target": uri},
-                                            lambda ctx: read_resource(ctx, uri).text))  # fmt: skip
+        text = str(self.host.run(ANONYMOUS, "resources/read", uri, lambda ctx: read_resource(ctx, uri).text))
         if len(text) > self.bounds.max_resource_chars:
             return None, len(text)
         return text, 0

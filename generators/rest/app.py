@@ -282,13 +282,11 @@ def _guarded(endpoint: Endpoint) -> Endpoint:
 
 
 def _tool_endpoint(host: SurfaceHost, route: ToolRoute) -> Endpoint:
-    name = host.surface_name or surface.name
-
     async def endpoint(request: Request) -> Response:
         arguments = await arguments_of(request, route)
         if_match = _if_match(request, route, arguments)
-        call = functools.partial(host.dispatcher.call_tool, host.principal_of(request), name, route.tool.name,
-                                 arguments, received=time.monotonic())  # fmt: skip
+        call = functools.partial(host.call_tool, host.principal_of(request), route.tool.name, arguments,
+                                 received=time.monotonic())  # fmt: skip
         try:
             result = await anyio.to_thread.run_sync(call)
         except CanonError as exc:  # the tool left the registry since this app was built
@@ -303,13 +301,10 @@ def _tool_endpoint(host: SurfaceHost, route: ToolRoute) -> Endpoint:
 
 def _resource_endpoint(host: SurfaceHost, route: ResourceRoute) -> Endpoint:
     """The resource list (`route.resource` None) or one resource, read on the dispatcher's path."""
-    name = host.surface_name or surface.name
 
     async def run(request: Request, action: str, target: str, work: Callable[[CallContext], Any]) -> Any:
         principal = host.principal_of(request)
-        return await anyio.to_thread.run_sync(
-            lambda: host.dispatcher.run(principal, name, action, target, {"target": target}, work)
-        )
+        return await anyio.to_thread.run_sync(lambda: host.run(principal, action, target, work))
 
     async def listing(request: Request) -> Response:
         cursor = request.query_params.get("cursor") or None
@@ -374,7 +369,7 @@ def build_app(host: SurfaceHost, registry: Registry) -> FastAPI:
         app.add_api_route(resource_route.path, _guarded(_resource_endpoint(host, resource_route)), methods=["GET"],
                           include_in_schema=False, response_model=None)  # fmt: skip
     text = document_text(registry)
-    offline = host.instance.config.ui_assets is not None
+    offline = host.settings.local_ui_assets
 
     async def openapi(request: Request) -> Response:
         return Response(text, media_type="application/json")

@@ -136,7 +136,7 @@ def serve(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> Served
     assert instance.index is not None
     feed = ChangeFeed(instance.index)
     fanout = EventFanout(feed)
-    server = build_server(instance.dispatcher, fanout, lambda ctx: LOCAL, options)
+    server = build_server(lambda: instance.snapshot, fanout, lambda ctx: LOCAL, options)
     return Served(instance, server, feed, fanout, options)
 
 

@@ -42,7 +42,7 @@ def _adopt_in_another_process(path: Path) -> None:
 def _serve(instance: Instance) -> tuple[Any, ChangeFeed]:
     assert instance.index is not None
     feed = ChangeFeed(instance.index, on_model_change=instance.reload_model)
-    return build_server(instance.dispatcher, EventFanout(feed), lambda ctx: LOCAL), feed
+    return build_server(lambda: instance.snapshot, EventFanout(feed), lambda ctx: LOCAL), feed
 
 
 def _team_properties(tools: list[types.Tool]) -> set[str]:

@@ -286,8 +286,8 @@ def test_a_tool_whose_schema_declares_mcp_headers_is_left_to_the_sdk(instance: I
         def input_schema(self, called: str) -> Any:
             return {"type": "object", "properties": {"id": {"type": "string", "x-mcp-header": "Id"}}}
 
-    calls = ToolCalls(instance.dispatcher, "mcp-http", "")
-    declaring = Declaring(instance.dispatcher, "mcp-http", "")
+    calls = ToolCalls(lambda: instance.snapshot, "mcp-http", "")
+    declaring = Declaring(lambda: instance.snapshot, "mcp-http", "")
     route, left = (CallRoute(_refuse, c, server_info={}, security=None, max_body=1024) for c in (calls, declaring))
     params = {"name": "get_node", "arguments": {"id": "team-payments"}}
     assert route.takes(params) is not None

@@ -79,7 +79,7 @@ class CallRoute:
             name = self.calls.name_of(params.name)
             if name is None:  # not a listed name: the SDK's handler words the error
                 return None
-            self.calls.dispatcher.registry.tool(name)
+            self.calls.current().registry.tool(name)
         except (ValueError, UnknownToolError):
             return None
         return None if self.calls.input_schema(params.name) is not None else params

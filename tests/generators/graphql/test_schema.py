@@ -25,7 +25,7 @@ from websockets.sync.client import connect
 from core.http.auth import principal_of_request
 from core.instance import Instance
 from core.principal import LOCAL
-from core.surfaces import Surface, SurfaceHost
+from core.surfaces import Surface, SurfaceHost, host_for
 from generators.graphql.gate import Gate
 from generators.graphql.schema import FALLBACKS, MAX_COST, MAX_DEPTH, build_schema, local_assets, surface
 from tests.generators.conftest import live, token
@@ -37,7 +37,7 @@ def host_of(instance: Instance) -> SurfaceHost:
     def no_watch(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("not watched here")
 
-    return SurfaceHost(instance, principal_of_request, no_watch, "graphql")
+    return host_for(instance, "graphql", principal_of=principal_of_request, watch=no_watch)
 
 
 # -- helpers ----------------------------------------------------------------------------------------------------------

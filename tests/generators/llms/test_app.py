@@ -16,7 +16,7 @@ from llms_txt import parse_llms_file  # pyright: ignore[reportMissingTypeStubs]
 from core.instance import Instance
 from core.principal import ANONYMOUS, LOCAL
 from core.records import Node
-from core.surfaces import SurfaceHost, claims
+from core.surfaces import claims, host_for
 from generators.llms.app import LlmsSurface, share, surface
 from tests.generators.conftest import asgi, live, token
 from tests.mcp.conftest import anyio_backend  # noqa: F401  # pyright: ignore[reportUnusedImport]  (the anyio tests' backend)
@@ -420,7 +420,7 @@ def test_the_artifact_is_the_served_llms_txt_and_deterministic(
     crawls: tuple[Crawl, Crawl], gen_instance: Instance, fresh_instance: Instance
 ) -> None:
     def artifact(instance: Instance) -> str:
-        host = SurfaceHost(instance, lambda request: ANONYMOUS, lambda: None, "llms")  # type: ignore[arg-type,return-value]
+        host = host_for(instance, "llms", principal_of=lambda request: ANONYMOUS, watch=lambda *a, **k: None)  # type: ignore[arg-type,return-value]
         return dict(surface.artifacts(host))["llms.txt"]
 
     first = artifact(gen_instance)

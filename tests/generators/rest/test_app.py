@@ -25,7 +25,7 @@ from core.instance import Instance, open_instance
 from core.principal import ANONYMOUS, Principal
 from core.registry import Registry, build_registry
 from core.resources import read_resource
-from core.surfaces import SurfaceHost
+from core.surfaces import host_for
 from generators.rest.app import coerce, document_text, surface
 from generators.rest.openapi import openapi_document, route_of, unhoist
 from tests.generators.conftest import live, token
@@ -175,7 +175,7 @@ def test_the_document_is_deterministic_and_served_as_the_artifact(server: Server
     served = server.get("/openapi.json", who=None)
     assert served.status_code == 200
     assert served.text == first
-    host = SurfaceHost(server.instance, principal_of_request, contextlib.nullcontext, "rest")  # type: ignore[arg-type]
+    host = host_for(server.instance, "rest", principal_of=principal_of_request, watch=contextlib.nullcontext)  # type: ignore[arg-type]
     assert dict(surface.artifacts(host)) == {"openapi.json": first}
 
 
