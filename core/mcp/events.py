@@ -55,6 +55,7 @@ from mcp_types import (
 )
 
 from core.graph import GraphIndex
+from core.mcp.fastpath.sdk_compat import connection_of
 from core.records import Change
 
 __all__ = ["CHANGES_URI", "EventFanout", "EventSink", "LegacyOutlet", "node_uri"]
@@ -115,7 +116,7 @@ class EventFanout:
 
     # -- legacy (2025-11-25) subscriptions ---------------------------------------------------------------------
     def _connection(self, ctx: ServerRequestContext[Any]) -> Any:
-        return ctx.session._connection  # pyright: ignore[reportPrivateUsage]  # per-connection, pinned SDK
+        return connection_of(ctx)
 
     def connection_key(self, ctx: ServerRequestContext[Any]) -> int:
         """What names a legacy connection here (its SDK session is made per request)."""
