@@ -24,6 +24,12 @@ and the channel goes (a channel with no stream open goes at the next keep-alive 
 streams (one more is answered 503), `max_backlog` events waiting behind a write the client does not take end its
 stream (the client resumes with `Last-Event-ID`), a ping comment after `keepalive_s` of silence. `close` ends every
 stream, as the SDK's stream ends when its session does.
+
+Upstream limitation: the SDK sends a notification through every session's own server task, event store and
+stream (no one-encode fan-out to 2025-11-25 sessions). Delete this module and `LegacyRoute` in the app when the SDK
+fans a notification out to many sessions with one encoding (`benchmarks/fanout_bench`: legacy fan-out within this
+path's). Private SDK state (the transport's stream table and in-flight count, the manager's sessions and their
+owners): only through `core.mcp.fastpath.sdk_compat`.
 """
 
 from __future__ import annotations
