@@ -375,7 +375,7 @@ def _show_config(args: argparse.Namespace) -> int:
     c = _config(args)
     values = {"store": str(c.store), "model": str(c.model) if c.model else "(embedded default)", "seed": c.seed,
               "host": c.host, "port": c.port, "max_body_bytes": c.max_body_bytes,
-              "max_streams": c.max_streams, "stream_backlog": c.stream_backlog,
+              "max_streams": c.max_streams, "stream_backlog": c.stream_backlog, "mcp_fastpath": c.mcp_fastpath,
               "ui_assets": str(c.ui_assets) if c.ui_assets else None, "tokens": str(c.tokens),
               "anonymous": c.anonymous, "local_name": c.local_name, "local_role": c.local_role,
               "local_groups": list(c.local_groups)}  # fmt: skip

@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 from mcp.server.context import ServerRequestContext
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -35,12 +35,12 @@ from core.http.admission import Admission, allowed_for
 from core.http.auth import BearerGate, auth_middleware, principal_of_request
 from core.http.problems import ProblemAnswers, internal_error
 from core.instance import Instance
-from core.mcp.event_store import MemoryEventStore
 from core.mcp.events import EventFanout
 from core.mcp.fastpath.calls import CallRoute
 from core.mcp.fastpath.legacy_streams import DEFAULT_LEGACY_LIMITS, LegacyLimits, LegacyRoute, LegacyStreams
 from core.mcp.fastpath.listen import ListenRoute
 from core.mcp.fastpath.listen_streams import DEFAULT_LIMITS, ListenLimits, ListenStreams
+from core.mcp.fastpath.sdk_compat import fastpath, session_manager
 from core.mcp.revision_gate import RevisionGate
 from core.mcp.revisions import SUPPORTED_VERSIONS
 from core.mcp.server import DEFAULT_OPTIONS, ServeOptions, build_server
@@ -54,25 +54,6 @@ SURFACE = "mcp-http"
 UI_ASSETS = "/ui-assets"
 CHECKED_OUTSIDE = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 """The SDK's own Host/Origin check is off: `core.http.admission` applies the one rule to every route, `/mcp` too."""
-
-
-class SessionManager(StreamableHTTPSessionManager):
-    """The SDK's session manager, with an event store of its own for every 2025-11-25 session.
-
-    The SDK hands one event store to every session and files each session's standalone stream under the same
-    name, so with a shared store `Last-Event-ID` from one session would replay another session's messages
-    (other principals' data included). A store per session makes resumption see only its own session's events;
-    it goes away with the session.
-    """
-
-    def __init__(self, *args: Any, events_per_session: int = 1_000, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.events_per_session = events_per_session
-
-    def _admit_session(self, requestor: Any) -> Any:
-        # no await between these two lines: the new transport is built with this session's own store
-        self.event_store = MemoryEventStore(self.events_per_session)
-        return super()._admit_session(requestor)  # pyright: ignore[reportUnknownMemberType]
 
 
 class SurfaceRoute(BaseRoute):
@@ -131,10 +112,13 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
     them to the SDK's runner (the reference its tests compare with). `legacy` bounds canon's own 2025-11-25 GET
     streams (`app.state.legacy`; `core.mcp.fastpath.legacy_streams`); None, or `listen` None, leaves them to the SDK.
     `close_streams(app)` ends both kinds gracefully. Left at their defaults, both kinds take their bounds from the
-    configuration (`[server] max_streams` and `stream_backlog`).
+    configuration (`[server] max_streams` and `stream_backlog`). With `[server] mcp_fastpath = false`, or an SDK
+    other than the bypass expects (`core.mcp.fastpath.sdk_compat.fastpath`), all three are left to the SDK.
     """
     assert instance.index is not None
     config = instance.config
+    if not fastpath(config.mcp_fastpath):  # switched off, or the SDK not as the bypass expects: the plain SDK path
+        listen, calls, legacy = None, False, None
     if listen is DEFAULT_LIMITS:  # left as it is: the configured bounds
         listen = dataclasses.replace(DEFAULT_LIMITS, max_streams=config.max_streams, max_backlog=config.stream_backlog)
     if legacy is DEFAULT_LEGACY_LIMITS:
@@ -150,9 +134,8 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
         return principal_of_request(ctx.request)
 
     server = build_server(current, fanout, principal_of, options, surface=SURFACE)
-    manager = SessionManager(
+    manager = session_manager(
         app=server,
-        event_store=MemoryEventStore(),
         json_response=True,
         stateless=False,
         security_settings=CHECKED_OUTSIDE,

@@ -46,6 +46,7 @@ from mcp_types import (
 )
 
 from core.changes import Batch, ChangeFeed
+from core.mcp.fastpath.sdk_compat import connection_of
 from core.records import Change
 
 __all__ = ["EventFanout", "EventSink", "LegacyOutlet"]
@@ -87,7 +88,7 @@ class EventFanout:
 
     # -- legacy (2025-11-25) subscriptions ---------------------------------------------------------------------
     def _connection(self, ctx: ServerRequestContext[Any]) -> Any:
-        return ctx.session._connection  # pyright: ignore[reportPrivateUsage]  # per-connection, pinned SDK
+        return connection_of(ctx)
 
     def connection_key(self, ctx: ServerRequestContext[Any]) -> int:
         """What names a legacy connection here (its SDK session is made per request)."""
