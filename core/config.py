@@ -39,7 +39,7 @@ class Config:
     max_streams: int = 10_000  # open change streams per process, of each kind (listen, 2025-11-25 GET)
     stream_backlog: int = 1_024  # events waiting for a client that stopped reading, before its stream is ended
     mcp_fastpath: bool = True  # canon answers parts of the MCP SDK's HTTP transport itself (core.mcp.fastpath)
-    ui_assets: Path | None = None  # browser assets for /docs and /graphql served at /ui-assets/ (None: public CDNs)
+    ui_assets: Path | None = None  # other browser assets for /docs and /graphql at /ui-assets/ (None: canon's own)
     tokens: Path = Path("canon-tokens.json")  # hashed bearer tokens (canon token create/revoke)
     anonymous: bool = True  # HTTP callers without a token may read public nodes
     local_name: str = "local"  # the stdio principal
