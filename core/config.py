@@ -45,6 +45,9 @@ class Config:
     local_name: str = "local"  # the stdio principal
     local_role: str = "admin"
     local_groups: tuple[str, ...] = ()
+    audit_days: int | None = None  # `canon store compact` drops audit records older than this (None: keep all)
+    changes_keep_revisions: int | None = None  # ... keeps this many newest revisions of the change log
+    changes_days: int | None = None  # ... and drops changes older than this (None: no bound of that kind)
     source: Path | None = None  # the file it was read from, if any
     origins: Mapping[str, str] = field(default_factory=dict[str, str])  # setting -> where its value came from
 
@@ -123,6 +126,9 @@ _KEYS = [
     ("local", "name", "local_name"),
     ("local", "role", "local_role"),
     ("local", "groups", "local_groups"),
+    ("retention", "audit_days", "audit_days"),
+    ("retention", "changes_keep_revisions", "changes_keep_revisions"),
+    ("retention", "changes_days", "changes_days"),
 ]
 _PATHS = ("store", "model", "tokens", "ui_assets")
 
