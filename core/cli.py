@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core import __version__
 from core.config import Config, load_config
@@ -25,7 +25,11 @@ from core.instance import open_instance
 from core.interchange import export_graph, import_path
 from core.model import check_model, default_model_path, load_model
 from core.progress import ProgressBar
+from core.surfaces import Surface, discover
 from core.tokens import TokenFile
+
+if TYPE_CHECKING:
+    from core.mcp.server import ServeOptions
 
 __all__ = ["main"]
 
@@ -289,7 +293,7 @@ def _serve(args: argparse.Namespace) -> int:
         instance.close()
         from core.http.serve import serve_workers
 
-        serve_workers(config, options, args.workers, tokens)
+        serve_workers(config, _surfaces(options), args.workers, tokens)
         return 0
     try:
         if args.stdio:
@@ -299,10 +303,17 @@ def _serve(args: argparse.Namespace) -> int:
         else:
             from core.http.serve import serve_http
 
-            serve_http(instance, options)
+            serve_http(instance, _surfaces(options))
     finally:
         instance.close()
     return 0
+
+
+def _surfaces(options: ServeOptions) -> list[Surface]:
+    """Every installed surface, MCP first and presenting the registry as `options` say."""
+    from core.mcp.surface import McpSurface
+
+    return [McpSurface(options), *(s for s in discover() if not isinstance(s, McpSurface))]
 
 
 def _terminate(signum: int, frame: object) -> None:

@@ -1,9 +1,11 @@
-"""Pluggable surfaces: the secondary views (REST, GraphQL, llms.txt, …) that map the registry onto HTTP.
+"""Pluggable surfaces: MCP, REST, GraphQL, llms.txt, … each mapping the registry onto HTTP paths.
 
-A surface is one module in `generators/` plus one line in `pyproject.toml`'s `canon.surfaces` entry-point
-group; core discovers it here and never imports it. Core's HTTP app (`core.http.app`) serves `/mcp` and
-`/healthz` itself and hands every other path a surface claims to that surface's ASGI app, built for the
-current registry (and built again when the model, so the registry, changes).
+A surface is one module plus one line in `pyproject.toml`'s `canon.surfaces` entry-point group, built-ins
+(`core.mcp.surface`, `generators/`) and third-party ones alike; the host discovers them here and never imports
+one. The HTTP host (`core.http.app`) serves `/healthz` itself and hands every path a surface claims to that
+surface's ASGI app, built for the current registry (and built again when the model, so the registry, changes).
+A surface with work that lasts as long as the server (sessions, streams, keep-alives) also has a `lifespan`
+(`Lifespan`): the host enters it at start-up and serves the app it yields for every registry.
 
 A surface holds no behaviour: every call it takes goes through `host.dispatcher`, the one dispatch path,
 as the principal `host.principal_of(request)` names. Change events (for subscriptions) come from
@@ -17,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
@@ -27,7 +29,18 @@ from core.principal import Principal
 from core.records import Change
 from core.registry import Registry
 
-__all__ = ["ENTRY_POINT_GROUP", "RESERVED", "ASGIApp", "Surface", "SurfaceHost", "claims", "discover", "surface_named"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "RESERVED",
+    "ASGIApp",
+    "Lifespan",
+    "Running",
+    "Surface",
+    "SurfaceHost",
+    "claims",
+    "discover",
+    "surface_named",
+]
 
 log = logging.getLogger("canon.surfaces")
 ENTRY_POINT_GROUP = "canon.surfaces"
@@ -44,6 +57,7 @@ class SurfaceHost:
     principal_of: Callable[[Any], Principal]  # a request (the framework's object with a `.scope`) -> its caller
     watch: Callable[[], AbstractAsyncContextManager[AsyncIterator[Change]]]  # every committed change, in order
     surface_name: str = ""  # what the audit log records as the surface (e.g. "rest")
+    changes: Any = None  # the change fan-out behind `watch` (until `core/changes.py` holds the feed: MCP's)
 
     @property
     def dispatcher(self) -> Dispatcher:
@@ -60,7 +74,7 @@ class Surface(Protocol):
     """One secondary surface. `name` is also its audit surface name; `paths` are what it serves.
 
     A path ending in `/` is a prefix (`/api/` serves `/api` and everything under it); any other path is
-    served exactly. Paths never overlap another surface's or core's (`/mcp`, `/healthz`).
+    served exactly. Paths never overlap another surface's or the host's (`/healthz`, `/ui-assets/`).
     """
 
     name: str
@@ -73,6 +87,30 @@ class Surface(Protocol):
     def artifacts(self, host: SurfaceHost) -> Mapping[str, str]:
         """The reference artifacts this surface contributes to `canon generate`: file name -> exact text."""
         ...
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Running:
+    """What a surface with a lifespan serves while the server runs."""
+
+    app: ASGIApp  # serves the surface's paths for every registry (it reads the current one per request)
+    close: Callable[[], None] = _nothing  # end long-lived responses now: the server has begun to shut down
+    health: Mapping[str, Any] = field(default_factory=dict[str, Any])  # members it adds to `/healthz`
+
+
+@runtime_checkable
+class Lifespan(Protocol):
+    """The optional member of a `Surface` whose work lasts as long as the server (sessions, streams, keep-alives).
+
+    The host enters `lifespan(host)` once at start-up, before any request, and leaves it at shutdown; the
+    `Running` it yields replaces `Surface.app`.
+    """
+
+    def lifespan(self, host: SurfaceHost) -> AbstractAsyncContextManager[Running]: ...
 
 
 def discover() -> list[Surface]:
@@ -94,11 +132,11 @@ def surface_named(name: str, surfaces: list[Surface]) -> Surface:
     raise KeyError(f"no surface named {name!r}; installed: {', '.join(s.name for s in surfaces) or 'none'}")
 
 
-RESERVED = ("/mcp", "/healthz", "/ui-assets/")
+RESERVED = ("/healthz", "/ui-assets/")
 
 
 def _check_paths(surfaces: list[Surface]) -> None:
-    owner: dict[str, str] = dict.fromkeys(RESERVED, "core")
+    owner: dict[str, str] = dict.fromkeys(RESERVED, "the host")
     for surface in surfaces:
         for path in surface.paths:
             if not path.startswith("/"):

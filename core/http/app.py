@@ -1,90 +1,55 @@
-"""The HTTP app: one ASGI application on one port, which later surfaces extend.
+"""The HTTP app: one ASGI application on one port, serving every surface and knowing none.
 
-Routes: `/mcp` (Streamable HTTP, both protocol revisions: 2026-07-28 requests are served statelessly, their
-`subscriptions/listen` streams and `tools/call` answers by canon itself (`core.mcp.fastpath`), the rest
-by the SDK; 2025-11-25 clients get sessions, a GET stream (served by canon, `core.mcp.fastpath.legacy_streams`)
-and `Last-Event-ID` resumption), `/healthz`, and every path a
-discovered surface claims (`core.surfaces`: REST, GraphQL, llms.txt), each served by that surface's app for
-the current registry. Bearer tokens
-identify callers on every route (`core.http.auth`); `/mcp` refuses a bad token with 401. Outside every route,
-`core.http.admission` checks Host (421) and Origin (403) and bounds the request body (413), one rule for all of
-them, and `core.http.problems` makes every error answer an RFC 9457 problem (JSON-RPC errors stay on `/mcp`).
+Routes: `/healthz`, and every path a discovered surface claims (`core.surfaces`: MCP at `/mcp`, a built-in
+plugin in `core.mcp.surface`; REST, GraphQL, llms.txt in `generators/`), each served by that surface's app for the
+current registry, or, for a surface with a lifespan, by the app its lifespan yields. Outside every route the
+middleware list applies one rule each: `core.http.problems` makes every error answer an RFC 9457 problem
+(JSON-RPC errors stay on `/mcp`), `core.http.admission` checks Host (421) and Origin (403) and bounds the request
+body (413), and `core.http.auth` identifies the caller by bearer token; around every surface `BearerGate`
+refuses a bad token with 401.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import anyio
-from mcp.server.context import ServerRequestContext
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import BaseRoute, Match, Mount, Route
+from starlette.routing import BaseRoute, Match, Mount, NoMatchFound, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.http.admission import Admission, allowed_for
-from core.http.auth import BearerGate, auth_middleware, principal_of_request
+from core.http.auth import Authenticate, BearerGate, principal_of_request
 from core.http.problems import ProblemAnswers, internal_error
 from core.instance import Instance
-from core.mcp.event_store import MemoryEventStore
 from core.mcp.events import EventFanout
-from core.mcp.fastpath.calls import CallRoute
-from core.mcp.fastpath.legacy_streams import DEFAULT_LEGACY_LIMITS, LegacyLimits, LegacyRoute, LegacyStreams
-from core.mcp.fastpath.listen import ListenRoute
-from core.mcp.fastpath.listen_streams import DEFAULT_LIMITS, ListenLimits, ListenStreams
-from core.mcp.revision_gate import RevisionGate
-from core.mcp.revisions import SUPPORTED_VERSIONS
-from core.mcp.server import DEFAULT_OPTIONS, ServeOptions, build_server
-from core.principal import Principal
 from core.registry import Registry
-from core.surfaces import Surface, SurfaceHost, claims, discover
+from core.surfaces import Lifespan, Running, Surface, SurfaceHost, claims, discover
 
 __all__ = ["UI_ASSETS", "build_app", "close_streams"]
 
-SURFACE = "mcp-http"
 UI_ASSETS = "/ui-assets"
-CHECKED_OUTSIDE = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-"""The SDK's own Host/Origin check is off: `core.http.admission` applies the one rule to every route, `/mcp` too."""
-
-
-class SessionManager(StreamableHTTPSessionManager):
-    """The SDK's session manager, with an event store of its own for every 2025-11-25 session.
-
-    The SDK hands one event store to every session and files each session's standalone stream under the same
-    name, so with a shared store `Last-Event-ID` from one session would replay another session's messages
-    (other principals' data included). A store per session makes resumption see only its own session's events;
-    it goes away with the session.
-    """
-
-    def __init__(self, *args: Any, events_per_session: int = 1_000, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.events_per_session = events_per_session
-
-    def _admit_session(self, requestor: Any) -> Any:
-        # no await between these two lines: the new transport is built with this session's own store
-        self.event_store = MemoryEventStore(self.events_per_session)
-        return super()._admit_session(requestor)  # pyright: ignore[reportUnknownMemberType]
 
 
 class SurfaceRoute(BaseRoute):
-    """Every path one surface claims, served by its app for the current registry (rebuilt when that changes).
+    """Every path one surface claims, behind `BearerGate`: served by the app its lifespan yielded (`running`), or
+    else by its app for the current registry (rebuilt when that changes).
 
-    The scope passes through unchanged, so a surface sees full request paths. A bad bearer token is a 401 in
-    RFC 9457 form, as on `/mcp`.
+    The scope passes through unchanged, so a surface sees full request paths.
     """
 
-    def __init__(self, surface: Surface, host: SurfaceHost, gate: Callable[[ASGIApp], ASGIApp]) -> None:
+    def __init__(self, surface: Surface, host: SurfaceHost, *, anonymous: bool) -> None:
         self.surface = surface
         self.host = host
-        self.gate = gate
+        self.anonymous = anonymous
+        self.running: Running | None = None
+        self._served: ASGIApp | None = None  # `running.app` behind the gate
         self._built: tuple[Registry, ASGIApp] | None = None
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
@@ -92,7 +57,17 @@ class SurfaceRoute(BaseRoute):
             return Match.FULL, {}
         return Match.NONE, {}
 
+    def run(self, running: Running) -> None:
+        self.running, self._served = running, self.gate(running.app)
+
+    def gate(self, app: ASGIApp) -> ASGIApp:
+        name, dispatcher = self.host.surface_name, self.host.dispatcher
+        return BearerGate(app, anonymous=self.anonymous,
+                          on_reject=lambda path, reason: dispatcher.rejected(name, path, reason))  # fmt: skip
+
     def current(self) -> ASGIApp:
+        if self._served is not None:
+            return self._served
         registry = self.host.registry
         if self._built is None or self._built[0] is not registry:
             self._built = (registry, self.gate(self.surface.app(self.host, registry)))  # pyright: ignore[reportArgumentType]
@@ -102,121 +77,73 @@ class SurfaceRoute(BaseRoute):
         await self.current()(scope, receive, send)
 
     def url_path_for(self, name: str, /, **path_params: Any) -> Any:
-        from starlette.routing import NoMatchFound
-
         raise NoMatchFound(name, path_params)
 
 
 def close_streams(app: Starlette) -> None:
-    """End every change stream a `build_app` app serves, each as its protocol ends it: the 2026-07-28 listen
-    streams with their result, the 2025-11-25 GET streams as their session's end does."""
-    for streams in (getattr(app.state, "listen", None), getattr(app.state, "legacy", None)):
-        if streams is not None:
-            streams.close()
+    """End the long-lived responses of every running surface (change streams), each as its protocol ends them,
+    so that a shutdown waiting for responses in flight can go on."""
+    for route in app.state.surfaces:
+        if route.running is not None:
+            route.running.close()
 
 
-def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfaces: list[Surface] | None = None,
-              *, listen: ListenLimits | None = DEFAULT_LIMITS, calls: bool = True,
-              legacy: LegacyLimits | None = DEFAULT_LEGACY_LIMITS) -> Starlette:  # fmt: skip
-    """The ASGI app serving `instance`. Its lifespan runs the MCP session manager and the change pump.
-
-    Callers are identified by bearer token (`core.http.auth`); without one they are anonymous. `surfaces`
-    defaults to every installed surface (`core.surfaces.discover`); pass `[]` for MCP alone. `listen` bounds
-    canon's own 2026-07-28 listen streams (`app.state.listen`; its `close` ends them gracefully); None leaves
-    listen to the SDK. `calls` has canon answer 2026-07-28 `tools/call` itself (`core.mcp.fastpath.calls`); False leaves
-    them to the SDK's runner (the reference its tests compare with). `legacy` bounds canon's own 2025-11-25 GET
-    streams (`app.state.legacy`; `core.mcp.fastpath.legacy_streams`); None, or `listen` None, leaves them to the SDK.
-    `close_streams(app)` ends both kinds gracefully. Left at their defaults, both kinds take their bounds from the
-    configuration (`[server] max_streams` and `stream_backlog`).
-    """
+def _change_feed(instance: Instance) -> EventFanout:
+    """The change fan-out every surface watches (until the feed moves to `core/changes.py`: MCP's)."""
     assert instance.index is not None
+    return EventFanout(instance.index, on_model_change=instance.reload_model)
+
+
+def build_app(instance: Instance, surfaces: list[Surface] | None = None) -> Starlette:
+    """The ASGI app serving `instance` on every surface in `surfaces` (default: every installed one,
+    `core.surfaces.discover`). Its lifespan runs the change pump and each surface's own lifespan.
+
+    Callers are identified by bearer token (`core.http.auth`); without one they are anonymous.
+    `close_streams(app)` ends the surfaces' long-lived responses gracefully.
+    """
     config = instance.config
-    if listen is DEFAULT_LIMITS:  # left as it is: the configured bounds
-        listen = dataclasses.replace(DEFAULT_LIMITS, max_streams=config.max_streams, max_backlog=config.stream_backlog)
-    if legacy is DEFAULT_LEGACY_LIMITS:
-        legacy = dataclasses.replace(DEFAULT_LEGACY_LIMITS, max_streams=config.max_streams,
-                                     max_backlog=config.stream_backlog)  # fmt: skip
-    fanout = EventFanout(instance.index, on_model_change=instance.reload_model)
-    dispatcher = instance.dispatcher
-
-    def principal_of(ctx: ServerRequestContext[Any]) -> Principal:
-        return principal_of_request(ctx.request)
-
-    server = build_server(dispatcher, fanout, principal_of, options, surface=SURFACE)
-    manager = SessionManager(
-        app=server,
-        event_store=MemoryEventStore(),
-        json_response=True,
-        stateless=False,
-        security_settings=CHECKED_OUTSIDE,
-        max_request_body_size=instance.config.max_body_bytes,
-    )
+    fanout = _change_feed(instance)
+    routes = [
+        SurfaceRoute(
+            surface,
+            SurfaceHost(instance, principal_of_request, fanout.watch, surface.name, fanout),
+            anonymous=config.anonymous,
+        )
+        for surface in (discover() if surfaces is None else surfaces)
+    ]
 
     async def healthz(request: Request) -> JSONResponse:
-        store = instance.store
-        return JSONResponse({"status": "ok", "revision": store.revision(), "model": instance.model.name,
-                             "protocolVersions": SUPPORTED_VERSIONS,
-                             "surfaces": ["mcp", *(r.surface.name for r in surface_routes
-                                                   if isinstance(r, SurfaceRoute))]})  # fmt: skip
-
-    streams = None if listen is None else ListenStreams(server.server_info_stamp, listen)
-    if streams is not None:
-        fanout.add_sink(streams.deliver)
-    get_streams = None if streams is None or legacy is None else LegacyStreams(legacy)
-    if streams is not None and get_streams is not None:
-        fanout.tell_legacy_through(get_streams)
+        health: dict[str, Any] = {"status": "ok", "revision": instance.store.revision(), "model": instance.model.name}
+        for route in routes:
+            health.update(route.running.health if route.running is not None else {})
+        return JSONResponse({**health, "surfaces": [r.surface.name for r in routes]})
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncGenerator[None]:
-        async with manager.run(), anyio.create_task_group() as tasks:
-            tasks.start_soon(fanout.pump)
-            if streams is not None:
-                tasks.start_soon(streams.keepalive)
-            if get_streams is not None:
-                tasks.start_soon(get_streams.keepalive)
-            yield
-            close_streams(app)
-            tasks.cancel_scope.cancel()
+        async with contextlib.AsyncExitStack() as running:
+            for route in routes:
+                if isinstance(route.surface, Lifespan):
+                    route.run(await running.enter_async_context(route.surface.lifespan(route.host)))
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(fanout.pump)
+                yield
+                close_streams(app)
+                tasks.cancel_scope.cancel()
 
-    def reject(path: str, reason: str) -> None:
-        dispatcher.rejected(SURFACE, path, reason)
-
-    sdk_endpoint: ASGIApp = RevisionGate(StreamableHTTPASGIApp(manager), security=manager.security_settings,
-                                         max_body=manager.max_request_body_size)  # fmt: skip
-    if streams is not None:
-        sdk_endpoint = ListenRoute(sdk_endpoint, streams, dispatcher=dispatcher, surface=SURFACE,
-                                   security=manager.security_settings,
-                                   max_body=manager.max_request_body_size)  # fmt: skip
-    if calls:
-        sdk_endpoint = CallRoute(sdk_endpoint, server.calls, server_info=server.server_info_stamp,
-                                 security=manager.security_settings,
-                                 max_body=manager.max_request_body_size)  # fmt: skip
-    if get_streams is not None:
-        sdk_endpoint = LegacyRoute(sdk_endpoint, get_streams, manager)
-    mcp_endpoint = BearerGate(sdk_endpoint, anonymous=instance.config.anonymous, on_reject=reject)
-    surface_routes: list[BaseRoute] = []
-    for surface in discover() if surfaces is None else surfaces:
-        host = SurfaceHost(instance, principal_of_request, fanout.watch, surface.name)
-
-        def gate(app: ASGIApp, name: str = surface.name) -> ASGIApp:
-            return BearerGate(app, anonymous=instance.config.anonymous, problem=True,
-                              on_reject=lambda path, reason: dispatcher.rejected(name, path, reason))  # fmt: skip
-
-        surface_routes.append(SurfaceRoute(surface, host, gate))
-    if instance.config.ui_assets is not None:  # the docs pages' scripts and styles, for offline use
-        surface_routes.append(Mount(UI_ASSETS, app=StaticFiles(directory=instance.config.ui_assets)))
+    extra: list[BaseRoute] = []
+    if config.ui_assets is not None:  # the docs pages' scripts and styles, for offline use
+        extra.append(Mount(UI_ASSETS, app=StaticFiles(directory=config.ui_assets)))
     app = Starlette(
-        routes=[Route("/mcp", endpoint=mcp_endpoint), Route("/healthz", healthz), *surface_routes],
+        routes=[Route("/healthz", healthz), *routes, *extra],
         middleware=[
             Middleware(ProblemAnswers),
             Middleware(Admission, allowed=allowed_for(config.host), max_body=config.max_body_bytes),
-            *auth_middleware(instance.tokens),
+            Middleware(Authenticate, tokens=instance.tokens),
         ],
         exception_handlers={500: internal_error},
         lifespan=lifespan,
     )
+    app.state.surfaces = routes
     app.state.fanout = fanout
-    app.state.listen = streams
-    app.state.legacy = get_streams
     app.state.instance = instance
     return app

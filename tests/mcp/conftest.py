@@ -33,16 +33,19 @@ import mcp
 import psutil
 import pytest
 from mcp.client.streamable_http import streamable_http_client
+from starlette.applications import Starlette
 
 from core.config import Config
 from core.http.app import build_app
 from core.instance import Instance, open_instance
 from core.mcp.events import EventFanout
 from core.mcp.server import DEFAULT_OPTIONS, CanonServer, ServeOptions, build_server
+from core.mcp.surface import McpEndpoint, McpSurface
 from core.operations import PutNode
 from core.principal import LOCAL
 from core.records import Node
 from core.store.sqlite import SQLiteStore
+from core.surfaces import discover
 from tests.conftest import run_canon
 
 LEGACY, MODERN = "2025-11-25", "2026-07-28"
@@ -128,6 +131,20 @@ class Served:
         return mcp.Client(self.server, mode=mode, **kwargs)  # pyright: ignore[reportArgumentType]
 
 
+def mcp_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, *, alone: bool = True,
+            **parts: Any) -> Starlette:  # fmt: skip
+    """The host serving MCP (`McpSurface(options, **parts)`), alone or with every other installed surface."""
+    others = [] if alone else [s for s in discover() if not isinstance(s, McpSurface)]
+    return build_app(instance, [McpSurface(options, **parts), *others])
+
+
+def mcp_of(app: Starlette) -> McpEndpoint:
+    """The running `/mcp` of an app made by `mcp_app` (its lifespan running)."""
+    endpoint = next(r.running.app for r in app.state.surfaces if r.surface.name == "mcp")
+    assert isinstance(endpoint, McpEndpoint)
+    return endpoint
+
+
 def serve(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> Served:
     assert instance.index is not None
     fanout = EventFanout(instance.index)
@@ -153,7 +170,7 @@ async def pumping(fanout: EventFanout) -> AsyncIterator[None]:
 @contextlib.asynccontextmanager
 async def asgi_http(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> AsyncIterator[httpx2.AsyncClient]:
     """Raw HTTP to the ASGI app in-process, with its lifespan (session manager and pump) running."""
-    app = build_app(instance, options)
+    app = mcp_app(instance, options, alone=False)
     async with app.router.lifespan_context(app):
         transport = httpx2.ASGITransport(app=app)
         async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as http:

@@ -12,7 +12,6 @@ import anyio
 import httpx2
 import pytest
 
-from core.http.app import build_app
 from core.instance import Instance
 from core.mcp.server import SUPPORTED_VERSIONS
 from core.surfaces import discover
@@ -23,6 +22,7 @@ from tests.mcp.conftest import (
     MODERN,
     asgi_http,
     initialize_body,
+    mcp_app,
     modern_request,
 )
 from tests.mcp.raw_http import Raw, served
@@ -131,7 +131,7 @@ async def test_healthz_reports_ok_the_revision_and_the_protocol_versions(shared_
         "revision": shared_instance.store.revision(),
         "model": shared_instance.model.name,
         "protocolVersions": [MODERN, LEGACY],
-        "surfaces": ["mcp", *(s.name for s in discover())],
+        "surfaces": ["mcp", *(s.name for s in discover() if s.name != "mcp")],
     }
 
 
@@ -233,7 +233,7 @@ async def test_a_graphql_websocket_opened_by_a_rebound_page_is_refused(shared_in
     from websockets.asyncio.client import connect
     from websockets.exceptions import InvalidStatus
 
-    async with served(build_app(shared_instance)) as server:
+    async with served(mcp_app(shared_instance, alone=False)) as server:
         rebound = f"rebound.example:{server.port}"
         with anyio.fail_after(DEADLINE_S), pytest.raises(InvalidStatus) as refused:
             async with connect(f"ws://{rebound}/graphql", origin=f"http://{rebound}",  # type: ignore[arg-type]
@@ -270,7 +270,7 @@ async def test_a_body_over_the_limit_is_413_on_every_route_without_a_declared_le
 
 async def test_a_declared_length_over_the_limit_is_refused_at_once_and_nobody_waits(shared_instance: Instance) -> None:
     fifty_mb = str(50 * 1024 * 1024)
-    async with served(build_app(shared_instance)) as server:
+    async with served(mcp_app(shared_instance, alone=False)) as server:
         for path in ("/graphql", "/api/query", "/mcp"):
             raw = await Raw.connect(server.port)
             try:

@@ -2,7 +2,7 @@
 
 Clients speak raw HTTP/1.1 (parsed with h11), so the exact bytes are checked. Where a behaviour is the SDK's
 promise (frames, resumption, errors), the same scenario runs on the same instance through two apps at once: canon's,
-and the app with the GET stream left to the SDK (`build_app(..., legacy=None)`); the answers must be the same, byte
+and the app with the GET stream left to the SDK (`mcp_app(..., legacy=None)`); the answers must be the same, byte
 for byte, but for the event ids (canon numbers a session's GET-stream events; the SDK numbers every message of the
 session, responses included). "Not heard" is proven by order: a session's events arrive in order, so one made later
 arriving first means the earlier one never will.
@@ -29,7 +29,6 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
 
 from core.config import Config
-from core.http.app import build_app
 from core.http.serve import listening_socket
 from core.instance import Instance, open_instance
 from core.mcp.events import CHANGES_URI, EventFanout, node_uri
@@ -41,6 +40,8 @@ from tests.mcp.conftest import (
     copy_store,
     create_team,
     initialize_body,
+    mcp_app,
+    mcp_of,
     serving,
     until,
 )
@@ -190,21 +191,21 @@ def same_answer(answer: tuple[int, dict[str, str], bytes], session: Session) -> 
 # -- apps --------------------------------------------------------------------------------------------------------------
 def ours(instance: Instance, **limits: Any) -> Starlette:
     """canon's HTTP app, the GET streams served by canon (with these `LegacyLimits`)."""
-    return build_app(instance, surfaces=[], legacy=LegacyLimits(**limits))
+    return mcp_app(instance, legacy=LegacyLimits(**limits))
 
 
 def sdk(instance: Instance) -> Starlette:
     """The same app with the GET stream left to the SDK, as before canon took it over: the reference."""
-    return build_app(instance, surfaces=[], legacy=None)
+    return mcp_app(instance, legacy=None)
 
 
 def legacy_of(served: Served) -> LegacyStreams:
-    streams: LegacyStreams = served.app.state.legacy
+    streams: LegacyStreams = mcp_of(served.app).legacy
     return streams
 
 
 def fanout_of(served: Served) -> EventFanout:
-    fanout: EventFanout = served.app.state.fanout
+    fanout: EventFanout = mcp_of(served.app).fanout
     return fanout
 
 

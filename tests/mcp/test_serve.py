@@ -10,10 +10,9 @@ import anyio
 import pytest
 from starlette.applications import Starlette
 
-from core.http.app import build_app
 from core.http.serve import GracefulServer, listening_socket
 from core.instance import Instance
-from tests.mcp.conftest import DEADLINE_S
+from tests.mcp.conftest import DEADLINE_S, mcp_app
 
 pytestmark = pytest.mark.anyio
 
@@ -57,7 +56,7 @@ async def test_a_connection_that_registers_after_shutdown_began_is_closed_and_sh
 ) -> None:
     # A connection accepted just before the listening socket closed registers (connection_made) after uvicorn told
     # the connections it knew of to finish. Made here as asyncio makes one when it accepts, at that very moment.
-    server = Watched(build_app(instance, surfaces=[]))
+    server = Watched(mcp_app(instance))
     sock = listening_socket("127.0.0.1", 0)
     ours, theirs = socket.socketpair()
     with sock, ours, theirs, anyio.fail_after(DEADLINE_S * 2):  # before the fix: polled for ever, never shut down

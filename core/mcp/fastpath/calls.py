@@ -22,7 +22,7 @@ from typing import Any
 
 import pydantic_core
 from mcp.server.runner import modern_error_data
-from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware
 from mcp_types import SERVER_INFO_META_KEY, CallToolRequestParams, RequestId
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -40,19 +40,17 @@ CALL = "tools/call"
 class CallRoute:
     """Answer 2026-07-28 `tools/call` requests from `calls`; pass every other request, untouched, to `app`."""
 
-    def __init__(self, app: ASGIApp, calls: ToolCalls, *, server_info: dict[str, Any],
-                 security: TransportSecuritySettings | None, max_body: int) -> None:  # fmt: skip
+    def __init__(self, app: ASGIApp, calls: ToolCalls, *, server_info: dict[str, Any]) -> None:
         self.app = app
         self.calls = calls
-        self.security = TransportSecurityMiddleware(security)
-        self.max_body = max_body
+        self.security = TransportSecurityMiddleware(None)  # its Content-Type check: the host checked Host/Origin
         self.meta = pydantic_core.to_json({SERVER_INFO_META_KEY: server_info})  # every result's `_meta`, encoded once
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not may_be(scope, CALL):
             await self.app(scope, receive, send)
             return
-        body, replay = await read_body(scope, receive, self.max_body)
+        body, replay = await read_body(receive)
         found = None if body is None else await recognise(scope, body, self.security, CALL, stream=False)
         params = None if found is None else self.takes(found.params)
         if found is None or params is None:  # the SDK answers it (an error, or a call it checks further)
