@@ -157,8 +157,8 @@ class McpSurface:
     `legacy` the 2025-11-25 GET streams (None, or `listen` None, leaves them to the SDK). Left at their defaults,
     the streams take their bounds from the configuration (`[server] max_streams` and `stream_backlog`)."""
 
-    name = "mcp"
-    paths = ("/mcp",)
+    name: str = "mcp"
+    paths: tuple[str, ...] = ("/mcp",)
 
     def __init__(self, options: ServeOptions = DEFAULT_OPTIONS, *, listen: ListenLimits | None = DEFAULT_LIMITS,
                  calls: bool = True, legacy: LegacyLimits | None = DEFAULT_LEGACY_LIMITS) -> None:  # fmt: skip
@@ -182,9 +182,11 @@ class McpSurface:
         config = instance.config
         listen, legacy = self.listen, self.legacy
         if listen is DEFAULT_LIMITS:  # left as it is: the configured bounds
-            listen = dataclasses.replace(listen, max_streams=config.max_streams, max_backlog=config.stream_backlog)
+            listen = dataclasses.replace(DEFAULT_LIMITS, max_streams=config.max_streams,
+                                         max_backlog=config.stream_backlog)  # fmt: skip
         if legacy is DEFAULT_LEGACY_LIMITS:
-            legacy = dataclasses.replace(legacy, max_streams=config.max_streams, max_backlog=config.stream_backlog)
+            legacy = dataclasses.replace(DEFAULT_LEGACY_LIMITS, max_streams=config.max_streams,
+                                         max_backlog=config.stream_backlog)  # fmt: skip
 
         def principal_of(ctx: ServerRequestContext[Any]) -> Principal:
             return principal_of_request(ctx.request)
