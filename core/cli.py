@@ -310,10 +310,10 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _surfaces(options: ServeOptions) -> list[Surface]:
-    """Every installed surface, MCP first and presenting the registry as `options` say."""
+    """Every installed surface, in `discover`'s order, MCP presenting the registry as `options` say."""
     from core.mcp.surface import McpSurface
 
-    return [McpSurface(options), *(s for s in discover() if not isinstance(s, McpSurface))]
+    return [McpSurface(options) if isinstance(s, McpSurface) else s for s in discover()]
 
 
 def _terminate(signum: int, frame: object) -> None:

@@ -20,7 +20,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Protocol, runtime_checkable
 
 from core.dispatch import Dispatcher
@@ -31,12 +31,14 @@ from core.registry import Registry
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "FIRST",
     "RESERVED",
     "ASGIApp",
     "Lifespan",
     "Running",
     "Surface",
     "SurfaceHost",
+    "audit_name_of",
     "claims",
     "discover",
     "surface_named",
@@ -71,7 +73,8 @@ class SurfaceHost:
 
 @runtime_checkable
 class Surface(Protocol):
-    """One secondary surface. `name` is also its audit surface name; `paths` are what it serves.
+    """One surface. `name` is also its audit surface name, unless it has an `audit_name` (`audit_name_of`);
+    `paths` are what it serves.
 
     A path ending in `/` is a prefix (`/api/` serves `/api` and everything under it); any other path is
     served exactly. Paths never overlap another surface's or the host's (`/healthz`, `/ui-assets/`).
@@ -113,10 +116,26 @@ class Lifespan(Protocol):
     def lifespan(self, host: SurfaceHost) -> AbstractAsyncContextManager[Running]: ...
 
 
+def audit_name_of(surface: Surface) -> str:
+    """What the audit log records as `surface`: its optional `audit_name` (MCP over HTTP is "mcp-http", told
+    apart from stdio's "mcp"), else its `name`."""
+    named = getattr(surface, "audit_name", None)
+    return named if isinstance(named, str) else surface.name
+
+
+FIRST = "mcp"
+"""The entry-point name of the primary surface, which `discover` lists (and `/healthz` shows) first."""
+
+
+def _listed_order(point: EntryPoint) -> tuple[bool, str]:
+    return point.name != FIRST, point.name
+
+
 def discover() -> list[Surface]:
-    """Every installed surface, by entry-point name; a surface that fails to load is an error, not skipped."""
+    """Every installed surface: MCP first, then the others by entry-point name; a surface that fails to load is an
+    error, not skipped."""
     found: list[Surface] = []
-    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
+    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=_listed_order):
         surface = point.load()
         if not isinstance(surface, Surface):
             raise TypeError(f"entry point {point.name!r} ({point.value}) is not a canon surface")

@@ -29,6 +29,7 @@ from jsonschema import Draft202012Validator
 
 from core.dispatch import AuditRecord
 from core.instance import Instance
+from core.mcp.surface import surface as mcp_surface
 from core.model import load_model
 from core.paging import encode_cursor
 from core.registry import ToolDefinition, build_registry
@@ -213,7 +214,7 @@ def target(seed_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
     secret = token(instance, "hostile", "admin")
     try:
         with (
-            live(instance, [rest_surface]) as base,
+            live(instance, [mcp_surface, rest_surface]) as base,
             httpx2.Client(base_url=base, headers={"authorization": f"Bearer {secret}"}, timeout=60) as http,
         ):
             yield Target(http, instance, audit)

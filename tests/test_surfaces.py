@@ -85,10 +85,10 @@ def instance(seed_template: Path, tmp_path: Path) -> Any:  # noqa: F811
     opened.close()
 
 
-def test_a_test_surface_satisfies_the_protocol_and_installed_surfaces_load() -> None:
+def test_a_test_surface_satisfies_the_protocol_and_installed_surfaces_load_mcp_first_then_by_name() -> None:
     assert isinstance(Echo(), Surface)
     surfaces = discover()
-    assert [s.name for s in surfaces] == sorted(s.name for s in surfaces)
+    assert [s.name for s in surfaces] == ["mcp", *sorted(s.name for s in surfaces if s.name != "mcp")]
     assert all(isinstance(s, Surface) for s in surfaces)
     assert ENTRY_POINT_GROUP == "canon.surfaces"
 

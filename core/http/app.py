@@ -30,7 +30,7 @@ from core.http.problems import ProblemAnswers, internal_error
 from core.instance import Instance
 from core.mcp.events import EventFanout
 from core.registry import Registry
-from core.surfaces import Lifespan, Running, Surface, SurfaceHost, claims, discover
+from core.surfaces import Lifespan, Running, Surface, SurfaceHost, audit_name_of, claims, discover
 
 __all__ = ["UI_ASSETS", "build_app", "close_streams"]
 
@@ -106,7 +106,7 @@ def build_app(instance: Instance, surfaces: list[Surface] | None = None) -> Star
     routes = [
         SurfaceRoute(
             surface,
-            SurfaceHost(instance, principal_of_request, fanout.watch, surface.name, fanout),
+            SurfaceHost(instance, principal_of_request, fanout.watch, audit_name_of(surface), fanout),
             anonymous=config.anonymous,
         )
         for surface in (discover() if surfaces is None else surfaces)

@@ -158,6 +158,7 @@ class McpSurface:
     the streams take their bounds from the configuration (`[server] max_streams` and `stream_backlog`)."""
 
     name: str = "mcp"
+    audit_name: str = SURFACE
     paths: tuple[str, ...] = ("/mcp",)
 
     def __init__(self, options: ServeOptions = DEFAULT_OPTIONS, *, listen: ListenLimits | None = DEFAULT_LIMITS,

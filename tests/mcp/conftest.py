@@ -134,8 +134,8 @@ class Served:
 def mcp_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, *, alone: bool = True,
             **parts: Any) -> Starlette:  # fmt: skip
     """The host serving MCP (`McpSurface(options, **parts)`), alone or with every other installed surface."""
-    others = [] if alone else [s for s in discover() if not isinstance(s, McpSurface)]
-    return build_app(instance, [McpSurface(options, **parts), *others])
+    mcp = McpSurface(options, **parts)
+    return build_app(instance, [mcp] if alone else [mcp if isinstance(s, McpSurface) else s for s in discover()])
 
 
 def mcp_of(app: Starlette) -> McpEndpoint:

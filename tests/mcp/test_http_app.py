@@ -131,7 +131,7 @@ async def test_healthz_reports_ok_the_revision_and_the_protocol_versions(shared_
         "revision": shared_instance.store.revision(),
         "model": shared_instance.model.name,
         "protocolVersions": [MODERN, LEGACY],
-        "surfaces": ["mcp", *(s.name for s in discover() if s.name != "mcp")],
+        "surfaces": [s.name for s in discover()],
     }
 
 

@@ -210,12 +210,8 @@ def fanout_of(served: Served) -> EventFanout:
 
 
 def manager_of(app: Starlette) -> StreamableHTTPSessionManager:
-    """The SDK's session manager behind the app's /mcp route (each layer in front keeps the next as `.app`)."""
-    layer: Any = app.routes[0].app  # pyright: ignore[reportAttributeAccessIssue]
-    while not hasattr(layer, "session_manager"):
-        layer = layer.app
-    manager: StreamableHTTPSessionManager = layer.session_manager
-    return manager
+    """The SDK's session manager behind the app's /mcp route."""
+    return mcp_of(app).manager
 
 
 def get_stream_open(served: Served, session: Session) -> bool:
@@ -494,9 +490,9 @@ async def test_an_open_get_stream_keeps_its_session_alive_and_once_it_ends_the_s
     instance: Instance, path: str
 ) -> None:
     app = ours(instance, keepalive_s=0.1) if path == "ours" else sdk(instance)
-    manager = manager_of(app)
-    manager.session_idle_timeout = 0.5  # sessions opened from now on expire after half a second without a request
     async with served(app) as server:
+        manager = manager_of(app)
+        manager.session_idle_timeout = 0.5  # sessions opened from now on expire after half a second without a request
         session = await open_session(server.port, A)
         async with session.stream() as live:
             await anyio.sleep(1.5)  # three idle periods pass while only the stream is open
