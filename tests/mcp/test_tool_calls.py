@@ -23,6 +23,7 @@ from core.instance import Instance, open_instance
 from core.mcp.fastpath.calls import CallRoute, response_body
 from core.mcp.revision_gate import RevisionGate
 from core.mcp.server import DEFAULT_OPTIONS, ServeOptions, ToolCalls
+from core.registry import Registry, ToolDefinition
 from tests.mcp.conftest import MODERN, copy_store, create_token, envelope, mcp_app
 from tests.mcp.raw_http import Raw, served
 
@@ -282,7 +283,7 @@ async def test_a_request_canon_does_not_answer_reaches_the_sdk_and_is_answered_b
 
 def test_a_tool_whose_schema_declares_mcp_headers_is_left_to_the_sdk(instance: Instance) -> None:
     class Declaring(ToolCalls):
-        def input_schema(self, called: str) -> Any:
+        def header_schema(self, tool: ToolDefinition) -> Any:
             return {"type": "object", "properties": {"id": {"type": "string", "x-mcp-header": "Id"}}}
 
     calls = ToolCalls(instance.dispatcher, "mcp-http", "")
@@ -291,6 +292,25 @@ def test_a_tool_whose_schema_declares_mcp_headers_is_left_to_the_sdk(instance: I
     params = {"name": "get_node", "arguments": {"id": "team-payments"}}
     assert route.takes(params) is not None
     assert left.takes(params) is None
+
+
+async def test_a_call_canon_answers_looks_its_tool_up_in_the_registry_once(
+    instance: Instance, sdk_requests: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    looked_up: list[str] = []
+    original = Registry.tool
+
+    def spy(self: Registry, name: str) -> ToolDefinition:
+        looked_up.append(name)
+        return original(self, name)
+
+    async with served(mcp_app(instance)) as server:
+        body, headers = call_body("get_node", {"id": "team-payments"}), headers_for("get_node")
+        first = await ask(server.port, body, headers)  # builds the registry's caches (validators, defaults) once
+        monkeypatch.setattr(Registry, "tool", spy)
+        again = await ask(server.port, body, headers)
+
+    assert (again, looked_up, sdk_requests) == (first, ["get_node"], [])
 
 
 async def _refuse(scope: Any, receive: Any, send: Any) -> None:
