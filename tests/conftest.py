@@ -1,4 +1,9 @@
-"""Shared fixtures: the embedded model, and real SQLite stores in a temporary directory."""
+"""Shared fixtures: the embedded model, real SQLite stores in a temporary directory, and seeded instances.
+
+* `seed_template`: one seeded store per session; tests open copies of it (seeding takes about a second).
+* `instance` (a store of the test's own), `shared_instance` (module scope, for tests that only read); `open_copy`
+  for a store of a test's own made by hand.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from core.config import Config
+from core.instance import Instance, open_instance
 from core.interchange import import_path
 from core.model import Model, default_seed_path, load_model
 from core.store.sqlite import SQLiteStore
@@ -72,3 +79,45 @@ def run_canon(
         timeout=timeout,
         check=False,
     )
+
+
+def copy_store(source: Path, target: Path) -> Path:
+    for suffix in ("", "-wal", "-shm"):
+        part = Path(f"{source}{suffix}")
+        if part.exists():
+            shutil.copyfile(part, f"{target}{suffix}")
+    return target
+
+
+@pytest.fixture(scope="session")
+def seed_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store file seeded with the embedded sample data, made once per session; never opened by tests."""
+    path = tmp_path_factory.mktemp("seed") / "canon.db"
+    open_instance(Config(store=path)).close()
+    return path
+
+
+def open_copy(template: Path, folder: Path) -> Instance:
+    folder.mkdir(parents=True, exist_ok=True)
+    return open_instance(Config(store=copy_store(template, folder / "canon.db")))
+
+
+@pytest.fixture
+def instance(seed_template: Path, tmp_path: Path) -> Iterator[Instance]:
+    """A store of the test's own (tests write), with its index and dispatcher."""
+    opened = open_copy(seed_template, tmp_path / "store")
+    yield opened
+    opened.close()
+
+
+@pytest.fixture(scope="module")
+def shared_instance(seed_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
+    """A seeded instance shared by the tests of one module; those tests must not write."""
+    opened = open_copy(seed_template, tmp_path_factory.mktemp("shared"))
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"

@@ -36,7 +36,7 @@ from core.registry import ToolDefinition, build_registry
 from generators.openapi import ToolRoute, route_of
 from generators.rest import surface as rest_surface
 from tests.generators.conftest import live, open_copy, token
-from tests.mcp.conftest import LEGACY, MODERN, envelope, initialize_body, seed_template  # noqa: F401 (a fixture)
+from tests.mcp.conftest import LEGACY, MODERN, envelope, initialize_body
 
 Strategy = st.SearchStrategy[Any]
 MAX_URL = 16_000
@@ -207,7 +207,7 @@ def _samples(instance: Instance) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def target(seed_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:  # noqa: F811
+def target(seed_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     instance = open_copy(seed_template, tmp_path_factory.mktemp("hostile"))
     audit: list[AuditRecord] = []
     instance.dispatcher.audit_hooks.append(audit.append)

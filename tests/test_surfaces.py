@@ -32,7 +32,6 @@ from core.surfaces import (
 )
 from tests.conftest import run_canon
 from tests.generators.conftest import asgi, open_copy, token
-from tests.mcp.conftest import seed_template  # noqa: F401  (a fixture used here)
 
 
 @dataclass
@@ -79,7 +78,7 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def instance(seed_template: Path, tmp_path: Path) -> Any:  # noqa: F811
+def instance(seed_template: Path, tmp_path: Path) -> Any:
     opened = open_copy(seed_template, tmp_path)
     yield opened
     opened.close()

@@ -32,11 +32,8 @@ from core.access import sees, sight_of
 from core.model import load_model
 from core.principal import ANONYMOUS
 from core.store.sqlite import SQLiteStore
-from tests.mcp.conftest import (  # seed_template is a fixture used here
-    copy_store,
-    seed_template,  # noqa: F401  # pyright: ignore[reportUnusedImport]
-    serving,
-)
+from tests.conftest import copy_store
+from tests.mcp.conftest import serving
 
 BROWSER_DIR = Path(__file__).resolve().parent
 NODE_MODULES = BROWSER_DIR / "node_modules"
@@ -149,7 +146,7 @@ def public_node_id(store_path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def site(
-    seed_template: Path,  # noqa: F811
+    seed_template: Path,
     ui_assets: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Site]:
