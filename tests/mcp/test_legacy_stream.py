@@ -200,7 +200,8 @@ def sdk(instance: Instance) -> Starlette:
 
 
 def legacy_of(served: Served) -> LegacyStreams:
-    streams: LegacyStreams = mcp_of(served.app).legacy
+    streams = mcp_of(served.app).legacy
+    assert streams is not None
     return streams
 
 
