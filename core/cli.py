@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core import __version__
 from core.config import Config, load_config, store_location
@@ -27,7 +27,11 @@ from core.model import check_model, default_model_path, load_model
 from core.progress import ProgressBar
 from core.store import copy_store, open_existing_store, store_exists
 from core.store.retention import Retention
+from core.surfaces import Surface, discover
 from core.tokens import TokenFile
+
+if TYPE_CHECKING:
+    from core.mcp.server import ServeOptions
 
 __all__ = ["main"]
 
@@ -321,7 +325,7 @@ def _serve(args: argparse.Namespace) -> int:
         instance.close()
         from core.http.serve import serve_workers
 
-        serve_workers(config, options, args.workers, tokens)
+        serve_workers(config, _surfaces(options), args.workers, tokens)
         return 0
     try:
         if args.stdio:
@@ -331,10 +335,17 @@ def _serve(args: argparse.Namespace) -> int:
         else:
             from core.http.serve import serve_http
 
-            serve_http(instance, options)
+            serve_http(instance, _surfaces(options))
     finally:
         instance.close()
     return 0
+
+
+def _surfaces(options: ServeOptions) -> list[Surface]:
+    """Every installed surface, in `discover`'s order, MCP presenting the registry as `options` say."""
+    from core.mcp.surface import McpSurface
+
+    return [McpSurface(options) if isinstance(s, McpSurface) else s for s in discover()]
 
 
 def _terminate(signum: int, frame: object) -> None:

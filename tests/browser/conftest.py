@@ -27,11 +27,8 @@ from core.access import sees, sight_of
 from core.model import load_model
 from core.principal import ANONYMOUS
 from core.store.sqlite import SQLiteStore
-from tests.mcp.conftest import (  # seed_template is a fixture used here
-    copy_store,
-    seed_template,  # noqa: F401  # pyright: ignore[reportUnusedImport]
-    serving,
-)
+from tests.conftest import copy_store
+from tests.mcp.conftest import serving
 
 SKIP = "CANON_SKIP_BROWSER_TESTS"
 CHROMIUM = "CANON_CHROMIUM"
@@ -84,7 +81,7 @@ def public_node_id(store_path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def site(
-    seed_template: Path,  # noqa: F811
+    seed_template: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Site]:
     """`canon serve` as an operator runs it, with nothing configured: the pages must work offline as shipped."""
