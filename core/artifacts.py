@@ -19,11 +19,12 @@ from typing import Any
 
 from core.config import Config
 from core.instance import open_instance
+from core.model import Model
 from core.principal import ANONYMOUS, Principal
 from core.records import Change
 from core.surfaces import Surface, SurfaceHost, discover
 
-__all__ = ["MANIFEST", "check", "generate", "write"]
+__all__ = ["MANIFEST", "check", "generate", "generate_for", "write"]
 
 MANIFEST = "manifest.json"
 
@@ -61,6 +62,14 @@ def generate(model: Path | None = None, surfaces: list[Surface] | None = None) -
         finally:
             instance.close()
     return dict(sorted(files.items()))
+
+
+def generate_for(model: Model, surfaces: list[Surface] | None = None) -> dict[str, str]:
+    """`generate` for a model held in memory (a store's, or one being compared), never seeded with sample data."""
+    with tempfile.TemporaryDirectory(prefix="canon-model-") as folder:
+        path = Path(folder) / "model.schema.json"
+        path.write_text(model.canonical_json, encoding="utf-8")
+        return generate(path, surfaces)
 
 
 def write(files: Mapping[str, str], folder: Path) -> list[Path]:

@@ -25,7 +25,7 @@ from core.instance import open_instance
 from core.interchange import export_graph, import_path
 from core.model import check_model, default_model_path, load_model
 from core.progress import ProgressBar
-from core.store import copy_store, store_exists
+from core.store import Store, copy_store, open_existing_store, store_exists
 from core.tokens import TokenFile
 
 __all__ = ["main"]
@@ -261,15 +261,21 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_only_store(args: argparse.Namespace) -> Store:
+    """The configured store, opened read-only on the model recorded in it: a read-only command changes no store
+    whatever model file it is given, and a store that does not exist is an error, not a new one."""
+    return open_existing_store(_config(args).store, read_only=True)
+
+
 def _export(args: argparse.Namespace) -> int:
-    instance = open_instance(_config(args), with_index=False, principal=CLI_PRINCIPAL)
+    store = _read_only_store(args)
     try:
         if args.path == "-":
-            nodes, edges = export_graph(instance.store, None, format=args.format or "json", out=sys.stdout)
+            nodes, edges = export_graph(store, None, format=args.format or "json", out=sys.stdout)
         else:
-            nodes, edges = export_graph(instance.store, Path(args.path), format=args.format)
+            nodes, edges = export_graph(store, Path(args.path), format=args.format)
     finally:
-        instance.close()
+        store.close()
     if args.path != "-":
         print(f"Exported {nodes} nodes and {edges} edges to {args.path}.")
     return 0
@@ -329,13 +335,13 @@ def _terminate(signum: int, frame: object) -> None:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    instance = open_instance(_config(args), with_index=False, principal=CLI_PRINCIPAL)
+    store = _read_only_store(args)
     try:
-        s = instance.store.stats()
+        s = store.stats()
     finally:
-        instance.close()
+        store.close()
     print(json.dumps({
-        "store": instance.store.location, "model": {"name": instance.model.name, "version": instance.model.version},
+        "store": store.location, "model": {"name": store.model.name, "version": store.model.version},
         "revision": s.revision, "nodes": s.nodes, "edges": s.edges, "changes": s.changes,
         "size_bytes": s.size_bytes, "nodes_by_type": s.nodes_by_type, "edges_by_type": s.edges_by_type,
     }, indent=2))  # fmt: skip
@@ -438,12 +444,12 @@ def _audit(args: argparse.Namespace) -> int:
         since = utc(args.since)
     except ValueError:
         raise ConfigError(f"--since {args.since!r} is not an ISO 8601 time.", source="--since") from None
-    instance = open_instance(_config(args), with_index=False, principal=CLI_PRINCIPAL)
+    store = _read_only_store(args)
     try:
         query = AuditQuery(args.principal, args.target, args.outcome, args.surface, since)
-        records, total = instance.store.audit_records(query, before=None, limit=args.limit)
+        records, total = store.audit_records(query, before=None, limit=args.limit)
     finally:
-        instance.close()
+        store.close()
     for r in records:
         if args.json:
             print(json.dumps(r))
