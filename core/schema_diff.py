@@ -59,7 +59,11 @@ class Finding:
 
 def worst(classifications: Iterator[Classification] | list[Classification]) -> Classification:
     """The most severe of `classifications` (compatible when there are none)."""
-    return max(classifications, key=_RANK.__getitem__, default=COMPATIBLE)
+    result: Classification = COMPATIBLE
+    for c in classifications:
+        if _RANK[c] > _RANK[result]:
+            result = c
+    return result
 
 
 def _narrowed(direction: Direction) -> Classification:
