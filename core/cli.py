@@ -417,7 +417,7 @@ def _generate(args: argparse.Namespace) -> int:
         print(f"canon: the {len(files)} reference artifacts in {args.out} and the {len(pages)} guide tables are "
               "current", file=sys.stderr)  # fmt: skip
         return 0
-    changed = write(files, args.out) + write(pages, guide_folder)
+    changed = write(files, args.out) + (write(pages, guide_folder) if pages else [])
     print(f"canon: wrote {len(files)} reference artifacts to {args.out} and {len(pages)} guide tables to "
           f"{guide_folder} ({len(changed)} changed: {', '.join(p.name for p in changed) or 'none'})",
           file=sys.stderr)  # fmt: skip
@@ -428,7 +428,7 @@ def _show_config(args: argparse.Namespace) -> int:
     c = _config(args)
     values = {"store": str(c.store), "model": str(c.model) if c.model else "(embedded default)", "seed": c.seed,
               "host": c.host, "port": c.port, "max_body_bytes": c.max_body_bytes,
-              "max_streams": c.max_streams, "stream_backlog": c.stream_backlog,
+              "max_streams": c.max_streams, "stream_backlog": c.stream_backlog, "mcp_fastpath": c.mcp_fastpath,
               "ui_assets": str(c.ui_assets) if c.ui_assets else None, "tokens": str(c.tokens),
               "anonymous": c.anonymous, "local_name": c.local_name, "local_role": c.local_role,
               "local_groups": list(c.local_groups)}  # fmt: skip

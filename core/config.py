@@ -1,9 +1,10 @@
 """Configuration: `canon.toml`, environment overrides, and defaults that need nothing.
 
 Precedence, highest first: command-line options, environment (`CANON_STORE`, `CANON_MODEL`, `CANON_HOST`,
-`CANON_PORT`, `CANON_TOKENS`), the configuration file, defaults. The file is the one named by `--config`, else by
-`CANON_CONFIG`, else `canon.toml` in the working directory if there is one. Its keys are checked against
-`schema/config/config.schema.json`: an unknown or mistyped key is an error naming the key, never ignored.
+`CANON_PORT`, `CANON_TOKENS`, `CANON_UI_ASSETS`, `CANON_MCP_FASTPATH`), the configuration file, defaults. The
+file is the one named by `--config`, else by `CANON_CONFIG`, else `canon.toml` in the working directory if there
+is one. Its keys are checked against `schema/config/config.schema.json`: an unknown or mistyped key is an error
+naming the key, never ignored.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class Config:
     max_body_bytes: int = 1024 * 1024
     max_streams: int = 10_000  # open change streams per process, of each kind (listen, 2025-11-25 GET)
     stream_backlog: int = 1_024  # events waiting for a client that stopped reading, before its stream is ended
+    mcp_fastpath: bool = True  # canon answers parts of the MCP SDK's HTTP transport itself (core.mcp.fastpath)
     ui_assets: Path | None = None  # browser assets for /docs and /graphql served at /ui-assets/ (None: public CDNs)
     tokens: Path = Path("canon-tokens.json")  # hashed bearer tokens (canon token create/revoke)
     anonymous: bool = True  # HTTP callers without a token may read public nodes
@@ -114,6 +116,7 @@ _KEYS = [
     ("server", "max_body_bytes", "max_body_bytes"),
     ("server", "max_streams", "max_streams"),
     ("server", "stream_backlog", "stream_backlog"),
+    ("server", "mcp_fastpath", "mcp_fastpath"),
     ("server", "ui_assets", "ui_assets"),
     ("auth", "tokens", "tokens"),
     ("auth", "anonymous", "anonymous"),
@@ -143,4 +146,15 @@ def _apply_env(config: Config, env: Mapping[str, str]) -> Config:
             )
         values["port"] = int(raw)
         origins["port"] = "$CANON_PORT"
+    if env.get("CANON_MCP_FASTPATH"):
+        values["mcp_fastpath"] = _switch("CANON_MCP_FASTPATH", env["CANON_MCP_FASTPATH"])
+        origins["mcp_fastpath"] = "$CANON_MCP_FASTPATH"
     return replace(config, **values, origins=origins)
+
+
+def _switch(var: str, raw: str) -> bool:
+    """An on/off environment variable: 1/true/on or 0/false/off, in any case."""
+    value = raw.strip().lower()
+    if value not in ("1", "true", "on", "0", "false", "off"):
+        raise ConfigError(f"{var}={raw!r} is not on or off (1/true/on, 0/false/off).", source=f"${var}", key=var)
+    return value in ("1", "true", "on")

@@ -31,6 +31,7 @@ back. A request a surface rejects before it has a principal (a bad token) is aud
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import hashlib
 import json
@@ -186,8 +187,11 @@ def _digest(arguments: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Dispatcher:
+    """The dispatch path through one registry. Immutable: a model change makes another (`evolve`), and a call that
+    started on this one finishes on it."""
+
     registry: Registry
     store: Store
     index: GraphIndex
@@ -202,6 +206,10 @@ class Dispatcher:
         if names != set(self.handlers):  # a definition without a handler, or a handler bound to a misspelt name
             raise ValueError(f"tools without a handler: {sorted(names - set(self.handlers))}; handlers without a "
                              f"tool: {sorted(set(self.handlers) - names)}")  # fmt: skip
+
+    def evolve(self, registry: Registry) -> Dispatcher:
+        """A dispatcher like this one (same store, index, handlers, audit, hooks and walk turns) for `registry`."""
+        return dataclasses.replace(self, registry=registry)
 
     def context(self, principal: Principal, surface: str, received: float | None = None) -> CallContext:
         """The context of a call received at `received` (`time.monotonic()`; default: now), whose wall-time bound

@@ -70,6 +70,7 @@ def fill(text: str, table: str) -> str:
 
 
 def guides(registry: Registry, folder: Path) -> dict[str, str]:
-    """The guides of `folder` (docs/surfaces) with current tool tables: file name -> the whole new text."""
+    """The guides of `folder` (docs/surfaces) with current tool tables: file name -> the whole new text. A guide
+    the folder does not hold is left out (`canon generate --out` elsewhere writes no guides)."""
     return {name: fill((folder / name).read_text(encoding="utf-8"), table)
-            for name, table in tables(registry).items()}  # fmt: skip
+            for name, table in tables(registry).items() if (folder / name).is_file()}  # fmt: skip

@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
+from types import MappingProxyType
 from typing import Any, Literal, cast
 
 from jsonschema.protocols import Validator
@@ -28,6 +29,7 @@ from core.documents import pointer
 from core.errors import UnknownToolError
 from core.model import Model
 from core.schemas import DIALECT, derive
+from core.uris import CHANGES_URI, MODEL_URI, NODE_TEMPLATE, node_uri, type_uri
 
 __all__ = [
     "Execution",
@@ -43,7 +45,6 @@ __all__ = [
 
 Permission = Literal["read", "write", "admin"]
 Execution = Literal["worker", "walk", "point", "indexed"]  # how the dispatcher runs it (core.dispatch)
-NODE_TEMPLATE = "canon://nodes/{type}/{id}"
 # icons of the resources the model gives none: the model, the change log, an edge type, any node
 MODEL_ICON, CHANGES_ICON, EDGE_ICON, NODE_ICON = "🗺️", "🕒", "🔗", "📄"
 
@@ -98,54 +99,47 @@ class ResourceDefinition:
 
 @dataclass(frozen=True)
 class Registry:
+    """Every definition for one model. Immutable: what calls look up per tool (the definition by name, the compiled
+    input validator, the `QuickCheck`, the input defaults) is built with it, never filled in later; another model
+    is another registry (`build_registry`)."""
+
     model: Model
     tools: tuple[ToolDefinition, ...]
     resources: tuple[ResourceDefinition, ...]
     templates: tuple[ResourceDefinition, ...]
-    _by_name: dict[str, ToolDefinition] = field(default_factory=dict[str, ToolDefinition], repr=False)
-    _validators: dict[str, Validator] = field(default_factory=dict[str, Validator], repr=False)
-    _defaults: dict[str, Mapping[str, Any]] = field(default_factory=dict[str, Mapping[str, Any]], repr=False)
-    _quick: dict[str, QuickCheck | None] = field(default_factory=dict[str, "QuickCheck | None"], repr=False)
+    _checks: Mapping[str, _ToolChecks] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self._by_name.update({t.name: t for t in self.tools})
+        object.__setattr__(self, "_checks", MappingProxyType({t.name: _ToolChecks.of(t) for t in self.tools}))
 
     def tool(self, name: str) -> ToolDefinition:
         """The tool called `name`; `UnknownToolError` names the closest known tools otherwise."""
-        found = self._by_name.get(name)
-        if found is None:
-            raise UnknownToolError(name, difflib.get_close_matches(name, list(self._by_name), n=3, cutoff=0.5))
-        return found
+        return self._checked(name).tool
 
     def find(self, name: str) -> ToolDefinition | None:
         """The tool called `name`, or None."""
-        return self._by_name.get(name)
+        found = self._checks.get(name)
+        return None if found is None else found.tool
 
     def input_validator(self, name: str) -> Validator:
-        """The compiled validator of a tool's input schema (built once)."""
-        found = self._validators.get(name)
-        if found is None:
-            schema = self.tool(name).input_schema
-            found = schema_validator(schema)
-            self._validators[name] = found
-        return found
+        """The compiled validator of a tool's input schema."""
+        return self._checked(name).validator
 
     def quick_check(self, name: str) -> QuickCheck | None:
         """A shortcut past `input_validator` for arguments of plain values (see `QuickCheck`); None when the tool's
-        input schema is beyond it. Built once."""
-        if name not in self._quick:
-            self._quick[name] = QuickCheck.of(self.tool(name).input_schema)
-        return self._quick[name]
+        input schema is beyond it."""
+        return self._checked(name).quick
 
     def input_defaults(self, name: str) -> Mapping[str, Any]:
         """The defaults a tool's input schema declares for its top-level properties (what a caller may leave out).
 
-        Found once per tool; the mapping is shared, so a caller that changes what it holds copies it first."""
-        found = self._defaults.get(name)
+        The mapping is shared, so a caller that changes what it holds copies it first."""
+        return self._checked(name).defaults
+
+    def _checked(self, name: str) -> _ToolChecks:
+        found = self._checks.get(name)
         if found is None:
-            properties: Mapping[str, Any] = self.tool(name).input_schema.get("properties", {})
-            found = {key: schema["default"] for key, schema in properties.items() if "default" in schema}
-            self._defaults[name] = found
+            raise UnknownToolError(name, difflib.get_close_matches(name, list(self._checks), n=3, cutoff=0.5))
         return found
 
     def manifest(self) -> dict[str, Any]:
@@ -237,6 +231,24 @@ def _json_of(name: str) -> Any:
     return json.loads(resources.files("schema").joinpath(name).read_text(encoding="utf-8"))
 
 
+@dataclass(frozen=True)
+class _ToolChecks:
+    """What a call of one tool looks up, built with the registry: the definition, its compiled input validator,
+    its `QuickCheck` and its input defaults."""
+
+    tool: ToolDefinition
+    validator: Validator
+    quick: QuickCheck | None
+    defaults: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, tool: ToolDefinition) -> _ToolChecks:
+        schema = tool.input_schema
+        properties: Mapping[str, Any] = schema.get("properties", {})
+        defaults = {key: sub["default"] for key, sub in properties.items() if "default" in sub}
+        return cls(tool, schema_validator(schema), QuickCheck.of(schema), defaults)
+
+
 def _tool_files() -> list[dict[str, Any]]:
     folder = resources.files("schema").joinpath("tools")
     return [json.loads(f.read_text(encoding="utf-8")) for f in folder.iterdir() if f.name.endswith(".json")]
@@ -303,11 +315,11 @@ def _resources(model: Model) -> tuple[ResourceDefinition, ...]:
     fixed = [
         ResourceDefinition(
             "model", "The model", "The whole model: a JSON Schema 2020-12 document declaring every node and edge type.",
-            "application/schema+json", uri="canon://model", icon=MODEL_ICON,
+            "application/schema+json", uri=MODEL_URI, icon=MODEL_ICON,
         ),
         ResourceDefinition(
             "changes", "Recent changes", "The latest 100 entries of the change log, newest last, with the revision "
-            "to pass to get_changes to resume.", "application/json", uri="canon://changes", subscribable=True,
+            "to pass to get_changes to resume.", "application/json", uri=CHANGES_URI, subscribable=True,
             icon=CHANGES_ICON,
         ),
     ]  # fmt: skip
@@ -315,14 +327,14 @@ def _resources(model: Model) -> tuple[ResourceDefinition, ...]:
         fixed.append(
             ResourceDefinition(
                 f"type-{name}", f"{name} schema", f"JSON Schema of the {name} node type. {node_type.description}",
-                "application/schema+json", uri=f"canon://types/{name}", icon=node_type.icon,
+                "application/schema+json", uri=type_uri(name), icon=node_type.icon,
             )
         )  # fmt: skip
     for name, edge_type in model.edge_types.items():
         fixed.append(
             ResourceDefinition(
                 f"type-{name}", f"{name} schema", f"JSON Schema of the {name} edge type. {edge_type.description}",
-                "application/schema+json", uri=f"canon://types/{name}", icon=edge_type.icon or EDGE_ICON,
+                "application/schema+json", uri=type_uri(name), icon=edge_type.icon or EDGE_ICON,
             )
         )  # fmt: skip
     return tuple(fixed)
@@ -333,7 +345,7 @@ def _templates() -> tuple[ResourceDefinition, ...]:
         ResourceDefinition(
             "node", "A node", "One node as JSON: the object get_node returns under `node` (get_node also gives the "
             "store revision it was read at; this resource does not). Subscribe to be told when it changes. "
-            "Example: canon://nodes/Team/team-payments.", "application/json",
+            f"Example: {node_uri('Team', 'team-payments')}.", "application/json",
             uri_template=NODE_TEMPLATE, subscribable=True, icon=NODE_ICON,
         ),
     )  # fmt: skip

@@ -260,7 +260,7 @@ async def test_every_registry_entry_is_on_every_surface_and_nothing_else(seed_te
 
 
 async def test_rest_carries_the_registry_schemas_exactly(seed_template: Path, tmp_path: Path) -> None:  # noqa: F811
-    from generators.openapi import unhoist
+    from generators.rest.openapi import unhoist
 
     instance = open_copy(seed_template, tmp_path)
     try:

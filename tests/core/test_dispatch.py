@@ -373,7 +373,7 @@ def test_every_audit_hook_gets_every_record(instance: Instance) -> None:
     first: list[AuditRecord] = []
     second: list[AuditRecord] = []
     dispatcher = Dispatcher(instance.registry, instance.store, instance.index, HANDLERS)
-    dispatcher.audit_hooks += [first.append, second.append]
+    dispatcher.audit_hooks.extend([first.append, second.append])
 
     dispatcher.call_tool(LOCAL, "test", "describe_model", {})
     dispatcher.call_tool(LOCAL, "test", "get_node", {"id": "svc-does-not-exist"})

@@ -34,14 +34,13 @@ from mcp.client.subscriptions import ResourceUpdated
 
 from core.dispatch import CallContext
 from core.instance import Instance
-from core.mcp.events import CHANGES_URI, node_uri
 from core.model import default_seed_path, load_model
 from core.operations import PutNode
 from core.principal import ANONYMOUS, Principal
 from core.records import parse_edge_key
-from core.registry import NODE_TEMPLATE
 from core.resources import complete, list_resources, read_resource
 from core.store.sqlite import SQLiteStore
+from core.uris import CHANGES_URI, NODE_TEMPLATE, node_uri
 from tests.conftest import run_canon
 from tests.mcp.conftest import (
     DEADLINE_S,
