@@ -22,11 +22,22 @@ more, and may narrow the values it produces only if every stored record already 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["BREAKING", "COMPATIBLE", "NEEDS_DATA_CHECK", "Classification", "Finding", "diff_schema", "worst"]
+__all__ = [
+    "BREAKING",
+    "COMPATIBLE",
+    "NEEDS_DATA_CHECK",
+    "Classification",
+    "Finding",
+    "annotation_changes",
+    "diff_schema",
+    "keyed",
+    "named",
+    "worst",
+]
 
 Classification = Literal["breaking", "needs-data-check", "compatible"]
 Direction = Literal["input", "output"]
@@ -64,6 +75,39 @@ def worst(classifications: Iterator[Classification] | list[Classification]) -> C
         if _RANK[c] > _RANK[result]:
             result = c
     return result
+
+
+def named(
+    surface: str,
+    kind: str,
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    differ: Callable[[str, str, Any, Any], Iterator[Finding]],
+) -> Iterator[Finding]:
+    """Named things of one `kind` (tools, operations, ...) compared by name: a removed one breaks its callers, an
+    added one is compatible, a changed one is compared by `differ(surface, where, old, new)`."""
+    for name in sorted(set(old) | set(new)):
+        where = f"{kind} {name}"
+        if name not in new:
+            yield Finding(surface, where, f"{kind} removed", BREAKING)
+        elif name not in old:
+            yield Finding(surface, where, f"{kind} added", COMPATIBLE)
+        elif old[name] != new[name]:
+            yield from differ(surface, where, old[name], new[name])
+
+
+def annotation_changes(
+    surface: str, where: str, old: Mapping[str, Any], new: Mapping[str, Any], skip: frozenset[str] = frozenset()
+) -> Iterator[Finding]:
+    """Members other than `skip` that changed: what describes a thing (titles, hints, descriptions), compatible."""
+    for key in sorted((set(old) | set(new)) - skip):
+        if old.get(key) != new.get(key):
+            yield Finding(surface, f"{where}/{key}", f"{key} changed", COMPATIBLE)
+
+
+def keyed(items: list[Mapping[str, Any]], key: str) -> dict[str, Mapping[str, Any]]:
+    """`items` by the value of their `key` member."""
+    return {str(item[key]): item for item in items}
 
 
 def _narrowed(direction: Direction) -> Classification:

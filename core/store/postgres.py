@@ -27,15 +27,15 @@ from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from core.audit import AuditQuery, AuditRecord
-from core.errors import ModelError, Problem, StoreError, ValidationError
+from core.errors import StoreError
 from core.model import Model, parse_model
 from core.model_version import check_successor
-from core.operations import Operation, PutEdge, PutNode
+from core.operations import Operation
 from core.records import Change, Edge, Node
 from core.store import AUDIT_FIELDS, CommitResult, NodeQuery, StoreDump, StoreStats
-from core.store.common import EmptyView, dumps, edge_ends, model_info, record_pointer, state_access, utc_now
+from core.store.common import dumps, edge_ends, model_info, revalidate, state_access, utc_now
 from core.store.pg_sql import change_filter, node_filter, search_text
-from core.validation import StateView, Write, indexed_problems, plan
+from core.validation import StateView, Write, plan
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 
@@ -281,7 +281,12 @@ class PostgresStore:
                 return
             if row is not None:
                 check_successor(json.loads(row[0]), model)
-                self._revalidate(db, model)
+                revalidate(
+                    model,
+                    (_node(r) for r in db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes ORDER BY id")),
+                    (_edge(r) for r in db.execute(f"SELECT {_EDGE_COLUMNS} FROM edges ORDER BY source, type, target")),
+                    self.location,
+                )
                 for name, node_type in model.node_types.items():  # a type's key property may have changed
                     db.execute(
                         "UPDATE nodes SET key = CASE json_typeof(properties -> %s) "
@@ -298,26 +303,6 @@ class PostgresStore:
                  Json(model_info(model.document))),
             )  # fmt: skip
             self._model = model
-
-    def _revalidate(self, db: psycopg.Connection[Any], model: Model) -> None:
-        """Check every stored record under `model`; refuse with one problem per refused record, named by it."""
-        nodes = [PutNode(_node(r)) for r in db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes ORDER BY id")]
-        edges = [
-            PutEdge(_edge(r)) for r in db.execute(f"SELECT {_EDGE_COLUMNS} FROM edges ORDER BY source, type, target")
-        ]
-        for ops in (nodes, nodes + edges):
-            try:
-                plan(model, list[Operation](ops), EmptyView(), base_revision=0, principal="system", now=utc_now())
-            except ValidationError as exc:
-                problems = [
-                    Problem(f"{record_pointer(ops[p.index])}{p.problem.pointer}", p.problem.message, file=self.location)
-                    for p in indexed_problems(exc)
-                ]
-                raise ModelError(
-                    f"The store {self.location} holds {len(problems)} problem(s) under the model {model.source}; "
-                    "fix the data or the model first. Nothing was changed.",
-                    problems,
-                ) from exc
 
     # -- reading -----------------------------------------------------------------------------------------------
     @property
