@@ -319,7 +319,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise ConfigError("--workers must be between 1 and 64.", source="--workers")
     if args.workers > 1 and args.stdio:
         raise ConfigError("--workers applies to HTTP; stdio serves one client in one process.", source="--workers")
-    _check_served_model(config, follow=args.follow_model)
+    _check_served_model(config, follow=args.follow_model or config.follow_model)
     instance = open_instance(config, principal=CLI_PRINCIPAL)
     signal.signal(signal.SIGTERM, _terminate)  # stop like Ctrl-C does: the audit log is flushed, the store closed
     if args.workers > 1:  # the store exists and is seeded now; each worker opens its own

@@ -6,6 +6,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +109,36 @@ def test_model_diff_of_an_added_optional_property_passes_fail_on_breaking(seeded
                        cwd=seeded)  # fmt: skip
     assert result.returncode == EXIT_OK, result.stdout + result.stderr
     assert ": compatible" in result.stdout.splitlines()[0]
+
+
+def _follow_config(folder: Path, model: str) -> None:
+    (folder / "canon.toml").write_text(f'[model]\npath = "{model}"\nfollow = true\n', encoding="utf-8")
+
+
+def test_serve_with_follow_in_the_config_refuses_a_breaking_change(tmp_path: Path, seeded: Path) -> None:
+    folder = tmp_path / "store"
+    folder.mkdir()
+    for name in ("canon.db", "breaking.json"):
+        (folder / name).write_bytes((seeded / name).read_bytes())
+    _follow_config(folder, "breaking.json")
+    before = _digest(folder / "canon.db")
+    result = run_canon("serve", "--port", "0", cwd=folder)
+    assert result.returncode == EXIT_USAGE
+    assert "--follow-model adopts only compatible changes" in result.stderr
+    assert _digest(folder / "canon.db") == before
+
+
+def test_serve_with_follow_in_the_config_starts_on_a_compatible_change_and_the_store_adopts_it(
+    tmp_path: Path, seeded: Path
+) -> None:
+    folder = tmp_path / "store"
+    folder.mkdir()
+    for name in ("canon.db", "compatible.json"):
+        (folder / name).write_bytes((seeded / name).read_bytes())
+    _follow_config(folder, "compatible.json")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
+    served = subprocess.run([sys.executable, "-m", "core.cli", "serve", "--stdio"], cwd=folder, env=clean,
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)  # fmt: skip
+    assert served.returncode == EXIT_OK, served.stderr  # started, served stdin until its end
+    stats = run_canon("stats", cwd=folder)
+    assert json.loads(stats.stdout)["model"]["version"] == "1.1.0"
