@@ -137,8 +137,9 @@ def test_serve_with_follow_in_the_config_starts_on_a_compatible_change_and_the_s
         (folder / name).write_bytes((seeded / name).read_bytes())
     _follow_config(folder, "compatible.json")
     clean = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
-    served = subprocess.run([sys.executable, "-m", "core.cli", "serve", "--stdio"], cwd=folder, env=clean,
-                            stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)  # fmt: skip
+    command = [sys.executable, "-m", "core.cli", "serve", "--stdio"]
+    served = subprocess.run(command, cwd=folder, env=clean, stdin=subprocess.DEVNULL, capture_output=True,
+                            text=True, timeout=120, check=False)  # fmt: skip
     assert served.returncode == EXIT_OK, served.stderr  # started, served stdin until its end
     stats = run_canon("stats", cwd=folder)
     assert json.loads(stats.stdout)["model"]["version"] == "1.1.0"
