@@ -172,7 +172,7 @@ def error_json(error: CanonError) -> dict[str, Any]:
     problems: tuple[Problem, ...] = getattr(error, "problems", ())
     if problems:
         out["problems"] = [p.as_dict() for p in problems]
-    for name in ("tool", "kind", "key", "expected", "actual", "limit", "value", "suggestions"):
+    for name in ("tool", "kind", "key", "expected", "actual", "limit", "value", "suggestions", "since", "oldest"):
         if hasattr(error, name):
             value = getattr(error, name)
             out[name] = list(value) if isinstance(value, tuple) else value

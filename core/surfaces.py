@@ -53,10 +53,10 @@ ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitab
 
 @dataclass(frozen=True)
 class SurfaceSettings:
-    """What a surface may know of the configuration."""
+    """What a surface may know of the configuration. (Docs pages load their scripts and styles from the host's
+    `/ui-assets/`: `core.http.ui_assets`.)"""
 
     max_body_bytes: int  # the largest request body the host admits (`[server] max_body_bytes`)
-    local_ui_assets: bool = False  # docs pages load their scripts and styles from the host's `/ui-assets`
     anonymous: bool = True  # whether a caller without a token is served (as the anonymous principal)
 
 
@@ -105,7 +105,7 @@ def host_for(instance: Instance, surface_name: str, *, principal_of: Callable[[A
              watch: Watch) -> SurfaceHost:  # fmt: skip
     """The host a surface gets from `instance`, bound to its current snapshot."""
     config = instance.config
-    settings = SurfaceSettings(config.max_body_bytes, config.ui_assets is not None, config.anonymous)
+    settings = SurfaceSettings(config.max_body_bytes, config.anonymous)
     return SurfaceHost(instance.snapshot, settings, principal_of, instance.tokens.verify, watch,
                        instance.store.revision, surface_name)  # fmt: skip
 

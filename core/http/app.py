@@ -3,7 +3,8 @@
 Routes: `/mcp` (Streamable HTTP, both protocol revisions: 2026-07-28 requests are served statelessly, their
 `subscriptions/listen` streams and `tools/call` answers by canon itself (`core.mcp.fastpath`), the rest
 by the SDK; 2025-11-25 clients get sessions, a GET stream (served by canon, `core.mcp.fastpath.legacy_streams`)
-and `Last-Event-ID` resumption), `/healthz`, and every path a
+and `Last-Event-ID` resumption), `/healthz`, `/` (a landing page, `core.http.landing`), `/ui-assets/` (the docs
+pages' scripts and styles, `core.http.ui_assets`), and every path a
 discovered surface claims (`core.surfaces`: REST, GraphQL, llms.txt), each served by that surface's app for
 the current registry. Bearer tokens
 identify callers on every route (`core.http.auth`); `/mcp` refuses a bad token with 401. Outside every route,
@@ -33,7 +34,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from core.changes import ChangeFeed
 from core.http.admission import Admission, allowed_for
 from core.http.auth import BearerGate, auth_middleware, principal_of_request
+from core.http.landing import landing_endpoint
 from core.http.problems import ProblemAnswers, internal_error
+from core.http.ui_assets import BUNDLED
 from core.instance import Instance
 from core.mcp.events import EventFanout
 from core.mcp.fastpath.calls import CallRoute
@@ -185,7 +188,8 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
         sdk_endpoint = LegacyRoute(sdk_endpoint, get_streams, manager)
     mcp_endpoint = BearerGate(sdk_endpoint, anonymous=instance.config.anonymous, on_reject=reject)
     surface_routes: list[BaseRoute] = []
-    for surface in discover() if surfaces is None else surfaces:
+    installed = discover() if surfaces is None else surfaces
+    for surface in installed:
         host = host_for(instance, surface.name, principal_of=principal_of_request, watch=feed.watch)
 
         def gate(app: ASGIApp, name: str = surface.name) -> ASGIApp:
@@ -195,10 +199,15 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
             return BearerGate(app, anonymous=instance.config.anonymous, problem=True, on_reject=refused)
 
         surface_routes.append(SurfaceRoute(surface, host, gate, current))
-    if instance.config.ui_assets is not None:  # the docs pages' scripts and styles, for offline use
-        surface_routes.append(Mount(UI_ASSETS, app=StaticFiles(directory=instance.config.ui_assets)))
+    assets = BUNDLED if instance.config.ui_assets is None else instance.config.ui_assets  # the docs pages' files
+    surface_routes.append(Mount(UI_ASSETS, app=StaticFiles(directory=assets)))
     app = Starlette(
-        routes=[Route("/mcp", endpoint=mcp_endpoint), Route("/healthz", healthz), *surface_routes],
+        routes=[
+            Route("/mcp", endpoint=mcp_endpoint),
+            Route("/healthz", healthz),
+            Route("/", landing_endpoint(lambda: instance.model, installed, anonymous=instance.config.anonymous)),
+            *surface_routes,
+        ],
         middleware=[
             Middleware(ProblemAnswers),
             Middleware(Admission, allowed=allowed_for(config.host), max_body=config.max_body_bytes),
