@@ -19,13 +19,15 @@ from typing import Any
 
 from core.config import Config
 from core.instance import open_instance
+from core.model import Model
 from core.principal import ANONYMOUS, Principal
 from core.records import Change, Sight
 from core.surfaces import Surface, discover, host_for
 
-__all__ = ["MANIFEST", "check", "generate", "write"]
+__all__ = ["MANIFEST", "MCP", "check", "generate", "generate_by_owner", "generate_for", "write"]
 
 MANIFEST = "manifest.json"
+MCP = "mcp"  # the owner of the manifest: the registry's tools and resources as MCP lists them
 
 
 def _json(value: Any) -> str:
@@ -49,20 +51,39 @@ def _anonymous(request: object) -> Principal:
 
 def generate(model: Path | None = None, surfaces: list[Surface] | None = None) -> dict[str, str]:
     """Every reference artifact for `model` (None: the embedded one), by file name, in a stable order."""
+    files: dict[str, str] = {}
+    for owned in generate_by_owner(model, surfaces).values():
+        files.update(owned)
+    return dict(sorted(files.items()))
+
+
+def generate_by_owner(model: Path | None = None, surfaces: list[Surface] | None = None) -> dict[str, dict[str, str]]:
+    """`generate`, grouped by who generated each file: `MCP` (the registry's manifest) and each surface's name."""
     with tempfile.TemporaryDirectory(prefix="canon-generate-") as folder:
         config = Config(store=Path(folder) / "reference.db", model=model, tokens=Path(folder) / "tokens.json")
         instance = open_instance(config, principal="system:generate")
         try:
-            files: dict[str, str] = {MANIFEST: _json(instance.registry.manifest())}
+            owners: dict[str, dict[str, str]] = {MCP: {MANIFEST: _json(instance.registry.manifest())}}
+            made = {MANIFEST}
             for surface in discover() if surfaces is None else surfaces:
                 host = host_for(instance, surface.name, principal_of=_anonymous, watch=_no_changes)
-                for name, text in surface.artifacts(host).items():
-                    if name in files:
-                        raise ValueError(f"surface {surface.name!r} generates {name}, which another surface made")
-                    files[name] = text
+                files = dict(surface.artifacts(host))
+                if clash := made & set(files):
+                    raise ValueError(f"surface {surface.name!r} generates {', '.join(clash)}, which another made")
+                made |= set(files)
+                owners[surface.name] = files
         finally:
             instance.close()
-    return dict(sorted(files.items()))
+    return owners
+
+
+def generate_for(model: Model, surfaces: list[Surface] | None = None) -> dict[str, dict[str, str]]:
+    """`generate_by_owner` for a model held in memory (a store's, or one being compared), never seeded with sample
+    data."""
+    with tempfile.TemporaryDirectory(prefix="canon-model-") as folder:
+        path = Path(folder) / "model.schema.json"
+        path.write_text(model.canonical_json, encoding="utf-8")
+        return generate_by_owner(path, surfaces)
 
 
 def write(files: Mapping[str, str], folder: Path) -> list[Path]:

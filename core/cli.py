@@ -25,7 +25,7 @@ from core.instance import open_instance
 from core.interchange import export_graph, import_path
 from core.model import check_model, default_model_path, load_model
 from core.progress import ProgressBar
-from core.store import copy_store, open_existing_store, store_exists
+from core.store import Store, copy_store, open_existing_store, store_exists
 from core.store.retention import Retention
 from core.surfaces import Surface, discover
 from core.tokens import TokenFile
@@ -137,6 +137,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="list tools as PREFIX+name (canon_ → canon_get_node), the only names accepted")  # fmt: skip
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
                    help="stderr log level (default: info)")  # fmt: skip
+    p.add_argument("--follow-model", action="store_true",
+                   help="development: adopt a changed model file if no surface breaks and every stored record fits "
+                   "(otherwise a differing model file is refused)")  # fmt: skip
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="HTTP worker processes sharing the port (default: 1); 2026-07-28 requests go to any "
                    "worker, a 2025-11-25 session stays in the worker that opened it")  # fmt: skip
@@ -209,6 +212,20 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--keep-revisions", type=int, metavar="N", help="keep at least the newest N revisions")
     t.add_argument("--changes-days", type=int, metavar="DAYS", help="drop changes older than DAYS days")
     t.set_defaults(handler=_store_compact)
+    p = command("model", _model_usage, "compare models: what a change does to every surface",
+                "Commands on the model. `canon model diff [OLD] NEW` classifies every change between two model files "
+                "(OLD omitted: the store's current model) as breaking, needs-data-check or compatible on each "
+                "surface (MCP, REST, GraphQL, llms.txt), from what the generators produce for each.")  # fmt: skip
+    models = p.add_subparsers(title="model commands", metavar="ACTION")
+    t = models.add_parser("diff", help="classify every change from OLD (or the store's model) to NEW",
+                          description="Generate every surface's artifacts for both models and list each difference "
+                          "with its classification; with the store's model as OLD, also count the stored records "
+                          "NEW would refuse (the store is opened read-only).")  # fmt: skip
+    t.add_argument("files", nargs="+", type=Path, metavar="[OLD] NEW", help="model files")
+    t.add_argument("--json", action="store_true", help="the report as one JSON object")
+    t.add_argument("--fail-on", choices=("breaking", "needs-data-check"), metavar="LEVEL",
+                   help="exit 1 if any change is this severe (breaking, or needs-data-check and worse)")  # fmt: skip
+    t.set_defaults(handler=_model_diff)
     p = command("audit", _audit, "show the audit log (newest first)",
                 "Show the audit log, newest first: one line per call on every surface, with time, principal, "
                 "surface, action, target, outcome, revision and duration. Filters combine.")  # fmt: skip
@@ -283,15 +300,21 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_only_store(args: argparse.Namespace) -> Store:
+    """The configured store, opened read-only on the model recorded in it: a read-only command changes no store
+    whatever model file it is given, and a store that does not exist is an error, not a new one."""
+    return open_existing_store(_config(args).store, read_only=True)
+
+
 def _export(args: argparse.Namespace) -> int:
-    instance = open_instance(_config(args), with_index=False, principal=CLI_PRINCIPAL)
+    store = _read_only_store(args)
     try:
         if args.path == "-":
-            nodes, edges = export_graph(instance.store, None, format=args.format or "json", out=sys.stdout)
+            nodes, edges = export_graph(store, None, format=args.format or "json", out=sys.stdout)
         else:
-            nodes, edges = export_graph(instance.store, Path(args.path), format=args.format)
+            nodes, edges = export_graph(store, Path(args.path), format=args.format)
     finally:
-        instance.close()
+        store.close()
     if args.path != "-":
         print(f"Exported {nodes} nodes and {edges} edges to {args.path}.")
     return 0
@@ -318,6 +341,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise ConfigError("--workers must be between 1 and 64.", source="--workers")
     if args.workers > 1 and args.stdio:
         raise ConfigError("--workers applies to HTTP; stdio serves one client in one process.", source="--workers")
+    _check_served_model(config, follow=args.follow_model or config.follow_model)
     instance = open_instance(config, principal=CLI_PRINCIPAL)
     signal.signal(signal.SIGTERM, _terminate)  # stop like Ctrl-C does: the audit log is flushed, the store closed
     if args.workers > 1:  # the store exists and is seeded now; each worker opens its own
@@ -348,6 +372,35 @@ def _surfaces(options: ServeOptions) -> list[Surface]:
     return [McpSurface(options) if isinstance(s, McpSurface) else s for s in discover()]
 
 
+def _check_served_model(config: Config, *, follow: bool) -> None:
+    """Refuse to serve a model file that differs from the store's, unless following it (`--follow-model`) and
+    the change breaks no surface and refuses no stored record (`canon model diff`)."""
+    if not store_exists(config.store):
+        return
+    wanted = load_model(config.model)
+    store = open_existing_store(config.store, read_only=True)
+    try:
+        stored = store.model
+        if stored.digest == wanted.digest:
+            return
+        change = f"The model {wanted.source} ({wanted.name} {wanted.version}) differs from the store's " \
+                 f"({stored.name} {stored.version})"  # fmt: skip
+        if not follow:
+            raise ConfigError(f"{change}; see the changes with 'canon model diff {wanted.source}', apply it with "
+                              f"'canon --model {wanted.source} init', or serve with --follow-model while developing.",
+                              source="model")  # fmt: skip
+        from core.model_diff import diff_models
+
+        report = diff_models(stored, wanted, store)
+    finally:
+        store.close()
+    refused = report.data.refused if report.data else 0
+    if report.classification() == "breaking" or refused:
+        raise ConfigError(f"{change} and --follow-model adopts only compatible changes: this one is "
+                          f"{report.classification()} ({refused} stored record(s) refused); see 'canon model diff "
+                          f"{wanted.source}'.", source="--follow-model")  # fmt: skip
+
+
 def _terminate(signum: int, frame: object) -> None:
     """SIGTERM handler: unwind (running every `finally`) and exit with the conventional status 128 + 15.
 
@@ -358,13 +411,13 @@ def _terminate(signum: int, frame: object) -> None:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    instance = open_instance(_config(args), with_index=False, principal=CLI_PRINCIPAL)
+    store = _read_only_store(args)
     try:
-        s = instance.store.stats()
+        s = store.stats()
     finally:
-        instance.close()
+        store.close()
     print(json.dumps({
-        "store": instance.store.location, "model": {"name": instance.model.name, "version": instance.model.version},
+        "store": store.location, "model": {"name": store.model.name, "version": store.model.version},
         "revision": s.revision, "nodes": s.nodes, "edges": s.edges, "changes": s.changes,
         "size_bytes": s.size_bytes, "nodes_by_type": s.nodes_by_type, "edges_by_type": s.edges_by_type,
     }, indent=2))  # fmt: skip
@@ -488,6 +541,50 @@ def _store_compact(args: argparse.Namespace) -> int:
     return 0
 
 
+def _model_usage(args: argparse.Namespace) -> int:
+    print("canon model: choose an action: diff (see canon model --help).", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _model_diff(args: argparse.Namespace) -> int:
+    from core.model_diff import diff_models
+
+    if len(args.files) > 2:
+        raise ConfigError("canon model diff takes at most two model files: [OLD] NEW.", source="model diff")
+    new = load_model(args.files[-1])
+    if len(args.files) == 2:
+        report = diff_models(load_model(args.files[0]), new)
+    else:
+        store = _read_only_store(args)
+        try:
+            report = diff_models(store.model, new, store)
+        finally:
+            store.close()
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+    else:
+        _print_model_diff(report.as_dict())
+    level = {"breaking": 2, "needs-data-check": 1, "compatible": 0}
+    failed = args.fail_on is not None and level[report.classification()] >= level[args.fail_on]
+    return EXIT_PROBLEMS if failed else 0
+
+
+def _print_model_diff(report: dict[str, Any]) -> None:
+    print(f"{report['old']} -> {report['new']}: {report['classification']}")
+    for surface, classification in report["surfaces"].items():
+        print(f"  {surface:<8} {classification}")
+    for f in report["findings"]:
+        if f["classification"] != "compatible":
+            print(f"  {f['classification']:<16} {f['surface']:<8} {f['where']}: {f['change']}")
+    compatible = sum(f["classification"] == "compatible" for f in report["findings"])
+    print(f"  ({compatible} compatible change(s) not listed; --json lists all)")
+    data = report["data"]
+    if data is not None:
+        print(f"data: {data['refused']} of {data['checked']} stored record(s) would be refused")
+        for s in data["sample"]:
+            print(f"  {s['id']}{s['pointer']}: {s['message']}")
+
+
 def _audit(args: argparse.Namespace) -> int:
     from core.audit import AuditQuery
     from core.tools.audit import utc
@@ -498,12 +595,12 @@ def _audit(args: argparse.Namespace) -> int:
         since = utc(args.since)
     except ValueError:
         raise ConfigError(f"--since {args.since!r} is not an ISO 8601 time.", source="--since") from None
-    instance = open_instance(_config(args), with_index=False, principal=CLI_PRINCIPAL)
+    store = _read_only_store(args)
     try:
         query = AuditQuery(args.principal, args.target, args.outcome, args.surface, since)
-        records, total = instance.store.audit_records(query, before=None, limit=args.limit)
+        records, total = store.audit_records(query, before=None, limit=args.limit)
     finally:
-        instance.close()
+        store.close()
     for r in records:
         if args.json:
             print(json.dumps(r))

@@ -33,6 +33,7 @@ class Config:
     store: Path | str = Path("canon.db")  # a SQLite file, or a PostgreSQL database's URL (`store_location`)
     model: Path | None = None  # None: the embedded default model
     seed: bool = True
+    follow_model: bool = False  # development: `canon serve` adopts a changed model file if the change is compatible
     host: str = "127.0.0.1"
     port: int = 8000
     max_body_bytes: int = 1024 * 1024
@@ -114,6 +115,7 @@ _KEYS = [
     ("store", "url", "store"),
     ("model", "path", "model"),
     ("model", "seed", "seed"),
+    ("model", "follow", "follow_model"),
     ("server", "host", "host"),
     ("server", "port", "port"),
     ("server", "max_body_bytes", "max_body_bytes"),

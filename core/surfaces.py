@@ -31,6 +31,7 @@ from core.dispatch import CallContext, ToolResult
 from core.instance import Instance
 from core.principal import Principal
 from core.registry import Registry
+from core.schema_diff import Finding
 from core.snapshot import Snapshot
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "FIRST",
     "RESERVED",
     "ASGIApp",
+    "Comparing",
     "Lifespan",
     "Running",
     "Surface",
@@ -184,6 +186,19 @@ FIRST = "mcp"
 
 def _listed_order(point: EntryPoint) -> tuple[bool, str]:
     return point.name != FIRST, point.name
+
+
+@runtime_checkable
+class Comparing(Protocol):
+    """What a surface may also do: classify what a model change does to its callers (`canon model diff`).
+
+    `compare` gets the artifacts this surface generated (`Surface.artifacts`) for the old and the new model and
+    returns one `Finding` per difference, each breaking, needs-data-check or compatible for its callers. The surface
+    knows its own format (an SDL, an OpenAPI document), so the rules for it live with it; a surface without
+    `compare` has every changed artifact reported as breaking, since nothing shows it is not.
+    """
+
+    def compare(self, old: Mapping[str, str], new: Mapping[str, str]) -> list[Finding]: ...
 
 
 def discover() -> list[Surface]:

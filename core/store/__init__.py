@@ -162,15 +162,18 @@ def open_store(location: str | Path, model: Model, *, principal: str = "system")
     return SQLiteStore.open(Path(location), model, principal=principal)
 
 
-def open_existing_store(location: str | Path) -> Store:
-    """Open an existing store on the model recorded in it, changing nothing (`StoreError` if there is none)."""
+def open_existing_store(location: str | Path, *, read_only: bool = False) -> Store:
+    """Open an existing store on the model recorded in it, changing nothing (`StoreError` if there is none).
+
+    With `read_only`, the backend itself refuses writes (SQLite `mode=ro`, PostgreSQL read-only transactions):
+    what read-only commands use, so they cannot change a store whatever model file they were given."""
     if is_database_url(location):
         from core.store.postgres import PostgresStore
 
-        return PostgresStore.open_existing(str(location))
+        return PostgresStore.open_existing(str(location), read_only=read_only)
     from core.store.sqlite import SQLiteStore
 
-    return SQLiteStore.open_existing(Path(location))
+    return SQLiteStore.open_existing(Path(location), read_only=read_only)
 
 
 def copy_store(source: str | Path, target: str | Path) -> StoreStats:

@@ -29,15 +29,16 @@ from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from core.audit import AuditQuery, AuditRecord
-from core.errors import ModelError, Problem, StoreError, ValidationError
+from core.errors import StoreError
 from core.model import Model, parse_model
-from core.operations import Operation, PutEdge, PutNode
+from core.model_version import check_successor
+from core.operations import Operation
 from core.records import Change, Edge, Node
 from core.store import AUDIT_FIELDS, CommitResult, NodeQuery, StoreDump, StoreStats
-from core.store.common import EmptyView, dumps, edge_ends, model_info, record_pointer, state_access, utc_now
+from core.store.common import dumps, edge_ends, model_info, revalidate, state_access, utc_now
 from core.store.pg_sql import change_filter, node_filter, search_text
 from core.store.retention import Compaction, Retention
-from core.validation import StateView, Write, indexed_problems, plan
+from core.validation import StateView, Write, plan
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 
@@ -96,16 +97,18 @@ _CHANGE_ALL = (f"{_CHANGE_COLUMNS}, source, target, before_visibility, before_re
 _AUDIT_COLUMNS = ", ".join(AUDIT_FIELDS)
 
 
-def _connect(url: str) -> ConnectionPool[psycopg.Connection[Any]]:
+def _connect(url: str, *, read_only: bool = False) -> ConnectionPool[psycopg.Connection[Any]]:
     """A pool of autocommit connections to `url`, open (or a `StoreError` saying why not, at once: one plain
-    connection is tried first, since the pool retries until its timeout)."""
+    connection is tried first, since the pool retries until its timeout); with `read_only`, every transaction
+    on them is read-only (`default_transaction_read_only`), so the database refuses any write."""
     try:
         psycopg.connect(url).close()
     except psycopg.Error as exc:
         raise StoreError(f"Cannot connect to the store {_redacted(url)}: {exc}.", path=_redacted(url)) from exc
-    pool = ConnectionPool[psycopg.Connection[Any]](
-        url, min_size=1, max_size=POOL_SIZE, kwargs={"autocommit": True}, open=False
-    )
+    kwargs: dict[str, Any] = {"autocommit": True}
+    if read_only:
+        kwargs["options"] = "-c default_transaction_read_only=on"
+    pool = ConnectionPool[psycopg.Connection[Any]](url, min_size=1, max_size=POOL_SIZE, kwargs=kwargs, open=False)
     try:
         pool.open(wait=True, timeout=30)
     except (psycopg.Error, PoolTimeout) as exc:
@@ -212,9 +215,10 @@ class PostgresStore:
         return store
 
     @classmethod
-    def open_existing(cls, url: str) -> PostgresStore:
-        """Open a store on the model recorded in it, changing nothing."""
-        pool = _connect(url)
+    def open_existing(cls, url: str, *, read_only: bool = False) -> PostgresStore:
+        """Open a store on the model recorded in it, changing nothing; with `read_only`, in read-only transactions
+        only, so the database itself refuses any write."""
+        pool = _connect(url, read_only=read_only)
         try:
             with pool.connection() as db:
                 row = db.execute("SELECT value FROM meta WHERE key = 'model'").fetchone()
@@ -223,7 +227,9 @@ class PostgresStore:
             raise StoreError(f"The store {_redacted(url)} is no canon store: {exc}.", path=_redacted(url)) from exc
         if row is None:
             pool.close()
-            raise StoreError(f"The store {_redacted(url)} records no model.", path=_redacted(url))
+            raise StoreError(
+                f"The store {_redacted(url)} records no model; create one with 'canon init'.", path=_redacted(url)
+            )
         return cls(url, pool, parse_model(json.loads(row[0]), source=f"{_redacted(url)}#model"))
 
     @staticmethod
@@ -277,7 +283,13 @@ class PostgresStore:
             if row is not None and row[0] == model.canonical_json:
                 return
             if row is not None:
-                self._revalidate(db, model)
+                check_successor(json.loads(row[0]), model)
+                revalidate(
+                    model,
+                    (_node(r) for r in db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes ORDER BY id")),
+                    (_edge(r) for r in db.execute(f"SELECT {_EDGE_COLUMNS} FROM edges ORDER BY source, type, target")),
+                    self.location,
+                )
                 for name, node_type in model.node_types.items():  # a type's key property may have changed
                     db.execute(
                         "UPDATE nodes SET key = CASE json_typeof(properties -> %s) "
@@ -294,26 +306,6 @@ class PostgresStore:
                  Json(model_info(model.document))),
             )  # fmt: skip
             self._model = model
-
-    def _revalidate(self, db: psycopg.Connection[Any], model: Model) -> None:
-        """Check every stored record under `model`; refuse with one problem per refused record, named by it."""
-        nodes = [PutNode(_node(r)) for r in db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes ORDER BY id")]
-        edges = [
-            PutEdge(_edge(r)) for r in db.execute(f"SELECT {_EDGE_COLUMNS} FROM edges ORDER BY source, type, target")
-        ]
-        for ops in (nodes, nodes + edges):
-            try:
-                plan(model, list[Operation](ops), EmptyView(), base_revision=0, principal="system", now=utc_now())
-            except ValidationError as exc:
-                problems = [
-                    Problem(f"{record_pointer(ops[p.index])}{p.problem.pointer}", p.problem.message, file=self.location)
-                    for p in indexed_problems(exc)
-                ]
-                raise ModelError(
-                    f"The store {self.location} holds {len(problems)} problem(s) under the model {model.source}; "
-                    "fix the data or the model first. Nothing was changed.",
-                    problems,
-                ) from exc
 
     # -- reading -----------------------------------------------------------------------------------------------
     @property

@@ -23,14 +23,15 @@ from typing import Any
 
 from core.audit import AuditQuery, AuditRecord
 from core.conditions import Condition
-from core.errors import ModelError, Problem, StoreError, ValidationError
+from core.errors import StoreError
 from core.model import Model, parse_model
-from core.operations import Operation, PutEdge, PutNode
+from core.model_version import check_successor
+from core.operations import Operation
 from core.records import Change, Edge, Node, Sight
 from core.store import AUDIT_FIELDS, CommitResult, NodeQuery, StoreDump, StoreStats
-from core.store.common import EmptyView, dumps, edge_ends, model_info, record_pointer, state_access, utc_now
+from core.store.common import dumps, edge_ends, model_info, revalidate, state_access, utc_now
 from core.store.retention import Compaction, Retention, cutoff
-from core.validation import StateView, Write, indexed_problems, plan
+from core.validation import StateView, Write, plan
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
@@ -231,15 +232,16 @@ class SQLiteStore:
         return cls._open(path, model, prepare)
 
     @classmethod
-    def open_existing(cls, path: Path) -> SQLiteStore:
-        """Open the store file at `path` on the model recorded in it, changing nothing."""
+    def open_existing(cls, path: Path, *, read_only: bool = False) -> SQLiteStore:
+        """Open the store file at `path` on the model recorded in it, changing nothing; with `read_only`, on a
+        read-only connection (SQLite `mode=ro`), so not even a schema migration can write to it."""
         if not path.is_file():
-            raise StoreError(f"There is no store {path}.", path=str(path))
+            raise StoreError(f"There is no store {path}; create one with 'canon init'.", path=str(path))
 
         def recorded(store: SQLiteStore) -> None:
             store._model = store.stored_model()
 
-        return cls._open(path, None, recorded)
+        return cls._open(path, None, recorded, read_only=read_only)
 
     @classmethod
     def open_empty(cls, path: Path, model: Model) -> SQLiteStore:
@@ -252,20 +254,29 @@ class SQLiteStore:
         return cls._open(path, model, empty)
 
     @classmethod
-    def _open(cls, path: Path, model: Model | None, prepare: Callable[[SQLiteStore], None]) -> SQLiteStore:
+    def _open(
+        cls, path: Path, model: Model | None, prepare: Callable[[SQLiteStore], None], *, read_only: bool = False
+    ) -> SQLiteStore:
         if path.exists() and path.is_dir():
             raise StoreError(f"The store path {path} is a directory; give a file path.", path=str(path))
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            db = _connect(path, check_same_thread=False, timeout=BUSY_TIMEOUT_S)
+            if read_only:
+                db = _connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False,
+                              timeout=BUSY_TIMEOUT_S)  # fmt: skip
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                db = _connect(path, check_same_thread=False, timeout=BUSY_TIMEOUT_S)
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"Cannot open the store {path}: {exc}.", path=str(path)) from exc
         except OSError as exc:
             raise StoreError(f"Cannot create the store {path}: {exc.strerror}.", path=str(path)) from exc
         try:
-            db.execute("PRAGMA journal_mode = WAL")
-            db.execute("PRAGMA synchronous = FULL")
-            cls._migrate(db, path)
+            if read_only:
+                cls._check_current(db, path)
+            else:
+                db.execute("PRAGMA journal_mode = WAL")
+                db.execute("PRAGMA synchronous = FULL")
+                cls._migrate(db, path)
             store = cls(path, db, model)
             prepare(store)
         except sqlite3.DatabaseError as exc:
@@ -275,6 +286,17 @@ class SQLiteStore:
             db.close()
             raise
         return store
+
+    @staticmethod
+    def _check_current(db: sqlite3.Connection, path: Path) -> None:
+        """Refuse to read a store whose schema is not this canon's (a read-only open cannot migrate it)."""
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version != SCHEMA_VERSION:
+            raise StoreError(
+                f"The store {path} has schema version {version}, and this canon reads {SCHEMA_VERSION}; "
+                + ("upgrade canon." if version > SCHEMA_VERSION else "run 'canon init' once to migrate it."),
+                path=str(path),
+            )
 
     @staticmethod
     def _migrate(db: sqlite3.Connection, path: Path) -> None:
@@ -303,7 +325,13 @@ class SQLiteStore:
             if row is not None and row[0] == model.canonical_json:
                 return
             if row is not None:
-                self._revalidate(db, model)
+                check_successor(json.loads(row[0]), model)
+                revalidate(
+                    model,
+                    (_node(r) for r in db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes ORDER BY id")),
+                    (_edge(r) for r in db.execute(f"SELECT {_EDGE_COLUMNS} FROM edges ORDER BY source, type, target")),
+                    str(self._path),
+                )
                 for name, node_type in model.node_types.items():  # a type's key property may have changed
                     db.execute(
                         "UPDATE nodes SET key = json_extract(properties, ?) WHERE type = ?",
@@ -324,31 +352,6 @@ class SQLiteStore:
                  dumps(model_info(previous)) if previous else None, dumps(model_info(model.document)),
                  None, None, None, None, None, None),
             )  # fmt: skip
-
-    def _revalidate(self, db: sqlite3.Connection, model: Model) -> None:
-        """Check every stored record under `model`; refuse with one problem per refused record, named by it.
-
-        Nodes are checked first: while some are refused, their edges would only repeat "no such node".
-        """
-        nodes = [PutNode(_node(r)) for r in db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes ORDER BY id")]
-        edges = [
-            PutEdge(_edge(r)) for r in db.execute(f"SELECT {_EDGE_COLUMNS} FROM edges ORDER BY source, type, target")
-        ]
-        for ops in (nodes, nodes + edges):
-            try:
-                plan(model, list[Operation](ops), EmptyView(), base_revision=0, principal="system", now=utc_now())
-            except ValidationError as exc:
-                problems = [
-                    Problem(
-                        f"{record_pointer(ops[p.index])}{p.problem.pointer}", p.problem.message, file=str(self._path)
-                    )
-                    for p in indexed_problems(exc)
-                ]
-                raise ModelError(
-                    f"The store {self._path} holds {len(problems)} problem(s) under the model {model.source}; "
-                    "fix the data or the model first. Nothing was changed.",
-                    problems,
-                ) from exc
 
     # -- reading -----------------------------------------------------------------------------------------------
     @property

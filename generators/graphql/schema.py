@@ -46,6 +46,7 @@ from core.errors import CanonError, LimitExceededError
 from core.principal import Principal
 from core.registry import Registry, ResourceDefinition, ToolDefinition
 from core.resources import ResourceContent, read_resource
+from core.schema_diff import Finding
 from core.surfaces import ASGIApp, SurfaceHost
 from generators.graphql.app import asgi_app, local_assets
 from generators.graphql.bounds import (
@@ -57,6 +58,7 @@ from generators.graphql.bounds import (
     budget_rule,
     canon_error,
 )
+from generators.graphql.compare import compare
 from generators.graphql.edges import EdgeFields
 from generators.graphql.gate import request_extensions
 from generators.graphql.types import (
@@ -335,6 +337,9 @@ class GraphQLSurface:
 
     def artifacts(self, host: SurfaceHost) -> Mapping[str, str]:
         return {"schema.graphql": build_schema(host.registry, host).schema.as_str() + "\n"}
+
+    def compare(self, old: Mapping[str, str], new: Mapping[str, str]) -> list[Finding]:
+        return compare(old, new)
 
 
 surface = GraphQLSurface()

@@ -33,7 +33,9 @@ import anyio.to_thread
 
 from core.http import none_match, send_problem
 from core.registry import Registry
+from core.schema_diff import Finding
 from core.surfaces import ASGIApp, SurfaceHost
+from generators.llms.compare import compare
 from generators.llms.pages import Site, share
 
 __all__ = ["LlmsSurface", "share", "surface"]
@@ -114,6 +116,9 @@ class LlmsSurface:
     def artifacts(self, host: SurfaceHost) -> Mapping[str, str]:
         text = Site(host, host.registry, self).llms_txt()
         return {"llms.txt": text}
+
+    def compare(self, old: Mapping[str, str], new: Mapping[str, str]) -> list[Finding]:
+        return compare(old, new)
 
 
 surface = LlmsSurface()

@@ -51,7 +51,9 @@ from core.errors import CanonError
 from core.http import PROBLEM_MEDIA, STATUS, code_of_status, none_match, problem_body
 from core.registry import Registry
 from core.resources import list_resources, read_resource
+from core.schema_diff import Finding
 from core.surfaces import ASGIApp, SurfaceHost
+from generators.rest.compare import compare
 from generators.rest.openapi import (
     SEGMENT,
     Param,
@@ -397,6 +399,9 @@ class RestSurface:
 
     def artifacts(self, host: SurfaceHost) -> Mapping[str, str]:
         return {"openapi.json": document_text(host.registry)}
+
+    def compare(self, old: Mapping[str, str], new: Mapping[str, str]) -> list[Finding]:
+        return compare(old, new)
 
 
 surface = RestSurface()

@@ -15,7 +15,7 @@ from core.errors import ModelError, ValidationError
 from core.model import Model, parse_model
 from core.operations import DeleteEdge, DeleteNode, PutEdge, PutNode
 from core.records import Edge, Node
-from core.store import Store, open_store
+from core.store import Store, open_existing_store, open_store
 
 pytestmark = pytest.mark.both_backends
 
@@ -212,6 +212,7 @@ def test_opening_with_a_model_that_drops_a_used_type_is_a_model_error(
     seeded_store: Store, store_location: str | Path, model: Model
 ) -> None:
     def without_glossary(document: dict[str, Any]) -> None:
+        document["x-canon-model"]["version"] = "2.0.0"
         del document["$defs"]["GlossaryTerm"]
         del document["$defs"]["defines"]
         del document["$defs"]["related_to"]
@@ -222,11 +223,39 @@ def test_opening_with_a_model_that_drops_a_used_type_is_a_model_error(
     assert seeded_store.revision() == before
 
 
+@pytest.mark.parametrize("version", ["1.0.0", "0.9.9"])
+def test_a_changed_model_with_an_equal_or_lower_version_is_refused_and_changes_nothing(
+    seeded_store: Store, store_location: str | Path, model: Model, version: str
+) -> None:
+    def same_version_new_property(document: dict[str, Any]) -> None:
+        with_optional_team_budget(document)  # a change every stored record fits
+        document["x-canon-model"]["version"] = version
+
+    before = seeded_store.revision()
+    with pytest.raises(ModelError) as caught:
+        open_store(store_location, changed_model(model, same_version_new_property))
+    assert [p.pointer for p in caught.value.problems] == ["/x-canon-model/version"]
+    assert seeded_store.revision() == before
+    assert seeded_store.stored_model().digest == model.digest
+
+
+def test_a_store_opened_read_only_refuses_every_write(seeded_store: Store, store_location: str | Path) -> None:
+    reader = open_existing_store(store_location, read_only=True)
+    try:
+        assert reader.stats() == seeded_store.stats()
+        with pytest.raises(Exception, match=r"(?i)read"):  # the backend's own error: none canon could skip
+            reader.commit([PutNode(team("team-new"))], principal="test")
+    finally:
+        reader.close()
+    assert seeded_store.node("team-new") is None
+
+
 def test_after_a_key_change_the_new_key_is_unique(store: Store, store_location: str | Path, model: Model) -> None:
     """A model that changes a type's key property must make uniqueness follow the new key for stored nodes too."""
     store.commit([PutNode(team("team-a"))], principal="test")  # slug 'a', name 'A'
 
     def key_is_name(document: dict[str, Any]) -> None:
+        document["x-canon-model"]["version"] = "1.1.0"
         document["$defs"]["Team"]["x-canon-node"]["key"] = "name"
 
     reopened = open_store(store_location, changed_model(model, key_is_name))

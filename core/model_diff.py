@@ -1,0 +1,205 @@
+"""What a model change does to every surface and to the stored data: the report behind `canon model diff`.
+
+The report is computed from what the generators produce (`core.artifacts.generate_for`, the code
+`canon generate` runs), never from the model documents alone, so it cannot disagree with the surfaces. Whoever
+generates an artifact classifies its changes:
+
+* `mcp` — core's manifest (the registry as MCP lists it): each tool's input schema (callers send it) and output
+  schema (callers receive it), the resources and resource templates, compared here;
+* every surface (`core.surfaces`) that implements `compare` (REST: the OpenAPI document; GraphQL: the SDL;
+  llms.txt: its pages) compares its own artifacts; a surface without it has each changed artifact reported as
+  breaking.
+
+Some write rules show in no artifact: an edge type's source and target types, cardinality, `acyclic`, and the
+visibility a node type gives new nodes. They hold for writes on every surface, so they are compared on the models
+themselves and reported under `WRITES` (a write accepted before and refused now is breaking; one refused before and
+accepted now is compatible).
+
+Each difference is a `Finding` classified `breaking`, `needs-data-check` or `compatible` (`core.schema_diff`);
+`DataImpact` counts the stored records the new model would refuse, with a sample.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from core.artifacts import MANIFEST, MCP, generate_for
+from core.model import Model
+from core.schema_diff import (
+    BREAKING,
+    COMPATIBLE,
+    Classification,
+    Finding,
+    annotation_changes,
+    diff_schema,
+    keyed,
+    named,
+    worst,
+)
+from core.store import Store
+from core.store.common import check_records
+from core.surfaces import Comparing, Surface, discover
+
+__all__ = ["WRITES", "DataImpact", "ModelDiff", "diff_artifacts", "diff_models", "diff_write_rules"]
+
+WRITES = "writes"  # the findings about write rules every surface enforces (`diff_write_rules`)
+
+
+@dataclass(frozen=True)
+class DataImpact:
+    """How many stored records the new model refuses, and a sample of them: (record id, JSON pointer, message)."""
+
+    checked: int
+    refused: int
+    sample: tuple[tuple[str, str, str], ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"checked": self.checked, "refused": self.refused,
+                "sample": [{"id": i, "pointer": p, "message": m} for i, p, m in self.sample]}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ModelDiff:
+    old: str  # "name version"
+    new: str
+    findings: tuple[Finding, ...]
+    surfaces: tuple[str, ...]  # every surface compared, `mcp` first
+    data: DataImpact | None = None
+
+    def classification(self, surface: str | None = None) -> Classification:
+        """The worst classification on `surface` (None: on any surface)."""
+        return worst([f.classification for f in self.findings if surface in (None, f.surface)])
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "old": self.old, "new": self.new, "classification": self.classification(),
+            "surfaces": {s: self.classification(s) for s in self.surfaces},
+            "findings": [f.as_dict() for f in self.findings],
+            "data": self.data.as_dict() if self.data else None,
+        }  # fmt: skip
+
+
+def diff_models(old: Model, new: Model, store: Store | None = None, surfaces: list[Surface] | None = None) -> ModelDiff:
+    """Generate every surface's artifacts for both models and classify every difference (and, given the store,
+    check its data against `new`)."""
+    surfaces = discover() if surfaces is None else surfaces
+    before, after = generate_for(old, surfaces), generate_for(new, surfaces)
+    findings = [*diff_artifacts(before, after, surfaces), *diff_write_rules(old, new)]
+    impact = data_impact(store, new) if store is not None else None
+    names = (*after, WRITES)
+    return ModelDiff(f"{old.name} {old.version}", f"{new.name} {new.version}", tuple(findings), names, impact)
+
+
+def diff_artifacts(
+    old: Mapping[str, Mapping[str, str]], new: Mapping[str, Mapping[str, str]], surfaces: list[Surface]
+) -> list[Finding]:
+    """Every classified difference between two sets of generated artifacts (owner -> file name -> text): the
+    manifest compared here, each surface's artifacts by the surface."""
+    findings = _mcp(old[MCP][MANIFEST], new[MCP][MANIFEST])
+    for surface in surfaces:
+        before, after = old.get(surface.name, {}), new.get(surface.name, {})
+        if before == after:
+            continue
+        if isinstance(surface, Comparing):
+            findings.extend(surface.compare(before, after))
+        else:
+            findings.extend(Finding(surface.name, name, "artifact changed; this surface does not classify changes",
+                                    BREAKING) for name in sorted(set(before) | set(after))
+                            if before.get(name) != after.get(name))  # fmt: skip
+    return findings
+
+
+# -- write rules ---------------------------------------------------------------------------------------------------
+def diff_write_rules(old: Model, new: Model) -> list[Finding]:
+    """The write rules of edge and node types present in both models that no generated artifact shows."""
+    findings: list[Finding] = []
+    for name in sorted(set(old.edge_types) & set(new.edge_types)):
+        before, after = old.edge_types[name], new.edge_types[name]
+        where = f"edge type {name}"
+        if before.cardinality != after.cardinality:
+            narrower = not _cardinality_within(before.cardinality, after.cardinality)
+            findings.append(Finding(WRITES, where, f"cardinality {before.cardinality} -> {after.cardinality}",
+                                    BREAKING if narrower else COMPATIBLE))  # fmt: skip
+        for end, old_types, new_types in (("source", before.sources, after.sources),
+                                          ("target", before.targets, after.targets)):  # fmt: skip
+            if gone := ", ".join(sorted(old_types - new_types)):
+                findings.append(Finding(WRITES, where, f"{end} types narrowed: {gone} no longer allowed", BREAKING))
+            if added := ", ".join(sorted(new_types - old_types)):
+                findings.append(Finding(WRITES, where, f"{end} types widened: {added} now allowed", COMPATIBLE))
+        if before.acyclic != after.acyclic:
+            findings.append(Finding(WRITES, where, "acyclic " + ("required" if after.acyclic else "no longer required"),
+                                    BREAKING if after.acyclic else COMPATIBLE))  # fmt: skip
+    for name in sorted(set(old.node_types) & set(new.node_types)):
+        before_type, after_type = old.node_types[name], new.node_types[name]
+        defaults = ((before_type.visibility, before_type.readers), (after_type.visibility, after_type.readers))
+        if defaults[0] != defaults[1]:
+            findings.append(Finding(WRITES, f"node type {name}", f"a new node's default visibility "
+                                    f"{before_type.visibility} -> {after_type.visibility}", COMPATIBLE))  # fmt: skip
+    return findings
+
+
+def _cardinality_within(old: str, new: str) -> bool:
+    """Whether every edge set `old` allows is one `new` allows too."""
+    limits = {"one-to-one": (1, 1), "one-to-many": (2, 1), "many-to-one": (1, 2), "many-to-many": (2, 2)}
+    return all(n >= o for o, n in zip(limits[old], limits[new], strict=True))
+
+
+# -- MCP -----------------------------------------------------------------------------------------------------------
+def _mcp(old_text: str, new_text: str) -> list[Finding]:
+    if old_text == new_text:
+        return []
+    old, new = json.loads(old_text), json.loads(new_text)
+    return [
+        *named(MCP, "tool", keyed(old["tools"], "name"), keyed(new["tools"], "name"), _tool),
+        *named(MCP, "resource", keyed(old["resources"], "uri"), keyed(new["resources"], "uri"), _described),
+        *named(MCP, "resource template", keyed(old["resourceTemplates"], "uriTemplate"),
+               keyed(new["resourceTemplates"], "uriTemplate"), _described),
+        *_type_schemas(old, new),
+    ]  # fmt: skip
+
+
+def _type_schemas(old: Mapping[str, Any], new: Mapping[str, Any]) -> Iterator[Finding]:
+    """The node and edge type schemas, compared once each in both directions: callers receive a type's properties
+    (the output schemas define them under `$defs/<type>`) and send them (upsert_node, patch_node, upsert_edge and
+    write_batch validate `properties` against the same schema); the worse finding of the two is kept."""
+    before, after = _model_types(old), _model_types(new)
+    for name in sorted(set(before) & set(after)):
+        found: dict[tuple[str, str], Finding] = {}
+        for direction in ("input", "output"):
+            for f in diff_schema(MCP, f"type {name}", before[name], after[name], direction):
+                key = (f.where, f.change)
+                if key not in found or worst([found[key].classification, f.classification]) == f.classification:
+                    found[key] = f
+        yield from found.values()
+
+
+def _model_types(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The model's type schemas as the tools' output schemas define them (canon's own are named `canon.*`)."""
+    types: dict[str, Any] = {}
+    for tool in manifest["tools"]:
+        for name, schema in ((tool.get("outputSchema") or {}).get("$defs") or {}).items():
+            if not name.startswith("canon."):
+                types[name] = schema
+    return types
+
+
+def _tool(surface: str, where: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> Iterator[Finding]:
+    yield from diff_schema(surface, f"{where}/inputSchema", old["inputSchema"], new["inputSchema"], "input")
+    yield from diff_schema(surface, f"{where}/outputSchema", old.get("outputSchema"), new.get("outputSchema"),
+                           "output")  # fmt: skip
+    yield from annotation_changes(surface, where, old, new, skip=frozenset({"inputSchema", "outputSchema"}))
+
+
+def _described(surface: str, where: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> Iterator[Finding]:
+    return annotation_changes(surface, where, old, new)
+
+
+# -- data ----------------------------------------------------------------------------------------------------------
+def data_impact(store: Store, model: Model, sample: int = 10) -> DataImpact:
+    """Every stored record checked against `model` as adopting it would (`core.store.common.check_records`, the
+    check the store itself runs); nothing is written."""
+    check = check_records(model, store.iter_nodes(), store.iter_edges())
+    return DataImpact(check.checked, check.refused, check.problems[:sample])

@@ -1,0 +1,145 @@
+"""The model is changed only on purpose: read-only commands, `canon serve` and `canon model diff`, run as a user
+runs them."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.model import default_model_path, load_model
+from tests.conftest import run_canon
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE = 0, 1, 2, 3
+
+
+def _model_file(folder: Path, name: str, change: Any) -> Path:
+    document = copy.deepcopy(dict(load_model(default_model_path()).document))
+    change(document)
+    path = folder / name
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
+def _without_team_founded(document: dict[str, Any]) -> None:
+    document["x-canon-model"]["version"] = "2.0.0"
+    del document["$defs"]["Team"]["properties"]["founded"]
+
+
+def _with_team_budget(document: dict[str, Any]) -> None:
+    document["x-canon-model"]["version"] = "1.1.0"
+    document["$defs"]["Team"]["properties"]["budget"] = {"description": "Yearly budget.", "type": "integer"}
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("seeded")
+    assert run_canon("init", cwd=folder).returncode == EXIT_OK
+    _model_file(folder, "breaking.json", _without_team_founded)
+    _model_file(folder, "compatible.json", _with_team_budget)
+    return folder
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("command", [("stats",), ("export", "-"), ("audit",)])
+@pytest.mark.parametrize("model", ["breaking.json", "compatible.json"])
+def test_read_only_commands_leave_the_store_byte_identical_whatever_model_file_is_given(
+    seeded: Path, command: tuple[str, ...], model: str
+) -> None:
+    before = _digest(seeded / "canon.db")
+    result = run_canon("--model", model, *command, cwd=seeded)
+    assert result.returncode == EXIT_OK, result.stderr
+    assert _digest(seeded / "canon.db") == before
+
+
+def test_stats_reports_the_store_s_model_not_the_model_file(seeded: Path) -> None:
+    result = run_canon("--model", "compatible.json", "stats", cwd=seeded)
+    assert json.loads(result.stdout)["model"]["version"] == "1.0.0"
+
+
+@pytest.mark.parametrize("command", [("stats",), ("export", "-"), ("audit",)])
+def test_a_mistyped_store_path_is_an_error_naming_it_and_creates_nothing(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    result = run_canon("--store", "canon.dbb", *command, cwd=tmp_path)
+    assert result.returncode == EXIT_STORE
+    assert "canon.dbb" in result.stderr
+    assert "canon init" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_serve_refuses_a_model_file_that_differs_from_the_store_s(seeded: Path) -> None:
+    before = _digest(seeded / "canon.db")
+    result = run_canon("--model", "compatible.json", "serve", "--port", "0", cwd=seeded)
+    assert result.returncode == EXIT_USAGE
+    assert "canon model diff" in result.stderr
+    assert _digest(seeded / "canon.db") == before
+
+
+def test_serve_following_the_model_refuses_a_breaking_change(seeded: Path) -> None:
+    before = _digest(seeded / "canon.db")
+    result = run_canon("--model", "breaking.json", "serve", "--port", "0", "--follow-model", cwd=seeded)
+    assert result.returncode == EXIT_USAGE
+    assert "breaking" in result.stderr
+    assert _digest(seeded / "canon.db") == before
+
+
+def test_model_diff_fails_on_breaking_and_names_the_removed_property_on_every_surface(seeded: Path) -> None:
+    result = run_canon("model", "diff", "--json", "--fail-on", "breaking", "breaking.json", cwd=seeded)
+    assert result.returncode == EXIT_PROBLEMS, result.stderr
+    report = json.loads(result.stdout)
+    assert report["surfaces"] == {"mcp": "breaking", "rest": "breaking", "graphql": "breaking", "llms": "compatible",
+                                 "writes": "compatible"}  # fmt: skip
+    assert report["data"]["refused"] > 0  # the seed's teams have 'founded'
+    assert report["data"]["sample"][0]["id"].startswith("/")
+
+
+def test_model_diff_of_an_added_optional_property_passes_fail_on_breaking(seeded: Path) -> None:
+    result = run_canon("model", "diff", "--fail-on", "breaking", str(default_model_path()), "compatible.json",
+                       cwd=seeded)  # fmt: skip
+    assert result.returncode == EXIT_OK, result.stdout + result.stderr
+    assert ": compatible" in result.stdout.splitlines()[0]
+
+
+def _follow_config(folder: Path, model: str) -> None:
+    (folder / "canon.toml").write_text(f'[model]\npath = "{model}"\nfollow = true\n', encoding="utf-8")
+
+
+def test_serve_with_follow_in_the_config_refuses_a_breaking_change(tmp_path: Path, seeded: Path) -> None:
+    folder = tmp_path / "store"
+    folder.mkdir()
+    for name in ("canon.db", "breaking.json"):
+        (folder / name).write_bytes((seeded / name).read_bytes())
+    _follow_config(folder, "breaking.json")
+    before = _digest(folder / "canon.db")
+    result = run_canon("serve", "--port", "0", cwd=folder)
+    assert result.returncode == EXIT_USAGE
+    assert "--follow-model adopts only compatible changes" in result.stderr
+    assert _digest(folder / "canon.db") == before
+
+
+def test_serve_with_follow_in_the_config_starts_on_a_compatible_change_and_the_store_adopts_it(
+    tmp_path: Path, seeded: Path
+) -> None:
+    folder = tmp_path / "store"
+    folder.mkdir()
+    for name in ("canon.db", "compatible.json"):
+        (folder / name).write_bytes((seeded / name).read_bytes())
+    _follow_config(folder, "compatible.json")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
+    command = [sys.executable, "-m", "core.cli", "serve", "--stdio"]
+    served = subprocess.run(command, cwd=folder, env=clean, stdin=subprocess.DEVNULL, capture_output=True,
+                            text=True, timeout=120, check=False)  # fmt: skip
+    assert served.returncode == EXIT_OK, served.stderr  # started, served stdin until its end
+    stats = run_canon("stats", cwd=folder)
+    assert json.loads(stats.stdout)["model"]["version"] == "1.1.0"
