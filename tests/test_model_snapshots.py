@@ -13,6 +13,7 @@ import httpx2
 import mcp
 import pytest
 
+from core.changes import ChangeFeed
 from core.http.app import build_app
 from core.instance import Instance
 from core.mcp.events import EventFanout
@@ -20,7 +21,8 @@ from core.mcp.server import build_server
 from core.model import Model, load_model, parse_model
 from core.principal import LOCAL
 from core.store.sqlite import SQLiteStore
-from tests.mcp.conftest import asgi_http, modern_request, open_copy, seed_template  # noqa: F401  (a fixture)
+from core.surfaces import discover
+from tests.mcp.conftest import asgi_http, modern_request, open_copy
 
 pytestmark = pytest.mark.anyio
 ORIGINAL = load_model().version
@@ -32,7 +34,7 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def instance(seed_template: Path, tmp_path: Path) -> Iterator[Instance]:  # noqa: F811
+def instance(seed_template: Path, tmp_path: Path) -> Iterator[Instance]:
     opened = open_copy(seed_template, tmp_path)
     yield opened
     opened.close()
@@ -97,7 +99,7 @@ def _swap_while_running(instance: Instance) -> None:
 
 async def _described_on_mcp(instance: Instance) -> Callable[[], Awaitable[str]]:
     assert instance.index is not None
-    server = build_server(lambda: instance.snapshot, EventFanout(instance.index), lambda ctx: LOCAL)
+    server = build_server(lambda: instance.snapshot, EventFanout(ChangeFeed(instance.index)), lambda ctx: LOCAL)
 
     async def described() -> str:
         async with mcp.Client(server, mode="2026-07-28") as client:
@@ -130,7 +132,7 @@ async def _described_on_graphql(instance: Instance) -> Callable[[], Awaitable[st
 
 def _http(instance: Instance) -> httpx2.AsyncClient:
     """REST and GraphQL in-process, without the change pump (it would sync the index before the call does)."""
-    app = build_app(instance, listen=None, legacy=None)
+    app = build_app(instance, [s for s in discover() if s.name in ("rest", "graphql")])
     return httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1:8000")
 
 

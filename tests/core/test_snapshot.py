@@ -11,11 +11,11 @@ import pytest
 from core.instance import Instance
 from core.registry import build_registry
 from core.snapshot import PerSnapshot, Snapshot
-from tests.mcp.conftest import open_copy, seed_template  # noqa: F401  (a fixture used here)
+from tests.mcp.conftest import open_copy
 
 
 @pytest.fixture(scope="module")
-def instance(seed_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:  # noqa: F811
+def instance(seed_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
     """One instance for the module: nothing here changes its model."""
     opened = open_copy(seed_template, tmp_path_factory.mktemp("snapshot"))
     yield opened
