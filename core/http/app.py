@@ -6,7 +6,8 @@ by the SDK; 2025-11-25 clients get sessions, a GET stream (served by canon, `cor
 and `Last-Event-ID` resumption), `/healthz`, and every path a
 discovered surface claims (`core.surfaces`: REST, GraphQL, llms.txt), each served by that surface's app for
 the current registry. Bearer tokens
-identify callers on every route (`core.http.auth`); `/mcp` refuses a bad token with 401. Outside every route,
+identify callers on every route (`core.http.auth`; with `[oauth]`, an issuer's JWTs too, `core.http.oauth`, and
+RFC 9728 metadata at `/.well-known/oauth-protected-resource`); `/mcp` refuses a bad token with 401. Outside every route,
 `core.http.admission` checks Host (421) and Origin (403) and bounds the request body (413), one rule for all of
 them, and `core.http.problems` makes every error answer an RFC 9457 problem (JSON-RPC errors stay on `/mcp`).
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -33,6 +34,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from core.changes import ChangeFeed
 from core.http.admission import Admission, allowed_for
 from core.http.auth import BearerGate, auth_middleware, principal_of_request
+from core.http.oauth import JwtVerifier, metadata_path
 from core.http.problems import ProblemAnswers, internal_error
 from core.instance import Instance
 from core.mcp.events import EventFanout
@@ -98,6 +100,16 @@ def close_streams(app: Starlette) -> None:
     for streams in (getattr(app.state, "listen", None), getattr(app.state, "legacy", None)):
         if streams is not None:
             streams.close()
+
+
+def resource_metadata(oauth: JwtVerifier) -> Callable[[Request], Awaitable[JSONResponse]]:
+    """The route answering RFC 9728 Protected Resource Metadata (public: a client reads it before it has a token)."""
+    document = oauth.resource_metadata()
+
+    async def answer(request: Request) -> JSONResponse:
+        return JSONResponse(document, headers={"Cache-Control": "public, max-age=3600"})
+
+    return answer
 
 
 def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfaces: list[Surface] | None = None,
@@ -183,7 +195,8 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
                                  max_body=manager.max_request_body_size)  # fmt: skip
     if get_streams is not None:
         sdk_endpoint = LegacyRoute(sdk_endpoint, get_streams, manager)
-    mcp_endpoint = BearerGate(sdk_endpoint, anonymous=instance.config.anonymous, on_reject=reject)
+    oauth = None if config.oauth is None else JwtVerifier(config.oauth)
+    mcp_endpoint = BearerGate(sdk_endpoint, anonymous=instance.config.anonymous, on_reject=reject, oauth=oauth)
     surface_routes: list[BaseRoute] = []
     for surface in discover() if surfaces is None else surfaces:
         host = host_for(instance, surface.name, principal_of=principal_of_request, watch=feed.watch)
@@ -192,11 +205,13 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
             def refused(path: str, reason: str) -> None:
                 instance.dispatcher.rejected(name, path, reason)
 
-            return BearerGate(app, anonymous=instance.config.anonymous, problem=True, on_reject=refused)
+            return BearerGate(app, anonymous=instance.config.anonymous, problem=True, on_reject=refused, oauth=oauth)
 
         surface_routes.append(SurfaceRoute(surface, host, gate, current))
     if instance.config.ui_assets is not None:  # the docs pages' scripts and styles, for offline use
         surface_routes.append(Mount(UI_ASSETS, app=StaticFiles(directory=instance.config.ui_assets)))
+    if oauth is not None:  # RFC 9728: where clients learn which issuer to get canon's tokens from
+        surface_routes.append(Route(metadata_path(oauth.settings.resource), resource_metadata(oauth)))
     app = Starlette(
         routes=[Route("/mcp", endpoint=mcp_endpoint), Route("/healthz", healthz), *surface_routes],
         middleware=[

@@ -11,6 +11,11 @@ The stack, outermost first: Starlette's `AuthenticationMiddleware` with the SDK'
 * no `Authorization` header → the anonymous principal (read-only, public nodes only), or 401 when the
   configuration turns anonymous access off.
 
+With `[oauth]` configured, a bearer token that is not one of canon's is tried as the issuer's JWT
+(`core.http.oauth.JwtVerifier`): a valid one is its principal, any other is refused as above (403
+`insufficient_scope` for a valid token granting no canon role), the audit naming why, and every challenge
+carries RFC 9728's `resource_metadata`.
+
 `principal_of_request` gives the principal of a request that passed the gate; surfaces call it, never
 look at client-supplied identity.
 """
@@ -29,6 +34,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from core.http.oauth import JwtVerifier, Rejection
 from core.http.problems import PROBLEM_MEDIA, problem_body
 from core.principal import ANONYMOUS, Principal
 from core.tokens import TokenFile
@@ -37,7 +43,9 @@ __all__ = [
     "BearerGate",
     "CanonAccessToken",
     "CanonTokenVerifier",
+    "access_token",
     "auth_middleware",
+    "bearer_token",
     "principal_of_request",
     "principal_of_scope",
 ]
@@ -72,12 +80,16 @@ class CanonTokenVerifier:
         if made is None or made._principal != principal:  # pyright: ignore[reportPrivateUsage]
             if len(self._made) >= self.MAX_CACHED:
                 self._made.clear()
-            groups = {"groups": sorted(principal.groups)}
-            made = CanonAccessToken(token=token, client_id=principal.name, subject=principal.name,
-                                    scopes=sorted(principal.roles), claims=groups)  # fmt: skip
-            made._principal = principal  # pyright: ignore[reportPrivateUsage]
-            self._made[token] = made
+            made = self._made[token] = access_token(token, principal)
         return made
+
+
+def access_token(token: str, principal: Principal) -> CanonAccessToken:
+    """The SDK's access token for a token canon verified as `principal`."""
+    made = CanonAccessToken(token=token, client_id=principal.name, subject=principal.name,
+                            scopes=sorted(principal.roles), claims={"groups": sorted(principal.groups)})  # fmt: skip
+    made._principal = principal  # pyright: ignore[reportPrivateUsage]
+    return made
 
 
 def auth_middleware(tokens: TokenFile) -> list[Middleware]:
@@ -107,14 +119,20 @@ class BearerGate:
     """Refuse a request whose bearer token is not current (401), and, optionally, one without a token."""
 
     def __init__(self, app: ASGIApp, *, anonymous: bool, on_reject: Callable[[str, str], None],
-                 problem: bool = False) -> None:  # fmt: skip
+                 problem: bool = False, oauth: JwtVerifier | None = None) -> None:  # fmt: skip
         self.app = app
         self.anonymous = anonymous
         self.on_reject = on_reject  # (path, reason), for the audit log
         self.problem = problem  # answer as RFC 9457 problem+json (the generated surfaces) besides RFC 6750
+        self.oauth = oauth  # an OAuth issuer's JWTs, tried when the token is not one of canon's (core.http.oauth)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket") or isinstance(scope.get("user"), AuthenticatedUser):
+            await self.app(scope, receive, send)
+            return
+        outcome = None if self.oauth is None else await _oauth_outcome(self.oauth, scope)
+        if isinstance(outcome, Principal):
+            scope["user"] = AuthenticatedUser(access_token(bearer_token(scope) or "", outcome))
             await self.app(scope, receive, send)
             return
         presented = any(name.lower() == b"authorization" for name, _ in scope["headers"])
@@ -130,18 +148,45 @@ class BearerGate:
             return
         reason = "invalid token" if presented else "no token"
         error, description = _REJECTIONS[reason]
+        status = 401
+        if outcome is not None:
+            reason, error, description, status = (
+                f"{reason}: {outcome.reason}",
+                outcome.error,
+                outcome.description,
+                outcome.status,
+            )
         self.on_reject(scope.get("path", ""), reason)
         payload: dict[str, Any] = {"error": error, "error_description": description}
         content_type = b"application/json"
         body = json.dumps(payload).encode()
         if self.problem:
-            body = problem_body(401, "unauthorized", description, scope.get("path", ""), extra=payload)
+            code = "unauthorized" if status == 401 else "forbidden"
+            body = problem_body(status, code, description, scope.get("path", ""), extra=payload)
             content_type = PROBLEM_MEDIA.encode()
         challenge = f'Bearer error="{error}", error_description="{description}"'
-        await send({"type": "http.response.start", "status": 401, "headers": [
+        if self.oauth is not None:
+            challenge = self.oauth.challenge(error, description)
+        await send({"type": "http.response.start", "status": status, "headers": [
             (b"content-type", content_type), (b"content-length", str(len(body)).encode()),
             (b"www-authenticate", challenge.encode())]})  # fmt: skip
         await send({"type": "http.response.body", "body": body})
+
+
+def bearer_token(scope: Scope) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header (the scheme in any case), else None."""
+    for name, value in scope["headers"]:
+        if name.lower() == b"authorization":
+            text = bytes(value).decode("latin-1")
+            token = text[7:].strip() if text[:7].lower() == "bearer " else ""
+            return token or None
+    return None
+
+
+async def _oauth_outcome(oauth: JwtVerifier, scope: Scope) -> Principal | Rejection | None:
+    """What the OAuth issuer's rule says of the request's bearer token (None: it has none)."""
+    token = bearer_token(scope)
+    return None if token is None else await oauth.verify(token)
 
 
 _REJECTIONS = {  # reason -> RFC 6750 error code and description
