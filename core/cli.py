@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -383,7 +383,8 @@ def _show_config(args: argparse.Namespace) -> int:
               "max_streams": c.max_streams, "stream_backlog": c.stream_backlog, "mcp_fastpath": c.mcp_fastpath,
               "ui_assets": str(c.ui_assets) if c.ui_assets else None, "tokens": str(c.tokens),
               "anonymous": c.anonymous, "local_name": c.local_name, "local_role": c.local_role,
-              "local_groups": list(c.local_groups)}  # fmt: skip
+              "local_groups": list(c.local_groups),
+              "oauth": None if c.oauth is None else asdict(c.oauth)}  # fmt: skip
     print(json.dumps({"file": str(c.source) if c.source else None, "settings": values,
                       "from": {k: c.origins.get(k, "default") for k in values}}, indent=2))  # fmt: skip
     return 0
