@@ -115,7 +115,7 @@ class JwtVerifier:
         if not roles:
             return Rejection("no canon role", error="insufficient_scope", status=403,
                              description="The access token grants no canon role.")  # fmt: skip
-        groups = frozenset(_values(claims.get(self.settings.groups_claim))) if self.settings.groups_claim else ()
+        groups = _values(claims.get(self.settings.groups_claim)) if self.settings.groups_claim else []
         return Principal(name, roles, frozenset(groups))
 
     # -- what a refused client is told -----------------------------------------------------------------------------
@@ -152,7 +152,14 @@ class JwtVerifier:
         now = time.monotonic()
         wanted = kid not in self._jwks or now - self._fetched > self.settings.jwks_cache_s
         if wanted and now - self._tried >= self.settings.jwks_min_refresh_s:  # never more often, even failing
-            await self._refresh(now)
+            try:
+                await self._refresh(now)
+            except KeysUnavailableError:
+                if not self._jwks:
+                    raise
+                LOG.warning("canon: cannot fetch the OAuth issuer's keys again; using those fetched before")
+        elif not self._jwks and self._tried > float("-inf"):  # the last attempt failed, too recently to retry
+            raise KeysUnavailableError("the last fetch failed; canon tries again in jwks_min_refresh_s")
         jwk = self._jwks.get(kid)
         if jwk is None and not kid and len(self._jwks) == 1:  # a token without kid, from an issuer with one key
             kid, jwk = next(iter(self._jwks.items()))

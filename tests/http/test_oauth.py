@@ -78,6 +78,8 @@ class Issuer:
     url: str
     keys: list[SigningKey]
     jwks_fetches: int = 0
+    requests: int = 0
+    up: bool = True  # False: every request is answered 503
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def token(self, key: SigningKey | None = None, *, headers: dict[str, Any] | None = None, **claims: Any) -> str:
@@ -90,13 +92,18 @@ class Issuer:
 
 
 @contextlib.contextmanager
-def running_issuer() -> Generator[Issuer]:
+def running_issuer(*, claims_to_be: str | None = None) -> Generator[Issuer]:
+    """The issuer on a free port; `claims_to_be` makes its discovery document name another issuer."""
     issuer = Issuer("", [rsa_key("k1"), ec_key("k2")])
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            if self.path == "/realms/acme/.well-known/openid-configuration":
-                self.answer({"issuer": issuer.url, "jwks_uri": f"{issuer.url}/jwks",
+            with issuer.lock:
+                issuer.requests += 1
+            if not issuer.up:
+                self.send_error(503)
+            elif self.path == "/realms/acme/.well-known/openid-configuration":
+                self.answer({"issuer": claims_to_be or issuer.url, "jwks_uri": f"{issuer.url}/jwks",
                              "authorization_endpoint": f"{issuer.url}/authorize",
                              "token_endpoint": f"{issuer.url}/token"})  # fmt: skip
             elif self.path == "/realms/acme/jwks":
@@ -238,15 +245,21 @@ async def test_without_a_token_and_without_anonymous_access_the_401_points_to_th
 
 # -- good tokens ----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kid", ["k1", "k2"], ids=["RS256", "ES256"])
-async def test_a_good_token_reads_with_its_groups_over_rest(shared: Instance, issuer: Issuer, kid: str) -> None:
+async def test_a_good_token_reads_with_its_groups_over_rest_and_graphql(
+    shared: Instance, issuer: Issuer, kid: str
+) -> None:
     key = next(k for k in issuer.keys if k.kid == kid)
     async with http(shared) as client:
         member = await client.get(f"/api/nodes/{RESTRICTED}", headers=bearer(issuer.token(key)))
         outsider = await client.get(f"/api/nodes/{RESTRICTED}", headers=bearer(issuer.token(key, groups=["ml"])))
         anonymous = await client.get(f"/api/nodes/{RESTRICTED}")
+        query = f'{{ get_node(id: "{RESTRICTED}") {{ node {{ id }} }} }}'
+        on_graphql = await client.post("/graphql", headers=bearer(issuer.token(key)), json={"query": query})
 
     assert member.status_code == 200, member.text
     assert member.json()["node"]["id"] == RESTRICTED
+    assert on_graphql.status_code == 200, on_graphql.text
+    assert on_graphql.json()["data"]["get_node"]["node"]["id"] == RESTRICTED
     assert outsider.status_code == 403  # canon's rule for a restricted node one may not read
     assert anonymous.status_code == 403
 
@@ -391,6 +404,45 @@ async def test_unknown_kids_fetch_the_jwks_at_most_once_per_refresh_interval(see
     assert good.status_code == 200
     assert [r.status_code for r in made_up] == [401] * 5
     assert issuer.jwks_fetches == 1
+
+
+async def test_an_unreachable_issuer_refuses_its_tokens_and_is_not_asked_again_at_once(
+    seed_template: Path, tmp_path: Path
+) -> None:
+    with running_issuer() as issuer, canon(seed_template, tmp_path, settings(issuer)) as instance:
+        issuer.up = False
+        records = audited(instance)
+        async with http(instance) as client:
+            answers = [await client.get(f"/api/nodes/{PUBLIC}", headers=bearer(issuer.token())) for _ in range(3)]
+
+    assert [a.status_code for a in answers] == [401] * 3
+    assert {r.principal for r in records} == {"(invalid token: issuer keys unavailable)"}
+    assert issuer.requests == 2  # one try: OpenID Connect discovery, then RFC 8414's; none for the next tokens
+
+
+async def test_a_discovery_document_naming_another_issuer_is_not_trusted(seed_template: Path, tmp_path: Path) -> None:
+    with (
+        running_issuer(claims_to_be="https://impostor.example") as issuer,
+        canon(seed_template, tmp_path, settings(issuer)) as instance,
+    ):
+        async with http(instance) as client:
+            response = await client.get(f"/api/nodes/{PUBLIC}", headers=bearer(issuer.token()))
+
+    assert response.status_code == 401
+    assert issuer.jwks_fetches == 0
+
+
+async def test_keys_fetched_before_serve_on_while_the_issuer_is_down(seed_template: Path, tmp_path: Path) -> None:
+    expiring = {"jwks_cache_s": 0, "jwks_min_refresh_s": 0}  # fetch again on every token
+    with running_issuer() as issuer, canon(seed_template, tmp_path, settings(issuer, **expiring)) as instance:
+        token = issuer.token()
+        async with http(instance) as client:
+            first = await client.get(f"/api/nodes/{RESTRICTED}", headers=bearer(token))
+            issuer.up = False
+            later = await client.get(f"/api/nodes/{RESTRICTED}", headers=bearer(token))
+
+    assert (first.status_code, later.status_code) == (200, 200)
+    assert issuer.requests > 2  # it was asked again, and failed
 
 
 async def test_static_tokens_still_work_beside_the_issuer(shared: Instance, issuer: Issuer) -> None:
