@@ -112,6 +112,15 @@ def resource_metadata(oauth: JwtVerifier) -> Callable[[Request], Awaitable[JSONR
     return answer
 
 
+def either_token(own: Callable[[str], Principal | None], oauth: JwtVerifier) -> Callable[[str], Principal | None]:
+    """A blocking token check (run on a worker thread): canon's own token, else the issuer's JWT."""
+
+    def authenticate(token: str) -> Principal | None:
+        return own(token) or oauth.verify_blocking(token)
+
+    return authenticate
+
+
 def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfaces: list[Surface] | None = None,
               *, listen: ListenLimits | None = DEFAULT_LIMITS, calls: bool = True,
               legacy: LegacyLimits | None = DEFAULT_LEGACY_LIMITS) -> Starlette:  # fmt: skip
@@ -200,6 +209,8 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
     surface_routes: list[BaseRoute] = []
     for surface in discover() if surfaces is None else surfaces:
         host = host_for(instance, surface.name, principal_of=principal_of_request, watch=feed.watch)
+        if oauth is not None:  # a token sent in a message (GraphQL's connection_init) may be the issuer's too
+            host = dataclasses.replace(host, authenticate=either_token(instance.tokens.verify, oauth))
 
         def gate(app: ASGIApp, name: str = surface.name) -> ASGIApp:
             def refused(path: str, reason: str) -> None:

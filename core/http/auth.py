@@ -138,7 +138,7 @@ class BearerGate:
         presented = any(name.lower() == b"authorization" for name, _ in scope["headers"])
         if scope["type"] == "websocket":  # browsers cannot send the header: a surface may accept a token later
             if presented:  # but one that was sent and is not current is refused here, as on HTTP
-                self.on_reject(scope.get("path", ""), "invalid token")
+                self.on_reject(scope.get("path", ""), "invalid token" + (f": {outcome.reason}" if outcome else ""))
                 await send({"type": "websocket.close", "code": 4401, "reason": "invalid bearer token"})
                 return
             await self.app(scope, receive, send)

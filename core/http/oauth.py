@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
+import anyio.from_thread
 import anyio.to_thread
 import jwt
 
@@ -103,6 +104,12 @@ class JwtVerifier:
         except jwt.PyJWTError as exc:
             return Rejection(_REASONS.get(type(exc), "invalid token"))
         return self._principal(claims)
+
+    def verify_blocking(self, token: str) -> Principal | None:
+        """`verify` for a worker thread of the app's event loop (a surface checking a token it was sent in a
+        message, e.g. GraphQL's `connection_init`): the principal, or None for any rejection."""
+        outcome = anyio.from_thread.run(self.verify, token)
+        return outcome if isinstance(outcome, Principal) else None
 
     def _principal(self, claims: Mapping[str, Any]) -> Principal | Rejection:
         name = claims.get(self.settings.name_claim)

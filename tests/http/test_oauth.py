@@ -30,6 +30,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 from mcp.client.streamable_http import streamable_http_client
+from websockets.sync.client import connect
+from websockets.typing import Subprotocol
 
 from core.audit import AuditRecord
 from core.config import Config, OAuthSettings
@@ -443,6 +445,20 @@ async def test_keys_fetched_before_serve_on_while_the_issuer_is_down(seed_templa
 
     assert (first.status_code, later.status_code) == (200, 200)
     assert issuer.requests > 2  # it was asked again, and failed
+
+
+def test_graphql_over_websocket_accepts_the_issuers_token_in_connection_init(shared: Instance, issuer: Issuer) -> None:
+    url = "/graphql"
+    protocol = [Subprotocol("graphql-transport-ws")]
+    query = f'{{ get_node(id: "{RESTRICTED}") {{ node {{ id }} }} }}'  # a member of group:payments may read it
+    with live(shared) as base, connect(base.replace("http://", "ws://") + url, subprotocols=protocol) as socket:
+        socket.send(json.dumps({"type": "connection_init", "payload": {"Authorization": f"Bearer {issuer.token()}"}}))
+        assert json.loads(socket.recv(timeout=10))["type"] == "connection_ack"
+        socket.send(json.dumps({"id": "1", "type": "subscribe", "payload": {"query": query}}))
+        answer = json.loads(socket.recv(timeout=10))
+
+    assert answer["type"] == "next", answer
+    assert answer["payload"]["data"]["get_node"]["node"]["id"] == RESTRICTED
 
 
 async def test_static_tokens_still_work_beside_the_issuer(shared: Instance, issuer: Issuer) -> None:
