@@ -7,9 +7,10 @@ and `Last-Event-ID` resumption), `/healthz`, and every path a
 discovered surface claims (`core.surfaces`: REST, GraphQL, llms.txt), each served by that surface's app for
 the current registry. Bearer tokens
 identify callers on every route (`core.http.auth`; with `[oauth]`, an issuer's JWTs too, `core.http.oauth`, and
-RFC 9728 metadata at `/.well-known/oauth-protected-resource`); `/mcp` refuses a bad token with 401. Outside every route,
-`core.http.admission` checks Host (421) and Origin (403) and bounds the request body (413), one rule for all of
-them, and `core.http.problems` makes every error answer an RFC 9457 problem (JSON-RPC errors stay on `/mcp`).
+RFC 9728 metadata at `/.well-known/oauth-protected-resource`); `/mcp` refuses a bad token with 401. Outside
+every route, `core.http.admission` checks Host (421) and Origin (403) and bounds the request body (413), one
+rule for all of them, and `core.http.problems` makes every error answer an RFC 9457 problem (JSON-RPC errors
+stay on `/mcp`).
 """
 
 from __future__ import annotations
