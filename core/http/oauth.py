@@ -38,6 +38,7 @@ import jwt
 
 from core.config import OAuthSettings
 from core.principal import ROLES, Principal
+from core.tokens import TOKEN_PREFIX
 
 __all__ = ["METADATA_PREFIX", "JwtVerifier", "Rejection", "metadata_path"]
 
@@ -46,6 +47,8 @@ LOG = logging.getLogger("canon.oauth")
 _KEY_TYPES = {"RS": "RSA", "PS": "RSA", "ES": "EC", "Ed": "OKP"}  # alg prefix -> the JWK key type it needs
 _FETCH_TIMEOUT_S = 10.0
 _MAX_DOCUMENT_BYTES = 1024 * 1024
+MAX_VERIFIED = 1024
+"""Accepted tokens remembered (until their `exp`), so a client's next request costs a lookup, not a signature."""
 
 
 @dataclass(frozen=True)
@@ -78,10 +81,27 @@ class JwtVerifier:
         self._fetched = float("-inf")  # monotonic time of the last successful JWKS fetch
         self._tried = float("-inf")  # ... and of the last attempt
         self._lock = anyio.Lock()
+        self._verified: dict[str, tuple[Principal, float]] = {}  # token -> its principal, until its exp (+ leeway)
         self.fetches = 0  # JWKS documents fetched, for operators and tests
 
     # -- the rule ------------------------------------------------------------------------------------------------
     async def verify(self, token: str) -> Principal | Rejection:
+        known = self._verified.get(token)
+        if known is not None and time.time() < known[1]:
+            return known[0]
+        if token.startswith(TOKEN_PREFIX):  # one of canon's own, and not a current one
+            return Rejection("unknown canon token")
+        outcome = await self._check(token)
+        if isinstance(outcome, Rejection):
+            return outcome
+        principal, until = outcome
+        if len(self._verified) >= MAX_VERIFIED:
+            self._verified.clear()
+        self._verified[token] = (principal, until)
+        return principal
+
+    async def _check(self, token: str) -> tuple[Principal, float] | Rejection:
+        """The token's principal and until when it holds (its `exp` plus the leeway), or why it is refused."""
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
@@ -103,7 +123,8 @@ class JwtVerifier:
                                 options={"require": ["exp", "iss", "aud"]})  # fmt: skip
         except jwt.PyJWTError as exc:
             return Rejection(_REASONS.get(type(exc), "invalid token"))
-        return self._principal(claims)
+        principal = self._principal(claims)
+        return principal if isinstance(principal, Rejection) else (principal, claims["exp"] + self.settings.leeway_s)
 
     def verify_blocking(self, token: str) -> Principal | None:
         """`verify` for a worker thread of the app's event loop (a surface checking a token it was sent in a
@@ -187,7 +208,7 @@ class JwtVerifier:
             self._tried = time.monotonic()
             keys = await anyio.to_thread.run_sync(self._fetch_keys)
             self._jwks = _signing_keys(keys)
-            self._parsed = {}
+            self._parsed, self._verified = {}, {}  # a retired key's tokens are checked again, and refused
             self._fetched = self._tried
             self.fetches += 1
 

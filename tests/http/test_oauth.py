@@ -353,7 +353,8 @@ BAD_TOKENS: dict[str, tuple[Callable[[Issuer], str], str]] = {  # what it is -> 
     "unknown kid": (_foreign_key, "unknown key"),
     "tampered payload": (_tampered, "bad signature"),
     "no exp": (lambda i: i.token(exp=None), "missing claim"),
-    "not a JWT": (lambda i: "canon_not-a-known-token", "malformed token"),
+    "not a JWT": (lambda i: "not.a-jwt", "malformed token"),
+    "a revoked canon token": (lambda i: "canon_not-a-known-token", "unknown canon token"),
 }
 
 
@@ -437,14 +438,27 @@ async def test_a_discovery_document_naming_another_issuer_is_not_trusted(seed_te
 async def test_keys_fetched_before_serve_on_while_the_issuer_is_down(seed_template: Path, tmp_path: Path) -> None:
     expiring = {"jwks_cache_s": 0, "jwks_min_refresh_s": 0}  # fetch again on every token
     with running_issuer() as issuer, canon(seed_template, tmp_path, settings(issuer, **expiring)) as instance:
-        token = issuer.token()
         async with http(instance) as client:
-            first = await client.get(f"/api/nodes/{RESTRICTED}", headers=bearer(token))
+            first = await client.get(f"/api/nodes/{RESTRICTED}", headers=bearer(issuer.token()))
             issuer.up = False
-            later = await client.get(f"/api/nodes/{RESTRICTED}", headers=bearer(token))
+            later = await client.get(f"/api/nodes/{RESTRICTED}", headers=bearer(issuer.token(sub="sam")))
 
     assert (first.status_code, later.status_code) == (200, 200)
     assert issuer.requests > 2  # it was asked again, and failed
+
+
+async def test_a_token_accepted_once_is_accepted_again_without_checking_it_anew(seed_template: Path,
+                                                                              tmp_path: Path) -> None:  # fmt: skip
+    expiring = {"jwks_cache_s": 0, "jwks_min_refresh_s": 0}  # keys fetched again for every token checked
+    with running_issuer() as issuer, canon(seed_template, tmp_path, settings(issuer, **expiring)) as instance:
+        token = issuer.token()
+        async with http(instance) as client:
+            first = await client.get(f"/api/nodes/{RESTRICTED}", headers=bearer(token))
+            asked = issuer.requests
+            again = await client.get(f"/api/nodes/{RESTRICTED}", headers=bearer(token))
+
+    assert (first.status_code, again.status_code) == (200, 200)
+    assert issuer.requests == asked  # remembered until its exp: no keys fetched, no signature checked
 
 
 def test_graphql_over_websocket_accepts_the_issuers_token_in_connection_init(shared: Instance, issuer: Issuer) -> None:
