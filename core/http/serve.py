@@ -68,8 +68,9 @@ def _announce(sock: socket.socket, config: Config, tokens: int, workers: int = 1
     access = "callers without a token read public nodes" if config.anonymous else "every request needs a token"
     processes = f"; {workers} worker processes" if workers > 1 else ""
     surfaces = ", ".join(f"{s.name} ({' '.join(p.rstrip('/') for p in s.paths)})" for s in discover())
+    issuer = "" if config.oauth is None else f" and the access tokens of {config.oauth.issuer}"
     print(f"canon: serving MCP at http://{shown}:{port}/mcp (health: /healthz); {tokens} bearer token(s) in "
-          f"{config.tokens}; {access}{processes}", file=sys.stderr, flush=True)  # fmt: skip
+          f"{config.tokens}{issuer}; {access}{processes}", file=sys.stderr, flush=True)  # fmt: skip
     if surfaces:
         print(f"canon: also serving {surfaces}", file=sys.stderr, flush=True)
 

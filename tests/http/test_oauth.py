@@ -39,7 +39,7 @@ from core.http.app import build_app
 from core.instance import Instance, open_instance
 from tests.generators.conftest import live
 from tests.mcp import conftest as mcp_fixtures
-from tests.mcp.conftest import copy_store
+from tests.mcp.conftest import copy_store, serving
 from tests.mcp.test_mcp_tools import tool_error
 
 pytestmark = pytest.mark.anyio
@@ -481,3 +481,21 @@ async def test_static_tokens_still_work_beside_the_issuer(shared: Instance, issu
         response = await client.get(f"/api/nodes/{RESTRICTED}", headers=bearer(secret))
 
     assert response.status_code == 200, response.text
+
+
+def test_canon_serve_configured_by_canon_toml_accepts_the_issuers_tokens(seed_template: Path, tmp_path: Path,
+                                                                        issuer: Issuer) -> None:  # fmt: skip
+    store = copy_store(seed_template, tmp_path / "canon.db")
+    (tmp_path / "canon.toml").write_text(f'[oauth]\nissuer = "{issuer.url}"\nresource = "{RESOURCE}"\n\n'
+                                         "[auth]\nanonymous = false\n", encoding="utf-8")  # fmt: skip
+    with serving(store, cwd=tmp_path) as process, httpx2.Client(base_url=process.base, timeout=30) as client:
+        member = client.get(f"/api/nodes/{RESTRICTED}", headers=bearer(issuer.token()))
+        without = client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        metadata = client.get("/.well-known/oauth-protected-resource")
+        announced = process.output()
+
+    assert member.status_code == 200, member.text
+    assert without.status_code == 401
+    assert challenge(without)["resource_metadata"] == METADATA
+    assert metadata.json()["authorization_servers"] == [issuer.url]
+    assert f"the access tokens of {issuer.url}" in announced
