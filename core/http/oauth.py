@@ -15,6 +15,10 @@
   (`scope`/`scp`) and the values of `roles_claim` to; its reader groups are the values of `groups_claim`. A valid
   token that maps to no role is refused with 403 `insufficient_scope` (it could do nothing).
 
+An accepted token is remembered until its `exp` (`MAX_VERIFIED` of them), so a client's next request costs a
+lookup; fetching keys forgets them all. If the issuer cannot be reached when keys are due, the keys fetched
+before stay in use (a warning is logged).
+
 A rejection carries the RFC 6750 error, a reason for the audit log (never the token) and the HTTP status;
 `challenge` writes the `WWW-Authenticate` value with the RFC 9728 `resource_metadata` parameter, and
 `resource_metadata` is the document served at `metadata_path`.
