@@ -1,8 +1,8 @@
-"""Who an HTTP caller is: bearer tokens through the SDK's token-verifier seam, for every HTTP surface.
+"""Who an HTTP caller is: bearer tokens checked against canon's token file, one rule for every surface.
 
-The stack, outermost first: Starlette's `AuthenticationMiddleware` with the SDK's `BearerAuthBackend` over
-`CanonTokenVerifier` (which asks `core.tokens.TokenFile`), the SDK's `AuthContextMiddleware`, then
-`BearerGate`, which turns the outcome into a rule:
+`Authenticate` (outside every route) reads the `Authorization` header and, for a current bearer token, puts the
+token's canon `Principal` in the ASGI scope. `BearerGate` (around every surface's routes, `/mcp` included) turns
+the outcome into the rule:
 
 * a current token → that token's principal;
 * an `Authorization` header that is not a current bearer token (wrong, revoked, malformed) → 401 with
@@ -11,13 +11,15 @@ The stack, outermost first: Starlette's `AuthenticationMiddleware` with the SDK'
 * no `Authorization` header → the anonymous principal (read-only, public nodes only), or 401 when the
   configuration turns anonymous access off.
 
-With `[oauth]` configured, a bearer token that is not one of canon's is tried as the issuer's JWT
-(`core.http.oauth.JwtVerifier`): a valid one is its principal, any other is refused as above (403
-`insufficient_scope` for a valid token granting no canon role), the audit naming why, and every challenge
-carries RFC 9728's `resource_metadata`.
+With `[oauth]` configured, `Authenticate` asks the issuer's rule (`core.http.oauth.JwtVerifier`) about a bearer
+token that is not one of canon's: a valid JWT puts its principal in the scope like a canon token; a refused one
+leaves its `Rejection` there (`REJECTION`), and `BearerGate` answers with that rejection's status and error (403
+`insufficient_scope` for a valid token granting no canon role), the audit naming why. Every challenge then
+carries RFC 9728's `resource_metadata` and the scope to ask for.
 
-`principal_of_request` gives the principal of a request that passed the gate; surfaces call it, never
-look at client-supplied identity.
+`principal_of_scope` (and `principal_of_request`, for a framework's request object) gives the principal of a
+request that passed the gate; every surface calls it, none looks at client-supplied identity. The token file is
+asked on every request, so a revoked token is refused from the next request on.
 """
 
 from __future__ import annotations
@@ -26,119 +28,101 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
-from mcp.server.auth.provider import AccessToken
-from pydantic import PrivateAttr
-from starlette.middleware import Middleware
-from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.http.oauth import JwtVerifier, Rejection
-from core.http.problems import PROBLEM_MEDIA, problem_body
+from core.http.problems import MCP_PATH, PROBLEM_MEDIA, problem_body
 from core.principal import ANONYMOUS, Principal
 from core.tokens import TokenFile
 
 __all__ = [
+    "PRINCIPAL",
+    "REJECTION",
+    "Authenticate",
     "BearerGate",
-    "CanonAccessToken",
-    "CanonTokenVerifier",
-    "access_token",
-    "auth_middleware",
     "bearer_token",
     "principal_of_request",
     "principal_of_scope",
 ]
 
+PRINCIPAL = "canon.principal"
+"""The scope key holding the principal of a request whose bearer token is current."""
 
-class CanonAccessToken(AccessToken):
-    """The SDK's access token, carrying the principal canon verified it as."""
-
-    _principal: Principal = PrivateAttr()
+REJECTION = "canon.rejection"
+"""The scope key holding why the OAuth issuer's rule refused a request's bearer token (a `Rejection`)."""
 
 
-class CanonTokenVerifier:
-    """The SDK's `TokenVerifier` protocol over canon's token file.
+def bearer_token(scope: Scope) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header (the scheme in any case), else None."""
+    for name, value in scope["headers"]:
+        if name.lower() == b"authorization":
+            text = bytes(value).decode("latin-1")
+            return text[7:] if text[:7].lower() == "bearer " else None
+    return None
 
-    Every request asks the token file (so a revoked token is refused from the next request on); the access token
-    handed to the SDK is made once per token and principal and then reused, as building it cost more than the
-    check itself. At most `MAX_CACHED` are kept.
-    """
 
-    MAX_CACHED = 1024
+class Authenticate:
+    """Put the principal of a current bearer token in the scope (`PRINCIPAL`): one of canon's tokens, else, with
+    `oauth`, the issuer's JWT (a refused one leaves its `REJECTION`); leave every other request as it is."""
 
-    def __init__(self, tokens: TokenFile) -> None:
+    def __init__(self, app: ASGIApp, *, tokens: TokenFile, oauth: JwtVerifier | None = None) -> None:
+        self.app = app
         self.tokens = tokens
-        self._made: dict[str, CanonAccessToken] = {}
+        self.oauth = oauth  # an OAuth issuer's JWTs, tried when the token is not one of canon's (core.http.oauth)
 
-    async def verify_token(self, token: str) -> AccessToken | None:
-        principal = self.tokens.verify(token)
-        if principal is None:
-            self._made.pop(token, None)
-            return None
-        made = self._made.get(token)
-        if made is None or made._principal != principal:  # pyright: ignore[reportPrivateUsage]
-            if len(self._made) >= self.MAX_CACHED:
-                self._made.clear()
-            made = self._made[token] = access_token(token, principal)
-        return made
-
-
-def access_token(token: str, principal: Principal) -> CanonAccessToken:
-    """The SDK's access token for a token canon verified as `principal`."""
-    made = CanonAccessToken(token=token, client_id=principal.name, subject=principal.name,
-                            scopes=sorted(principal.roles), claims={"groups": sorted(principal.groups)})  # fmt: skip
-    made._principal = principal  # pyright: ignore[reportPrivateUsage]
-    return made
-
-
-def auth_middleware(tokens: TokenFile) -> list[Middleware]:
-    return [
-        Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(CanonTokenVerifier(tokens))),
-        Middleware(AuthContextMiddleware),
-    ]
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            token = bearer_token(scope)
+            principal = None if not token else self.tokens.verify(token)
+            if token and principal is None and self.oauth is not None:
+                outcome = await self.oauth.verify(token)
+                if isinstance(outcome, Rejection):
+                    scope[REJECTION] = outcome
+                else:
+                    principal = outcome
+            if principal is not None:
+                scope[PRINCIPAL] = principal
+        await self.app(scope, receive, send)
 
 
 def principal_of_scope(scope: Scope) -> Principal:
-    user = scope.get("user")
-    if isinstance(user, AuthenticatedUser):
-        token = user.access_token
-        if isinstance(token, CanonAccessToken):
-            return token._principal  # pyright: ignore[reportPrivateUsage]
-        groups = (token.claims or {}).get("groups", ())
-        return Principal(token.client_id, frozenset(token.scopes), frozenset(groups))
-    return ANONYMOUS
+    """The caller of a request that passed `BearerGate`: its token's principal, or the anonymous one."""
+    principal = scope.get(PRINCIPAL)
+    return principal if isinstance(principal, Principal) else ANONYMOUS
 
 
 def principal_of_request(request: Any) -> Principal:
-    """The principal of a Starlette request that passed `BearerGate` (None: no HTTP request, i.e. anonymous)."""
+    """The principal of a framework request (anything with a `.scope`) that passed `BearerGate` (None: no HTTP
+    request, i.e. anonymous)."""
     return principal_of_scope(request.scope) if request is not None else ANONYMOUS
 
 
 class BearerGate:
-    """Refuse a request whose bearer token is not current (401), and, optionally, one without a token."""
+    """Refuse a request whose bearer token is not current (401, or the OAuth issuer's `REJECTION`), and,
+    optionally, one without a token.
+
+    The refusal is RFC 6750's JSON body on `/mcp` (MCP fixes its bodies) and an RFC 9457 problem carrying the same
+    members everywhere else, both with the `WWW-Authenticate` challenge (`oauth`'s, pointing to the RFC 9728
+    metadata, when an issuer is configured).
+    """
 
     def __init__(self, app: ASGIApp, *, anonymous: bool, on_reject: Callable[[str, str], None],
-                 problem: bool = False, oauth: JwtVerifier | None = None) -> None:  # fmt: skip
+                 oauth: JwtVerifier | None = None) -> None:  # fmt: skip
         self.app = app
         self.anonymous = anonymous
         self.on_reject = on_reject  # (path, reason), for the audit log
-        self.problem = problem  # answer as RFC 9457 problem+json (the generated surfaces) besides RFC 6750
-        self.oauth = oauth  # an OAuth issuer's JWTs, tried when the token is not one of canon's (core.http.oauth)
+        self.oauth = oauth
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or isinstance(scope.get("user"), AuthenticatedUser):
-            await self.app(scope, receive, send)
-            return
-        outcome = None if self.oauth is None else await _oauth_outcome(self.oauth, scope)
-        if isinstance(outcome, Principal):
-            scope["user"] = AuthenticatedUser(access_token(bearer_token(scope) or "", outcome))
+        if scope["type"] not in ("http", "websocket") or PRINCIPAL in scope:
             await self.app(scope, receive, send)
             return
         presented = any(name.lower() == b"authorization" for name, _ in scope["headers"])
+        rejection = scope.get(REJECTION)
+        rejection = rejection if isinstance(rejection, Rejection) else None
         if scope["type"] == "websocket":  # browsers cannot send the header: a surface may accept a token later
             if presented:  # but one that was sent and is not current is refused here, as on HTTP
-                self.on_reject(scope.get("path", ""), "invalid token" + (f": {outcome.reason}" if outcome else ""))
+                self.on_reject(scope.get("path", ""), "invalid token" + (f": {rejection.reason}" if rejection else ""))
                 await send({"type": "websocket.close", "code": 4401, "reason": "invalid bearer token"})
                 return
             await self.app(scope, receive, send)
@@ -149,44 +133,29 @@ class BearerGate:
         reason = "invalid token" if presented else "no token"
         error, description = _REJECTIONS[reason]
         status = 401
-        if outcome is not None:
-            reason, error, description, status = (
-                f"{reason}: {outcome.reason}",
-                outcome.error,
-                outcome.description,
-                outcome.status,
-            )
+        if rejection is not None:
+            reason = f"{reason}: {rejection.reason}"
+            error, description, status = rejection.error, rejection.description, rejection.status
         self.on_reject(scope.get("path", ""), reason)
-        payload: dict[str, Any] = {"error": error, "error_description": description}
-        content_type = b"application/json"
-        body = json.dumps(payload).encode()
-        if self.problem:
-            code = "unauthorized" if status == 401 else "forbidden"
-            body = problem_body(status, code, description, scope.get("path", ""), extra=payload)
-            content_type = PROBLEM_MEDIA.encode()
         challenge = f'Bearer error="{error}", error_description="{description}"'
         if self.oauth is not None:
             challenge = self.oauth.challenge(error, description)
-        await send({"type": "http.response.start", "status": status, "headers": [
-            (b"content-type", content_type), (b"content-length", str(len(body)).encode()),
-            (b"www-authenticate", challenge.encode())]})  # fmt: skip
-        await send({"type": "http.response.body", "body": body})
+        await _refuse(scope, send, status, error, description, challenge)
 
 
-def bearer_token(scope: Scope) -> str | None:
-    """The token of an `Authorization: Bearer <token>` header (the scheme in any case), else None."""
-    for name, value in scope["headers"]:
-        if name.lower() == b"authorization":
-            text = bytes(value).decode("latin-1")
-            token = text[7:].strip() if text[:7].lower() == "bearer " else ""
-            return token or None
-    return None
-
-
-async def _oauth_outcome(oauth: JwtVerifier, scope: Scope) -> Principal | Rejection | None:
-    """What the OAuth issuer's rule says of the request's bearer token (None: it has none)."""
-    token = bearer_token(scope)
-    return None if token is None else await oauth.verify(token)
+async def _refuse(scope: Scope, send: Send, status: int, error: str, description: str, challenge: str) -> None:
+    payload: dict[str, Any] = {"error": error, "error_description": description}
+    path = scope.get("path", "")
+    if path == MCP_PATH:
+        content_type, body = b"application/json", json.dumps(payload).encode()
+    else:
+        content_type = PROBLEM_MEDIA.encode()
+        code = "unauthorized" if status == 401 else "forbidden"
+        body = problem_body(status, code, description, path, extra=payload)
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", content_type), (b"content-length", str(len(body)).encode()),
+        (b"www-authenticate", challenge.encode())]})  # fmt: skip
+    await send({"type": "http.response.body", "body": body})
 
 
 _REJECTIONS = {  # reason -> RFC 6750 error code and description

@@ -37,13 +37,13 @@ from core.audit import AuditRecord
 from core.config import Config, OAuthSettings
 from core.http.app import build_app
 from core.instance import Instance, open_instance
+from core.mcp.surface import McpSurface
+from tests.conftest import copy_store
 from tests.generators.conftest import live
-from tests.mcp import conftest as mcp_fixtures
-from tests.mcp.conftest import copy_store, serving
+from tests.mcp.conftest import serving
 from tests.mcp.test_mcp_tools import tool_error
 
 pytestmark = pytest.mark.anyio
-seed_template = mcp_fixtures.seed_template  # the seeded store file fixture (in tests/conftest.py after the host move)
 
 RESOURCE = "http://127.0.0.1:8000"  # canon's resource URL: the audience of its tokens
 METADATA = f"{RESOURCE}/.well-known/oauth-protected-resource"
@@ -282,15 +282,21 @@ async def test_scopes_and_the_roles_claim_map_to_canon_roles(shared: Instance, i
 
 async def test_a_valid_token_granting_no_canon_role_is_403_insufficient_scope(shared: Instance, issuer: Issuer) -> None:
     records = audited(shared)
+    token = issuer.token(scope="openid email")
     async with http(shared) as client:
-        response = await client.get(f"/api/nodes/{PUBLIC}", headers=bearer(issuer.token(scope="openid email")))
+        on_rest = await client.get(f"/api/nodes/{PUBLIC}", headers=bearer(token))
+        on_mcp = await client.post("/mcp", headers=bearer(token) | {"Accept": "application/json, text/event-stream"},
+                                   json={"jsonrpc": "2.0", "id": 1, "method": "ping"})  # fmt: skip
 
-    assert response.status_code == 403
-    params = challenge(response)
-    assert params["error"] == "insufficient_scope"
-    assert params["scope"] == "canon:read"
-    assert params["resource_metadata"] == METADATA
-    assert [r.outcome for r in records] == ["rejected"]
+    for response in (on_rest, on_mcp):
+        assert response.status_code == 403, response.text
+        assert response.json()["error"] == "insufficient_scope"
+        params = challenge(response)
+        assert params["error"] == "insufficient_scope"
+        assert params["scope"] == "canon:read"
+        assert params["resource_metadata"] == METADATA
+    assert on_rest.headers["content-type"].startswith("application/problem+json")
+    assert [r.outcome for r in records] == ["rejected"] * 2
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])
@@ -298,7 +304,7 @@ async def test_a_good_token_over_mcp_with_the_sdk_client_sees_what_its_groups_ma
     shared: Instance, issuer: Issuer, mode: str
 ) -> None:
     token = issuer.token(sub="pat", groups=["security"])
-    with live(shared, surfaces=[]) as base:
+    with live(shared, surfaces=[McpSurface()]) as base:
         async with (
             httpx2.AsyncClient(headers=bearer(token), timeout=30) as http_client,
             mcp.Client(streamable_http_client(f"{base}/mcp", http_client=http_client), mode=mode) as client,  # pyright: ignore[reportArgumentType]
