@@ -13,7 +13,8 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -175,13 +176,17 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--role", required=True, choices=("reader", "writer", "admin"), help="what the token may do")
     t.add_argument("--group", action="append", default=[], metavar="GROUP", dest="groups",
                    help="a group the principal belongs to (group:GROUP in readers); repeatable")  # fmt: skip
+    t.add_argument("--expires-in", type=_duration, metavar="DURATION", dest="expires_in",
+                   help="refuse the token from this long after now on: a number and d, h or m (90d, 12h); "
+                   "default: never")  # fmt: skip
     t.set_defaults(handler=_token_create)
     t = tokens.add_parser("revoke", help="revoke a token now", description="Delete NAME's token. A running "
                           "server refuses it (401) from its next request on.")  # fmt: skip
     t.add_argument("name", metavar="NAME")
     t.set_defaults(handler=_token_revoke)
     t = tokens.add_parser("list", help="list token names, roles and groups (never the tokens)",
-                          description="List every token's name, role, groups and creation time.")  # fmt: skip
+                          description="List every token's name, role, groups, creation time and expiry "
+                          "(- for none).")  # fmt: skip
     t.set_defaults(handler=_token_list)
     p = command("store", _store_usage, "copy, back up or compact a store",
                 "Commands on whole stores. `canon store copy SOURCE TARGET` copies a store file or database into a "
@@ -460,7 +465,8 @@ def _show_config(args: argparse.Namespace) -> int:
               "max_streams": c.max_streams, "stream_backlog": c.stream_backlog, "mcp_fastpath": c.mcp_fastpath,
               "ui_assets": str(c.ui_assets) if c.ui_assets else None, "tokens": str(c.tokens),
               "anonymous": c.anonymous, "local_name": c.local_name, "local_role": c.local_role,
-              "local_groups": list(c.local_groups)}  # fmt: skip
+              "local_groups": list(c.local_groups),
+              "oauth": None if c.oauth is None else asdict(c.oauth)}  # fmt: skip
     print(json.dumps({"file": str(c.source) if c.source else None, "settings": values,
                       "from": {k: c.origins.get(k, "default") for k in values}}, indent=2))  # fmt: skip
     return 0
@@ -473,7 +479,7 @@ def _token_usage(args: argparse.Namespace) -> int:
 
 def _token_create(args: argparse.Namespace) -> int:
     tokens = TokenFile(_config(args).tokens)
-    token = tokens.create(args.name, args.role, args.groups)
+    token = tokens.create(args.name, args.role, args.groups, args.expires_in)
     print(token)
     article = "an" if args.role[0] in "aeiou" else "a"
     print(f"canon: created {article} {args.role} token for {args.name} in {tokens.path}; it is shown only this once.",
@@ -494,8 +500,20 @@ def _token_revoke(args: argparse.Namespace) -> int:
 
 def _token_list(args: argparse.Namespace) -> int:
     for entry in TokenFile(_config(args).tokens).entries():
-        print(f"{entry.name}\t{entry.role}\t{','.join(entry.groups) or '-'}\t{entry.created_at}")
+        groups = ",".join(entry.groups) or "-"
+        print(f"{entry.name}\t{entry.role}\t{groups}\t{entry.created_at}\t{entry.expires_at or '-'}")
     return 0
+
+
+_UNITS = {"d": timedelta(days=1), "h": timedelta(hours=1), "m": timedelta(minutes=1)}
+
+
+def _duration(text: str) -> timedelta:
+    """`--expires-in`: a positive whole number and a unit, d(ays), h(ours) or m(inutes)."""
+    number, unit = text[:-1], text[-1:]
+    if unit not in _UNITS or not (number.isascii() and number.isdigit()) or int(number) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 90d, 12h or 30m")
+    return int(number) * _UNITS[unit]
 
 
 def _store_usage(args: argparse.Namespace) -> int:

@@ -23,9 +23,35 @@ from core.documents import pointer
 from core.errors import ConfigError
 from core.principal import Principal
 
-__all__ = ["Config", "load_config", "store_location"]
+__all__ = ["DEFAULT_SCOPES", "Config", "OAuthSettings", "load_config", "store_location"]
 
 DEFAULT_FILE = "canon.toml"
+
+
+DEFAULT_SCOPES: Mapping[str, str] = {"canon:read": "reader", "canon:write": "writer", "canon:admin": "admin"}
+"""The scopes an access token is granted canon's roles by, unless `[oauth.roles]` says otherwise."""
+
+
+@dataclass(frozen=True)
+class OAuthSettings:
+    """`[oauth]`: canon as an OAuth 2.1 resource server accepting the JWT access tokens of one issuer."""
+
+    issuer: str  # the `iss` of its tokens; also where its discovery document is, unless jwks_url is given
+    resource: str  # canon's resource URL (RFC 8707/9728): the `aud` its tokens carry unless audience says otherwise
+    jwks_url: str | None = None
+    audience: str | None = None
+    algorithms: tuple[str, ...] = ("RS256", "ES256")
+    leeway_s: int = 30
+    name_claim: str = "sub"
+    roles_claim: str | None = None
+    groups_claim: str | None = "groups"
+    roles: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_SCOPES))  # scope or claim value -> role
+    jwks_cache_s: int = 3600
+    jwks_min_refresh_s: int = 30
+
+    @property
+    def expected_audience(self) -> str:
+        return self.audience or self.resource
 
 
 @dataclass(frozen=True)
@@ -43,6 +69,7 @@ class Config:
     ui_assets: Path | None = None  # other browser assets for /docs and /graphql at /ui-assets/ (None: canon's own)
     tokens: Path = Path("canon-tokens.json")  # hashed bearer tokens (canon token create/revoke)
     anonymous: bool = True  # HTTP callers without a token may read public nodes
+    oauth: OAuthSettings | None = None  # JWT access tokens of an OAuth issuer, besides canon's own tokens
     local_name: str = "local"  # the stdio principal
     local_role: str = "admin"
     local_groups: tuple[str, ...] = ()
@@ -107,7 +134,20 @@ def _from_file(file: Path) -> Config:
             else:
                 values[attr] = (base / value) if attr in _PATHS else tuple(value) if isinstance(value, list) else value
             origins[attr] = f"{name} [{section}] {key}"
+    if "oauth" in data:
+        values["oauth"] = _oauth(data["oauth"])
+        origins["oauth"] = f"{name} [oauth]"
     return replace(Config(), **values, origins=origins)
+
+
+def _oauth(section: Mapping[str, Any]) -> OAuthSettings:
+    """`[oauth]`, checked by the schema already (issuer and resource present, algorithms asymmetric)."""
+    values: dict[str, Any] = dict(section)
+    if "algorithms" in values:
+        values["algorithms"] = tuple(values["algorithms"])
+    if "roles" in values:
+        values["roles"] = dict(values["roles"])
+    return OAuthSettings(**values)
 
 
 _KEYS = [

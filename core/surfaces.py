@@ -115,8 +115,10 @@ class SurfaceHost:
 
 
 def host_for(instance: Instance, surface_name: str, *, principal_of: Callable[[Any], Principal],
-             watch: Watch, feed: ChangeFeed | None = None) -> SurfaceHost:  # fmt: skip
-    """The host a surface gets from `instance`, bound to its current snapshot."""
+             watch: Watch, feed: ChangeFeed | None = None,
+             authenticate: Callable[[str], Principal | None] | None = None) -> SurfaceHost:  # fmt: skip
+    """The host a surface gets from `instance`, bound to its current snapshot. Its `authenticate` is canon's token
+    file, unless the HTTP host gives one trying an OAuth issuer's tokens too."""
     config = instance.config
     settings = SurfaceSettings(config.max_body_bytes, config.anonymous, config.max_streams, config.stream_backlog,
                                config.mcp_fastpath)  # fmt: skip
@@ -124,7 +126,8 @@ def host_for(instance: Instance, surface_name: str, *, principal_of: Callable[[A
     def current() -> Snapshot:
         return instance.snapshot
 
-    return SurfaceHost(instance.snapshot, settings, principal_of, instance.tokens.verify, watch,
+    verify = instance.tokens.verify if authenticate is None else authenticate
+    return SurfaceHost(instance.snapshot, settings, principal_of, verify, watch,
                        instance.store.revision, surface_name, current, feed)  # fmt: skip
 
 

@@ -7,6 +7,9 @@ plain hash is as strong as the token; no slow hash is needed, and verifying cost
 `TokenFile.verify` re-reads the file whenever it changed (one `stat` per request), so `canon token revoke`
 takes effect on the running server's next request, in every process. The file is replaced atomically and
 is readable by its owner only. Token values are never logged, audited or stored.
+
+A token may expire (`canon token create --expires-in 90d`): from its `expires_at` on it is refused like a revoked
+one. Tokens from an identity provider are the other way in (`core.http.oauth`).
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ import os
 import secrets
 import tempfile
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +47,7 @@ class TokenEntry:
     groups: tuple[str, ...]
     sha256: str
     created_at: str
+    expires_at: str | None = None  # RFC 3339, UTC; None: never
 
     def principal(self) -> Principal:
         return Principal(self.name, frozenset({self.role}), frozenset(self.groups))
@@ -59,17 +64,18 @@ class TokenFile:
         self.path = path
         self._lock = threading.Lock()
         self._seen: tuple[int, int, int] | None = None  # (inode, size, mtime_ns) of the loaded file
-        self._by_hash: dict[str, TokenEntry] = {}
+        self._by_hash: dict[str, tuple[TokenEntry, float | None]] = {}  # sha256 -> entry, expiry (epoch seconds)
 
     # -- verifying ---------------------------------------------------------------------------------------------
     def verify(self, token: str) -> Principal | None:
-        """The principal a presented token stands for, or None if it is not a current token."""
+        """The principal a presented token stands for, or None if it is not a current token (unknown, revoked or
+        expired)."""
         with self._lock:
             self._refresh()
             digest = _digest(token)
-            for known, entry in self._by_hash.items():
+            for known, (entry, expires) in self._by_hash.items():
                 if hmac.compare_digest(known, digest):
-                    return entry.principal()
+                    return entry.principal() if expires is None or time.time() < expires else None
         return None
 
     def _refresh(self) -> None:
@@ -80,7 +86,7 @@ class TokenFile:
             return
         stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
         if stamp != self._seen:
-            self._by_hash = {e.sha256: e for e in self.entries()}
+            self._by_hash = {e.sha256: (e, _epoch(e.expires_at)) for e in self.entries()}
             self._seen = stamp
 
     # -- managing ----------------------------------------------------------------------------------------------
@@ -96,15 +102,18 @@ class TokenFile:
         try:
             data: Any = json.loads(text)
             return [
-                TokenEntry(t["name"], t["role"], tuple(t.get("groups", ())), t["sha256"], t["created_at"])
+                TokenEntry(
+                    t["name"], t["role"], tuple(t.get("groups", ())), t["sha256"], t["created_at"], t.get("expires_at")
+                )
                 for t in data["tokens"]
             ]
         except (ValueError, KeyError, TypeError) as exc:
             message = f"The token file {self.path} is damaged ({exc!r}); restore it or make it anew."
             raise ConfigError(message, source=str(self.path)) from exc
 
-    def create(self, name: str, role: str, groups: Iterable[str] = ()) -> str:
-        """Add a token for `name` and return its value: the only time the value exists outside the caller."""
+    def create(self, name: str, role: str, groups: Iterable[str] = (), expires_in: timedelta | None = None) -> str:
+        """Add a token for `name` and return its value: the only time the value exists outside the caller. With
+        `expires_in`, the token is refused from that long after now on."""
         given = list(groups)
         problems: list[Problem] = []
         if not NAME_RE.match(name):
@@ -119,11 +128,14 @@ class TokenFile:
         entries = self.entries()
         if any(e.name == name for e in entries):
             problems.append(Problem("/name", f"a token named {name!r} exists; revoke it first to replace it"))
+        if expires_in is not None and expires_in <= timedelta(0):
+            problems.append(Problem("/expires_in", f"{expires_in} is not a time to come; give a positive duration"))
         if problems:
             raise ValidationError(f"Cannot create the token {name!r}.", problems)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        created = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-        self._save([*entries, TokenEntry(name, role, groups, _digest(token), created)])
+        now = datetime.now(UTC)
+        expires = None if expires_in is None else _stamp(now + expires_in)
+        self._save([*entries, TokenEntry(name, role, groups, _digest(token), _stamp(now), expires)])
         return token
 
     def revoke(self, name: str) -> None:
@@ -134,7 +146,7 @@ class TokenFile:
         self._save(kept)
 
     def _save(self, entries: list[TokenEntry]) -> None:
-        data = {"format": FORMAT, "tokens": [asdict(e) | {"groups": list(e.groups)} for e in entries]}
+        data = {"format": FORMAT, "tokens": [_record(e) for e in entries]}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, temp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
         try:
@@ -148,3 +160,19 @@ class TokenFile:
         except BaseException:
             Path(temp).unlink(missing_ok=True)
             raise
+
+
+def _record(entry: TokenEntry) -> dict[str, Any]:
+    """A token file entry (`expires_at` only when the token expires, so files without expiry stay as they were)."""
+    record = asdict(entry) | {"groups": list(entry.groups)}
+    if entry.expires_at is None:
+        del record["expires_at"]
+    return record
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _epoch(stamp: str | None) -> float | None:
+    return None if stamp is None else datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()

@@ -382,3 +382,17 @@ def test_config_shows_each_setting_with_where_it_came_from(tmp_path: Path) -> No
     assert shown["from"]["host"] == "$CANON_HOST"
     assert "canon.toml" in shown["from"]["port"]
     assert shown["from"]["store"] == "default"
+
+
+def test_config_shows_the_oauth_issuer_and_its_defaults(tmp_path: Path) -> None:
+    (tmp_path / "canon.toml").write_text('[oauth]\nissuer = "https://login.example.com/realms/acme"\n'
+                                         'resource = "https://canon.example.com"\n', encoding="utf-8")  # fmt: skip
+
+    result = run_canon("config", cwd=tmp_path)
+
+    assert result.returncode == EXIT_OK, result.stderr
+    shown = json.loads(result.stdout)
+    assert shown["settings"]["oauth"]["issuer"] == "https://login.example.com/realms/acme"
+    assert shown["settings"]["oauth"]["roles"] == {"canon:read": "reader", "canon:write": "writer",
+                                                   "canon:admin": "admin"}  # fmt: skip
+    assert "canon.toml" in shown["from"]["oauth"]

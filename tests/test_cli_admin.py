@@ -14,7 +14,7 @@ import hashlib
 import json
 import stat
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +201,44 @@ def test_the_configuration_names_the_token_file_relative_to_itself(tmp_path: Pat
     assert stat.S_IMODE((tmp_path / "etc" / "tokens" / "canon.json").stat().st_mode) == 0o600
 
 
+# -- tokens that expire --------------------------------------------------------------------------------------------
+def test_create_with_expires_in_records_the_expiry_and_list_shows_it(tmp_path: Path) -> None:
+    done = run_canon("token", "create", "temp", "--role", "reader", "--expires-in", "2h", cwd=tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert TokenFile(tmp_path / TOKEN_FILE).verify(done.stdout.strip()) == Principal("temp", frozenset({"reader"}))
+    expires = datetime.fromisoformat(entries(tmp_path / TOKEN_FILE)[0]["expires_at"].replace("Z", "+00:00"))
+    assert timedelta(minutes=119) < expires - datetime.now(UTC) <= timedelta(hours=2)
+    listed = run_canon("token", "list", cwd=tmp_path)
+    assert listed.stdout.split("\t")[4].strip() == entries(tmp_path / TOKEN_FILE)[0]["expires_at"]
+
+
+def test_an_expired_token_is_refused_like_a_revoked_one(tmp_path: Path) -> None:
+    tokens = TokenFile(tmp_path / TOKEN_FILE)
+    token = tokens.create("brief", "writer", expires_in=timedelta(hours=1))
+    assert tokens.verify(token) is not None
+    document = json.loads((tmp_path / TOKEN_FILE).read_text(encoding="utf-8"))
+    document["tokens"][0]["expires_at"] = "2000-01-01T00:00:00Z"  # its hour passed
+    (tmp_path / TOKEN_FILE).write_text(json.dumps(document), encoding="utf-8")
+
+    assert tokens.verify(token) is None
+
+
+@pytest.mark.parametrize("duration", ["0d", "90", "1w", "-3h", "h"])
+def test_create_refuses_an_expiry_that_is_not_a_positive_duration(tmp_path: Path, duration: str) -> None:
+    done = run_canon("token", "create", "temp", "--role", "reader", "--expires-in", duration, cwd=tmp_path)
+
+    assert done.returncode == EXIT_USAGE
+    assert "--expires-in" in done.stderr
+    assert not (tmp_path / TOKEN_FILE).exists()
+
+
+def test_a_token_without_expiry_keeps_its_file_entry_as_before(tmp_path: Path) -> None:
+    make(tmp_path, "rita", "reader")
+
+    assert set(entries(tmp_path / TOKEN_FILE)[0]) == {"name", "role", "groups", "sha256", "created_at"}
+
+
 # -- canon token list -----------------------------------------------------------------------------------------------
 def test_list_shows_names_roles_and_groups_but_never_hashes_or_tokens(tmp_path: Path) -> None:
     tokens = {
@@ -220,9 +258,10 @@ def test_list_shows_names_roles_and_groups_but_never_hashes_or_tokens(tmp_path: 
         ["wendy", "writer", "-"],
         ["alice", "admin", "security"],
     ]
-    for row in rows:  # the fourth column is when it was made
-        assert len(row) == 4
+    for row in rows:  # the fourth column is when it was made, the fifth when it expires: never
+        assert len(row) == 5
         datetime.fromisoformat(row[3].replace("Z", "+00:00"))
+        assert row[4] == "-"
     output = done.stdout + done.stderr
     for token in tokens.values():
         assert token not in output

@@ -6,13 +6,14 @@ current registry, or, for a surface with a lifespan, by the app its lifespan yie
 middleware list applies one rule each: `core.http.problems` makes every error answer an RFC 9457 problem
 (JSON-RPC errors stay on `/mcp`), `core.http.admission` checks Host (421) and Origin (403) and bounds the request
 body (413), and `core.http.auth` identifies the caller by bearer token; around every surface `BearerGate`
-refuses a bad token with 401.
+refuses a bad token with 401. With `[oauth]`, a token that is not canon's may be an issuer's JWT
+(`core.http.oauth`), and RFC 9728 metadata is served at `/.well-known/oauth-protected-resource`.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -28,9 +29,11 @@ from core.changes import ChangeFeed
 from core.http.admission import Admission, allowed_for
 from core.http.auth import Authenticate, BearerGate, principal_of_request
 from core.http.landing import landing_endpoint
+from core.http.oauth import JwtVerifier, metadata_path
 from core.http.problems import ProblemAnswers, internal_error
 from core.http.ui_assets import BUNDLED
 from core.instance import Instance
+from core.principal import Principal
 from core.snapshot import PerSnapshot, Snapshot
 from core.surfaces import Lifespan, Running, Surface, SurfaceHost, audit_name_of, claims, discover, host_for
 
@@ -48,11 +51,12 @@ class SurfaceRoute(BaseRoute):
     """
 
     def __init__(self, surface: Surface, host: SurfaceHost, current: Callable[[], Snapshot], *,
-                 anonymous: bool) -> None:  # fmt: skip
+                 anonymous: bool, oauth: JwtVerifier | None = None) -> None:  # fmt: skip
         self.surface = surface
         self.host = host
         self.snapshot = current
         self.anonymous = anonymous
+        self.oauth = oauth  # the OAuth issuer's rule, whose challenge a refusal carries
         self.running: Running | None = None
         self._served: ASGIApp | None = None  # `running.app` behind the gate
         self._built = PerSnapshot(self._build)
@@ -71,7 +75,7 @@ class SurfaceRoute(BaseRoute):
         def refused(path: str, reason: str) -> None:
             host.at(current()).rejected(path, reason)
 
-        return BearerGate(app, anonymous=self.anonymous, on_reject=refused)
+        return BearerGate(app, anonymous=self.anonymous, on_reject=refused, oauth=self.oauth)
 
     def current(self) -> ASGIApp:
         if self._served is not None:
@@ -96,6 +100,25 @@ def close_streams(app: Starlette) -> None:
             route.running.close()
 
 
+def resource_metadata(oauth: JwtVerifier) -> Callable[[Request], Awaitable[JSONResponse]]:
+    """The route answering RFC 9728 Protected Resource Metadata (public: a client reads it before it has a token)."""
+    document = oauth.resource_metadata()
+
+    async def answer(request: Request) -> JSONResponse:
+        return JSONResponse(document, headers={"Cache-Control": "public, max-age=3600"})
+
+    return answer
+
+
+def either_token(own: Callable[[str], Principal | None], oauth: JwtVerifier) -> Callable[[str], Principal | None]:
+    """A blocking token check (run on a worker thread): canon's own token, else the issuer's JWT."""
+
+    def authenticate(token: str) -> Principal | None:
+        return own(token) or oauth.verify_blocking(token)
+
+    return authenticate
+
+
 def build_app(instance: Instance, surfaces: list[Surface] | None = None) -> Starlette:
     """The ASGI app serving `instance` on every surface in `surfaces` (default: every installed one,
     `core.surfaces.discover`). Its lifespan runs the change pump and each surface's own lifespan.
@@ -107,15 +130,18 @@ def build_app(instance: Instance, surfaces: list[Surface] | None = None) -> Star
     config = instance.config
     feed = ChangeFeed(instance.index, on_model_change=instance.reload_model)
     installed = discover() if surfaces is None else surfaces
+    oauth = None if config.oauth is None else JwtVerifier(config.oauth)
+    # a token sent in a message (GraphQL's connection_init) may be the issuer's too
+    authenticate = None if oauth is None else either_token(instance.tokens.verify, oauth)
 
     def current() -> Snapshot:
         return instance.snapshot
 
     def host_of(surface: Surface) -> SurfaceHost:
         return host_for(instance, audit_name_of(surface), principal_of=principal_of_request, watch=feed.watch,
-                        feed=feed)  # fmt: skip
+                        feed=feed, authenticate=authenticate)  # fmt: skip
 
-    routes = [SurfaceRoute(s, host_of(s), current, anonymous=config.anonymous) for s in installed]
+    routes = [SurfaceRoute(s, host_of(s), current, anonymous=config.anonymous, oauth=oauth) for s in installed]
 
     async def healthz(request: Request) -> JSONResponse:
         health: dict[str, Any] = {"status": "ok", "revision": instance.store.revision(), "model": instance.model.name}
@@ -137,17 +163,20 @@ def build_app(instance: Instance, surfaces: list[Surface] | None = None) -> Star
 
     assets = BUNDLED if config.ui_assets is None else config.ui_assets  # the docs pages' scripts and styles
     landing = landing_endpoint(lambda: instance.model, installed, anonymous=config.anonymous)
+    # RFC 9728: where clients learn which issuer to get canon's tokens from
+    metadata = [] if oauth is None else [Route(metadata_path(oauth.settings.resource), resource_metadata(oauth))]
     app = Starlette(
         routes=[
             Route("/healthz", healthz),
             Route("/", landing),
             *routes,
             Mount(UI_ASSETS, app=StaticFiles(directory=assets)),
+            *metadata,
         ],
         middleware=[
             Middleware(ProblemAnswers),
             Middleware(Admission, allowed=allowed_for(config.host), max_body=config.max_body_bytes),
-            Middleware(Authenticate, tokens=instance.tokens),
+            Middleware(Authenticate, tokens=instance.tokens, oauth=oauth),
         ],
         exception_handlers={500: internal_error},
         lifespan=lifespan,

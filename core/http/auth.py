@@ -11,6 +11,12 @@ the outcome into the rule:
 * no `Authorization` header → the anonymous principal (read-only, public nodes only), or 401 when the
   configuration turns anonymous access off.
 
+With `[oauth]` configured, `Authenticate` asks the issuer's rule (`core.http.oauth.JwtVerifier`) about a bearer
+token that is not one of canon's: a valid JWT puts its principal in the scope like a canon token; a refused one
+leaves its `Rejection` there (`REJECTION`), and `BearerGate` answers with that rejection's status and error (403
+`insufficient_scope` for a valid token granting no canon role), the audit naming why. Every challenge then
+carries RFC 9728's `resource_metadata` and the scope to ask for.
+
 `principal_of_scope` (and `principal_of_request`, for a framework's request object) gives the principal of a
 request that passed the gate; every surface calls it, none looks at client-supplied identity. The token file is
 asked on every request, so a revoked token is refused from the next request on.
@@ -24,14 +30,26 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from core.http.oauth import JwtVerifier, Rejection
 from core.http.problems import MCP_PATH, PROBLEM_MEDIA, problem_body
 from core.principal import ANONYMOUS, Principal
 from core.tokens import TokenFile
 
-__all__ = ["PRINCIPAL", "Authenticate", "BearerGate", "bearer_token", "principal_of_request", "principal_of_scope"]
+__all__ = [
+    "PRINCIPAL",
+    "REJECTION",
+    "Authenticate",
+    "BearerGate",
+    "bearer_token",
+    "principal_of_request",
+    "principal_of_scope",
+]
 
 PRINCIPAL = "canon.principal"
 """The scope key holding the principal of a request whose bearer token is current."""
+
+REJECTION = "canon.rejection"
+"""The scope key holding why the OAuth issuer's rule refused a request's bearer token (a `Rejection`)."""
 
 
 def bearer_token(scope: Scope) -> str | None:
@@ -44,16 +62,24 @@ def bearer_token(scope: Scope) -> str | None:
 
 
 class Authenticate:
-    """Put the principal of a current bearer token in the scope (`PRINCIPAL`); leave every other request as it is."""
+    """Put the principal of a current bearer token in the scope (`PRINCIPAL`): one of canon's tokens, else, with
+    `oauth`, the issuer's JWT (a refused one leaves its `REJECTION`); leave every other request as it is."""
 
-    def __init__(self, app: ASGIApp, *, tokens: TokenFile) -> None:
+    def __init__(self, app: ASGIApp, *, tokens: TokenFile, oauth: JwtVerifier | None = None) -> None:
         self.app = app
         self.tokens = tokens
+        self.oauth = oauth  # an OAuth issuer's JWTs, tried when the token is not one of canon's (core.http.oauth)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket"):
             token = bearer_token(scope)
             principal = None if not token else self.tokens.verify(token)
+            if token and principal is None and self.oauth is not None:
+                outcome = await self.oauth.verify(token)
+                if isinstance(outcome, Rejection):
+                    scope[REJECTION] = outcome
+                else:
+                    principal = outcome
             if principal is not None:
                 scope[PRINCIPAL] = principal
         await self.app(scope, receive, send)
@@ -72,25 +98,31 @@ def principal_of_request(request: Any) -> Principal:
 
 
 class BearerGate:
-    """Refuse a request whose bearer token is not current (401), and, optionally, one without a token.
+    """Refuse a request whose bearer token is not current (401, or the OAuth issuer's `REJECTION`), and,
+    optionally, one without a token.
 
     The refusal is RFC 6750's JSON body on `/mcp` (MCP fixes its bodies) and an RFC 9457 problem carrying the same
-    members everywhere else, both with the `WWW-Authenticate` challenge.
+    members everywhere else, both with the `WWW-Authenticate` challenge (`oauth`'s, pointing to the RFC 9728
+    metadata, when an issuer is configured).
     """
 
-    def __init__(self, app: ASGIApp, *, anonymous: bool, on_reject: Callable[[str, str], None]) -> None:
+    def __init__(self, app: ASGIApp, *, anonymous: bool, on_reject: Callable[[str, str], None],
+                 oauth: JwtVerifier | None = None) -> None:  # fmt: skip
         self.app = app
         self.anonymous = anonymous
         self.on_reject = on_reject  # (path, reason), for the audit log
+        self.oauth = oauth
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket") or PRINCIPAL in scope:
             await self.app(scope, receive, send)
             return
         presented = any(name.lower() == b"authorization" for name, _ in scope["headers"])
+        rejection = scope.get(REJECTION)
+        rejection = rejection if isinstance(rejection, Rejection) else None
         if scope["type"] == "websocket":  # browsers cannot send the header: a surface may accept a token later
             if presented:  # but one that was sent and is not current is refused here, as on HTTP
-                self.on_reject(scope.get("path", ""), "invalid token")
+                self.on_reject(scope.get("path", ""), "invalid token" + (f": {rejection.reason}" if rejection else ""))
                 await send({"type": "websocket.close", "code": 4401, "reason": "invalid bearer token"})
                 return
             await self.app(scope, receive, send)
@@ -99,21 +131,28 @@ class BearerGate:
             await self.app(scope, receive, send)
             return
         reason = "invalid token" if presented else "no token"
+        error, description = _REJECTIONS[reason]
+        status = 401
+        if rejection is not None:
+            reason = f"{reason}: {rejection.reason}"
+            error, description, status = rejection.error, rejection.description, rejection.status
         self.on_reject(scope.get("path", ""), reason)
-        await _unauthorized(scope, send, reason)
+        challenge = f'Bearer error="{error}", error_description="{description}"'
+        if self.oauth is not None:
+            challenge = self.oauth.challenge(error, description)
+        await _refuse(scope, send, status, error, description, challenge)
 
 
-async def _unauthorized(scope: Scope, send: Send, reason: str) -> None:
-    error, description = _REJECTIONS[reason]
+async def _refuse(scope: Scope, send: Send, status: int, error: str, description: str, challenge: str) -> None:
     payload: dict[str, Any] = {"error": error, "error_description": description}
     path = scope.get("path", "")
     if path == MCP_PATH:
         content_type, body = b"application/json", json.dumps(payload).encode()
     else:
         content_type = PROBLEM_MEDIA.encode()
-        body = problem_body(401, "unauthorized", description, path, extra=payload)
-    challenge = f'Bearer error="{error}", error_description="{description}"'
-    await send({"type": "http.response.start", "status": 401, "headers": [
+        code = "unauthorized" if status == 401 else "forbidden"
+        body = problem_body(status, code, description, path, extra=payload)
+    await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", content_type), (b"content-length", str(len(body)).encode()),
         (b"www-authenticate", challenge.encode())]})  # fmt: skip
     await send({"type": "http.response.body", "body": body})

@@ -253,3 +253,49 @@ def test_a_canon_mcp_fastpath_that_is_neither_on_nor_off_is_an_error_naming_it()
         load_config(None, env={"CANON_MCP_FASTPATH": "maybe"})
 
     assert raised.value.key == "CANON_MCP_FASTPATH"
+
+
+OAUTH = """
+[oauth]
+issuer = "https://login.example.com/realms/acme"
+resource = "https://canon.example.com"
+algorithms = ["RS256", "PS256"]
+leeway_s = 10
+roles_claim = "roles"
+groups_claim = "teams"
+
+[oauth.roles]
+"canon-readers" = "reader"
+"canon-editors" = "writer"
+"""
+
+
+def test_an_oauth_section_configures_the_issuer_its_claims_and_role_mapping(tmp_path: Path) -> None:
+    config = load_config(_write(tmp_path / "canon.toml", OAUTH), env={})
+
+    oauth = config.oauth
+    assert oauth is not None
+    assert (oauth.issuer, oauth.resource, oauth.expected_audience) == (
+        "https://login.example.com/realms/acme", "https://canon.example.com", "https://canon.example.com")  # fmt: skip
+    assert oauth.algorithms == ("RS256", "PS256")
+    assert (oauth.leeway_s, oauth.roles_claim, oauth.groups_claim, oauth.name_claim) == (10, "roles", "teams", "sub")
+    assert dict(oauth.roles) == {"canon-readers": "reader", "canon-editors": "writer"}
+
+
+def test_without_an_oauth_section_only_canons_own_tokens_are_accepted() -> None:
+    assert load_config(None, env={}).oauth is None
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ('[oauth]\nresource = "https://canon.example.com"\n', "oauth"),  # no issuer
+    (OAUTH.replace('["RS256", "PS256"]', '["HS256"]'), "oauth.algorithms.0"),  # symmetric: never
+    (OAUTH.replace('["RS256", "PS256"]', '["none"]'), "oauth.algorithms.0"),
+    (OAUTH.replace('"canon-editors" = "writer"', '"canon-editors" = "owner"'), "oauth.roles.canon-editors"),
+    (OAUTH.replace('resource = "https://canon.example.com"', 'resource = "canon.example.com"'), "oauth.resource"),
+])  # fmt: skip
+def test_an_oauth_setting_that_could_not_be_safe_is_an_error_naming_its_key(tmp_path: Path, text: str,
+                                                                           key: str) -> None:  # fmt: skip
+    with pytest.raises(ConfigError) as raised:
+        load_config(_write(tmp_path / "canon.toml", text), env={})
+
+    assert raised.value.key == key

@@ -1,0 +1,283 @@
+"""canon as an OAuth 2.1 resource server: JWT access tokens from one configured issuer, checked locally.
+
+`JwtVerifier.verify(token)` is the whole rule, a bearer token in and a `Principal` or a `Rejection` out:
+
+* the token is a JWS whose `alg` is on the allow-list (`[oauth] algorithms`, asymmetric only: `none` and the
+  HMAC algorithms can never be configured, so a token "signed" with the issuer's public key as an HMAC secret
+  fails like any other);
+* its key is the issuer's, found by `kid` in the JWKS (`[oauth] jwks_url`, or the `jwks_uri` of the issuer's
+  OpenID Connect / RFC 8414 discovery document). Keys are cached for `jwks_cache_s`; an unknown `kid` fetches
+  the JWKS again (the issuer rotated its keys), at most once per `jwks_min_refresh_s`, so a flood of made-up
+  `kid`s cannot make canon hammer the issuer;
+* `iss` is the issuer, `aud` names canon (`[oauth] audience`, by default its resource URL: RFC 8707, no token
+  meant for another service is accepted), `exp` is required, and `exp`/`nbf`/`iat` hold within `leeway_s`;
+* the principal is named by `name_claim` (default `sub`); its roles are what `[oauth.roles]` maps its scopes
+  (`scope`/`scp`) and the values of `roles_claim` to; its reader groups are the values of `groups_claim`. A valid
+  token that maps to no role is refused with 403 `insufficient_scope` (it could do nothing).
+
+An accepted token is remembered until its `exp` (`MAX_VERIFIED` of them), so a client's next request costs a
+lookup; fetching keys forgets them all. If the issuer cannot be reached when keys are due, the keys fetched
+before stay in use (a warning is logged).
+
+A rejection carries the RFC 6750 error, a reason for the audit log (never the token) and the HTTP status;
+`challenge` writes the `WWW-Authenticate` value with the RFC 9728 `resource_metadata` parameter, and
+`resource_metadata` is the document served at `metadata_path`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import urllib.request
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+import jwt
+
+from core.config import OAuthSettings
+from core.principal import ROLES, Principal
+from core.tokens import TOKEN_PREFIX
+
+__all__ = ["METADATA_PREFIX", "JwtVerifier", "Rejection", "metadata_path"]
+
+METADATA_PREFIX = "/.well-known/oauth-protected-resource"
+LOG = logging.getLogger("canon.oauth")
+_KEY_TYPES = {"RS": "RSA", "PS": "RSA", "ES": "EC", "Ed": "OKP"}  # alg prefix -> the JWK key type it needs
+_FETCH_TIMEOUT_S = 10.0
+_MAX_DOCUMENT_BYTES = 1024 * 1024
+MAX_VERIFIED = 1024
+"""Accepted tokens remembered (until their `exp`), so a client's next request costs a lookup, not a signature."""
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why a bearer token was refused: `reason` for the audit log, `error` and `status` for the answer."""
+
+    reason: str
+    error: str = "invalid_token"
+    status: int = 401
+    description: str = "The bearer token is not valid (unknown, revoked, expired or malformed)."
+
+
+def metadata_path(resource: str) -> str:
+    """Where RFC 9728 puts the metadata of `resource`: the well-known prefix, then the resource URL's path."""
+    path = urlsplit(resource).path.rstrip("/")
+    return METADATA_PREFIX + path
+
+
+class KeysUnavailableError(Exception):
+    """The issuer's keys could not be fetched (discovery or JWKS unreachable or malformed)."""
+
+
+class JwtVerifier:
+    """Bearer JWTs of the configured issuer -> canon principals. One per app; keys are shared by its requests."""
+
+    def __init__(self, settings: OAuthSettings) -> None:
+        self.settings = settings
+        self._jwks: dict[str, dict[str, Any]] = {}  # kid ("" for a key without one) -> the JWK
+        self._parsed: dict[tuple[str, str], jwt.PyJWK] = {}  # (kid, alg) -> the key, ready to verify
+        self._fetched = float("-inf")  # monotonic time of the last successful JWKS fetch
+        self._tried = float("-inf")  # ... and of the last attempt
+        self._lock = anyio.Lock()
+        self._verified: dict[str, tuple[Principal, float]] = {}  # token -> its principal, until its exp (+ leeway)
+        self.fetches = 0  # JWKS documents fetched, for operators and tests
+
+    # -- the rule ------------------------------------------------------------------------------------------------
+    async def verify(self, token: str) -> Principal | Rejection:
+        known = self._verified.get(token)
+        if known is not None and time.time() < known[1]:
+            return known[0]
+        if token.startswith(TOKEN_PREFIX):  # one of canon's own, and not a current one
+            return Rejection("unknown canon token")
+        outcome = await self._check(token)
+        if isinstance(outcome, Rejection):
+            return outcome
+        principal, until = outcome
+        if len(self._verified) >= MAX_VERIFIED:
+            self._verified.clear()
+        self._verified[token] = (principal, until)
+        return principal
+
+    async def _check(self, token: str) -> tuple[Principal, float] | Rejection:
+        """The token's principal and until when it holds (its `exp` plus the leeway), or why it is refused."""
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            return Rejection("malformed token")
+        alg = header.get("alg")
+        if not isinstance(alg, str) or alg not in self.settings.algorithms:
+            return Rejection("algorithm not allowed")
+        kid = header.get("kid", "")
+        try:
+            key = await self._key(kid if isinstance(kid, str) else "", alg)
+        except KeysUnavailableError as exc:
+            LOG.warning("canon: cannot fetch the OAuth issuer's keys: %s", exc)
+            return Rejection("issuer keys unavailable")
+        if key is None:
+            return Rejection("unknown key")
+        try:
+            claims = jwt.decode(token, key, algorithms=[alg], audience=self.settings.expected_audience,
+                                issuer=self.settings.issuer, leeway=self.settings.leeway_s,
+                                options={"require": ["exp", "iss", "aud"]})  # fmt: skip
+        except jwt.PyJWTError as exc:
+            return Rejection(_REASONS.get(type(exc), "invalid token"))
+        principal = self._principal(claims)
+        return principal if isinstance(principal, Rejection) else (principal, claims["exp"] + self.settings.leeway_s)
+
+    def verify_blocking(self, token: str) -> Principal | None:
+        """`verify` for a worker thread of the app's event loop (a surface checking a token it was sent in a
+        message, e.g. GraphQL's `connection_init`): the principal, or None for any rejection."""
+        outcome = anyio.from_thread.run(self.verify, token)
+        return outcome if isinstance(outcome, Principal) else None
+
+    def _principal(self, claims: Mapping[str, Any]) -> Principal | Rejection:
+        name = claims.get(self.settings.name_claim)
+        if not isinstance(name, str) or not name:
+            return Rejection(f"no {self.settings.name_claim} claim")
+        granted = [*_values(claims.get("scope")), *_values(claims.get("scp"))]
+        if self.settings.roles_claim:
+            granted += _values(claims.get(self.settings.roles_claim))
+        roles = frozenset(role for value in granted if (role := self.settings.roles.get(value)) in ROLES)
+        if not roles:
+            return Rejection("no canon role", error="insufficient_scope", status=403,
+                             description="The access token grants no canon role.")  # fmt: skip
+        groups = _values(claims.get(self.settings.groups_claim)) if self.settings.groups_claim else []
+        return Principal(name, roles, frozenset(groups))
+
+    # -- what a refused client is told -----------------------------------------------------------------------------
+    @property
+    def metadata_url(self) -> str:
+        parts = urlsplit(self.settings.resource)
+        return f"{parts.scheme}://{parts.netloc}{metadata_path(self.settings.resource)}"
+
+    @property
+    def entry_scope(self) -> str:
+        """The scopes a client asks for to be let in at all: those mapped to the reader role."""
+        return " ".join(s for s, role in self.settings.roles.items() if role == "reader")
+
+    def challenge(self, error: str, description: str) -> str:
+        """The `WWW-Authenticate` value of a 401 or 403 (RFC 6750 section 3, RFC 9728 section 5.1)."""
+        params = [("error", error), ("error_description", description), ("resource_metadata", self.metadata_url)]
+        if self.entry_scope:
+            params.append(("scope", self.entry_scope))
+        return "Bearer " + ", ".join(f'{k}="{v}"' for k, v in params)
+
+    def resource_metadata(self) -> dict[str, Any]:
+        """The RFC 9728 Protected Resource Metadata document."""
+        return {
+            "resource": self.settings.resource,
+            "authorization_servers": [self.settings.issuer],
+            "scopes_supported": list(self.settings.roles),
+            "bearer_methods_supported": ["header"],
+            "resource_signing_alg_values_supported": list(self.settings.algorithms),
+            "resource_name": "canon",
+        }
+
+    # -- keys ------------------------------------------------------------------------------------------------------
+    async def _key(self, kid: str, alg: str) -> jwt.PyJWK | None:
+        now = time.monotonic()
+        wanted = kid not in self._jwks or now - self._fetched > self.settings.jwks_cache_s
+        if wanted and now - self._tried >= self.settings.jwks_min_refresh_s:  # never more often, even failing
+            try:
+                await self._refresh(now)
+            except KeysUnavailableError:
+                if not self._jwks:
+                    raise
+                LOG.warning("canon: cannot fetch the OAuth issuer's keys again; using those fetched before")
+        elif not self._jwks and self._tried > float("-inf"):  # the last attempt failed, too recently to retry
+            raise KeysUnavailableError("the last fetch failed; canon tries again in jwks_min_refresh_s")
+        jwk = self._jwks.get(kid)
+        if jwk is None and not kid and len(self._jwks) == 1:  # a token without kid, from an issuer with one key
+            kid, jwk = next(iter(self._jwks.items()))
+        if jwk is None or _KEY_TYPES.get(alg[:2]) != jwk.get("kty") or jwk.get("alg", alg) != alg:
+            return None
+        parsed = self._parsed.get((kid, alg))
+        if parsed is None:
+            try:
+                parsed = self._parsed[(kid, alg)] = jwt.PyJWK(jwk, algorithm=alg)  # pyright: ignore[reportArgumentType]
+            except jwt.PyJWTError:
+                return None
+        return parsed
+
+    async def _refresh(self, started: float) -> None:
+        async with self._lock:
+            if self._tried >= started:  # another request fetched while this one waited
+                return
+            self._tried = time.monotonic()
+            keys = await anyio.to_thread.run_sync(self._fetch_keys)
+            self._jwks = _signing_keys(keys)
+            self._parsed, self._verified = {}, {}  # a retired key's tokens are checked again, and refused
+            self._fetched = self._tried
+            self.fetches += 1
+
+    def _fetch_keys(self) -> list[Any]:
+        """The issuer's published keys (blocking: run on a worker thread)."""
+        url = self.settings.jwks_url or self._discover()
+        keys = _get_json(url).get("keys")
+        if not isinstance(keys, list):
+            raise KeysUnavailableError(f"{url} is not a JWK Set (no 'keys' list).")
+        return keys  # pyright: ignore[reportUnknownVariableType]
+
+    def _discover(self) -> str:
+        """The issuer's `jwks_uri`, from its OpenID Connect discovery document, else its RFC 8414 metadata."""
+        issuer = self.settings.issuer
+        parts = urlsplit(issuer)
+        rfc8414 = f"{parts.scheme}://{parts.netloc}/.well-known/oauth-authorization-server{parts.path.rstrip('/')}"
+        problems: list[str] = []
+        for url in (issuer.rstrip("/") + "/.well-known/openid-configuration", rfc8414):
+            try:
+                document = _get_json(url)
+            except KeysUnavailableError as exc:
+                problems.append(str(exc))
+                continue
+            if document.get("issuer") != issuer:
+                raise KeysUnavailableError(f"{url} names the issuer {document.get('issuer')!r}, not {issuer!r}.")
+            jwks_uri = document.get("jwks_uri")
+            if isinstance(jwks_uri, str) and jwks_uri.startswith(("https://", "http://")):
+                return jwks_uri
+            problems.append(f"{url} has no jwks_uri.")
+        raise KeysUnavailableError(" ".join(problems))
+
+
+def _get_json(url: str) -> dict[str, Any]:
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=_FETCH_TIMEOUT_S) as response:
+            document: Any = json.loads(response.read(_MAX_DOCUMENT_BYTES))
+    except (OSError, ValueError) as exc:  # URLError and HTTPError are OSErrors
+        raise KeysUnavailableError(f"GET {url} failed: {exc}.") from exc
+    if not isinstance(document, dict):
+        raise KeysUnavailableError(f"GET {url} did not answer a JSON object.")
+    return document  # pyright: ignore[reportUnknownVariableType]
+
+
+def _signing_keys(keys: list[Any]) -> dict[str, dict[str, Any]]:
+    """A JWK Set's signature keys by `kid` (encryption keys left out)."""
+    return {str(k.get("kid", "")): k for k in keys if isinstance(k, dict) and k.get("use", "sig") == "sig"}  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+
+
+def _values(claim: Any) -> list[str]:
+    """A claim's values: a space-separated string (as `scope` is) or a list of strings."""
+    if isinstance(claim, str):
+        return claim.split()
+    if isinstance(claim, Iterable) and not isinstance(claim, (bytes, Mapping)):
+        return [v for v in claim if isinstance(v, str)]  # pyright: ignore[reportUnknownVariableType]
+    return []
+
+
+_REASONS: dict[type[Exception], str] = {  # what the audit log says of a token PyJWT refused
+    jwt.ExpiredSignatureError: "expired token",
+    jwt.ImmatureSignatureError: "token not yet valid",
+    jwt.InvalidAudienceError: "wrong audience",
+    jwt.InvalidIssuerError: "wrong issuer",
+    jwt.InvalidSignatureError: "bad signature",
+    jwt.InvalidAlgorithmError: "algorithm not allowed",
+    jwt.MissingRequiredClaimError: "missing claim",
+    jwt.DecodeError: "malformed token",
+}
