@@ -147,7 +147,7 @@ def surface_named(name: str, surfaces: list[Surface]) -> Surface:
     raise KeyError(f"no surface named {name!r}; installed: {', '.join(s.name for s in surfaces) or 'none'}")
 
 
-RESERVED = ("/mcp", "/healthz", "/ui-assets/")
+RESERVED = ("/mcp", "/healthz", "/metrics", "/ui-assets/")
 
 
 def _check_paths(surfaces: list[Surface]) -> None:

@@ -31,8 +31,10 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.changes import ChangeFeed
+from core.http.access import AccessLog
 from core.http.admission import Admission, allowed_for
 from core.http.auth import BearerGate, auth_middleware, principal_of_request
+from core.http.metrics import Live, metrics_route
 from core.http.problems import ProblemAnswers, internal_error
 from core.instance import Instance
 from core.mcp.events import EventFanout
@@ -40,7 +42,7 @@ from core.mcp.fastpath.calls import CallRoute
 from core.mcp.fastpath.legacy_streams import DEFAULT_LEGACY_LIMITS, LegacyLimits, LegacyRoute, LegacyStreams
 from core.mcp.fastpath.listen import ListenRoute
 from core.mcp.fastpath.listen_streams import DEFAULT_LIMITS, ListenLimits, ListenStreams
-from core.mcp.fastpath.sdk_compat import fastpath, session_manager
+from core.mcp.fastpath.sdk_compat import fastpath, open_sessions, session_manager
 from core.mcp.revision_gate import RevisionGate
 from core.mcp.revisions import SUPPORTED_VERSIONS
 from core.mcp.server import DEFAULT_OPTIONS, ServeOptions, build_server
@@ -197,9 +199,24 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
         surface_routes.append(SurfaceRoute(surface, host, gate, current))
     if instance.config.ui_assets is not None:  # the docs pages' scripts and styles, for offline use
         surface_routes.append(Mount(UI_ASSETS, app=StaticFiles(directory=instance.config.ui_assets)))
+    live = [  # what this app holds open, for /metrics (core.http.metrics)
+        Live("canon_mcp_sessions", "Open MCP 2025-11-25 sessions.", lambda: open_sessions(manager)),
+        Live("canon_mcp_listen_streams", "Open MCP 2026-07-28 subscriptions/listen streams (served by canon).",
+             lambda: streams.count if streams is not None else 0),
+        Live("canon_mcp_get_streams", "Open MCP 2025-11-25 GET streams (served by canon).",
+             lambda: get_streams.count if get_streams is not None else 0),
+        Live("canon_change_watches", "Open watches of the change feed: GraphQL subscriptions.", feed.watchers),
+    ]  # fmt: skip
+    metrics = metrics_route(instance, live, on_reject=lambda path, why: instance.dispatcher.rejected("http", path, why))
     app = Starlette(
-        routes=[Route("/mcp", endpoint=mcp_endpoint), Route("/healthz", healthz), *surface_routes],
+        routes=[
+            Route("/mcp", endpoint=mcp_endpoint),
+            Route("/healthz", healthz),
+            *([metrics] if metrics is not None else []),
+            *surface_routes,
+        ],
         middleware=[
+            *([Middleware(AccessLog)] if config.access_log else []),
             Middleware(ProblemAnswers),
             Middleware(Admission, allowed=allowed_for(config.host), max_body=config.max_body_bytes),
             *auth_middleware(instance.tokens),

@@ -33,6 +33,7 @@ from core.config import Config
 from core.errors import CanonError
 from core.http.app import build_app, close_streams
 from core.instance import Instance, open_instance
+from core.logs import configure_logging
 from core.mcp.server import DEFAULT_OPTIONS, ServeOptions
 from core.surfaces import discover
 
@@ -137,7 +138,7 @@ def serve_http(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> N
 
 
 def _worker(config: Config, options: ServeOptions, sock: socket.socket, log_level: int) -> None:
-    logging.basicConfig(stream=sys.stderr, level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_level, config)
 
     def terminate(signum: int, frame: object) -> None:
         raise SystemExit(128 + signum)  # unwind: the audit log is flushed and the store closed
