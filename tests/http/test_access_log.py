@@ -1,0 +1,43 @@
+"""`canon serve` with `[logging] format = "json"` and `access_log = true`: every stderr log line is one JSON
+object, and each HTTP request gets an access line naming its route (the path's first segment) and status."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from tests.mcp.conftest import copy_store, seed_template, serving  # noqa: F401  (seed_template is a fixture used here)
+
+
+def logged(lines: list[str]) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in lines if line.startswith("{")]
+
+
+def test_canon_serve_logs_json_lines_and_one_access_line_per_request(
+    seed_template: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    store = copy_store(seed_template, tmp_path / "canon.db")
+    (tmp_path / "canon.toml").write_text('[logging]\nformat = "json"\naccess_log = true\n', encoding="utf-8")
+    with serving(store, cwd=tmp_path) as process:
+        assert httpx2.get(f"{process.base}/api/nodes/no-such-node").status_code == 404
+        assert httpx2.get(f"{process.base}/healthz").status_code == 200
+        deadline, tick = time.monotonic() + 10, threading.Event()
+        while sum(r.get("event") == "access" for r in logged(process.stderr)) < 2 and time.monotonic() < deadline:
+            tick.wait(0.02)  # a poll: the server writes its log line after the response, on its own schedule
+        text = process.output()
+    records = logged(text.splitlines())
+    access = [r for r in records if r.get("event") == "access"]
+    assert [(r["method"], r["route"], r["status"]) for r in access[-2:]] == [
+        ("GET", "/api", 404),
+        ("GET", "/healthz", 200),
+    ]
+    assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
+    assert "no-such-node" not in text, "the access log names the route, never the rest of the path"
+    not_json = [line for line in text.splitlines() if line.strip() and not line.startswith(("{", "canon: "))]
+    assert not_json == [], "every log line is JSON (canon's start-up announcement is not a log line)"
