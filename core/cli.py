@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core import __version__
 from core.config import Config, load_config, store_location
@@ -25,8 +25,13 @@ from core.instance import open_instance
 from core.interchange import export_graph, import_path
 from core.model import check_model, default_model_path, load_model
 from core.progress import ProgressBar
-from core.store import copy_store, store_exists
+from core.store import copy_store, open_existing_store, store_exists
+from core.store.retention import Retention
+from core.surfaces import Surface, discover
 from core.tokens import TokenFile
+
+if TYPE_CHECKING:
+    from core.mcp.server import ServeOptions
 
 __all__ = ["main"]
 
@@ -175,10 +180,11 @@ def _parser() -> argparse.ArgumentParser:
     t = tokens.add_parser("list", help="list token names, roles and groups (never the tokens)",
                           description="List every token's name, role, groups and creation time.")  # fmt: skip
     t.set_defaults(handler=_token_list)
-    p = command("store", _store_usage, "copy a store to another backend",
+    p = command("store", _store_usage, "copy, back up or compact a store",
                 "Commands on whole stores. `canon store copy SOURCE TARGET` copies a store file or database into a "
                 "new (or empty) one, of either backend, losslessly: the model, nodes, edges, every revision of the "
-                "change log and the audit log.")  # fmt: skip
+                "change log and the audit log. `backup` and `compact` are the day-two operations "
+                "(docs/operations/deploy.md).")  # fmt: skip
     stores = p.add_subparsers(title="store commands", metavar="ACTION")
     t = stores.add_parser("copy", help="copy SOURCE into the new store TARGET",
                           description="Copy the store SOURCE (a file or a postgresql:// URL) into TARGET, which must "
@@ -187,6 +193,22 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("source", type=store_location, metavar="SOURCE")
     t.add_argument("target", type=store_location, metavar="TARGET")
     t.set_defaults(handler=_store_copy)
+    t = stores.add_parser("backup", help="copy the store into the new file PATH, consistently, while it serves",
+                          description="Copy the store into the new file PATH with SQLite's online backup: one "
+                          "consistent state, taken while canon serves. Restore by stopping canon and copying PATH "
+                          "over the store file (docs/operations/deploy.md). A PostgreSQL store is backed up with "
+                          "pg_dump.")  # fmt: skip
+    t.add_argument("path", type=Path, metavar="PATH")
+    t.set_defaults(handler=_store_backup)
+    t = stores.add_parser("compact", help="remove what [retention] lets go of the audit and change logs",
+                          description="Remove audit records older than [retention] audit_days and changes older "
+                          "than changes_days outside the newest changes_keep_revisions (the newest revision always "
+                          "stays). get_changes from before the oldest revision kept answers `gone`. Options "
+                          "override the configuration.")  # fmt: skip
+    t.add_argument("--audit-days", type=int, metavar="DAYS", help="drop audit records older than DAYS days")
+    t.add_argument("--keep-revisions", type=int, metavar="N", help="keep at least the newest N revisions")
+    t.add_argument("--changes-days", type=int, metavar="DAYS", help="drop changes older than DAYS days")
+    t.set_defaults(handler=_store_compact)
     p = command("audit", _audit, "show the audit log (newest first)",
                 "Show the audit log, newest first: one line per call on every surface, with time, principal, "
                 "surface, action, target, outcome, revision and duration. Filters combine.")  # fmt: skip
@@ -302,7 +324,7 @@ def _serve(args: argparse.Namespace) -> int:
         instance.close()
         from core.http.serve import serve_workers
 
-        serve_workers(config, options, args.workers, tokens)
+        serve_workers(config, _surfaces(options), args.workers, tokens)
         return 0
     try:
         if args.stdio:
@@ -312,10 +334,17 @@ def _serve(args: argparse.Namespace) -> int:
         else:
             from core.http.serve import serve_http
 
-            serve_http(instance, options)
+            serve_http(instance, _surfaces(options))
     finally:
         instance.close()
     return 0
+
+
+def _surfaces(options: ServeOptions) -> list[Surface]:
+    """Every installed surface, in `discover`'s order, MCP presenting the registry as `options` say."""
+    from core.mcp.surface import McpSurface
+
+    return [McpSurface(options) if isinstance(s, McpSurface) else s for s in discover()]
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -416,7 +445,7 @@ def _token_list(args: argparse.Namespace) -> int:
 
 
 def _store_usage(args: argparse.Namespace) -> int:
-    print("canon store: choose an action: copy (see canon store --help).", file=sys.stderr)
+    print("canon store: choose an action: copy, backup or compact (see canon store --help).", file=sys.stderr)
     return EXIT_USAGE
 
 
@@ -424,6 +453,37 @@ def _store_copy(args: argparse.Namespace) -> int:
     stats = copy_store(args.source, args.target)
     print(f"Copied {stats.nodes} nodes, {stats.edges} edges and {stats.changes} changes (revision {stats.revision}) "
           "with the audit log.")  # fmt: skip
+    return 0
+
+
+def _store_backup(args: argparse.Namespace) -> int:
+    store = open_existing_store(_config(args).store)
+    try:
+        store.backup(args.path)
+        revision = store.revision()
+    finally:
+        store.close()
+    print(f"Backed up {store.location} at revision {revision} to {args.path}.")
+    return 0
+
+
+def _store_compact(args: argparse.Namespace) -> int:
+    config = _config(args)
+    given = {"audit_days": args.audit_days, "changes_keep_revisions": args.keep_revisions,
+             "changes_days": args.changes_days}  # fmt: skip
+    for name, value in given.items():
+        if value is not None and value < 1:
+            print(f"canon store compact: --{name.replace('_', '-')} must be 1 or more.", file=sys.stderr)
+            return EXIT_USAGE
+    retention = Retention(**{name: value if value is not None else getattr(config, name)
+                             for name, value in given.items()})  # fmt: skip
+    store = open_existing_store(config.store)
+    try:
+        done = store.compact(retention)
+    finally:
+        store.close()
+    print(f"Removed {done.changes_removed} changes and {done.audit_removed} audit records; the change log starts "
+          f"at revision {done.oldest}.")  # fmt: skip
     return 0
 
 

@@ -39,7 +39,7 @@ class Config:
     max_streams: int = 10_000  # open change streams per process, of each kind (listen, 2025-11-25 GET)
     stream_backlog: int = 1_024  # events waiting for a client that stopped reading, before its stream is ended
     mcp_fastpath: bool = True  # canon answers parts of the MCP SDK's HTTP transport itself (core.mcp.fastpath)
-    ui_assets: Path | None = None  # browser assets for /docs and /graphql served at /ui-assets/ (None: public CDNs)
+    ui_assets: Path | None = None  # other browser assets for /docs and /graphql at /ui-assets/ (None: canon's own)
     tokens: Path = Path("canon-tokens.json")  # hashed bearer tokens (canon token create/revoke)
     anonymous: bool = True  # HTTP callers without a token may read public nodes
     local_name: str = "local"  # the stdio principal
@@ -50,6 +50,9 @@ class Config:
     tracing: bool = False  # one OpenTelemetry span per dispatched call (core.tracing)
     log_format: str = "text"  # "text" or "json" (core.logs)
     access_log: bool = False  # one log line per HTTP request (core.http.access)
+    audit_days: int | None = None  # `canon store compact` drops audit records older than this (None: keep all)
+    changes_keep_revisions: int | None = None  # ... keeps this many newest revisions of the change log
+    changes_days: int | None = None  # ... and drops changes older than this (None: no bound of that kind)
     source: Path | None = None  # the file it was read from, if any
     origins: Mapping[str, str] = field(default_factory=dict[str, str])  # setting -> where its value came from
 
@@ -133,6 +136,9 @@ _KEYS = [
     ("local", "name", "local_name"),
     ("local", "role", "local_role"),
     ("local", "groups", "local_groups"),
+    ("retention", "audit_days", "audit_days"),
+    ("retention", "changes_keep_revisions", "changes_keep_revisions"),
+    ("retention", "changes_days", "changes_days"),
 ]
 _PATHS = ("store", "model", "tokens", "ui_assets")
 

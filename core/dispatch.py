@@ -172,7 +172,7 @@ def error_json(error: CanonError) -> dict[str, Any]:
     problems: tuple[Problem, ...] = getattr(error, "problems", ())
     if problems:
         out["problems"] = [p.as_dict() for p in problems]
-    for name in ("tool", "kind", "key", "expected", "actual", "limit", "value", "suggestions"):
+    for name in ("tool", "kind", "key", "expected", "actual", "limit", "value", "suggestions", "since", "oldest"):
         if hasattr(error, name):
             value = getattr(error, name)
             out[name] = list(value) if isinstance(value, tuple) else value
@@ -248,25 +248,26 @@ class Dispatcher:
         return self._call(principal, surface, name, arguments, sync=True, received=received)
 
     def call_tool_now(self, principal: Principal, surface: str, name: str, arguments: Mapping[str, Any] | None, *,
-                      searches: bool = False) -> ToolResult | None:  # fmt: skip
+                      searches: bool = False, tool: ToolDefinition | None = None) -> ToolResult | None:  # fmt: skip
         """`call_tool` on this thread, for a caller that must not wait; None (and nothing done) unless `name` is a
         point read (or, with `searches`, an indexed read) and the index and the store are free and current right
         now. Then both stay held for the call, so it never waits on another thread's walk or write, nor replays
-        the change log."""
-        tool = self.registry.find(name)
+        the change log. `tool`: the current registry's tool `name`, if the caller has just looked it up."""
+        tool = self.registry.find(name) if tool is None else tool
         if tool is None or not (tool.execution == "point" or (searches and tool.execution == "indexed")):
             return None
         with self.index.uncontended() as free:
-            return self._call(principal, surface, name, arguments, sync=False) if free else None
+            return self._call(principal, surface, name, arguments, sync=False, tool=tool) if free else None
 
     def _call(self, principal: Principal, surface: str, name: str, arguments: Mapping[str, Any] | None, *,
-              sync: bool, received: float | None = None) -> ToolResult:  # fmt: skip
+              sync: bool, received: float | None = None, tool: ToolDefinition | None = None) -> ToolResult:  # fmt: skip
         started = time.perf_counter()
         received = time.monotonic() if received is None else received
         args = dict(arguments or {})
         outcome = "failed"
         try:
-            tool = self.registry.tool(name)  # UnknownToolError propagates: a protocol error, not a result
+            if tool is None:
+                tool = self.registry.tool(name)  # UnknownToolError propagates: a protocol error, not a result
         except UnknownToolError:
             outcome = "unknown"
             self._audit(principal, surface, "tools/call", name, args, outcome, started)

@@ -14,6 +14,7 @@ caller would naturally catch::
      ├── ConflictError(RuntimeError)        expected revision is stale                .key .expected .actual
      ├── ForbiddenError(PermissionError)    the caller may not call that or see that  .kind .key
      ├── LimitExceededError(RuntimeError)   a query went past a bound (work, time)    .limit .value
+     ├── GoneError(LookupError)             a change-log cursor older than is kept    .since .oldest
      └── StoreError(RuntimeError)           the store cannot be opened or migrated    .path
 
 A :class:`Problem` names *where* (file, JSON pointer, line) and *what* (message). Errors that hold several
@@ -30,6 +31,7 @@ __all__ = [
     "ConfigError",
     "ConflictError",
     "ForbiddenError",
+    "GoneError",
     "ImportFileError",
     "InvalidArgumentsError",
     "LimitExceededError",
@@ -194,3 +196,17 @@ class LimitExceededError(CanonError, RuntimeError):
         super().__init__(message)
         self.limit = limit
         self.value = value
+
+
+class GoneError(CanonError, LookupError):
+    """A change-log position older than the log keeps (`canon store compact` removed what followed it)."""
+
+    code = "gone"
+
+    def __init__(self, *, since: int, oldest: int) -> None:
+        super().__init__(
+            f"The change log no longer holds the changes after revision {since}: the oldest revision it keeps is "
+            f"{oldest}. Read the current state again (find_nodes, export), then follow changes from its revision."
+        )
+        self.since = since
+        self.oldest = oldest

@@ -1,9 +1,12 @@
-"""Pluggable surfaces: the secondary views (REST, GraphQL, llms.txt, …) that map the registry onto HTTP.
+"""Pluggable surfaces: MCP, REST, GraphQL, llms.txt, … each mapping the registry onto HTTP paths.
 
-A surface is one module in `generators/` plus one line in `pyproject.toml`'s `canon.surfaces` entry-point
-group; core discovers it here and never imports it. Core's HTTP app (`core.http.app`) serves `/mcp` and
-`/healthz` itself and hands every other path a surface claims to that surface's ASGI app, built for the
-current model's snapshot (and built again, on a host bound to the new snapshot, when the model changes).
+A surface is one module plus one line in `pyproject.toml`'s `canon.surfaces` entry-point group, built-ins
+(`core.mcp.surface`, `generators/`) and third-party ones alike; the host discovers them here and never imports
+one. The HTTP host (`core.http.app`) serves `/healthz` itself and hands every path a surface claims to that
+surface's ASGI app, built for the current model's snapshot (and built again, on a host bound to the new
+snapshot, when the model changes). A surface with work that lasts as long as the server (sessions, streams,
+keep-alives) also has a `lifespan` (`Lifespan`): the host enters it at start-up and serves the app it yields for
+every model (that app reads `host.current()` per request).
 
 A surface holds no behaviour: every call it takes goes through the one dispatch path (`host.call_tool`,
 `host.run`), as the principal `host.principal_of(request)` names. Change events (for subscriptions) come from
@@ -18,11 +21,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from dataclasses import dataclass
-from importlib.metadata import entry_points
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Protocol, runtime_checkable
 
-from core.changes import Watch
+from core.changes import ChangeFeed, Watch
 from core.dispatch import CallContext, ToolResult
 from core.instance import Instance
 from core.principal import Principal
@@ -31,11 +35,16 @@ from core.snapshot import Snapshot
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "FIRST",
     "RESERVED",
     "ASGIApp",
+    "Gauge",
+    "Lifespan",
+    "Running",
     "Surface",
     "SurfaceHost",
     "SurfaceSettings",
+    "audit_name_of",
     "claims",
     "discover",
     "host_for",
@@ -51,11 +60,14 @@ ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitab
 
 @dataclass(frozen=True)
 class SurfaceSettings:
-    """What a surface may know of the configuration."""
+    """What a surface may know of the configuration. (Docs pages load their scripts and styles from the host's
+    `/ui-assets/`: `core.http.ui_assets`.)"""
 
     max_body_bytes: int  # the largest request body the host admits (`[server] max_body_bytes`)
-    local_ui_assets: bool = False  # docs pages load their scripts and styles from the host's `/ui-assets`
     anonymous: bool = True  # whether a caller without a token is served (as the anonymous principal)
+    max_streams: int = 10_000  # change streams one process serves at once, of each kind (`[server] max_streams`)
+    stream_backlog: int = 1_024  # events one change stream may fall behind (`[server] stream_backlog`)
+    mcp_fastpath: bool = True  # canon answers parts of MCP's HTTP transport itself (`[server] mcp_fastpath`)
 
 
 @dataclass(frozen=True)
@@ -75,6 +87,8 @@ class SurfaceHost:
     watch: Watch  # the change feed's `ChangeFeed.watch`: committed changes a sight may see, in order
     revision: Callable[[], int]  # the store's revision now
     surface_name: str  # what the audit log records as the surface (e.g. "rest")
+    current: Callable[[], Snapshot] | None = None  # the model's snapshot now (for an app serving every model)
+    feed: ChangeFeed | None = None  # the change feed itself, for a surface that hears every batch (MCP's fan-out)
 
     @property
     def registry(self) -> Registry:
@@ -100,20 +114,26 @@ class SurfaceHost:
 
 
 def host_for(instance: Instance, surface_name: str, *, principal_of: Callable[[Any], Principal],
-             watch: Watch) -> SurfaceHost:  # fmt: skip
+             watch: Watch, feed: ChangeFeed | None = None) -> SurfaceHost:  # fmt: skip
     """The host a surface gets from `instance`, bound to its current snapshot."""
     config = instance.config
-    settings = SurfaceSettings(config.max_body_bytes, config.ui_assets is not None, config.anonymous)
+    settings = SurfaceSettings(config.max_body_bytes, config.anonymous, config.max_streams, config.stream_backlog,
+                               config.mcp_fastpath)  # fmt: skip
+
+    def current() -> Snapshot:
+        return instance.snapshot
+
     return SurfaceHost(instance.snapshot, settings, principal_of, instance.tokens.verify, watch,
-                       instance.store.revision, surface_name)  # fmt: skip
+                       instance.store.revision, surface_name, current, feed)  # fmt: skip
 
 
 @runtime_checkable
 class Surface(Protocol):
-    """One secondary surface. `name` is also its audit surface name; `paths` are what it serves.
+    """One surface. `name` is also its audit surface name, unless it has an `audit_name` (`audit_name_of`);
+    `paths` are what it serves.
 
     A path ending in `/` is a prefix (`/api/` serves `/api` and everything under it); any other path is
-    served exactly. Paths never overlap another surface's or core's (`/mcp`, `/healthz`).
+    served exactly. Paths never overlap another surface's or the host's (`/healthz`, `/ui-assets/`).
     """
 
     name: str
@@ -128,10 +148,61 @@ class Surface(Protocol):
         ...
 
 
+def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Gauge:
+    """A number a running surface (or the host) reports at every `/metrics` scrape, read then (`core.http.metrics`):
+    what it holds open, never counted on the way in and out."""
+
+    name: str  # a Prometheus metric name, `canon_...`
+    documentation: str
+    read: Callable[[], float]
+
+
+@dataclass(frozen=True)
+class Running:
+    """What a surface with a lifespan serves while the server runs."""
+
+    app: ASGIApp  # serves the surface's paths for every registry (it reads the current one per request)
+    close: Callable[[], None] = _nothing  # end long-lived responses now: the server has begun to shut down
+    health: Mapping[str, Any] = field(default_factory=dict[str, Any])  # members it adds to `/healthz`
+    gauges: tuple[Gauge, ...] = ()  # what it adds to `/metrics`, each read at scrape time
+
+
+@runtime_checkable
+class Lifespan(Protocol):
+    """The optional member of a `Surface` whose work lasts as long as the server (sessions, streams, keep-alives).
+
+    The host enters `lifespan(host)` once at start-up, before any request, and leaves it at shutdown; the
+    `Running` it yields replaces `Surface.app`.
+    """
+
+    def lifespan(self, host: SurfaceHost) -> AbstractAsyncContextManager[Running]: ...
+
+
+def audit_name_of(surface: Surface) -> str:
+    """What the audit log records as `surface`: its optional `audit_name` (MCP over HTTP is "mcp-http", told
+    apart from stdio's "mcp"), else its `name`."""
+    named = getattr(surface, "audit_name", None)
+    return named if isinstance(named, str) else surface.name
+
+
+FIRST = "mcp"
+"""The entry-point name of the primary surface, which `discover` lists (and `/healthz` shows) first."""
+
+
+def _listed_order(point: EntryPoint) -> tuple[bool, str]:
+    return point.name != FIRST, point.name
+
+
 def discover() -> list[Surface]:
-    """Every installed surface, by entry-point name; a surface that fails to load is an error, not skipped."""
+    """Every installed surface: MCP first, then the others by entry-point name; a surface that fails to load is an
+    error, not skipped."""
     found: list[Surface] = []
-    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
+    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=_listed_order):
         surface = point.load()
         if not isinstance(surface, Surface):
             raise TypeError(f"entry point {point.name!r} ({point.value}) is not a canon surface")
@@ -147,11 +218,11 @@ def surface_named(name: str, surfaces: list[Surface]) -> Surface:
     raise KeyError(f"no surface named {name!r}; installed: {', '.join(s.name for s in surfaces) or 'none'}")
 
 
-RESERVED = ("/mcp", "/healthz", "/metrics", "/ui-assets/")
+RESERVED = ("/healthz", "/metrics", "/ui-assets/")
 
 
 def _check_paths(surfaces: list[Surface]) -> None:
-    owner: dict[str, str] = dict.fromkeys(RESERVED, "core")
+    owner: dict[str, str] = dict.fromkeys(RESERVED, "the host")
     for surface in surfaces:
         for path in surface.paths:
             if not path.startswith("/"):

@@ -1,6 +1,11 @@
-"""Shared fixtures: the embedded model, and real stores: a SQLite file in a temporary directory, or (in a module
-marked `both_backends`, whose store tests then run on each backend) a new database on a PostgreSQL server the
-session starts (`tests/postgres_server.py`)."""
+"""Shared fixtures: the embedded model, real stores and seeded instances.
+
+* stores: a SQLite file in a temporary directory, or (in a module marked `both_backends`, whose store tests then
+  run on each backend) a new database on a PostgreSQL server the session starts (`tests/postgres_server.py`);
+* `seed_template`: one seeded store per session; tests open copies of it (seeding takes about a second);
+* `instance` (a store of the test's own), `shared_instance` (module scope, for tests that only read); `open_copy`
+  for a store of a test's own made by hand.
+"""
 
 from __future__ import annotations
 
@@ -15,10 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from core.config import Config, load_config
+from core.instance import Instance, open_instance
 from core.interchange import import_path
 from core.model import Model, default_seed_path, load_model
 from core.registry import Permission, ToolDefinition, build_registry
 from core.store import Store, open_store
+from core.tools import Toolset
 from tests.postgres_server import Server
 
 REPO = Path(__file__).resolve().parent.parent
@@ -124,3 +132,51 @@ def run_canon(
         timeout=timeout,
         check=False,
     )
+
+
+def copy_store(source: Path, target: Path) -> Path:
+    for suffix in ("", "-wal", "-shm"):
+        part = Path(f"{source}{suffix}")
+        if part.exists():
+            shutil.copyfile(part, f"{target}{suffix}")
+    return target
+
+
+@pytest.fixture(scope="session")
+def seed_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store file seeded with the embedded sample data, made once per session; never opened by tests."""
+    path = tmp_path_factory.mktemp("seed") / "canon.db"
+    open_instance(Config(store=path)).close()
+    return path
+
+
+FASTPATH_VAR = "CANON_MCP_FASTPATH"
+FASTPATH = load_config(env={k: v for k, v in os.environ.items() if k == FASTPATH_VAR}).mcp_fastpath
+"""Whether the instances and servers the tests start answer `/mcp` through canon's fast path (`core.mcp.fastpath`)."""
+
+
+def open_copy(template: Path, folder: Path, tools: Toolset | None = None) -> Instance:
+    """An instance on a copy of the seeded store in `folder`, with `tools` added to the built-in ones."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return open_instance(Config(store=copy_store(template, folder / "canon.db"), mcp_fastpath=FASTPATH), tools=tools)
+
+
+@pytest.fixture
+def instance(seed_template: Path, tmp_path: Path) -> Iterator[Instance]:
+    """A store of the test's own (tests write), with its index and dispatcher."""
+    opened = open_copy(seed_template, tmp_path / "store")
+    yield opened
+    opened.close()
+
+
+@pytest.fixture(scope="module")
+def shared_instance(seed_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
+    """A seeded instance shared by the tests of one module; those tests must not write."""
+    opened = open_copy(seed_template, tmp_path_factory.mktemp("shared"))
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"

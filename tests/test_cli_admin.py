@@ -482,3 +482,29 @@ def test_audit_option_errors_are_found_before_any_store_is_opened(tmp_path: Path
 
     assert done.returncode == EXIT_USAGE
     assert list(tmp_path.iterdir()) == []  # no store was created (nor seeded) for a command line that is wrong
+
+
+# -- canon store backup / compact -------------------------------------------------------------------------------------
+def test_a_restored_backup_exports_exactly_what_the_store_held_when_it_was_taken(tmp_path: Path) -> None:
+    assert run_canon("init", cwd=tmp_path).returncode == 0
+    backed = run_canon("store", "backup", "backup.db", cwd=tmp_path)
+    assert backed.returncode == 0, backed.stderr
+    before = run_canon("export", "-", cwd=tmp_path).stdout
+    restored = tmp_path / "restored"
+    restored.mkdir()
+    (restored / "canon.db").write_bytes((tmp_path / "backup.db").read_bytes())  # the documented restore: a copy
+    after = run_canon("export", "-", cwd=restored)
+    assert after.returncode == 0, after.stderr
+    assert json.loads(after.stdout) == json.loads(before)
+    again = run_canon("store", "backup", "backup.db", cwd=tmp_path)
+    assert again.returncode == 3  # never over an existing file
+    assert "backup.db" in again.stderr
+
+
+def test_compact_reports_what_it_removed_and_the_oldest_revision_kept(tmp_path: Path) -> None:
+    assert run_canon("init", cwd=tmp_path).returncode == 0
+    (tmp_path / "canon.toml").write_text("[retention]\nchanges_keep_revisions = 2\n")
+    done = run_canon("store", "compact", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "the change log starts at revision" in done.stdout
+    assert run_canon("store", "compact", "--keep-revisions", "0", cwd=tmp_path).returncode == EXIT_USAGE

@@ -28,7 +28,7 @@ from core.surfaces import discover
 from core.tools import Toolset
 from tests.conftest import tool_names
 from tests.generators.conftest import live, open_copy, token
-from tests.mcp.conftest import MODERN, connect, seed_template  # noqa: F401  (a fixture used here)
+from tests.mcp.conftest import connect
 
 pytestmark = pytest.mark.anyio
 
@@ -218,7 +218,7 @@ def comparable(value: Any) -> Any:
 
 
 # -- what each surface carries ------------------------------------------------------------------------------------
-async def test_every_registry_entry_is_on_every_surface_and_nothing_else(seed_template: Path, tmp_path: Path) -> None:  # noqa: F811
+async def test_every_registry_entry_is_on_every_surface_and_nothing_else(seed_template: Path, tmp_path: Path) -> None:
     instance = open_copy(seed_template, tmp_path)
     try:
         registry = instance.registry
@@ -259,7 +259,7 @@ async def test_every_registry_entry_is_on_every_surface_and_nothing_else(seed_te
     assert {link["title"] for link in sections["Resources"]} == resources
 
 
-async def test_rest_carries_the_registry_schemas_exactly(seed_template: Path, tmp_path: Path) -> None:  # noqa: F811
+async def test_rest_carries_the_registry_schemas_exactly(seed_template: Path, tmp_path: Path) -> None:
     from generators.rest.openapi import unhoist
 
     instance = open_copy(seed_template, tmp_path)
@@ -313,7 +313,7 @@ READS: list[tuple[str, dict[str, Any]]] = [
 @pytest.mark.parametrize("role", ["admin", "reader", "grouped", "anonymous"])
 async def test_the_same_reads_give_the_same_results_on_mcp_rest_and_graphql(
     role: str,
-    seed_template: Path,  # noqa: F811
+    seed_template: Path,
     tmp_path: Path,
 ) -> None:
     instance = open_copy(seed_template, tmp_path)
@@ -356,7 +356,7 @@ async def test_the_same_failure_is_the_same_error_class_everywhere(
     tool: str,
     arguments: dict[str, Any],
     code: str,
-    seed_template: Path,  # noqa: F811
+    seed_template: Path,
     tmp_path: Path,
 ) -> None:
     instance = open_copy(seed_template, tmp_path)
@@ -401,7 +401,7 @@ WRITES: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-async def test_the_same_writes_on_fresh_stores_give_the_same_results(seed_template: Path, tmp_path: Path) -> None:  # noqa: F811
+async def test_the_same_writes_on_fresh_stores_give_the_same_results(seed_template: Path, tmp_path: Path) -> None:
     transcripts: dict[str, list[tuple[str, Any]]] = {}
     for surface in ("mcp", "rest", "graphql", "direct"):
         instance = open_copy(seed_template, tmp_path / surface)
@@ -438,7 +438,7 @@ def guide_block(language: str) -> str:
 
 
 async def test_a_tool_added_as_adding_a_tool_md_says_appears_and_works_on_every_surface(
-    seed_template: Path,  # noqa: F811
+    seed_template: Path,
     tmp_path: Path,
 ) -> None:
     folder = tmp_path / "tools"

@@ -29,13 +29,14 @@ from jsonschema import Draft202012Validator
 
 from core.dispatch import AuditRecord
 from core.instance import Instance
+from core.mcp.surface import surface as mcp_surface
 from core.model import load_model
 from core.paging import encode_cursor
 from core.registry import ToolDefinition, build_registry
 from generators.rest.app import surface as rest_surface
 from generators.rest.openapi import ToolRoute, route_of
 from tests.generators.conftest import live, open_copy, token
-from tests.mcp.conftest import LEGACY, MODERN, envelope, initialize_body, seed_template  # noqa: F401 (a fixture)
+from tests.mcp.conftest import LEGACY, MODERN, envelope, initialize_body
 
 Strategy = st.SearchStrategy[Any]
 MAX_URL = 16_000
@@ -206,14 +207,14 @@ def _samples(instance: Instance) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def target(seed_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:  # noqa: F811
+def target(seed_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     instance = open_copy(seed_template, tmp_path_factory.mktemp("hostile"))
     audit: list[AuditRecord] = []
     instance.dispatcher.audit_hooks.append(audit.append)
     secret = token(instance, "hostile", "admin")
     try:
         with (
-            live(instance, [rest_surface]) as base,
+            live(instance, [mcp_surface, rest_surface]) as base,
             httpx2.Client(base_url=base, headers={"authorization": f"Bearer {secret}"}, timeout=60) as http,
         ):
             yield Target(http, instance, audit)

@@ -1,4 +1,5 @@
-"""The wheel carries everything canon needs at run time: code, the embedded model, its seed and the schemas."""
+"""The wheel carries everything canon needs at run time: code, the embedded model, its seed, the schemas and the
+docs pages' browser assets with their licences."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from core.http.ui_assets import ASSETS, BUNDLED
 
 REPO = Path(__file__).resolve().parent.parent
 DATA_FILES = (
@@ -69,6 +72,24 @@ def test_the_wheel_contains_the_code_and_every_schema_file(wheel: Path) -> None:
 
     assert set(DATA_FILES) <= names
     assert not any(name.startswith("tests/") for name in names)
+
+
+@pytest.mark.slow
+def test_the_wheel_contains_every_ui_asset_and_its_licences(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    shipped = {f"core/http/ui-assets/{path.relative_to(BUNDLED).as_posix()}" for path in BUNDLED.rglob("*")
+               if path.is_file()}  # fmt: skip
+
+    assert shipped <= names
+    for asset in ASSETS:
+        folder = f"core/http/ui-assets/{asset.folder}"
+        assert {f"{folder}/{name}" for name in asset.files} <= names
+        assert f"{folder}/package.json" in names  # its `license` field, for a package that ships no licence file
+    assert {
+        f"core/http/ui-assets/{package}/LICENSE"
+        for package in ("swagger-ui-dist@5", "react@18.2.0", "react-dom@18.2.0", "js-cookie@3.0.5", "graphiql@3.8.3")
+    } <= names
 
 
 @pytest.mark.slow

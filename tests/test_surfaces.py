@@ -15,10 +15,19 @@ from core.artifacts import MANIFEST, check, generate, write
 from core.audit import AuditQuery
 from core.instance import Instance
 from core.registry import Registry, build_registry
-from core.surfaces import ENTRY_POINT_GROUP, RESERVED, Surface, SurfaceHost, _check_paths, claims, discover
+from core.surfaces import (
+    ENTRY_POINT_GROUP,
+    RESERVED,
+    Lifespan,
+    Surface,
+    SurfaceHost,
+    _check_paths,
+    claims,
+    discover,
+    surface_named,
+)
 from tests.conftest import run_canon
 from tests.generators.conftest import asgi, open_copy, token
-from tests.mcp.conftest import seed_template  # noqa: F401  (a fixture used here)
 
 
 @dataclass
@@ -58,16 +67,16 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def instance(seed_template: Path, tmp_path: Path) -> Any:  # noqa: F811
+def instance(seed_template: Path, tmp_path: Path) -> Any:
     opened = open_copy(seed_template, tmp_path)
     yield opened
     opened.close()
 
 
-def test_a_test_surface_satisfies_the_protocol_and_installed_surfaces_load() -> None:
+def test_a_test_surface_satisfies_the_protocol_and_installed_surfaces_load_mcp_first_then_by_name() -> None:
     assert isinstance(Echo(), Surface)
     surfaces = discover()
-    assert [s.name for s in surfaces] == sorted(s.name for s in surfaces)
+    assert [s.name for s in surfaces] == ["mcp", *sorted(s.name for s in surfaces if s.name != "mcp")]
     assert all(isinstance(s, Surface) for s in surfaces)
     assert ENTRY_POINT_GROUP == "canon.surfaces"
 
@@ -83,17 +92,25 @@ def test_a_prefix_claims_itself_and_what_is_under_it_an_exact_path_only_itself(
     assert claims(prefix, path) is served
 
 
-@pytest.mark.parametrize("paths", [("/mcp",), ("/healthz",), ("/ui-assets/x",), ("/",), ("relative",)])
-def test_a_surface_may_not_claim_core_paths_or_a_bad_path(paths: tuple[str, ...]) -> None:
+@pytest.mark.parametrize("paths", [("/mcp",), ("/healthz",), ("/metrics",), ("/ui-assets/x",), ("/",), ("relative",)])
+def test_a_surface_may_not_claim_the_hosts_or_the_built_in_surfaces_paths_or_a_bad_path(
+    paths: tuple[str, ...],
+) -> None:
     with pytest.raises(ValueError, match="echo"):
-        _check_paths([Echo(paths=paths)])
+        _check_paths([*discover(), Echo(paths=paths)])
+
+
+def test_mcp_is_a_built_in_surface_found_like_any_other_and_only_the_host_paths_are_reserved() -> None:
+    mcp = surface_named("mcp", discover())
+    assert isinstance(mcp, Lifespan)
+    assert mcp.paths == ("/mcp",)
+    assert RESERVED == ("/healthz", "/metrics", "/ui-assets/")
 
 
 def test_two_surfaces_may_not_overlap() -> None:
     with pytest.raises(ValueError, match=r"'/echo/x' overlaps '/echo/'"):
         _check_paths([Echo(), Echo(name="other", paths=("/echo/x",))])
     _check_paths([Echo(), Echo(name="other", paths=("/other/",))])
-    assert "/mcp" in RESERVED
 
 
 @pytest.mark.anyio

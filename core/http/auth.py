@@ -1,8 +1,8 @@
-"""Who an HTTP caller is: bearer tokens through the SDK's token-verifier seam, for every HTTP surface.
+"""Who an HTTP caller is: bearer tokens checked against canon's token file, one rule for every surface.
 
-The stack, outermost first: Starlette's `AuthenticationMiddleware` with the SDK's `BearerAuthBackend` over
-`CanonTokenVerifier` (which asks `core.tokens.TokenFile`), the SDK's `AuthContextMiddleware`, then
-`BearerGate`, which turns the outcome into a rule:
+`Authenticate` (outside every route) reads the `Authorization` header and, for a current bearer token, puts the
+token's canon `Principal` in the ASGI scope. `BearerGate` (around every surface's routes, `/mcp` included) turns
+the outcome into the rule:
 
 * a current token → that token's principal;
 * an `Authorization` header that is not a current bearer token (wrong, revoked, malformed) → 401 with
@@ -11,8 +11,9 @@ The stack, outermost first: Starlette's `AuthenticationMiddleware` with the SDK'
 * no `Authorization` header → the anonymous principal (read-only, public nodes only), or 401 when the
   configuration turns anonymous access off.
 
-`principal_of_request` gives the principal of a request that passed the gate; surfaces call it, never
-look at client-supplied identity.
+`principal_of_scope` (and `principal_of_request`, for a framework's request object) gives the principal of a
+request that passed the gate; every surface calls it, none looks at client-supplied identity. The token file is
+asked on every request, so a revoked token is refused from the next request on.
 """
 
 from __future__ import annotations
@@ -21,100 +22,69 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
-from mcp.server.auth.provider import AccessToken
-from pydantic import PrivateAttr
-from starlette.middleware import Middleware
-from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from core.http.problems import PROBLEM_MEDIA, problem_body
+from core.http.problems import MCP_PATH, PROBLEM_MEDIA, problem_body
 from core.principal import ANONYMOUS, Principal
 from core.tokens import TokenFile
 
-__all__ = [
-    "BearerGate",
-    "CanonAccessToken",
-    "CanonTokenVerifier",
-    "auth_middleware",
-    "principal_of_request",
-    "principal_of_scope",
-]
+__all__ = ["PRINCIPAL", "Authenticate", "BearerGate", "bearer_token", "principal_of_request", "principal_of_scope"]
+
+PRINCIPAL = "canon.principal"
+"""The scope key holding the principal of a request whose bearer token is current."""
 
 
-class CanonAccessToken(AccessToken):
-    """The SDK's access token, carrying the principal canon verified it as."""
+def bearer_token(scope: Scope) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header (the scheme in any case), else None."""
+    for name, value in scope["headers"]:
+        if name.lower() == b"authorization":
+            text = bytes(value).decode("latin-1")
+            return text[7:] if text[:7].lower() == "bearer " else None
+    return None
 
-    _principal: Principal = PrivateAttr()
 
+class Authenticate:
+    """Put the principal of a current bearer token in the scope (`PRINCIPAL`); leave every other request as it is."""
 
-class CanonTokenVerifier:
-    """The SDK's `TokenVerifier` protocol over canon's token file.
-
-    Every request asks the token file (so a revoked token is refused from the next request on); the access token
-    handed to the SDK is made once per token and principal and then reused, as building it cost more than the
-    check itself. At most `MAX_CACHED` are kept.
-    """
-
-    MAX_CACHED = 1024
-
-    def __init__(self, tokens: TokenFile) -> None:
+    def __init__(self, app: ASGIApp, *, tokens: TokenFile) -> None:
+        self.app = app
         self.tokens = tokens
-        self._made: dict[str, CanonAccessToken] = {}
 
-    async def verify_token(self, token: str) -> AccessToken | None:
-        principal = self.tokens.verify(token)
-        if principal is None:
-            self._made.pop(token, None)
-            return None
-        made = self._made.get(token)
-        if made is None or made._principal != principal:  # pyright: ignore[reportPrivateUsage]
-            if len(self._made) >= self.MAX_CACHED:
-                self._made.clear()
-            groups = {"groups": sorted(principal.groups)}
-            made = CanonAccessToken(token=token, client_id=principal.name, subject=principal.name,
-                                    scopes=sorted(principal.roles), claims=groups)  # fmt: skip
-            made._principal = principal  # pyright: ignore[reportPrivateUsage]
-            self._made[token] = made
-        return made
-
-
-def auth_middleware(tokens: TokenFile) -> list[Middleware]:
-    return [
-        Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(CanonTokenVerifier(tokens))),
-        Middleware(AuthContextMiddleware),
-    ]
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            token = bearer_token(scope)
+            principal = None if not token else self.tokens.verify(token)
+            if principal is not None:
+                scope[PRINCIPAL] = principal
+        await self.app(scope, receive, send)
 
 
 def principal_of_scope(scope: Scope) -> Principal:
-    user = scope.get("user")
-    if isinstance(user, AuthenticatedUser):
-        token = user.access_token
-        if isinstance(token, CanonAccessToken):
-            return token._principal  # pyright: ignore[reportPrivateUsage]
-        groups = (token.claims or {}).get("groups", ())
-        return Principal(token.client_id, frozenset(token.scopes), frozenset(groups))
-    return ANONYMOUS
+    """The caller of a request that passed `BearerGate`: its token's principal, or the anonymous one."""
+    principal = scope.get(PRINCIPAL)
+    return principal if isinstance(principal, Principal) else ANONYMOUS
 
 
 def principal_of_request(request: Any) -> Principal:
-    """The principal of a Starlette request that passed `BearerGate` (None: no HTTP request, i.e. anonymous)."""
+    """The principal of a framework request (anything with a `.scope`) that passed `BearerGate` (None: no HTTP
+    request, i.e. anonymous)."""
     return principal_of_scope(request.scope) if request is not None else ANONYMOUS
 
 
 class BearerGate:
-    """Refuse a request whose bearer token is not current (401), and, optionally, one without a token."""
+    """Refuse a request whose bearer token is not current (401), and, optionally, one without a token.
 
-    def __init__(self, app: ASGIApp, *, anonymous: bool, on_reject: Callable[[str, str], None],
-                 problem: bool = False) -> None:  # fmt: skip
+    The refusal is RFC 6750's JSON body on `/mcp` (MCP fixes its bodies) and an RFC 9457 problem carrying the same
+    members everywhere else, both with the `WWW-Authenticate` challenge.
+    """
+
+    def __init__(self, app: ASGIApp, *, anonymous: bool, on_reject: Callable[[str, str], None]) -> None:
         self.app = app
         self.anonymous = anonymous
         self.on_reject = on_reject  # (path, reason), for the audit log
-        self.problem = problem  # answer as RFC 9457 problem+json (the generated surfaces) besides RFC 6750
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or isinstance(scope.get("user"), AuthenticatedUser):
+        if scope["type"] not in ("http", "websocket") or PRINCIPAL in scope:
             await self.app(scope, receive, send)
             return
         presented = any(name.lower() == b"authorization" for name, _ in scope["headers"])
@@ -129,19 +99,24 @@ class BearerGate:
             await self.app(scope, receive, send)
             return
         reason = "invalid token" if presented else "no token"
-        error, description = _REJECTIONS[reason]
         self.on_reject(scope.get("path", ""), reason)
-        payload: dict[str, Any] = {"error": error, "error_description": description}
-        content_type = b"application/json"
-        body = json.dumps(payload).encode()
-        if self.problem:
-            body = problem_body(401, "unauthorized", description, scope.get("path", ""), extra=payload)
-            content_type = PROBLEM_MEDIA.encode()
-        challenge = f'Bearer error="{error}", error_description="{description}"'
-        await send({"type": "http.response.start", "status": 401, "headers": [
-            (b"content-type", content_type), (b"content-length", str(len(body)).encode()),
-            (b"www-authenticate", challenge.encode())]})  # fmt: skip
-        await send({"type": "http.response.body", "body": body})
+        await _unauthorized(scope, send, reason)
+
+
+async def _unauthorized(scope: Scope, send: Send, reason: str) -> None:
+    error, description = _REJECTIONS[reason]
+    payload: dict[str, Any] = {"error": error, "error_description": description}
+    path = scope.get("path", "")
+    if path == MCP_PATH:
+        content_type, body = b"application/json", json.dumps(payload).encode()
+    else:
+        content_type = PROBLEM_MEDIA.encode()
+        body = problem_body(401, "unauthorized", description, path, extra=payload)
+    challenge = f'Bearer error="{error}", error_description="{description}"'
+    await send({"type": "http.response.start", "status": 401, "headers": [
+        (b"content-type", content_type), (b"content-length", str(len(body)).encode()),
+        (b"www-authenticate", challenge.encode())]})  # fmt: skip
+    await send({"type": "http.response.body", "body": body})
 
 
 _REJECTIONS = {  # reason -> RFC 6750 error code and description

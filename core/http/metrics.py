@@ -4,14 +4,14 @@ On unless `[metrics] enabled = false` (`CANON_METRICS=0`). Open to any caller th
 unless `[metrics] protected = true`: then it answers only a bearer token whose role grants `admin` (401 without a
 token, 403 with another role). A bad token is a 401 as on every route, audited as `rejected`.
 
-The host adds the gauges of what it holds open (`Live`), each read at scrape time; the domain's own (store
+The host adds the gauges of what it holds open (the change feed's watches) and those each running surface reports
+(`core.surfaces.Running.gauges`: MCP's sessions and streams), each read at scrape time; the domain's own (store
 revision, index lag, audit queue) come with `Instance.metrics`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -20,29 +20,29 @@ from starlette.routing import Route, request_response
 from core.http.auth import BearerGate, principal_of_request
 from core.http.problems import PROBLEM_MEDIA, problem_body
 from core.instance import Instance
+from core.surfaces import Gauge
 
-__all__ = ["PATH", "Live", "metrics_route"]
+__all__ = ["PATH", "add_gauges", "metrics_route"]
 
 PATH = "/metrics"
 
 
-@dataclass(frozen=True)
-class Live:
-    """A gauge of something the host holds open, read at scrape time."""
+def add_gauges(instance: Instance, gauges: Iterable[Gauge]) -> None:
+    """Report `gauges` among `instance`'s process metrics, each read at every scrape (nothing when metrics are off)."""
+    if not instance.config.metrics:
+        return
+    metrics = instance.metrics()
+    for gauge in gauges:
+        metrics.gauge(gauge.name, gauge.documentation, gauge.read)
 
-    name: str
-    documentation: str
-    read: Callable[[], float]
 
-
-def metrics_route(instance: Instance, live: Iterable[Live], on_reject: Callable[[str, str], None]) -> Route | None:
-    """The `/metrics` route of `instance`'s process, with `live` among its gauges; None when metrics are off."""
+def metrics_route(instance: Instance, gauges: Iterable[Gauge], on_reject: Callable[[str, str], None]) -> Route | None:
+    """The `/metrics` route of `instance`'s process, with `gauges` among its gauges; None when metrics are off."""
     config = instance.config
     if not config.metrics:
         return None
+    add_gauges(instance, gauges)
     metrics = instance.metrics()
-    for gauge in live:
-        metrics.gauge(gauge.name, gauge.documentation, gauge.read)
 
     async def scrape(request: Request) -> Response:
         if config.metrics_protected and "admin" not in principal_of_request(request).permissions:
@@ -51,5 +51,5 @@ def metrics_route(instance: Instance, live: Iterable[Live], on_reject: Callable[
         return Response(metrics.render(), media_type=metrics.content_type)
 
     gate = BearerGate(request_response(scrape), anonymous=config.anonymous and not config.metrics_protected,
-                      on_reject=on_reject, problem=True)  # fmt: skip
+                      on_reject=on_reject)  # fmt: skip
     return Route(PATH, gate, methods=["GET", "HEAD"])

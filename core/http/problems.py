@@ -42,7 +42,7 @@ PROBLEM_MEDIA = "application/problem+json"
 STATUS: dict[str, int] = {
     # canon's error codes (core.errors)
     "invalid_arguments": 400, "invalid": 400, "import_error": 400, "forbidden": 403, "not_found": 404,
-    "unknown_tool": 404, "conflict": 409, "limit_exceeded": 422,
+    "unknown_tool": 404, "conflict": 409, "gone": 410, "limit_exceeded": 422,
     # what the HTTP layer finds before any tool runs
     "bad_request": 400, "unauthorized": 401, "origin_not_allowed": 403, "no_route": 404, "method_not_allowed": 405,
     "not_acceptable": 406, "too_large": 413, "unsupported_media_type": 415, "host_not_allowed": 421,

@@ -34,8 +34,7 @@ from core.errors import CanonError
 from core.http.app import build_app, close_streams
 from core.instance import Instance, open_instance
 from core.logs import configure_logging
-from core.mcp.server import DEFAULT_OPTIONS, ServeOptions
-from core.surfaces import discover
+from core.surfaces import Surface, discover
 
 __all__ = ["GracefulServer", "listening_socket", "serve_http", "serve_workers", "worker_sockets"]
 
@@ -63,16 +62,18 @@ def listening_socket(host: str, port: int, *, reuse_port: bool = False) -> socke
     return sock
 
 
-def _announce(sock: socket.socket, config: Config, tokens: int, workers: int = 1) -> None:
+def _announce(sock: socket.socket, config: Config, surfaces: list[Surface], tokens: int, workers: int = 1) -> None:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
     access = "callers without a token read public nodes" if config.anonymous else "every request needs a token"
     processes = f"; {workers} worker processes" if workers > 1 else ""
-    surfaces = ", ".join(f"{s.name} ({' '.join(p.rstrip('/') for p in s.paths)})" for s in discover())
+    others = ", ".join(
+        f"{s.name} ({' '.join(p.rstrip('/') for p in s.paths)})" for s in surfaces if "/mcp" not in s.paths
+    )
     print(f"canon: serving MCP at http://{shown}:{port}/mcp (health: /healthz); {tokens} bearer token(s) in "
           f"{config.tokens}; {access}{processes}", file=sys.stderr, flush=True)  # fmt: skip
-    if surfaces:
-        print(f"canon: also serving {surfaces}", file=sys.stderr, flush=True)
+    if others:
+        print(f"canon: also serving {others}", file=sys.stderr, flush=True)
 
 
 class GracefulServer(uvicorn.Server):
@@ -113,8 +114,8 @@ class GracefulServer(uvicorn.Server):
             await asyncio.sleep(LATE_CONNECTIONS_TICK_S)
 
 
-def _run(instance: Instance, options: ServeOptions, sock: socket.socket) -> None:
-    app = build_app(instance, options)
+def _run(instance: Instance, surfaces: list[Surface], sock: socket.socket) -> None:
+    app = build_app(instance, surfaces)
     # Everything built so far (model, registry, index, the SDK) lives as long as the process: freeze it out of
     # the cyclic garbage collector, whose full collections otherwise walk it too. With 1,000 listen streams open
     # a full collection took 130-230 ms, long enough to hold up a write's notifications past 100 ms.
@@ -130,14 +131,15 @@ def _run(instance: Instance, options: ServeOptions, sock: socket.socket) -> None
     GracefulServer(app).run(sockets=[sock])
 
 
-def serve_http(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> None:
-    """Serve `instance` in this process until it is interrupted."""
+def serve_http(instance: Instance, surfaces: list[Surface] | None = None) -> None:
+    """Serve `instance` on `surfaces` (default: every installed one) in this process until it is interrupted."""
+    surfaces = discover() if surfaces is None else surfaces
     sock = listening_socket(instance.config.host, instance.config.port)
-    _announce(sock, instance.config, len(instance.tokens.entries()))
-    _run(instance, options, sock)
+    _announce(sock, instance.config, surfaces, len(instance.tokens.entries()))
+    _run(instance, surfaces, sock)
 
 
-def _worker(config: Config, options: ServeOptions, sock: socket.socket, log_level: int) -> None:
+def _worker(config: Config, surfaces: list[Surface], sock: socket.socket, log_level: int) -> None:
     configure_logging(log_level, config)
 
     def terminate(signum: int, frame: object) -> None:
@@ -146,7 +148,7 @@ def _worker(config: Config, options: ServeOptions, sock: socket.socket, log_leve
     signal.signal(signal.SIGTERM, terminate)
     instance = open_instance(config, principal="system:worker")
     try:
-        _run(instance, options, sock)
+        _run(instance, surfaces, sock)
     finally:
         instance.close()
 
@@ -158,7 +160,7 @@ def worker_sockets(host: str, port: int, workers: int) -> list[socket.socket]:
     return [first, *(listening_socket(host, chosen, reuse_port=True) for _ in range(workers - 1))]
 
 
-def serve_workers(config: Config, options: ServeOptions, workers: int, tokens: int, *,
+def serve_workers(config: Config, surfaces: list[Surface], workers: int, tokens: int, *,
                   restarts: int = 5, settle_s: float = 30.0) -> None:  # fmt: skip
     """Serve with `workers` processes, each on its own socket of one port, until interrupted; stop them all then.
 
@@ -171,7 +173,7 @@ def serve_workers(config: Config, options: ServeOptions, workers: int, tokens: i
     level = logging.getLogger().getEffectiveLevel()
 
     def start(i: int) -> BaseProcess:
-        child = context.Process(target=_worker, args=(config, options, socks[i], level), name=f"canon-worker-{i}",
+        child = context.Process(target=_worker, args=(config, surfaces, socks[i], level), name=f"canon-worker-{i}",
                                 daemon=False)  # fmt: skip
         child.start()
         return child
@@ -179,7 +181,7 @@ def serve_workers(config: Config, options: ServeOptions, workers: int, tokens: i
     children = [start(i) for i in range(workers)]
     started = [time.monotonic()] * workers
     failures = [0] * workers
-    _announce(socks[0], config, tokens, workers)
+    _announce(socks[0], config, surfaces, tokens, workers)
     try:
         while True:
             wait([c.sentinel for c in children])

@@ -52,10 +52,9 @@ GUIDE = "docs/surfaces/mcp.md, 'Protocol revisions'"
 class RevisionGate:
     """Answer the POSTs `judge` refuses; pass every other request, untouched, to `app` (the SDK's endpoint)."""
 
-    def __init__(self, app: ASGIApp, *, security: TransportSecuritySettings | None, max_body: int) -> None:
+    def __init__(self, app: ASGIApp, *, security: TransportSecuritySettings | None) -> None:
         self.app = app
         self.security = TransportSecurityMiddleware(security)
-        self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -69,7 +68,7 @@ class RevisionGate:
                 return
             await json_error(None, unsupported(version), scope, receive, send)
             return
-        body, replay = await read_body(scope, receive, self.max_body)
+        body, replay = await read_body(receive)
         verdict = None if body is None else await self.verdict(scope, body)
         if verdict is None:
             await self.app(scope, replay, send)

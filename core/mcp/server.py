@@ -145,33 +145,46 @@ class ToolCalls:
             return None
         return called[len(self.prefix) :]
 
-    async def call(self, principal: Principal, called: str, arguments: dict[str, Any]) -> ToolResult:
-        """Call the tool as `principal`; raises UnknownToolError only. A point read runs right here unless something
-        it needs is busy: the hop to a worker thread and back costs several times the read itself."""
+    def tool_of(self, called: str, snapshot: Snapshot | None = None) -> ToolDefinition | None:
+        """The tool called as `called` (a name tools/list shows) in `snapshot`'s registry (default: the current
+        one), else None."""
+        name = self.name_of(called)
+        return None if name is None else (snapshot or self.current()).registry.find(name)
+
+    async def call(self, principal: Principal, called: str, arguments: dict[str, Any], *,
+                   tool: ToolDefinition | None = None) -> ToolResult:  # fmt: skip
+        """Call the tool as `principal`; raises UnknownToolError only. `tool` is the tool `called` names, when the
+        caller has just looked it up (`tool_of`), so it is not looked up again. A point read runs right here unless
+        something it needs is busy: the hop to a worker thread and back costs several times the read itself."""
         # the call finishes on the snapshot it starts with, whatever model change happens meanwhile
-        dispatcher, name, received = self.current().dispatcher, self.name_of(called), time.monotonic()
+        snapshot, received = self.current(), time.monotonic()
+        dispatcher = snapshot.dispatcher
+        if tool is not None and snapshot.registry.find(tool.name) is not tool:  # the model changed since the lookup
+            tool = None
+        name = self.name_of(called) if tool is None else tool.name
         if name is None:  # not a name tools/list shows; its hints are the listed names it is closest to
             raise dispatcher.unknown_tool(principal, called)
-        result = dispatcher.call_tool_now(principal, self.surface, name, arguments, searches=self.inline_searches)
-        if result is None:
+        result = dispatcher.call_tool_now(principal, self.surface, name, arguments, searches=self.inline_searches,
+                                          tool=tool)  # fmt: skip
+        if result is None:  # on a worker thread the current registry names the tool: the model may change meanwhile
             call = functools.partial(dispatcher.call_tool, received=received)  # its time counts the wait for a thread
             result = await anyio.to_thread.run_sync(call, principal, self.surface, name, arguments)
         return result
 
     def input_schema(self, called: str) -> Mapping[str, Any] | None:
-        """What the SDK checks a 2026-07-28 HTTP call's Mcp-Param-* headers against. Only a schema declaring
-        `x-mcp-header` can fail that check, so no other is handed over (the SDK would walk it on every call)."""
-        snapshot, name = self.current(), self.name_of(called)
-        try:
-            schema = snapshot.registry.tool(name).input_schema if name is not None else None
-        except UnknownToolError:
-            return None
-        if schema is None:
-            return None
-        headers_of = self._headers_of(snapshot)
-        if called not in headers_of:
-            headers_of[called] = _declares_headers(schema)
-        return schema if headers_of[called] else None
+        """What the SDK checks a 2026-07-28 HTTP call's Mcp-Param-* headers against (see `header_schema`)."""
+        snapshot = self.current()
+        tool = self.tool_of(called, snapshot)
+        return None if tool is None else self.header_schema(tool, snapshot)
+
+    def header_schema(self, tool: ToolDefinition, snapshot: Snapshot | None = None) -> Mapping[str, Any] | None:
+        """`tool`'s input schema if it declares `x-mcp-header`, else None: only such a schema can fail the SDK's
+        Mcp-Param-* check, so no other is handed over (the SDK would walk it on every call)."""
+        headers_of = self._headers_of(snapshot or self.current())
+        declares = headers_of.get(tool.name)
+        if declares is None:
+            declares = headers_of[tool.name] = _declares_headers(tool.input_schema)
+        return tool.input_schema if declares else None
 
 
 def _modern(ctx: ServerRequestContext[Any]) -> bool:

@@ -17,7 +17,11 @@ every backend:
   the block's reads wait for no other thread (SQLite: on the connection if it is free, else on a read-only
   connection in one read transaction for the block), every read in the block seeing one state no older than the
   last commit before it (a backend whose every read waits on the network always declines);
-* the audit log is append-only: `append_audit` adds records, nothing updates or deletes them;
+* the audit log is append-only: `append_audit` adds records, nothing updates or deletes them but `compact`;
+* `compact(retention)` removes what `core.store.retention.Retention` lets go of the audit and change logs (the only
+  deletion from the audit log), and `changes_floor()` says through which revision the change log was removed, so
+  a read from before it is `gone`; `backup(path)` writes a consistent copy while the store serves (SQLite; a
+  PostgreSQL store is backed up with pg_dump, and refuses both with a `StoreError` that says so);
 * `dump()` reads everything a store holds (model, nodes, edges, change log, audit log) as it is, and `restore`
   writes such a dump into an empty store (of either backend), so `copy_store` moves a store losslessly.
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,6 +40,7 @@ from core.conditions import Condition
 from core.model import Model
 from core.operations import Operation
 from core.records import Change, Edge, Node, Sight
+from core.store.retention import Compaction, Retention
 from core.validation import StateView
 
 __all__ = [
@@ -135,6 +141,9 @@ class Store(Protocol):
     def stats(self) -> StoreStats: ...
     def dump(self) -> StoreDump: ...
     def restore(self, dump: StoreDump) -> None: ...
+    def changes_floor(self) -> int: ...
+    def compact(self, retention: Retention, now: datetime | None = None) -> Compaction: ...
+    def backup(self, target: Path) -> None: ...
     def close(self) -> None: ...
 
 

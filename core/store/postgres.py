@@ -19,6 +19,8 @@ import json
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
 from typing import Any, LiteralString
 from urllib.parse import urlsplit, urlunsplit
 
@@ -34,6 +36,7 @@ from core.records import Change, Edge, Node
 from core.store import AUDIT_FIELDS, CommitResult, NodeQuery, StoreDump, StoreStats
 from core.store.common import EmptyView, dumps, edge_ends, model_info, record_pointer, state_access, utc_now
 from core.store.pg_sql import change_filter, node_filter, search_text
+from core.store.retention import Compaction, Retention
 from core.validation import StateView, Write, indexed_problems, plan
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
@@ -612,6 +615,24 @@ class PostgresStore:
                 _copy(cursor, f"audit ({_AUDIT_COLUMNS})", dump.audit)
                 cursor.execute("SELECT setval(pg_get_serial_sequence('audit', 'id'), coalesce(max(id), 0) + 1, false) "
                                "FROM audit")  # fmt: skip
+
+    # -- day-two operations: PostgreSQL's own tools ----------------------------------------------------------
+    def changes_floor(self) -> int:
+        """0: `compact` is not done on PostgreSQL yet, so the change log holds every revision."""
+        return 0
+
+    def compact(self, retention: Retention, now: datetime | None = None) -> Compaction:
+        raise StoreError(
+            "canon store compact is not available for a PostgreSQL store yet; the audit and change logs keep "
+            "everything (see docs/operations/deploy.md).", path=self.location,
+        )  # fmt: skip
+
+    def backup(self, target: Path) -> None:
+        raise StoreError(
+            "canon store backup copies SQLite stores; back up a PostgreSQL store with pg_dump (a consistent "
+            "snapshot while canon serves) and restore it with pg_restore (see docs/operations/deploy.md).",
+            path=self.location,
+        )
 
     def close(self) -> None:
         self._pool.close()

@@ -5,8 +5,9 @@ writer, and several processes can share the file. Every commit is one `BEGIN IMM
 validation (`core.validation.plan`) reads a state no other process can change until the commit lands, and
 revisions are assigned without gaps or races.
 
-Tables: `nodes`, `edges`, `changes` (the change log; its primary key is the revision) and `meta` (store
-version, model). `PRAGMA user_version` is the store's schema version; `MIGRATIONS` upgrades older files.
+Tables: `nodes`, `edges`, `changes` (the change log; its primary key is the revision), `audit` and `meta` (store
+version, model, `changes_floor`: the revision through which `compact` removed the change log). `PRAGMA
+user_version` is the store's schema version; `MIGRATIONS` upgrades older files.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from core.operations import Operation, PutEdge, PutNode
 from core.records import Change, Edge, Node, Sight
 from core.store import AUDIT_FIELDS, CommitResult, NodeQuery, StoreDump, StoreStats
 from core.store.common import EmptyView, dumps, edge_ends, model_info, record_pointer, state_access, utc_now
+from core.store.retention import Compaction, Retention, cutoff
 from core.validation import StateView, Write, indexed_problems, plan
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
@@ -68,6 +71,10 @@ _ACCESS = (  # who may see a change, in columns the change feed filters on in SQ
     "target = substr(key, instr(key, '->') + 2) WHERE kind = 'edge'",
     "CREATE INDEX nodes_type_visibility ON nodes (type, visibility)",
 )  # fmt: skip
+_AUDIT_NO_DELETE = (
+    "CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit "
+    "BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END"
+)
 _AUDIT = (
     """CREATE TABLE audit (
   id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, principal TEXT NOT NULL, surface TEXT NOT NULL,
@@ -721,6 +728,64 @@ class SQLiteStore:
             db.executemany(_CHANGE_INSERT, map(_change_row, dump.changes))
             db.executemany(f"INSERT INTO audit ({', '.join(AUDIT_FIELDS)}) VALUES ({', '.join('?' * 10)})", dump.audit)
             self._rebuild_text_index(db, model)
+
+    # -- day-two operations ------------------------------------------------------------------------------------
+    def changes_floor(self) -> int:
+        """The revision through which `compact` removed the change log (0: it holds every revision)."""
+        rows = self._read("SELECT value FROM meta WHERE key = 'changes_floor'", ())
+        return int(rows[0][0]) if rows else 0
+
+    def compact(self, retention: Retention, now: datetime | None = None) -> Compaction:
+        """Remove what `retention` lets go, in one write transaction (the audit log's append-only triggers are
+        lifted for that transaction only)."""
+        with self._transaction() as db:
+            floor = int((db.execute("SELECT value FROM meta WHERE key = 'changes_floor'").fetchone() or ("0",))[0])
+            target = self._compaction_floor(db, retention, now)
+            removed = 0
+            if target > floor:
+                removed = db.execute("DELETE FROM changes WHERE revision <= ?", (target,)).rowcount
+                db.execute("INSERT INTO meta (key, value) VALUES ('changes_floor', ?) "
+                           "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(target),))  # fmt: skip
+                floor = target
+            audit = 0
+            if retention.audit_days is not None:
+                db.execute("DROP TRIGGER audit_no_delete")
+                audit = db.execute("DELETE FROM audit WHERE at < ?", (cutoff(retention.audit_days, now),)).rowcount
+                db.execute(_AUDIT_NO_DELETE)
+        return Compaction(removed, audit, floor + 1)
+
+    @staticmethod
+    def _compaction_floor(db: sqlite3.Connection, retention: Retention, now: datetime | None) -> int:
+        """The newest revision `retention` lets go (never the newest revision of all)."""
+        newest = SQLiteStore._max_revision(db)
+        if not retention.compacts_changes or newest == 0:
+            return 0
+        bounds = [newest - 1]
+        if retention.changes_keep_revisions is not None:
+            bounds.append(newest - retention.changes_keep_revisions)
+        if retention.changes_days is not None:
+            old = db.execute("SELECT coalesce(max(revision), 0) FROM changes WHERE at < ?",
+                             (cutoff(retention.changes_days, now),)).fetchone()[0]  # fmt: skip
+            bounds.append(int(old))
+        return max(0, min(bounds))
+
+    def backup(self, target: Path) -> None:
+        """Copy the store into the new file `target` with SQLite's online backup: one consistent state, while
+        other connections read and write. Written beside `target` first, so `target` is whole or absent."""
+        if target.exists():
+            raise StoreError(f"{target} exists; back up into a new file.", path=str(target))
+        partial = target.with_name(target.name + ".partial")
+        source = _connect(self._path, timeout=BUSY_TIMEOUT_S)
+        try:
+            copy = sqlite3.connect(partial)
+            try:
+                source.backup(copy)
+                copy.execute("PRAGMA journal_mode = DELETE")  # one self-contained file, no -wal beside it
+            finally:
+                copy.close()
+        finally:
+            source.close()
+        partial.replace(target)
 
     def close(self) -> None:
         with self._audit_lock:

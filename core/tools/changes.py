@@ -3,7 +3,8 @@
 A paged read is a snapshot: the first page fixes the revision it reads up to and counts `total` once (for a
 non-admin that count filters the log in SQL, the costly part); both travel in the cursor, so later pages are
 as cheap as the first page's rows and agree with it. Changes committed meanwhile come on the next read, from
-the last revision seen.
+the last revision seen. A read from before what the log keeps (`canon store compact`) is `gone`, naming the oldest
+revision kept.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from core.access import change_for
 from core.dispatch import CallContext, handler
 from core.paging import decode_cursor, encode_cursor, page, refused_cursor
+from core.store.retention import check_since
 
 POSITION = {"after": int, "until": int, "total": int}  # the last revision sent, the snapshot's, and its count
 
@@ -23,11 +25,13 @@ def get_changes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     position: dict[str, int] | None = decode_cursor("get_changes", args, POSITION)
     if position is None:
         after, until = args.get("since", 0), ctx.store.revision()
+        check_since(after, ctx.store.changes_floor())
         total = ctx.store.count_changes(after, sight=ctx.sight, until=until)
     else:
         after, until, total = position["after"], position["until"], position["total"]
         if not after <= until <= ctx.store.revision() or total > until:
             raise refused_cursor("get_changes")
+        check_since(after, ctx.store.changes_floor())  # compacted while the caller paged
     changes = ctx.store.changes(after, limit + 1, sight=ctx.sight, until=until)
     more = len(changes) > limit
     changes = changes[:limit]

@@ -1,7 +1,7 @@
 """The HTTP and WebSocket app of the GraphQL surface (`generators.graphql.schema`), around a built schema.
 
 `/graphql` answers POST and GET queries, shows GraphiQL to a browser's GET (its CDN scripts pointed at
-`/ui-assets/` when canon serves them, see `local_assets`) and carries subscriptions over WebSocket with the
+the host's `/ui-assets/`, see `local_assets`) and carries subscriptions over WebSocket with the
 graphql-transport-ws protocol; the caller is canon's principal, from the `Authorization` header or, on a
 WebSocket, from `connection_init`. `/schema.graphql` answers the printed SDL.
 
@@ -112,8 +112,7 @@ class CanonGraphQL(GraphQL[dict[str, Any], None]):
         raise ConnectionRejectionError({"reason": reason})
 
     async def render_graphql_ide(self, request: Request) -> HTMLResponse:
-        html = self.graphql_ide_html
-        return HTMLResponse(local_assets(html) if self.host.settings.local_ui_assets else html)
+        return HTMLResponse(local_assets(self.graphql_ide_html))
 
 
 def asgi_app(schema: strawberry.Schema, host: SurfaceHost, surface: str) -> ASGIApp:

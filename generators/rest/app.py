@@ -373,16 +373,13 @@ def build_app(host: SurfaceHost, registry: Registry) -> FastAPI:
         app.add_api_route(resource_route.path, _guarded(_resource_endpoint(host, resource_route)), methods=["GET"],
                           include_in_schema=False, response_model=None)  # fmt: skip
     text = document_text(registry)
-    offline = host.settings.local_ui_assets
 
     async def openapi(request: Request) -> Response:
         return Response(text, media_type="application/json")
 
     async def docs(request: Request) -> HTMLResponse:
         title = f"canon: {registry.model.name} REST API"
-        if not offline:
-            return get_swagger_ui_html(openapi_url="/openapi.json", title=title)
-        # the same files from core's /ui-assets/ folder, so the page works without a network
+        # Swagger UI's files from the host's /ui-assets/ (shipped with canon), so the page works without a network
         return get_swagger_ui_html(openapi_url="/openapi.json", title=title,
                                    swagger_js_url=f"{UI_ASSETS}/swagger-ui-bundle.js",
                                    swagger_css_url=f"{UI_ASSETS}/swagger-ui.css",

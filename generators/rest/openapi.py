@@ -169,6 +169,7 @@ _ERRORS: dict[str, tuple[str, str]] = {  # component name -> the problem code it
     "PreconditionFailed": ("precondition_failed", "If-Match named a revision the record is no longer at."),
     "ContentTooLarge": ("too_large", "The request body is larger than the server accepts."),
     "UnsupportedMediaType": ("unsupported_media_type", "The body's Content-Type is not one the operation takes."),
+    "Gone": ("gone", "The change log no longer holds changes after that revision; `oldest` names the first it keeps."),
     "LimitExceeded": ("limit_exceeded", "Valid input, but the query went past a bound (work or time); narrow it."),
 }
 _FIXED_SCHEMAS: dict[str, Any] = {

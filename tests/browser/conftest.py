@@ -2,21 +2,16 @@
 
 * `chromium`: the path of the Chromium binary (Debian's `chromium`; `$CANON_CHROMIUM` names another). Playwright
   drives it; Playwright's own browser downloads are never used.
-* `ui_assets`: a folder laid out as `[server] ui_assets` expects (`<npm package>@<version>/<file>`), holding exactly
-  the files /docs and /graphql load, copied from tests/browser/node_modules (pinned by package-lock.json; installed
-  by scripts/test). Copies, not symlinks: canon's static files refuse a path that resolves outside the folder.
-* `site`: `canon serve` on a copy of the seeded store, configured by a canon.toml that sets `ui_assets`, and the id
-  of a public node.
+* `site`: `canon serve` on a copy of the seeded store, with no `ui_assets` set (the pages load the copies canon
+  ships, `core.http.ui_assets`), and the id of a public node.
 * `browser` and `page`: a headless Chromium, and a page that records what would make a page silently half-work
   (console errors, uncaught exceptions, failed requests, requests that left the server).
 
-The tests skip only when CANON_SKIP_BROWSER_TESTS=1; otherwise a missing Chromium or npm package fails them.
+The tests skip only when CANON_SKIP_BROWSER_TESTS=1; otherwise a missing Chromium fails them.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -32,41 +27,12 @@ from core.access import sees, sight_of
 from core.model import load_model
 from core.principal import ANONYMOUS
 from core.store.sqlite import SQLiteStore
-from tests.mcp.conftest import (  # seed_template is a fixture used here
-    copy_store,
-    seed_template,  # noqa: F401  # pyright: ignore[reportUnusedImport]
-    serving,
-)
+from tests.conftest import copy_store
+from tests.mcp.conftest import serving
 
-BROWSER_DIR = Path(__file__).resolve().parent
-NODE_MODULES = BROWSER_DIR / "node_modules"
 SKIP = "CANON_SKIP_BROWSER_TESTS"
 CHROMIUM = "CANON_CHROMIUM"
 WAIT_MS = 30_000  # generous: two cores shared with other test runs; every wait is on a condition, never a sleep
-
-
-@dataclass(frozen=True)
-class Asset:
-    """One npm package's files that a page loads, and the `package@version` folder its URLs name."""
-
-    package: str
-    version: str  # as the page's URL names it: exact, or a major version (FastAPI's Swagger UI page asks for @5)
-    files: tuple[str, ...]
-
-    @property
-    def folder(self) -> str:
-        return f"{self.package}@{self.version}"
-
-
-ASSETS = (
-    Asset("swagger-ui-dist", "5", ("swagger-ui-bundle.js", "swagger-ui.css", "favicon-32x32.png")),
-    # strawberry's GraphiQL page (static/graphiql.html); its SRI hashes match these npm files byte for byte
-    Asset("react", "18.2.0", ("umd/react.production.min.js",)),
-    Asset("react-dom", "18.2.0", ("umd/react-dom.production.min.js",)),
-    Asset("js-cookie", "3.0.5", ("dist/js.cookie.min.js",)),
-    Asset("graphiql", "3.8.3", ("graphiql.min.css", "graphiql.min.js")),
-    Asset("@graphiql/plugin-explorer", "1.0.2", ("dist/style.css", "dist/index.umd.js")),
-)
 
 
 # -- what must be installed -----------------------------------------------------------------------------------------
@@ -78,25 +44,6 @@ def _skip_if_asked() -> None:
 def _fail(problem: str) -> NoReturn:
     advice = f"Run scripts/test (it installs what the browser tests need), or set {SKIP}=1 to skip the browser tests"
     pytest.fail(f"{problem}. {advice}.", pytrace=False)
-
-
-def _asset_problems() -> list[str]:
-    """What is not installed as package-lock.json pins it: another lockfile, a missing file, another version."""
-    lock = hashlib.sha256((BROWSER_DIR / "package-lock.json").read_bytes()).hexdigest()
-    stamp = NODE_MODULES / ".installed-from-lockfile"  # written by scripts/test
-    if not stamp.is_file() or stamp.read_text().strip() != lock:
-        return ["tests/browser/node_modules was not installed by scripts/test from the current lockfile"]
-    problems = []
-    for asset in ASSETS:
-        manifest = NODE_MODULES / asset.package / "package.json"
-        if not manifest.is_file():
-            problems.append(f"{asset.package} is not installed in tests/browser")
-            continue
-        found: str = json.loads(manifest.read_text())["version"]
-        if asset.version not in (found, found.split(".")[0]):  # exact, or the major version the URL names
-            problems.append(f"{asset.package} is {found} in tests/browser; the pages load {asset.folder}")
-        problems += [f"{asset.package} has no {name}" for name in asset.files if not (manifest.parent / name).is_file()]
-    return problems
 
 
 @pytest.fixture(scope="session")
@@ -113,25 +60,10 @@ def chromium() -> Path:
     return Path(found)
 
 
-@pytest.fixture(scope="session")
-def ui_assets(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The `ui_assets` folder: exactly the files the pages load, so a page asking for any other file gets a 404."""
-    _skip_if_asked()
-    if problems := _asset_problems():
-        _fail("The npm packages the pages load are not installed as pinned: " + "; ".join(problems))
-    folder = tmp_path_factory.mktemp("ui-assets")
-    for asset in ASSETS:
-        for name in asset.files:
-            target = folder / asset.folder / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(NODE_MODULES / asset.package / name, target)
-    return folder
-
-
 # -- the server -----------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Site:
-    """A running `canon serve` with ui_assets set, and a node every caller (anonymous too) may read."""
+    """A running `canon serve`, and a node every caller (anonymous too) may read."""
 
     base: str
     public_id: str
@@ -149,15 +81,13 @@ def public_node_id(store_path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def site(
-    seed_template: Path,  # noqa: F811
-    ui_assets: Path,
+    seed_template: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Site]:
-    """`canon serve` as an operator runs it, with a canon.toml in its working directory that sets ui_assets."""
+    """`canon serve` as an operator runs it, with nothing configured: the pages must work offline as shipped."""
     folder = tmp_path_factory.mktemp("site")
     store = copy_store(seed_template, folder / "canon.db")
     public_id = public_node_id(store)
-    (folder / "canon.toml").write_text(f"[server]\nui_assets = {json.dumps(str(ui_assets))}\n")
     with serving(store, cwd=folder) as process:
         yield Site(process.base, public_id)
         assert process.popen.poll() is None, f"canon serve exited:\n{process.output()}"

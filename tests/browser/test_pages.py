@@ -2,9 +2,9 @@
 
 /docs must render Swagger UI's list of operations from the generated OpenAPI document, and /graphql (a browser
 navigation, so `Accept: text/html`) must give a GraphiQL that runs a query and shows its result. Both load their
-scripts and styles from /ui-assets/ (`[server] ui_assets`): a request anywhere else is blocked and fails the test,
-as does any console error or failed request, so a page that only half works offline cannot pass. Each test leaves a
-screenshot in its tmp_path for a person to look at.
+scripts and styles from /ui-assets/ (the copies canon ships: no `ui_assets` is set): a request anywhere else is
+blocked and fails the test, as does any console error or failed request, so a page that only half works offline
+cannot pass. Each test leaves a screenshot in its tmp_path for a person to look at.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from core.config import Config
 from core.errors import UnknownToolError
 from core.instance import Instance, open_instance
 from core.principal import ANONYMOUS, LOCAL
-from tests.mcp.conftest import copy_store, seed_template  # noqa: F401  (seed_template is a fixture used here)
+from tests.conftest import copy_store
 from tests.otel import exported
 
 
@@ -23,7 +23,7 @@ def opened(template: Path, folder: Path, *, tracing: bool) -> Instance:
 
 
 @pytest.fixture
-def traced(seed_template: Path, tmp_path: Path) -> Iterator[Instance]:  # noqa: F811
+def traced(seed_template: Path, tmp_path: Path) -> Iterator[Instance]:
     exporter = exported()
     instance = opened(seed_template, tmp_path / "store", tracing=True)
     exporter.clear()
@@ -53,7 +53,7 @@ def test_each_dispatched_call_is_one_span_with_its_surface_tool_outcome_and_revi
     assert all(s.end_time is not None and s.start_time is not None and s.end_time >= s.start_time for s in spans)
 
 
-def test_without_tracing_configured_no_span_is_made(seed_template: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_without_tracing_configured_no_span_is_made(seed_template: Path, tmp_path: Path) -> None:
     exporter = exported()
     instance = opened(seed_template, tmp_path / "store", tracing=False)
     try:

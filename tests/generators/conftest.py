@@ -26,7 +26,7 @@ from core.instance import Instance, open_instance
 from core.surfaces import Surface
 from core.tokens import TokenFile
 from core.tools import Toolset
-from tests.mcp.conftest import copy_store, seed_template  # noqa: F401  (seed_template is a fixture used here)
+from tests.conftest import copy_store
 
 
 def open_copy(template: Path, folder: Path, tools: Toolset | None = None) -> Instance:
@@ -37,14 +37,14 @@ def open_copy(template: Path, folder: Path, tools: Toolset | None = None) -> Ins
 
 
 @pytest.fixture(scope="module")
-def gen_instance(seed_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:  # noqa: F811
+def gen_instance(seed_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
     instance = open_copy(seed_template, tmp_path_factory.mktemp("generated"))
     yield instance
     instance.close()
 
 
 @pytest.fixture
-def fresh_instance(seed_template: Path, tmp_path: Path) -> Iterator[Instance]:  # noqa: F811
+def fresh_instance(seed_template: Path, tmp_path: Path) -> Iterator[Instance]:
     instance = open_copy(seed_template, tmp_path)
     yield instance
     instance.close()

@@ -11,7 +11,8 @@ from typing import Any
 
 import httpx2
 
-from tests.mcp.conftest import copy_store, seed_template, serving  # noqa: F401  (seed_template is a fixture used here)
+from tests.conftest import copy_store
+from tests.mcp.conftest import serving
 
 
 def logged(lines: list[str]) -> list[dict[str, Any]]:
@@ -19,7 +20,7 @@ def logged(lines: list[str]) -> list[dict[str, Any]]:
 
 
 def test_canon_serve_logs_json_lines_and_one_access_line_per_request(
-    seed_template: Path,  # noqa: F811
+    seed_template: Path,
     tmp_path: Path,
 ) -> None:
     store = copy_store(seed_template, tmp_path / "canon.db")

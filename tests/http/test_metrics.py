@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +16,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from core.config import Config
 from core.http.app import build_app
 from core.instance import Instance, open_instance
+from tests.conftest import copy_store
 from tests.generators.conftest import token
-from tests.mcp.conftest import LEGACY_HEADERS, copy_store, initialize_body, modern_request, seed_template  # noqa: F401  (seed_template is a fixture used here)
+from tests.mcp.conftest import LEGACY_HEADERS, initialize_body, modern_request
 
 
 def opened(template: Path, folder: Path, **settings: Any) -> Instance:
@@ -28,14 +29,14 @@ def opened(template: Path, folder: Path, **settings: Any) -> Instance:
 
 
 @pytest.fixture
-def instance(seed_template: Path, tmp_path: Path) -> Iterator[Instance]:  # noqa: F811
+def instance(seed_template: Path, tmp_path: Path) -> Iterator[Instance]:
     opened_ = opened(seed_template, tmp_path / "store")
     yield opened_
     opened_.close()
 
 
 @contextlib.asynccontextmanager
-async def served(instance: Instance) -> AsyncIterator[httpx2.AsyncClient]:
+async def served(instance: Instance) -> AsyncGenerator[httpx2.AsyncClient]:
     app = build_app(instance)
     async with app.router.lifespan_context(app):
         transport = httpx2.ASGITransport(app=app)
@@ -98,7 +99,7 @@ async def test_the_gauges_read_the_store_the_index_and_the_open_sessions_when_sc
 
 @pytest.mark.anyio
 async def test_protected_metrics_answer_only_a_bearer_token_with_the_admin_role(
-    seed_template: Path,  # noqa: F811
+    seed_template: Path,
     tmp_path: Path,
 ) -> None:
     instance = opened(seed_template, tmp_path / "store", metrics_protected=True)
@@ -123,7 +124,7 @@ async def test_protected_metrics_answer_only_a_bearer_token_with_the_admin_role(
 
 @pytest.mark.anyio
 async def test_metrics_switched_off_are_not_served_and_count_nothing(
-    seed_template: Path,  # noqa: F811
+    seed_template: Path,
     tmp_path: Path,
 ) -> None:
     instance = opened(seed_template, tmp_path / "store", metrics=False)

@@ -14,9 +14,10 @@ from core.config import Config
 from core.instance import open_instance
 from core.logs import ACCESS, JsonFormatter
 from core.uris import node_uri
+from tests.conftest import copy_store
 from tests.generators.conftest import token
 from tests.http.test_metrics import served
-from tests.mcp.conftest import copy_store, modern_request, seed_template  # noqa: F401  (seed_template is a fixture used here)
+from tests.mcp.conftest import modern_request
 from tests.otel import exported
 
 NEEDLE = "zebra-needle-4711"  # an argument value
@@ -25,7 +26,7 @@ MISSPELT = "get_node_needle_0815"  # a tool name no registry has
 
 @pytest.mark.anyio
 async def test_metrics_spans_and_logs_hold_no_token_argument_or_hidden_id(
-    seed_template: Path,  # noqa: F811
+    seed_template: Path,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:

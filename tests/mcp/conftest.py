@@ -1,7 +1,7 @@
 """Fixtures for canon's MCP surface: seeded instances, in-process servers and clients, a real `canon serve`.
 
-* `seed_template`: one seeded store per session; tests open copies of it (seeding takes about a second).
-* `shared_instance` (module scope) for tests that only read; `open_copy` for a store of a test's own.
+* `seed_template`, `instance`, `shared_instance`, `copy_store`, `open_copy`: in tests/conftest.py, shared with
+  every package.
 * `revision`: every in-process behaviour runs on both protocol revisions, `legacy` (2025-11-25, initialize
   and sessions) and `2026-07-28` (stateless, per-request `_meta`).
 * `serving(...)`: a real `canon serve` child process on 127.0.0.1 and a free port; `Process.stop` stops it as an
@@ -20,7 +20,6 @@ import dataclasses
 import os
 import queue
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -37,19 +36,22 @@ import mcp
 import psutil
 import pytest
 from mcp.client.streamable_http import streamable_http_client
+from starlette.applications import Starlette
 
 from core.changes import ChangeFeed
-from core.config import Config, load_config
 from core.http.app import build_app
-from core.instance import Instance, open_instance
+from core.instance import Instance
 from core.mcp.events import EventFanout
 from core.mcp.server import DEFAULT_OPTIONS, CanonServer, ServeOptions, build_server
+from core.mcp.surface import McpEndpoint, McpSurface
 from core.operations import PutNode
 from core.principal import LOCAL
 from core.records import Node
 from core.store.sqlite import SQLiteStore
-from core.tools import Toolset
-from tests.conftest import run_canon
+from core.surfaces import discover
+from tests.conftest import FASTPATH_VAR, run_canon
+from tests.conftest import copy_store as copy_store  # re-exported: MCP tests import it from here
+from tests.conftest import open_copy as open_copy
 
 LEGACY, MODERN = "2025-11-25", "2026-07-28"
 REVISIONS = ("legacy", MODERN)  # the SDK client's `mode` for each protocol revision
@@ -57,50 +59,9 @@ MODES = ("auto", "legacy")  # over HTTP: `auto` negotiates 2026-07-28 (server/di
 MODE_IDS = (MODERN, LEGACY)
 SERVE_LINE = re.compile(r"canon: serving MCP at (http://127\.0\.0\.1:(\d+)/mcp)")
 DEADLINE_S = 5.0
-FASTPATH_VAR = "CANON_MCP_FASTPATH"
-FASTPATH = load_config(env={k: v for k, v in os.environ.items() if k == FASTPATH_VAR}).mcp_fastpath
-"""Whether the instances and servers the tests start answer `/mcp` through canon's fast path (`core.mcp.fastpath`)."""
 
 
-# -- stores and instances -------------------------------------------------------------------------------------------
-def copy_store(source: Path, target: Path) -> Path:
-    for suffix in ("", "-wal", "-shm"):
-        part = Path(f"{source}{suffix}")
-        if part.exists():
-            shutil.copyfile(part, f"{target}{suffix}")
-    return target
-
-
-@pytest.fixture(scope="session")
-def seed_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A store file seeded with the embedded sample data, made once per session; never opened by tests."""
-    path = tmp_path_factory.mktemp("seed") / "canon.db"
-    open_instance(Config(store=path)).close()
-    return path
-
-
-def open_copy(template: Path, folder: Path, tools: Toolset | None = None) -> Instance:
-    """An instance on a copy of the seeded store in `folder`, with `tools` added to the built-in ones."""
-    folder.mkdir(parents=True, exist_ok=True)
-    return open_instance(Config(store=copy_store(template, folder / "canon.db"), mcp_fastpath=FASTPATH), tools=tools)
-
-
-@pytest.fixture
-def instance(seed_template: Path, tmp_path: Path) -> Iterator[Instance]:
-    """A store of the test's own (tests write), with its index and dispatcher."""
-    opened = open_copy(seed_template, tmp_path / "store")
-    yield opened
-    opened.close()
-
-
-@pytest.fixture(scope="module")
-def shared_instance(seed_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
-    """A seeded instance shared by the tests of one module; those tests must not write."""
-    opened = open_copy(seed_template, tmp_path_factory.mktemp("shared"))
-    yield opened
-    opened.close()
-
-
+# -- stores and instances (`seed_template`, `instance`, `shared_instance`: tests/conftest.py) ---------------------
 def touch_node(store: SQLiteStore, node_id: str) -> int:
     """Commit a change to one node's properties (a new revision of it); return the store revision."""
     node = store.node(node_id)
@@ -113,11 +74,6 @@ def touch_node(store: SQLiteStore, node_id: str) -> int:
 
 
 # -- in-process servers ---------------------------------------------------------------------------------------------
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(params=REVISIONS, ids=["2025-11-25", "2026-07-28"])
 def revision(request: pytest.FixtureRequest) -> str:
     """The SDK client mode of one protocol revision; a test taking it runs once per revision."""
@@ -137,6 +93,20 @@ class Served:
 
     def client(self, mode: str, **kwargs: Any) -> mcp.Client:
         return mcp.Client(self.server, mode=mode, **kwargs)  # pyright: ignore[reportArgumentType]
+
+
+def mcp_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, *, alone: bool = True,
+            **parts: Any) -> Starlette:  # fmt: skip
+    """The host serving MCP (`McpSurface(options, **parts)`), alone or with every other installed surface."""
+    mcp = McpSurface(options, **parts)
+    return build_app(instance, [mcp] if alone else [mcp if isinstance(s, McpSurface) else s for s in discover()])
+
+
+def mcp_of(app: Starlette) -> McpEndpoint:
+    """The running `/mcp` of an app made by `mcp_app` (its lifespan running)."""
+    endpoint = next(r.running.app for r in app.state.surfaces if r.surface.name == "mcp")
+    assert isinstance(endpoint, McpEndpoint)
+    return endpoint
 
 
 def serve(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> Served:
@@ -165,7 +135,7 @@ async def pumping(feed: ChangeFeed) -> AsyncIterator[None]:
 @contextlib.asynccontextmanager
 async def asgi_http(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> AsyncIterator[httpx2.AsyncClient]:
     """Raw HTTP to the ASGI app in-process, with its lifespan (session manager and pump) running."""
-    app = build_app(instance, options)
+    app = mcp_app(instance, options, alone=False)
     async with app.router.lifespan_context(app):
         transport = httpx2.ASGITransport(app=app)
         async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as http:

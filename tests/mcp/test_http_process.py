@@ -358,10 +358,10 @@ def test_workers_that_cannot_start_stop_the_server_with_a_clear_error(tmp_path: 
     from core.config import Config
     from core.errors import CanonError
     from core.http.serve import serve_workers
-    from core.mcp.server import ServeOptions
+    from core.mcp.surface import McpSurface
 
     store = tmp_path / "canon.db"
     store.write_text("not a database")
     config = Config(store=store, port=0, tokens=tmp_path / "tokens.json")
     with pytest.raises(CanonError, match=r"worker \d exited 2 times within 30 s of starting \(last exit code 1\)"):
-        serve_workers(config, ServeOptions(), 2, 0, restarts=1, settle_s=30)
+        serve_workers(config, [McpSurface()], 2, 0, restarts=1, settle_s=30)

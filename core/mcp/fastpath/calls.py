@@ -27,7 +27,7 @@ from typing import Any
 
 import pydantic_core
 from mcp.server.runner import modern_error_data
-from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware
 from mcp_types import SERVER_INFO_META_KEY, CallToolRequestParams, RequestId
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -36,6 +36,7 @@ from core.errors import UnknownToolError
 from core.http.auth import principal_of_scope
 from core.mcp.fastpath.takeover import json_error, may_be, read_body, recognise
 from core.mcp.server import ToolCalls
+from core.registry import ToolDefinition
 
 __all__ = ["CALL", "CallRoute", "response_body"]
 
@@ -45,26 +46,26 @@ CALL = "tools/call"
 class CallRoute:
     """Answer 2026-07-28 `tools/call` requests from `calls`; pass every other request, untouched, to `app`."""
 
-    def __init__(self, app: ASGIApp, calls: ToolCalls, *, server_info: dict[str, Any],
-                 security: TransportSecuritySettings | None, max_body: int) -> None:  # fmt: skip
+    def __init__(self, app: ASGIApp, calls: ToolCalls, *, server_info: dict[str, Any]) -> None:
         self.app = app
         self.calls = calls
-        self.security = TransportSecurityMiddleware(security)
-        self.max_body = max_body
+        self.security = TransportSecurityMiddleware(None)  # its Content-Type check: the host checked Host/Origin
         self.meta = pydantic_core.to_json({SERVER_INFO_META_KEY: server_info})  # every result's `_meta`, encoded once
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not may_be(scope, CALL):
             await self.app(scope, receive, send)
             return
-        body, replay = await read_body(scope, receive, self.max_body)
+        body, replay = await read_body(receive)
         found = None if body is None else await recognise(scope, body, self.security, CALL, stream=False)
-        params = None if found is None else self.takes(found.params)
-        if found is None or params is None:  # the SDK answers it (an error, or a call it checks further)
+        taken = None if found is None else self.takes(found.params)
+        if found is None or taken is None:  # the SDK answers it (an error, or a call it checks further)
             await self.app(scope, replay, send)
             return
+        params, tool = taken
         try:
-            result = await self.calls.call(principal_of_scope(scope), params.name, dict(params.arguments or {}))
+            result = await self.calls.call(principal_of_scope(scope), params.name, dict(params.arguments or {}),
+                                           tool=tool)  # fmt: skip
         except UnknownToolError:  # the model changed since `takes`: the SDK's handler words the error
             await self.app(scope, replay, send)
             return
@@ -76,18 +77,17 @@ class CallRoute:
             (b"content-length", str(len(answer)).encode()), (b"content-type", b"application/json")]})  # fmt: skip
         await send({"type": "http.response.body", "body": answer})
 
-    def takes(self, raw: Any) -> CallToolRequestParams | None:
-        """The call's params if canon answers it: the tool exists and the SDK has no `Mcp-Param-*` headers to
-        check against its schema."""
+    def takes(self, raw: Any) -> tuple[CallToolRequestParams, ToolDefinition] | None:
+        """The call's params and its tool (looked up once, here) if canon answers it: the tool exists and the SDK
+        has no `Mcp-Param-*` headers to check against its schema."""
         try:
             params = CallToolRequestParams.model_validate(raw or {}, by_name=False)
-            name = self.calls.name_of(params.name)
-            if name is None:  # not a listed name: the SDK's handler words the error
-                return None
-            self.calls.current().registry.tool(name)
-        except (ValueError, UnknownToolError):
+        except ValueError:
             return None
-        return None if self.calls.input_schema(params.name) is not None else params
+        tool = self.calls.tool_of(params.name)
+        if tool is None or self.calls.header_schema(tool) is not None:  # the SDK's handler answers it
+            return None
+        return params, tool
 
 
 def response_body(request_id: RequestId, result: ToolResult, meta: bytes) -> bytes:

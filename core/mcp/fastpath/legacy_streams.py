@@ -302,7 +302,7 @@ class LegacyRoute:
         if transport is None:
             await self.app(scope, receive, send)
             return
-        body, replay = await read_body(scope, receive, self.manager.max_request_body_size)
+        body, replay = await read_body(receive)
         request = Request(scope)
         if body is None or not await self.acceptable(request, transport):  # the SDK answers it
             await self.app(scope, replay, send)

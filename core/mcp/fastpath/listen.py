@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio
-from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware
 from mcp_types import (
     INTERNAL_ERROR,
     ErrorData,
@@ -80,20 +80,18 @@ class ListenRequest:
 class ListenRoute:
     """Serve 2026-07-28 listen requests from `streams`; pass every other request, untouched, to `app` (the SDK's)."""
 
-    def __init__(self, app: ASGIApp, streams: ListenStreams, *, current: Callable[[], Snapshot], surface: str,
-                 security: TransportSecuritySettings | None, max_body: int) -> None:  # fmt: skip
+    def __init__(self, app: ASGIApp, streams: ListenStreams, *, current: Callable[[], Snapshot], surface: str) -> None:
         self.app = app
         self.streams = streams
         self.current = current  # the current model's snapshot
         self.surface = surface
-        self.security = TransportSecurityMiddleware(security)
-        self.max_body = max_body
+        self.security = TransportSecurityMiddleware(None)  # its Content-Type check: the host checked Host/Origin
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not may_be(scope, LISTEN):
             await self.app(scope, receive, send)
             return
-        body, replay = await read_body(scope, receive, self.max_body)
+        body, replay = await read_body(receive)
         request = None if body is None else await self.recognise(scope, body)
         if request is None:  # the SDK answers it (an error, or whatever it is)
             await self.app(scope, replay, send)

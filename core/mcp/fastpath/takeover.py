@@ -32,7 +32,6 @@ from mcp.shared.inbound import (
 from mcp_types import ErrorData, JSONRPCRequest, RequestId
 from mcp_types import methods as wire_methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
@@ -68,38 +67,19 @@ def may_be(scope: Scope, method: str) -> bool:
     return seen is not None and version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS
 
 
-async def read_body(scope: Scope, receive: Receive, limit: int) -> tuple[bytes | None, Receive]:
-    """The request body, or None past `limit` or if it did not arrive whole; and a `receive` replaying what was
-    read (so the SDK sees the request as it came, and answers 413 as it would)."""
-    messages: list[Message] = []
-    body: bytes | None = None
-    if not _declared_over(scope, limit):
-        size = 0
-        while True:
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request":
-                break
-            size += len(message.get("body", b""))
-            if size > limit:
-                break
-            if not message.get("more_body", False):
-                body = b"".join(m.get("body", b"") for m in messages)
-                break
+async def read_body(receive: Receive) -> tuple[bytes | None, Receive]:
+    """The request body, or None if it did not arrive whole (the client went away); and a `receive` replaying what
+    was read, so the SDK sees the request as it came. The host's `Admission` has read the body already, within the
+    body limit, and hands it on in one message."""
+    messages: list[Message] = [await receive()]
+    first = messages[0]
+    whole = first["type"] == "http.request" and not first.get("more_body", False)
+    body: bytes | None = first.get("body", b"") if whole else None
 
     async def replay() -> Message:
         return messages.pop(0) if messages else await receive()
 
     return body, replay
-
-
-def _declared_over(scope: Scope, limit: int) -> bool:
-    """Whether the Content-Length header declares more than `limit` bytes, read as the SDK reads it."""
-    declared = Headers(scope=scope).get("content-length")
-    try:
-        return declared is not None and int(declared) > limit
-    except ValueError:
-        return False
 
 
 async def recognise(scope: Scope, body: bytes, security: TransportSecurityMiddleware, method: str, *,

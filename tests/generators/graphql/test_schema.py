@@ -625,11 +625,16 @@ def test_a_bad_token_in_connection_init_closes_the_connection(served: str) -> No
 
 
 # -- GraphiQL ---------------------------------------------------------------------------------------------------------
-def test_a_browser_get_is_graphiql(served: str) -> None:
+def test_a_browser_get_is_graphiql_loading_its_files_from_the_server(served: str) -> None:
     page = httpx2.get(f"{served}/graphql", headers={"Accept": "text/html"})
     assert page.status_code == 200
     assert "graphiql" in page.text.lower()
-    assert "integrity=" in page.text
+    assert page.text.count("integrity=") == 7
+    assert 'src="https://' not in page.text  # nothing from a CDN: the page works with no internet
+    assert 'href="https://' not in page.text
+    script = httpx2.get(f"{served}/ui-assets/graphiql@3.8.3/graphiql.min.js")
+    assert script.status_code == 200
+    assert len(script.content) > 1_000_000
 
 
 def test_with_ui_assets_graphiql_loads_its_files_from_the_server(fresh_instance: Instance, tmp_path: Path) -> None:

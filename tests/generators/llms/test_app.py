@@ -19,7 +19,6 @@ from core.records import Node
 from core.surfaces import claims, host_for
 from generators.llms.app import LlmsSurface, share, surface
 from tests.generators.conftest import asgi, live, token
-from tests.mcp.conftest import anyio_backend  # noqa: F401  # pyright: ignore[reportUnusedImport]  (the anyio tests' backend)
 
 SECTIONS = ["Tools", "Node types", "Resources", "Nodes", "Optional"]
 OTHER_SURFACES = {"/openapi.json", "/schema.graphql"}  # linked from Optional, served by the REST and GraphQL surfaces

@@ -516,23 +516,30 @@ def test_rest_calls_are_audited_as_the_rest_surface(server: Server) -> None:
 
 
 # -- the docs page -----------------------------------------------------------------------------------------------------
-def test_docs_page_loads_the_document_from_public_assets_by_default(server: Server) -> None:
+def test_docs_page_loads_its_assets_from_the_server_by_default(server: Server) -> None:
     page = server.get("/docs", who=None)
     assert page.status_code == 200
     assert page.headers["content-type"].startswith("text/html")
     assert "/openapi.json" in page.text
-    assert "swagger-ui-bundle.js" in page.text
-    assert "/ui-assets/" not in page.text
+    assert "/ui-assets/swagger-ui-dist@5/swagger-ui-bundle.js" in page.text
+    assert "https://" not in page.text  # nothing from a CDN: the page works with no internet
+    script = server.get("/ui-assets/swagger-ui-dist@5/swagger-ui-bundle.js", who=None)
+    assert script.status_code == 200
+    assert len(script.content) > 100_000
 
 
-def test_docs_page_loads_its_assets_from_ui_assets_when_configured(fresh_instance: Instance, tmp_path: Path) -> None:
+def test_docs_page_loads_the_configured_ui_assets_instead(fresh_instance: Instance, tmp_path: Path) -> None:
+    (tmp_path / "swagger-ui-dist@5").mkdir()
+    (tmp_path / "swagger-ui-dist@5" / "swagger-ui-bundle.js").write_text("/* the operator's copy */")
     config: Config = replace(fresh_instance.config, ui_assets=tmp_path)
     instance = open_instance(config)
     try:
         with live(instance, surfaces=[surface]) as url:
             page = httpx2.get(f"{url}/docs")
+            script = httpx2.get(f"{url}/ui-assets/swagger-ui-dist@5/swagger-ui-bundle.js")
     finally:
         instance.close()
+    assert script.text == "/* the operator's copy */"
     assert page.status_code == 200
     assert "/openapi.json" in page.text
     assert "/ui-assets/swagger-ui-dist@5/swagger-ui-bundle.js" in page.text

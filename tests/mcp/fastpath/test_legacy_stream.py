@@ -2,7 +2,7 @@
 
 Clients speak raw HTTP/1.1 (parsed with h11), so the exact bytes are checked. Where a behaviour is the SDK's
 promise (frames, resumption, errors), the same scenario runs on the same instance through two apps at once: canon's,
-and the app with the GET stream left to the SDK (`build_app(..., legacy=None)`); the answers must be the same, byte
+and the app with the GET stream left to the SDK (`mcp_app(..., legacy=None)`); the answers must be the same, byte
 for byte, but for the event ids (canon numbers a session's GET-stream events; the SDK numbers every message of the
 session, responses included). "Not heard" is proven by order: a session's events arrive in order, so one made later
 arriving first means the earlier one never will.
@@ -29,7 +29,6 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
 
 from core.config import Config
-from core.http.app import build_app
 from core.http.serve import listening_socket
 from core.instance import Instance, open_instance
 from core.mcp.events import EventFanout
@@ -42,6 +41,8 @@ from tests.mcp.conftest import (
     copy_store,
     create_team,
     initialize_body,
+    mcp_app,
+    mcp_of,
     serving,
     until,
 )
@@ -191,31 +192,28 @@ def same_answer(answer: tuple[int, dict[str, str], bytes], session: Session) -> 
 # -- apps --------------------------------------------------------------------------------------------------------------
 def ours(instance: Instance, **limits: Any) -> Starlette:
     """canon's HTTP app, the GET streams served by canon (with these `LegacyLimits`)."""
-    return build_app(instance, surfaces=[], legacy=LegacyLimits(**limits))
+    return mcp_app(instance, legacy=LegacyLimits(**limits))
 
 
 def sdk(instance: Instance) -> Starlette:
     """The same app with the GET stream left to the SDK, as before canon took it over: the reference."""
-    return build_app(instance, surfaces=[], legacy=None)
+    return mcp_app(instance, legacy=None)
 
 
 def legacy_of(served: Served) -> LegacyStreams:
-    streams: LegacyStreams = served.app.state.legacy
+    streams = mcp_of(served.app).legacy
+    assert streams is not None
     return streams
 
 
 def fanout_of(served: Served) -> EventFanout:
-    fanout: EventFanout = served.app.state.fanout
+    fanout: EventFanout = mcp_of(served.app).fanout
     return fanout
 
 
 def manager_of(app: Starlette) -> StreamableHTTPSessionManager:
-    """The SDK's session manager behind the app's /mcp route (each layer in front keeps the next as `.app`)."""
-    layer: Any = app.routes[0].app  # pyright: ignore[reportAttributeAccessIssue]
-    while not hasattr(layer, "session_manager"):
-        layer = layer.app
-    manager: StreamableHTTPSessionManager = layer.session_manager
-    return manager
+    """The SDK's session manager behind the app's /mcp route."""
+    return mcp_of(app).manager
 
 
 def get_stream_open(served: Served, session: Session) -> bool:
@@ -494,9 +492,9 @@ async def test_an_open_get_stream_keeps_its_session_alive_and_once_it_ends_the_s
     instance: Instance, path: str
 ) -> None:
     app = ours(instance, keepalive_s=0.1) if path == "ours" else sdk(instance)
-    manager = manager_of(app)
-    manager.session_idle_timeout = 0.5  # sessions opened from now on expire after half a second without a request
     async with served(app) as server:
+        manager = manager_of(app)
+        manager.session_idle_timeout = 0.5  # sessions opened from now on expire after half a second without a request
         session = await open_session(server.port, A)
         async with session.stream() as live:
             await anyio.sleep(1.5)  # three idle periods pass while only the stream is open

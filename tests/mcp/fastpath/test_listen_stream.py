@@ -2,7 +2,7 @@
 
 Clients speak raw HTTP/1.1 (parsed with h11) so the exact bytes are checked. Where a behaviour is the SDK's
 promise (frames, errors), the same request also goes to the same app with canon's listen path switched off
-(`build_app(..., listen=None)`, i.e. the SDK's `ListenHandler`), and the answers must be identical; the frames
+(`mcp_app(..., listen=None)`, i.e. the SDK's `ListenHandler`), and the answers must be identical; the frames
 are also pinned to the transcript the SDK path produced before canon took listen over. "Not heard" is proven by
 order: the updates of one stream arrive in order, so one made later arriving first means the earlier one never
 will.
@@ -25,7 +25,6 @@ from starlette.applications import Starlette
 from core import __version__
 from core.audit import AuditQuery
 from core.config import Config
-from core.http.app import build_app
 from core.http.serve import listening_socket
 from core.instance import Instance, open_instance
 from core.mcp.fastpath.listen_streams import ListenLimits, ListenStreams
@@ -38,6 +37,8 @@ from tests.mcp.conftest import (
     copy_store,
     create_team,
     envelope,
+    mcp_app,
+    mcp_of,
     serving,
     until,
 )
@@ -133,18 +134,18 @@ async def listening(port: int, notifications: dict[str, Any], id_: Any = "L1", *
 
 
 def streams_of(served: Served) -> ListenStreams:
-    streams: ListenStreams = served.app.state.listen
+    streams: ListenStreams = mcp_of(served.app).listen
     return streams
 
 
 def fast(instance: Instance, **limits: Any) -> Starlette:
     """canon's HTTP app, listen served by canon (with these `ListenLimits`)."""
-    return build_app(instance, surfaces=[], listen=ListenLimits(**limits))
+    return mcp_app(instance, listen=ListenLimits(**limits))
 
 
 def sdk(instance: Instance) -> Starlette:
     """The same app with listen left to the SDK, as before canon took it over: the reference."""
-    return build_app(instance, surfaces=[], listen=None)
+    return mcp_app(instance, listen=None)
 
 
 # -- frames ------------------------------------------------------------------------------------------------------------
@@ -313,10 +314,13 @@ async def test_the_configured_stream_bounds_apply_to_listen_and_get_streams(
     configured = open_instance(Config(store=store, tokens=tmp_path / "canon-tokens.json", max_streams=1,
                                       stream_backlog=7))  # fmt: skip
     try:
-        app = build_app(configured, surfaces=[])
-        assert app.state.listen.limits == ListenLimits(max_streams=1, max_backlog=7)
-        assert (app.state.legacy.limits.max_streams, app.state.legacy.limits.max_backlog) == (1, 7)
+        app = mcp_app(configured)
         async with served(app) as ours, listening(ours.port, {"resourceSubscriptions": [A]}):
+            endpoint = mcp_of(app)
+            assert endpoint.listen is not None
+            assert endpoint.legacy is not None
+            assert endpoint.listen.limits == ListenLimits(max_streams=1, max_backlog=7)
+            assert (endpoint.legacy.limits.max_streams, endpoint.legacy.limits.max_backlog) == (1, 7)
             refused = await refused_listen(ours.port)
     finally:
         configured.close()

@@ -1,7 +1,7 @@
 """canon's own answers to 2026-07-28 `tools/call` over HTTP (`core.mcp.fastpath.calls`), on real uvicorn, 127.0.0.1.
 
-Every call goes to two apps over the same store: canon's (`build_app(...)`) and the same app with the calls left
-to the SDK's runner (`build_app(..., calls=False)`), the reference. The answers must be the same JSON with the same
+Every call goes to two apps over the same store: canon's (`mcp_app(...)`) and the same app with the calls left
+to the SDK's runner (`mcp_app(..., calls=False)`), the reference. The answers must be the same JSON with the same
 status and content type. A spy on the SDK's session manager proves which path answered: canon's answers a call
 the SDK would have run without the SDK seeing it; everything else reaches the SDK untouched, byte for byte.
 """
@@ -19,12 +19,12 @@ from starlette.applications import Starlette
 from core.config import Config
 from core.dispatch import ToolResult
 from core.errors import ConflictError
-from core.http.app import build_app
 from core.instance import Instance, open_instance
 from core.mcp.fastpath.calls import CallRoute, response_body
 from core.mcp.revision_gate import RevisionGate
 from core.mcp.server import DEFAULT_OPTIONS, ServeOptions, ToolCalls
-from tests.mcp.conftest import MODERN, copy_store, create_token, envelope
+from core.registry import Registry, ToolDefinition
+from tests.mcp.conftest import MODERN, copy_store, create_token, envelope, mcp_app
 from tests.mcp.raw_http import Raw, served
 
 pytestmark = pytest.mark.anyio
@@ -86,7 +86,7 @@ def headers_for(name: str, token: str | None = None) -> dict[str, str]:
 
 def apps(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> tuple[Starlette, Starlette]:
     """canon's app and the reference (tools/call through the SDK's runner)."""
-    return build_app(instance, options, surfaces=[]), build_app(instance, options, surfaces=[], calls=False)
+    return mcp_app(instance, options), mcp_app(instance, options, calls=False)
 
 
 # -- the same answers ------------------------------------------------------------------------------------------------
@@ -283,15 +283,34 @@ async def test_a_request_canon_does_not_answer_reaches_the_sdk_and_is_answered_b
 
 def test_a_tool_whose_schema_declares_mcp_headers_is_left_to_the_sdk(instance: Instance) -> None:
     class Declaring(ToolCalls):
-        def input_schema(self, called: str) -> Any:
+        def header_schema(self, tool: ToolDefinition, snapshot: Any = None) -> Any:
             return {"type": "object", "properties": {"id": {"type": "string", "x-mcp-header": "Id"}}}
 
     calls = ToolCalls(lambda: instance.snapshot, "mcp-http", "")
     declaring = Declaring(lambda: instance.snapshot, "mcp-http", "")
-    route, left = (CallRoute(_refuse, c, server_info={}, security=None, max_body=1024) for c in (calls, declaring))
+    route, left = (CallRoute(_refuse, c, server_info={}) for c in (calls, declaring))
     params = {"name": "get_node", "arguments": {"id": "team-payments"}}
     assert route.takes(params) is not None
     assert left.takes(params) is None
+
+
+async def test_a_call_canon_answers_looks_its_tool_up_in_the_registry_once(
+    instance: Instance, sdk_requests: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    looked_up: list[str] = []
+    original = Registry.tool
+
+    def spy(self: Registry, name: str) -> ToolDefinition:
+        looked_up.append(name)
+        return original(self, name)
+
+    async with served(mcp_app(instance)) as server:
+        body, headers = call_body("get_node", {"id": "team-payments"}), headers_for("get_node")
+        first = await ask(server.port, body, headers)  # builds the registry's caches (validators, defaults) once
+        monkeypatch.setattr(Registry, "tool", spy)
+        again = await ask(server.port, body, headers)
+
+    assert (again, looked_up, sdk_requests) == (first, ["get_node"], [])
 
 
 async def _refuse(scope: Any, receive: Any, send: Any) -> None:

@@ -1,4 +1,4 @@
-"""`canon serve`'s uvicorn server (`core.http.serve.GracefulServer`): how it shuts down."""
+"""`canon serve`'s uvicorn server (`core.http.serve`): how it shuts down, and the sockets it listens on."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ import anyio
 import pytest
 from starlette.applications import Starlette
 
-from core.http.app import build_app
 from core.http.serve import GracefulServer, listening_socket
 from core.instance import Instance
-from tests.mcp.conftest import DEADLINE_S
+from tests.mcp.conftest import DEADLINE_S, mcp_app
 
 pytestmark = pytest.mark.anyio
 
@@ -57,7 +56,7 @@ async def test_a_connection_that_registers_after_shutdown_began_is_closed_and_sh
 ) -> None:
     # A connection accepted just before the listening socket closed registers (connection_made) after uvicorn told
     # the connections it knew of to finish. Made here as asyncio makes one when it accepts, at that very moment.
-    server = Watched(build_app(instance, surfaces=[]))
+    server = Watched(mcp_app(instance))
     sock = listening_socket("127.0.0.1", 0)
     ours, theirs = socket.socketpair()
     with sock, ours, theirs, anyio.fail_after(DEADLINE_S * 2):  # before the fix: polled for ever, never shut down
@@ -75,3 +74,18 @@ async def test_a_connection_that_registers_after_shutdown_began_is_closed_and_sh
 
     assert answers >= 1  # it was served, then closed
     assert not server.server_state.connections
+
+
+def test_the_listening_socket_hands_out_connections_with_nagle_off() -> None:
+    """Without TCP_NODELAY on accepted sockets, each response on a kept-alive connection waited ~40 ms."""
+    server = listening_socket("127.0.0.1", 0)
+    try:
+        assert server.proto == socket.IPPROTO_TCP  # what asyncio checks before it sets TCP_NODELAY itself
+        with socket.create_connection(server.getsockname()[:2]) as client:
+            accepted, _ = server.accept()
+            with accepted:
+                assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+                client.sendall(b"ping")
+                assert accepted.recv(4) == b"ping"
+    finally:
+        server.close()

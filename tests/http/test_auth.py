@@ -31,11 +31,10 @@ import httpx2
 import mcp
 import mcp_types as types
 import pytest
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 
-from core.http.auth import CanonTokenVerifier, principal_of_scope
+from core.http.auth import Authenticate, principal_of_scope
 from core.model import default_seed_path
-from core.principal import Principal
+from core.principal import ANONYMOUS, Principal
 from core.tokens import TOKEN_PREFIX, TokenFile
 from tests.conftest import run_canon
 from tests.mcp.conftest import (
@@ -562,20 +561,26 @@ def test_a_server_stopped_by_a_signal_writes_every_audit_record_it_queued(fresh:
     assert (code >= 0, stored) == (True, expected), f"exit status {code}; {len(stored)} of {len(expected)} written"
 
 
-# -- the verifier ------------------------------------------------------------------------------------------------------
-def test_the_verifier_reuses_its_access_token_yet_asks_the_token_file_on_every_request(tmp_path: Path) -> None:
+# -- authentication ---------------------------------------------------------------------------------------------------
+def _authenticated(tokens: TokenFile, header: str) -> dict[str, Any]:
+    """The scope `Authenticate` hands on for a request carrying `header` as its Authorization."""
+    seen: dict[str, Any] = {}
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.update(scope)
+
+    scope = {"type": "http", "path": "/api/nodes", "headers": [(b"authorization", header.encode())]}
+    anyio.run(Authenticate(app, tokens=tokens), scope, None, None)
+    return seen
+
+
+def test_authentication_names_the_tokens_principal_and_asks_the_token_file_on_every_request(tmp_path: Path) -> None:
     tokens = TokenFile(tmp_path / "canon-tokens.json")
-    verifier = CanonTokenVerifier(tokens)
     token = tokens.create("rita", "reader", ["ops"])
 
-    first = anyio.run(verifier.verify_token, token)
-    assert first is not None
-    assert anyio.run(verifier.verify_token, token) is first  # made once, then reused
-    assert principal_of_scope({"user": AuthenticatedUser(first)}) == Principal("rita", frozenset({"reader"}),
-                                                                               frozenset({"ops"}))  # fmt: skip
+    assert principal_of_scope(_authenticated(tokens, f"bearer {token}")) == Principal(
+        "rita", frozenset({"reader"}), frozenset({"ops"}))  # fmt: skip
     tokens.revoke("rita")
-    assert anyio.run(verifier.verify_token, token) is None  # revoked: refused on the very next request
+    assert principal_of_scope(_authenticated(tokens, f"Bearer {token}")) == ANONYMOUS  # refused by the gate
     again = tokens.create("rita", "admin")
-    made = anyio.run(verifier.verify_token, again)
-    assert made is not None
-    assert principal_of_scope({"user": AuthenticatedUser(made)}).roles == frozenset({"admin"})
+    assert principal_of_scope(_authenticated(tokens, f"Bearer {again}")).roles == frozenset({"admin"})
