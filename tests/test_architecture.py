@@ -53,16 +53,9 @@ SURFACES = ("generators/", "core/mcp/", "core/http/")
 ACCESS = {"Sight", "sees", *core.access.__all__}  # the names of deciding who sees what
 
 KNOWN: dict[tuple[str, str], str] = {
-    ("core/http/auth.py", "mcp"): "bearer authentication on the SDK's auth middleware: the host lane (issue 15) "
-    "gives the host its own authentication yielding a canon Principal, and deletes this entry",
-    ("core/http/app.py", "mcp"): "the MCP session manager is built in the host's app: the host lane (issue 15) "
-    "moves it to core/mcp/surface.py, and deletes this entry",
-    ("core/http/app.py", "core.mcp"): "the host mounts MCP itself: the host lane (issue 15) makes MCP a surface "
-    "plugin, and deletes this entry",
-    ("core/http/serve.py", "core.mcp"): "the process model takes MCP's serve options: the host lane (issue 15) "
-    "deletes this entry",
-    ("generators/graphql/schema.py", "access"): "GraphQL subscriptions decide which change events a caller sees "
-    "(Runtime.visible): the changes lane (issue 15) moves that rule into core, and deletes this entry",
+    ("generators/graphql/schema.py", "access"): "GraphQL subscriptions shape each change event for its caller with "
+    "core.access's own `change_for` (the feed already filtered the events with `sees_change`): it calls the one "
+    "rule, it does not restate it. Delivering shaped entries from the feed would remove this entry",
 }
 """(module, what it may still import or use) -> why, and which change removes it."""
 

@@ -152,15 +152,15 @@ class ToolCalls:
         return None if name is None else (snapshot or self.current()).registry.find(name)
 
     async def call(self, principal: Principal, called: str, arguments: dict[str, Any], *,
-                   tool: ToolDefinition | None = None) -> ToolResult:  # fmt: skip
-        """Call the tool as `principal`; raises UnknownToolError only. `tool` is the tool `called` names, when the
-        caller has just looked it up (`tool_of`), so it is not looked up again. A point read runs right here unless
-        something it needs is busy: the hop to a worker thread and back costs several times the read itself."""
+                   tool: ToolDefinition | None = None, snapshot: Snapshot | None = None) -> ToolResult:  # fmt: skip
+        """Call the tool as `principal`; raises UnknownToolError only. `tool` is the tool `called` names in
+        `snapshot`, when the caller has just looked it up there (`tool_of`), so it is not looked up again. A point
+        read runs right here unless something it needs is busy: the hop to a worker thread and back costs several
+        times the read itself."""
         # the call finishes on the snapshot it starts with, whatever model change happens meanwhile
-        snapshot, received = self.current(), time.monotonic()
-        dispatcher = snapshot.dispatcher
-        if tool is not None and snapshot.registry.find(tool.name) is not tool:  # the model changed since the lookup
-            tool = None
+        if snapshot is None:
+            snapshot, tool = self.current(), None  # a tool is only known in the snapshot it was looked up in
+        dispatcher, received = snapshot.dispatcher, time.monotonic()
         name = self.name_of(called) if tool is None else tool.name
         if name is None:  # not a name tools/list shows; its hints are the listed names it is closest to
             raise dispatcher.unknown_tool(principal, called)

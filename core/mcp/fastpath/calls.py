@@ -37,6 +37,7 @@ from core.http.auth import principal_of_scope
 from core.mcp.fastpath.takeover import json_error, may_be, read_body, recognise
 from core.mcp.server import ToolCalls
 from core.registry import ToolDefinition
+from core.snapshot import Snapshot
 
 __all__ = ["CALL", "CallRoute", "response_body"]
 
@@ -62,10 +63,10 @@ class CallRoute:
         if found is None or taken is None:  # the SDK answers it (an error, or a call it checks further)
             await self.app(scope, replay, send)
             return
-        params, tool = taken
+        params, tool, snapshot = taken
         try:
             result = await self.calls.call(principal_of_scope(scope), params.name, dict(params.arguments or {}),
-                                           tool=tool)  # fmt: skip
+                                           tool=tool, snapshot=snapshot)  # fmt: skip
         except UnknownToolError:  # the model changed since `takes`: the SDK's handler words the error
             await self.app(scope, replay, send)
             return
@@ -77,17 +78,18 @@ class CallRoute:
             (b"content-length", str(len(answer)).encode()), (b"content-type", b"application/json")]})  # fmt: skip
         await send({"type": "http.response.body", "body": answer})
 
-    def takes(self, raw: Any) -> tuple[CallToolRequestParams, ToolDefinition] | None:
-        """The call's params and its tool (looked up once, here) if canon answers it: the tool exists and the SDK
-        has no `Mcp-Param-*` headers to check against its schema."""
+    def takes(self, raw: Any) -> tuple[CallToolRequestParams, ToolDefinition, Snapshot] | None:
+        """The call's params, its tool (looked up once, here) and the model's snapshot it was found in, if canon
+        answers it: the tool exists and the SDK has no `Mcp-Param-*` headers to check against its schema."""
         try:
             params = CallToolRequestParams.model_validate(raw or {}, by_name=False)
         except ValueError:
             return None
-        tool = self.calls.tool_of(params.name)
-        if tool is None or self.calls.header_schema(tool) is not None:  # the SDK's handler answers it
+        snapshot = self.calls.current()
+        tool = self.calls.tool_of(params.name, snapshot)
+        if tool is None or self.calls.header_schema(tool, snapshot) is not None:  # the SDK's handler answers it
             return None
-        return params, tool
+        return params, tool, snapshot
 
 
 def response_body(request_id: RequestId, result: ToolResult, meta: bytes) -> bytes:

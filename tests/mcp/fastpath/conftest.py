@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from core.mcp.fastpath import sdk_compat
-from tests.mcp.conftest import FASTPATH
+from tests.conftest import FASTPATH
 
 
 @pytest.fixture(autouse=True)

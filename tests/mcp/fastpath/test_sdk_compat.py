@@ -22,8 +22,9 @@ from core.config import Config
 from core.http.app import build_app
 from core.instance import Instance, open_instance
 from core.mcp.fastpath import sdk_compat
+from core.mcp.surface import McpSurface
 from tests.conftest import REPO
-from tests.mcp.conftest import MODERN, copy_store
+from tests.mcp.conftest import MODERN, copy_store, mcp_of
 
 pytestmark = pytest.mark.anyio
 SDK_LOGGER = "canon.sdk"
@@ -42,17 +43,16 @@ async def sdk_client(app: Starlette) -> AsyncGenerator[mcp.Client]:
             yield client
 
 
-async def get_node_name(app: Starlette) -> str:
+async def served(app: Starlette) -> tuple[bool, str]:
+    """Whether `app` serves `/mcp` through the SDK alone (none of canon's own stream routes was built), and the
+    name a real SDK client's `get_node` call answered there."""
     async with sdk_client(app) as client:
+        endpoint = mcp_of(app)
         result = await client.call_tool("get_node", {"id": "team-payments"})
     assert not result.is_error, result
     assert isinstance(result.structured_content, dict)
-    return str(result.structured_content["node"]["properties"]["name"])
-
-
-def plain(app: Starlette) -> bool:
-    """Whether `app` serves `/mcp` through the SDK alone: none of canon's own stream routes was built."""
-    return app.state.listen is None and app.state.legacy is None
+    plain = endpoint.listen is None and endpoint.legacy is None
+    return plain, str(result.structured_content["node"]["properties"]["name"])
 
 
 def sdk_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -69,9 +69,9 @@ def test_the_installed_sdk_is_the_one_the_fast_path_expects() -> None:
 async def test_the_fast_path_serves_when_the_sdk_is_as_expected(
     shared_instance: Instance, caplog: pytest.LogCaptureFixture
 ) -> None:
-    app = build_app(shared_instance, surfaces=[])
+    app = build_app(shared_instance, surfaces=[McpSurface()])
 
-    assert not plain(app)
+    assert await served(app) == (False, "Payments")
     assert sdk_warnings(caplog) == []
 
 
@@ -82,13 +82,12 @@ async def test_an_sdk_missing_an_expected_attribute_is_served_through_the_plain_
     (and no event store is shared between sessions, since canon cannot give each its own)."""
     monkeypatch.delattr(StreamableHTTPSessionManager, "_admit_session")
 
-    app = build_app(shared_instance, surfaces=[])
+    app = build_app(shared_instance, surfaces=[McpSurface()])
 
-    assert plain(app)
+    assert await served(app) == (True, "Payments")
     [warning] = sdk_warnings(caplog)
     assert "StreamableHTTPSessionManager._admit_session" in warning
     assert "plain SDK path" in warning
-    assert await get_node_name(app) == "Payments"
 
 
 async def test_an_sdk_whose_transport_lacks_a_private_attribute_is_served_through_the_plain_path(
@@ -103,12 +102,11 @@ async def test_an_sdk_whose_transport_lacks_a_private_attribute_is_served_throug
 
     monkeypatch.setattr(StreamableHTTPServerTransport, "__init__", renamed)
 
-    app = build_app(shared_instance, surfaces=[])
+    app = build_app(shared_instance, surfaces=[McpSurface()])
 
-    assert plain(app)
+    assert await served(app) == (True, "Payments")
     [warning] = sdk_warnings(caplog)
     assert "StreamableHTTPServerTransport._requests_in_flight" in warning
-    assert await get_node_name(app) == "Payments"
 
 
 async def test_a_changed_signature_of_an_sdk_function_is_a_difference(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -126,11 +124,10 @@ async def test_switched_off_the_plain_sdk_path_serves_without_a_warning(
 ) -> None:
     config = Config(store=copy_store(seed_template, tmp_path / "canon.db"), mcp_fastpath=False)
     with contextlib.closing(open_instance(config)) as instance:
-        app = build_app(instance, surfaces=[])
+        app = build_app(instance, surfaces=[McpSurface()])
 
-        assert plain(app)
+        assert await served(app) == (True, "Payments")
         assert sdk_warnings(caplog) == []
-        assert await get_node_name(app) == "Payments"
 
 
 def private_sdk_attributes() -> set[str]:

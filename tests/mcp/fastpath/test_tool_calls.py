@@ -298,16 +298,16 @@ async def test_a_call_canon_answers_looks_its_tool_up_in_the_registry_once(
     instance: Instance, sdk_requests: list[bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     looked_up: list[str] = []
-    original = Registry.tool
+    original = Registry.find
 
-    def spy(self: Registry, name: str) -> ToolDefinition:
+    def spy(self: Registry, name: str) -> ToolDefinition | None:
         looked_up.append(name)
         return original(self, name)
 
     async with served(mcp_app(instance)) as server:
         body, headers = call_body("get_node", {"id": "team-payments"}), headers_for("get_node")
         first = await ask(server.port, body, headers)  # builds the registry's caches (validators, defaults) once
-        monkeypatch.setattr(Registry, "tool", spy)
+        monkeypatch.setattr(Registry, "find", spy)
         again = await ask(server.port, body, headers)
 
     assert (again, looked_up, sdk_requests) == (first, ["get_node"], [])
