@@ -39,6 +39,13 @@ class AuditRecord:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def tool(self) -> str:
+        """The tool called, when this records a call of a tool the registry knows; "" otherwise. What metrics and
+        traces name a call by: a resource's URI (it may name a node), a misspelt tool name (anything a client
+        sends) and a refused request's path are never names to count or trace by."""
+        return self.target if self.action == "tools/call" and self.outcome != "unknown" else ""
+
 
 @dataclass(frozen=True)
 class AuditQuery:

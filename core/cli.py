@@ -326,12 +326,10 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import logging
     import re
 
-    logging.basicConfig(
-        stream=sys.stderr, level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    from core.logs import configure_logging
+
     if args.tool_prefix and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,31}", args.tool_prefix):
         raise ConfigError(
             "--tool-prefix must be letters, digits, _ or -, starting with a letter.", source="--tool-prefix"
@@ -339,6 +337,7 @@ def _serve(args: argparse.Namespace) -> int:
     sys.setswitchinterval(0.0001)  # a cheap read waits 0.1 ms per GIL hand-off behind a walk, not 5 (ADR 0017)
     config = _config(args)
     config = replace(config, host=args.host or config.host, port=config.port if args.port is None else args.port)
+    configure_logging(args.log_level.upper(), config)
     from core.mcp.server import ServeOptions
 
     options = ServeOptions(profile=args.profile, prefix=args.tool_prefix)

@@ -1,10 +1,10 @@
 """Configuration: `canon.toml`, environment overrides, and defaults that need nothing.
 
 Precedence, highest first: command-line options, environment (`CANON_STORE`, `CANON_MODEL`, `CANON_HOST`,
-`CANON_PORT`, `CANON_TOKENS`, `CANON_UI_ASSETS`, `CANON_MCP_FASTPATH`), the configuration file, defaults. The
-file is the one named by `--config`, else by `CANON_CONFIG`, else `canon.toml` in the working directory if there
-is one. Its keys are checked against `schema/config/config.schema.json`: an unknown or mistyped key is an error
-naming the key, never ignored.
+`CANON_PORT`, `CANON_TOKENS`, `CANON_UI_ASSETS`, `CANON_MCP_FASTPATH`, `CANON_METRICS`, `CANON_TRACING`), the
+configuration file, defaults. The file is the one named by `--config`, else by `CANON_CONFIG`, else `canon.toml`
+in the working directory if there is one. Its keys are checked against `schema/config/config.schema.json`: an
+unknown or mistyped key is an error naming the key, never ignored.
 """
 
 from __future__ import annotations
@@ -73,6 +73,11 @@ class Config:
     local_name: str = "local"  # the stdio principal
     local_role: str = "admin"
     local_groups: tuple[str, ...] = ()
+    metrics: bool = True  # Prometheus metrics at /metrics (core.metrics)
+    metrics_protected: bool = False  # /metrics answers only a bearer token with the admin role
+    tracing: bool = False  # one OpenTelemetry span per dispatched call (core.tracing)
+    log_format: str = "text"  # "text" or "json" (core.logs)
+    access_log: bool = False  # one log line per HTTP request (core.http.access)
     audit_days: int | None = None  # `canon store compact` drops audit records older than this (None: keep all)
     changes_keep_revisions: int | None = None  # ... keeps this many newest revisions of the change log
     changes_days: int | None = None  # ... and drops changes older than this (None: no bound of that kind)
@@ -163,6 +168,11 @@ _KEYS = [
     ("server", "stream_backlog", "stream_backlog"),
     ("server", "mcp_fastpath", "mcp_fastpath"),
     ("server", "ui_assets", "ui_assets"),
+    ("metrics", "enabled", "metrics"),
+    ("metrics", "protected", "metrics_protected"),
+    ("tracing", "enabled", "tracing"),
+    ("logging", "format", "log_format"),
+    ("logging", "access_log", "access_log"),
     ("auth", "tokens", "tokens"),
     ("auth", "anonymous", "anonymous"),
     ("local", "name", "local_name"),
@@ -194,9 +204,11 @@ def _apply_env(config: Config, env: Mapping[str, str]) -> Config:
             )
         values["port"] = int(raw)
         origins["port"] = "$CANON_PORT"
-    if env.get("CANON_MCP_FASTPATH"):
-        values["mcp_fastpath"] = _switch("CANON_MCP_FASTPATH", env["CANON_MCP_FASTPATH"])
-        origins["mcp_fastpath"] = "$CANON_MCP_FASTPATH"
+    for var, attr in (("CANON_MCP_FASTPATH", "mcp_fastpath"), ("CANON_METRICS", "metrics"),
+                      ("CANON_TRACING", "tracing")):  # fmt: skip
+        if env.get(var):
+            values[attr] = _switch(var, env[var])
+            origins[attr] = f"${var}"
     return replace(config, **values, origins=origins)
 
 

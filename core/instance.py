@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from core.audit import AuditLog
 from core.config import Config
@@ -22,6 +23,9 @@ from core.snapshot import Snapshot
 from core.store import Store, is_database_url, open_store, store_exists
 from core.tokens import TokenFile
 from core.tools import Toolset
+
+if TYPE_CHECKING:
+    from core.metrics import Metrics
 
 __all__ = ["Instance", "open_instance"]
 
@@ -47,12 +51,17 @@ class Instance:
         self._model = model  # the model while there is no snapshot
         self._audit: AuditLog | None = None
         self._snapshot: Snapshot | None = None
+        self._metrics: Metrics | None = None
         self._reloading = threading.Lock()
         if index is not None:
             self._audit = AuditLog(store.append_audit)  # written by a background thread until `close()`
             registry = registry or build_registry(model, self.tools.definitions)
             dispatcher = Dispatcher(registry, store, index, self.tools.all_handlers(), audit=self._audit)
             self._snapshot = Snapshot(dispatcher.registry, dispatcher)
+            if config.tracing:  # imported only then: a process that traces nothing loads no tracing code
+                from core.tracing import CallSpans
+
+                dispatcher.audit_hooks.append(CallSpans())
 
     @property
     def snapshot(self) -> Snapshot:
@@ -84,6 +93,26 @@ class Instance:
         if self._audit is None:
             raise RuntimeError("this instance was opened without an index")
         return self._audit
+
+    def metrics(self) -> Metrics:
+        """This process's metrics, made on first use (by the HTTP host, which serves them): calls counted from then
+        on, and the store's revision, the index's lag behind it and the audit queue read at every scrape."""
+        if self._metrics is None:
+            from core.metrics import Metrics
+
+            metrics = Metrics()
+            index, audit = self.index, self.audit
+            assert index is not None
+            metrics.gauge("canon_store_revision", "The store's latest revision.", self.store.revision)
+            metrics.gauge("canon_index_revision", "The revision this process's graph index has caught up to.",
+                          lambda: index.revision)  # fmt: skip
+            metrics.gauge("canon_index_sync_lag_revisions", "Revisions committed (by any process) that this "
+                          "process's index has not applied yet.",
+                          lambda: max(0, self.store.revision() - index.revision))  # fmt: skip
+            metrics.gauge("canon_audit_queue_depth", "Audit records queued for the writer thread.", audit.pending)
+            self.snapshot.dispatcher.audit_hooks.append(metrics.observe)
+            self._metrics = metrics
+        return self._metrics
 
     def reload_model(self) -> bool:
         """Adopt the model recorded in the store if another process changed it; True if it changed.

@@ -40,6 +40,7 @@ __all__ = [
     "RESERVED",
     "ASGIApp",
     "Comparing",
+    "Gauge",
     "Lifespan",
     "Running",
     "Surface",
@@ -157,12 +158,23 @@ def _nothing() -> None:
 
 
 @dataclass(frozen=True)
+class Gauge:
+    """A number a running surface (or the host) reports at every `/metrics` scrape, read then (`core.http.metrics`):
+    what it holds open, never counted on the way in and out."""
+
+    name: str  # a Prometheus metric name, `canon_...`
+    documentation: str
+    read: Callable[[], float]
+
+
+@dataclass(frozen=True)
 class Running:
     """What a surface with a lifespan serves while the server runs."""
 
     app: ASGIApp  # serves the surface's paths for every registry (it reads the current one per request)
     close: Callable[[], None] = _nothing  # end long-lived responses now: the server has begun to shut down
     health: Mapping[str, Any] = field(default_factory=dict[str, Any])  # members it adds to `/healthz`
+    gauges: tuple[Gauge, ...] = ()  # what it adds to `/metrics`, each read at scrape time
 
 
 @runtime_checkable
@@ -224,7 +236,7 @@ def surface_named(name: str, surfaces: list[Surface]) -> Surface:
     raise KeyError(f"no surface named {name!r}; installed: {', '.join(s.name for s in surfaces) or 'none'}")
 
 
-RESERVED = ("/healthz", "/ui-assets/")
+RESERVED = ("/healthz", "/metrics", "/ui-assets/")
 
 
 def _check_paths(surfaces: list[Surface]) -> None:

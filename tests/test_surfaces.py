@@ -92,7 +92,7 @@ def test_a_prefix_claims_itself_and_what_is_under_it_an_exact_path_only_itself(
     assert claims(prefix, path) is served
 
 
-@pytest.mark.parametrize("paths", [("/mcp",), ("/healthz",), ("/ui-assets/x",), ("/",), ("relative",)])
+@pytest.mark.parametrize("paths", [("/mcp",), ("/healthz",), ("/metrics",), ("/ui-assets/x",), ("/",), ("relative",)])
 def test_a_surface_may_not_claim_the_hosts_or_the_built_in_surfaces_paths_or_a_bad_path(
     paths: tuple[str, ...],
 ) -> None:
@@ -104,7 +104,7 @@ def test_mcp_is_a_built_in_surface_found_like_any_other_and_only_the_host_paths_
     mcp = surface_named("mcp", discover())
     assert isinstance(mcp, Lifespan)
     assert mcp.paths == ("/mcp",)
-    assert RESERVED == ("/healthz", "/ui-assets/")
+    assert RESERVED == ("/healthz", "/metrics", "/ui-assets/")
 
 
 def test_two_surfaces_may_not_overlap() -> None:

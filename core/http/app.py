@@ -1,13 +1,15 @@
 """The HTTP app: one ASGI application on one port, serving every surface and knowing none.
 
-Routes: `/healthz`, and every path a discovered surface claims (`core.surfaces`: MCP at `/mcp`, a built-in
-plugin in `core.mcp.surface`; REST, GraphQL, llms.txt in `generators/`), each served by that surface's app for the
-current registry, or, for a surface with a lifespan, by the app its lifespan yields. Outside every route the
-middleware list applies one rule each: `core.http.problems` makes every error answer an RFC 9457 problem
-(JSON-RPC errors stay on `/mcp`), `core.http.admission` checks Host (421) and Origin (403) and bounds the request
-body (413), and `core.http.auth` identifies the caller by bearer token; around every surface `BearerGate`
-refuses a bad token with 401. With `[oauth]`, a token that is not canon's may be an issuer's JWT
-(`core.http.oauth`), and RFC 9728 metadata is served at `/.well-known/oauth-protected-resource`.
+Routes: `/healthz`, `/metrics` (`core.http.metrics`, with the gauges each running surface reports), `/`, and
+every path a discovered surface claims (`core.surfaces`: MCP at `/mcp`, a built-in plugin in `core.mcp.surface`;
+REST, GraphQL, llms.txt in `generators/`), each served by that surface's app for the current registry, or, for a
+surface with a lifespan, by the app its lifespan yields. Outside every route the middleware list applies one rule
+each: `core.http.problems` makes every error answer an RFC 9457 problem (JSON-RPC errors stay on `/mcp`),
+`core.http.admission` checks Host (421) and Origin (403) and bounds the request body (413), and `core.http.auth`
+identifies the caller by bearer token; around every surface `BearerGate` refuses a bad token with 401.
+With `[oauth]`, a token that is not canon's may be an issuer's JWT (`core.http.oauth`), and RFC 9728 metadata is
+served at `/.well-known/oauth-protected-resource`. With `[logging] access_log`, `core.http.access` logs every
+request, outermost.
 """
 
 from __future__ import annotations
@@ -26,16 +28,18 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.changes import ChangeFeed
+from core.http.access import AccessLog
 from core.http.admission import Admission, allowed_for
 from core.http.auth import Authenticate, BearerGate, principal_of_request
 from core.http.landing import landing_endpoint
+from core.http.metrics import add_gauges, metrics_route
 from core.http.oauth import JwtVerifier, metadata_path
 from core.http.problems import ProblemAnswers, internal_error
 from core.http.ui_assets import BUNDLED
 from core.instance import Instance
 from core.principal import Principal
 from core.snapshot import PerSnapshot, Snapshot
-from core.surfaces import Lifespan, Running, Surface, SurfaceHost, audit_name_of, claims, discover, host_for
+from core.surfaces import Gauge, Lifespan, Running, Surface, SurfaceHost, audit_name_of, claims, discover, host_for
 
 __all__ = ["UI_ASSETS", "build_app", "close_streams"]
 
@@ -155,6 +159,7 @@ def build_app(instance: Instance, surfaces: list[Surface] | None = None) -> Star
             for route in routes:
                 if isinstance(route.surface, Lifespan):
                     route.run(await running.enter_async_context(route.surface.lifespan(route.host)))
+                    add_gauges(instance, route.running.gauges if route.running is not None else ())
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(feed.pump)
                 yield
@@ -165,15 +170,21 @@ def build_app(instance: Instance, surfaces: list[Surface] | None = None) -> Star
     landing = landing_endpoint(lambda: instance.model, installed, anonymous=config.anonymous)
     # RFC 9728: where clients learn which issuer to get canon's tokens from
     metadata = [] if oauth is None else [Route(metadata_path(oauth.settings.resource), resource_metadata(oauth))]
+    watches = Gauge("canon_change_watches", "Open watches of the change feed: GraphQL subscriptions.", feed.watchers)
+    metrics = metrics_route(
+        instance, [watches], on_reject=lambda path, why: instance.dispatcher.rejected("http", path, why)
+    )
     app = Starlette(
         routes=[
             Route("/healthz", healthz),
+            *([metrics] if metrics is not None else []),
             Route("/", landing),
             *routes,
             Mount(UI_ASSETS, app=StaticFiles(directory=assets)),
             *metadata,
         ],
         middleware=[
+            *([Middleware(AccessLog)] if config.access_log else []),
             Middleware(ProblemAnswers),
             Middleware(Admission, allowed=allowed_for(config.host), max_body=config.max_body_bytes),
             Middleware(Authenticate, tokens=instance.tokens, oauth=oauth),

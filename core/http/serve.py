@@ -33,6 +33,7 @@ from core.config import Config
 from core.errors import CanonError
 from core.http.app import build_app, close_streams
 from core.instance import Instance, open_instance
+from core.logs import configure_logging
 from core.surfaces import Surface, discover
 
 __all__ = ["GracefulServer", "listening_socket", "serve_http", "serve_workers", "worker_sockets"]
@@ -140,7 +141,7 @@ def serve_http(instance: Instance, surfaces: list[Surface] | None = None) -> Non
 
 
 def _worker(config: Config, surfaces: list[Surface], sock: socket.socket, log_level: int) -> None:
-    logging.basicConfig(stream=sys.stderr, level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_level, config)
 
     def terminate(signum: int, frame: object) -> None:
         raise SystemExit(128 + signum)  # unwind: the audit log is flushed and the store closed

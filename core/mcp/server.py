@@ -349,6 +349,9 @@ def build_server(current: Current, fanout: EventFanout, principal_of: PrincipalO
         on_subscriptions_listen=_HonestListen(ListenHandler(fanout.bus), readable),
         on_completion=completion,
     )
+    # without the SDK's own span per message: it names a tool as the client spelt it (anything a client sends);
+    # canon's one span per call is core.tracing's, with `[tracing] enabled`
+    server.middleware.clear()
     server.middleware.append(Negotiate())
     server.middleware.append(_RememberLegacy(fanout))
     # registered here rather than as on_call_tool: it answers the result's wire form, a dict (see `_call_result`)

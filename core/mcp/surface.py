@@ -36,13 +36,13 @@ from core.mcp.fastpath.calls import CallRoute
 from core.mcp.fastpath.legacy_streams import DEFAULT_LEGACY_LIMITS, LegacyLimits, LegacyRoute, LegacyStreams
 from core.mcp.fastpath.listen import ListenRoute
 from core.mcp.fastpath.listen_streams import DEFAULT_LIMITS, ListenLimits, ListenStreams
-from core.mcp.fastpath.sdk_compat import fastpath, session_manager
+from core.mcp.fastpath.sdk_compat import fastpath, open_sessions, session_manager
 from core.mcp.revision_gate import RevisionGate
 from core.mcp.revisions import SUPPORTED_VERSIONS
 from core.mcp.server import DEFAULT_OPTIONS, CanonServer, ServeOptions, build_server
 from core.principal import Principal
 from core.registry import Registry
-from core.surfaces import Running, SurfaceHost
+from core.surfaces import Gauge, Running, SurfaceHost
 
 __all__ = ["SURFACE", "McpEndpoint", "McpSurface", "SdkUser", "fast_routes", "mcp_chain", "surface"]
 
@@ -94,6 +94,17 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.app(scope, receive, send)
+
+    def gauges(self) -> tuple[Gauge, ...]:
+        """What it holds open, for `/metrics`: sessions, and the streams canon serves (0 where the SDK serves them)."""
+        listen, legacy, manager = self.listen, self.legacy, self.manager
+        return (
+            Gauge("canon_mcp_sessions", "Open MCP 2025-11-25 sessions.", lambda: open_sessions(manager)),
+            Gauge("canon_mcp_listen_streams", "Open MCP 2026-07-28 subscriptions/listen streams (served by canon).",
+                  lambda: listen.count if listen is not None else 0),
+            Gauge("canon_mcp_get_streams", "Open MCP 2025-11-25 GET streams (served by canon).",
+                  lambda: legacy.count if legacy is not None else 0),
+        )  # fmt: skip
 
     def close(self) -> None:
         """End every change stream canon serves, each as its protocol ends it."""
@@ -195,7 +206,8 @@ class McpSurface:
             for streams in (endpoint.listen, endpoint.legacy):
                 if streams is not None:
                     tasks.start_soon(streams.keepalive)
-            yield Running(endpoint, close=endpoint.close, health={"protocolVersions": SUPPORTED_VERSIONS})
+            yield Running(endpoint, close=endpoint.close, health={"protocolVersions": SUPPORTED_VERSIONS},
+                          gauges=endpoint.gauges())  # fmt: skip
             endpoint.close()
             tasks.cancel_scope.cancel()
 

@@ -41,6 +41,7 @@ from typing import Any
 import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.telemetry import TelemetryConfig
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
@@ -70,6 +71,7 @@ log = logging.getLogger("canon.rest")
 
 READ_HEADERS = {"Cache-Control": "private, no-cache", "Vary": "Authorization"}
 UI_ASSETS = "/ui-assets/swagger-ui-dist@5"
+NO_TELEMETRY: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}
 INTEGER = re.compile(r"-?[0-9]+")
 NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 IF_MATCH = re.compile(r'"(?:[\x21\x23-\x7e]*@)?([0-9]{1,18})"')
@@ -358,7 +360,9 @@ def document_text(registry: Registry) -> str:
 
 def build_app(host: SurfaceHost, registry: Registry) -> FastAPI:
     """The REST app for `registry`: one route per tool and resource, plus /openapi.json and /docs."""
-    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None, redirect_slashes=False)
+    # FastAPI's own telemetry off: its spans and logs carry request paths, queries and validation errors (node ids,
+    # argument values); canon's spans are core.tracing's (docs/operations/observability.md)
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None, redirect_slashes=False, telemetry=NO_TELEMETRY)
     app.add_exception_handler(HTTPException, _http_error)
     by_path: dict[str, dict[str, Endpoint]] = {}  # one route per path, so a 405 names every method it takes
     for tool in registry.tools:

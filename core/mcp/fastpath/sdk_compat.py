@@ -44,8 +44,8 @@ from core.mcp.event_store import MemoryEventStore
 
 __all__ = [
     "EXPECTED", "TESTED", "Compat", "Expected", "SessionManager", "check", "connection_of", "fastpath",
-    "has_get_stream", "hold_get_stream", "in_flight", "release_get_stream", "session_manager", "session_owner",
-    "session_transport",
+    "has_get_stream", "hold_get_stream", "in_flight", "open_sessions", "release_get_stream", "session_manager",
+    "session_owner", "session_transport",
 ]  # fmt: skip
 
 log = logging.getLogger("canon.sdk")
@@ -246,6 +246,12 @@ def session_transport(manager: StreamableHTTPSessionManager, session_id: str) ->
     """The live session's transport, as the manager routes a request with this `Mcp-Session-Id`."""
     sessions: dict[str, StreamableHTTPServerTransport] = manager._server_instances  # pyright: ignore[reportPrivateUsage]
     return sessions.get(session_id)
+
+
+def open_sessions(manager: StreamableHTTPSessionManager) -> int:
+    """How many sessions the manager holds open (a gauge; 0 from an SDK that keeps them elsewhere)."""
+    sessions: dict[str, Any] = getattr(manager, "_server_instances", {})
+    return len(sessions)
 
 
 def session_owner(manager: StreamableHTTPSessionManager, session_id: str) -> Any:

@@ -1,0 +1,54 @@
+"""canon's log lines: plain text (the default) or one JSON object per line (`[logging] format = "json"`).
+
+`configure_logging` is what `canon serve` and each worker process call once, before anything logs. A JSON line has
+`time` (ISO 8601 UTC), `level`, `logger` and `message`, the fields a record was given with `extra=` (the access
+log's, `core.http.access`), and `exception` when there is one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from core.config import Config
+
+__all__ = ["ACCESS", "FIELDS", "JsonFormatter", "configure_logging"]
+
+ACCESS = "canon.access"
+"""The access log's logger (`core.http.access`)."""
+TEXT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+FIELDS = "canon_fields"
+"""The `extra=` key whose mapping a JSON line carries as top-level fields."""
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        fields = getattr(record, FIELDS, None)
+        if isinstance(fields, dict):
+            line.update(fields)
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+def configure_logging(level: int | str, config: Config) -> None:
+    """Send every log record at `level` or above to standard error, in the configured format; with the access log
+    on, its lines too (at info, whatever `level` is)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if config.log_format == "json" else logging.Formatter(TEXT))
+    logging.basicConfig(level=level, handlers=[handler])
+    if config.access_log:
+        logging.getLogger(ACCESS).setLevel(logging.INFO)
