@@ -18,7 +18,8 @@ The servers are interleaved run by run, so load that comes and goes falls on eac
   (`CANON_CACHE`): the first start ever on a machine;
 * and server-memory (pinned by benchmarks/peers, installed there on first use) with an empty memory file, on Node 22.
 
-It prints one JSON object: per case the median, min and max milliseconds to `initialize` and to `tools/list`, the
+It prints one JSON object: per case the median, min and max milliseconds to `initialize` and to `tools/list` and of
+the process's CPU time (user + system, from spawn to exit: what load on the machine inflates least), the
 load average (1 minute) before and after the run and the core count (compare ratios on a busy machine, not
 absolute times), and the top `--top` modules of `python -X importtime` of one canon start, by cumulative and by
 self time, and which of the HTTP-only modules it imported (none should be).
@@ -30,6 +31,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -48,7 +50,9 @@ HTTP_ONLY = ("strawberry", "fastapi", "jinja2", "generators")  # stdio has no us
 
 
 def start(command: list[str], env: dict[str, str], log: Path) -> dict[str, float]:
-    """One cold start: milliseconds from spawn to the `initialize` answer and to the `tools/list` answer."""
+    """One cold start: milliseconds from spawn to the `initialize` answer and to the `tools/list` answer, and the
+    CPU time (user + system) of the whole process, which load on the machine changes far less than the clock."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     peer = StdioPeer(command, env, log)
     try:
         peer.request("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
@@ -59,12 +63,14 @@ def start(command: list[str], env: dict[str, str], log: Path) -> dict[str, float
         listed = (time.perf_counter() - peer.started) * 1000
     finally:
         peer.close()
-    return {"initialize": initialized, "tools_list": listed}
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+    return {"initialize": initialized, "tools_list": listed, "process_cpu": cpu}
 
 
 def summary(samples: list[dict[str, float]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key in ("initialize", "tools_list"):
+    for key in ("initialize", "tools_list", "process_cpu"):
         values = [s[key] for s in samples]
         out[f"{key}_ms"] = {"median": round(statistics.median(values), 1), "min": round(min(values), 1),
                             "max": round(max(values), 1)}  # fmt: skip

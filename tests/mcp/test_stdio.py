@@ -106,12 +106,13 @@ async def test_stdio_refuses_unserved_revisions_and_batches_without_choosing_a_r
     assert listed["result"]["tools"]
 
 
-HTTP_ONLY = ("strawberry", "fastapi", "jinja2", "generators", "core.http")
+NOT_FOR_STDIO = ("strawberry", "fastapi", "jinja2", "generators", "core.http", "yaml")
 
 
-def test_stdio_answers_initialize_without_importing_any_http_surface(seed_template: Path, tmp_path: Path) -> None:
+def test_stdio_answers_initialize_without_importing_http_surfaces_or_yaml(seed_template: Path, tmp_path: Path) -> None:
     """Start-up is paid at every agent session: stdio imports no HTTP surface or host (the SDK's own imports of
-    starlette and uvicorn are the SDK's). Asserted on module names from `-X importtime`, not on times."""
+    starlette and uvicorn are the SDK's), nor YAML on a JSON model. Asserted on module names from `-X importtime`,
+    not on times."""
     store = copy_store(seed_template, tmp_path / "canon.db")
     env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")} | {"CANON_CACHE": str(tmp_path)}
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "core.cli", "--store", str(store), "serve",
@@ -120,4 +121,4 @@ def test_stdio_answers_initialize_without_importing_any_http_surface(seed_templa
     assert json.loads(done.stdout.splitlines()[0])["result"]["serverInfo"]["name"]
     imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     assert "core.mcp.server" in imported  # the listing is real
-    assert sorted(m for m in imported if any(m == p or m.startswith(f"{p}.") for p in HTTP_ONLY)) == []
+    assert sorted(m for m in imported if any(m == p or m.startswith(f"{p}.") for p in NOT_FOR_STDIO)) == []
