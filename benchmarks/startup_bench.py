@@ -16,6 +16,8 @@ The servers are interleaved run by run, so load that comes and goes falls on eac
   earlier start (every start after the first on a machine);
 * `canon_first_start` — a new store each run (created and seeded with the sample data) and an empty cache folder
   (`CANON_CACHE`): the first start ever on a machine;
+* `sdk_floor` — benchmarks/echo_server.py, a one-tool server on the same MCP SDK: the start every server built on
+  this SDK pays (Python, the SDK and its types);
 * and server-memory (pinned by benchmarks/peers, installed there on first use) with an empty memory file, on Node 22.
 
 It prints one JSON object: per case the median, min and max milliseconds to `initialize` and to `tools/list` and of
@@ -130,24 +132,29 @@ def main() -> None:
         env = {**_canon_env(), "CANON_CACHE": str(cache)}
         seeded = tmp / "seeded.db"
         start(canon_command(seeded), env, tmp / "seed.log")  # creates and seeds the store, fills the cache
-        samples: dict[str, list[dict[str, float]]] = {"canon": [], "canon_first_start": [], "server_memory": []}
+        cases = ("canon", "canon_first_start", "sdk_floor", "server_memory")
+        samples: dict[str, list[dict[str, float]]] = {case: [] for case in cases}
         memory_env = {**os.environ, "MEMORY_FILE_PATH": str(tmp / "memory.jsonl")}
         for run in range(args.runs):
             samples["canon"].append(start(canon_command(seeded), env, tmp / "canon.log"))
             fresh_env = {**env, "CANON_CACHE": str(tmp / f"cache-{run}")}
             samples["canon_first_start"].append(start(canon_command(tmp / f"fresh-{run}.db"), fresh_env,
                                                       tmp / "fresh.log"))  # fmt: skip
+            samples["sdk_floor"].append(start([sys.executable, str(REPO / "benchmarks" / "echo_server.py")], env,
+                                              tmp / "floor.log"))  # fmt: skip
             samples["server_memory"].append(start([str(args.node), str(entry)], memory_env, tmp / "memory.log"))
         imports = importtime(seeded, env, args.top)
     load_after = os.getloadavg()[0]
     result = {name: summary(s) for name, s in samples.items()}
     memory_median = result["server_memory"]["initialize_ms"]["median"]
+    floor_median = result["sdk_floor"]["initialize_ms"]["median"]
     print(json.dumps({
         "runs": args.runs, "protocol": PROTOCOL, "cores": os.cpu_count(),
         "load_average_1min": {"before": round(load_before, 2), "after": round(load_after, 2)},
         "versions": {"canon": _canon_revision(), PACKAGE: version, "python": platform.python_version()},
         **result,
         "canon_over_memory_initialize": round(result["canon"]["initialize_ms"]["median"] / memory_median, 2),
+        "canon_over_sdk_floor_initialize": round(result["canon"]["initialize_ms"]["median"] / floor_median, 2),
         "target_1s_met": result["canon"]["initialize_ms"]["median"] <= 1000,
         "importtime": imports,
     }, indent=1))  # fmt: skip
