@@ -106,13 +106,13 @@ async def test_stdio_refuses_unserved_revisions_and_batches_without_choosing_a_r
     assert listed["result"]["tools"]
 
 
-NOT_FOR_STDIO = ("strawberry", "fastapi", "jinja2", "generators", "core.http", "yaml")
+NOT_FOR_STDIO = ("strawberry", "fastapi", "jinja2", "generators", "core.http", "yaml", "networkx")
 
 
-def test_stdio_answers_initialize_without_importing_http_surfaces_or_yaml(seed_template: Path, tmp_path: Path) -> None:
+def test_stdio_answers_initialize_without_importing_what_it_does_not_need(seed_template: Path, tmp_path: Path) -> None:
     """Start-up is paid at every agent session: stdio imports no HTTP surface or host (the SDK's own imports of
-    starlette and uvicorn are the SDK's), nor YAML on a JSON model. Asserted on module names from `-X importtime`,
-    not on times."""
+    starlette and uvicorn are the SDK's), nor YAML on a JSON model, nor networkx before a walk needs it. Asserted
+    on module names from `-X importtime`, not on times."""
     store = copy_store(seed_template, tmp_path / "canon.db")
     env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")} | {"CANON_CACHE": str(tmp_path)}
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "core.cli", "--store", str(store), "serve",
