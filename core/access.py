@@ -20,9 +20,7 @@ see, and edges only between nodes it can see.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from core.errors import ForbiddenError
 from core.operations import DeleteNode, Operation, PatchNode, PutEdge, PutNode
@@ -30,6 +28,9 @@ from core.principal import Principal
 from core.records import Change, Node, Sight
 from core.registry import ToolDefinition
 from core.validation import StateView
+
+if TYPE_CHECKING:  # only annotations: the graph index imports networkx on first use (core.graph)
+    import networkx as nx
 
 __all__ = [
     "WriteGuard",

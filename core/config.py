@@ -1,10 +1,10 @@
 """Configuration: `canon.toml`, environment overrides, and defaults that need nothing.
 
 Precedence, highest first: command-line options, environment (`CANON_STORE`, `CANON_MODEL`, `CANON_HOST`,
-`CANON_PORT`, `CANON_TOKENS`, `CANON_UI_ASSETS`, `CANON_MCP_FASTPATH`, `CANON_METRICS`, `CANON_TRACING`), the
-configuration file, defaults. The file is the one named by `--config`, else by `CANON_CONFIG`, else `canon.toml`
-in the working directory if there is one. Its keys are checked against `schema/config/config.schema.json`: an
-unknown or mistyped key is an error naming the key, never ignored.
+`CANON_PORT`, `CANON_TOKENS`, `CANON_UI_ASSETS`, `CANON_MCP_FASTPATH`, `CANON_METRICS`, `CANON_TRACING`,
+`CANON_CACHE`), the configuration file, defaults. The file is the one named by `--config`, else by `CANON_CONFIG`,
+else `canon.toml` in the working directory if there is one. Its keys are checked against
+`schema/config/config.schema.json`: an unknown or mistyped key is an error naming the key, never ignored.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ class Config:
     mcp_fastpath: bool = True  # canon answers parts of the MCP SDK's HTTP transport itself (core.mcp.fastpath)
     ui_assets: Path | None = None  # other browser assets for /docs and /graphql at /ui-assets/ (None: canon's own)
     tokens: Path = Path("canon-tokens.json")  # hashed bearer tokens (canon token create/revoke)
+    cache: Path | None = None  # what canon remembers between starts (core.schema_checks); None: nothing
     anonymous: bool = True  # HTTP callers without a token may read public nodes
     oauth: OAuthSettings | None = None  # JWT access tokens of an OAuth issuer, besides canon's own tokens
     local_name: str = "local"  # the stdio principal
@@ -204,12 +205,26 @@ def _apply_env(config: Config, env: Mapping[str, str]) -> Config:
             )
         values["port"] = int(raw)
         origins["port"] = "$CANON_PORT"
+    values["cache"] = _cache_folder(env)
+    if env.get("CANON_CACHE"):
+        origins["cache"] = "$CANON_CACHE"
     for var, attr in (("CANON_MCP_FASTPATH", "mcp_fastpath"), ("CANON_METRICS", "metrics"),
                       ("CANON_TRACING", "tracing")):  # fmt: skip
         if env.get(var):
             values[attr] = _switch(var, env[var])
             origins[attr] = f"${var}"
     return replace(config, **values, origins=origins)
+
+
+def _cache_folder(env: Mapping[str, str]) -> Path | None:
+    """`CANON_CACHE`, else `canon` in the user's cache folder (`XDG_CACHE_HOME`, else `~/.cache`), if there is one."""
+    if env.get("CANON_CACHE"):
+        return Path(env["CANON_CACHE"])
+    if env.get("XDG_CACHE_HOME"):
+        return Path(env["XDG_CACHE_HOME"]) / "canon"
+    if env.get("HOME"):
+        return Path(env["HOME"]) / ".cache" / "canon"
+    return None
 
 
 def _switch(var: str, raw: str) -> bool:

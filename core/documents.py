@@ -8,13 +8,12 @@ the infinities Python's `json` would read are refused (see `core.json_values` fo
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from core.errors import Problem
 
@@ -73,19 +72,29 @@ def load_document(path: Path) -> tuple[Any, list[Problem]]:
         return None, [Problem("", f"invalid JSON: {exc.msg} (column {exc.colno})", file=name, line=exc.lineno)]
 
 
-class _JSONCompatibleLoader(yaml.SafeLoader):
-    """A safe loader that keeps dates and times as strings, as JSON would: a model says `format: date`."""
+@functools.cache
+def _json_compatible_loader() -> type[Any]:
+    """A safe loader that keeps dates and times as strings, as JSON would: a model says `format: date`.
 
+    Made on first use: a start that reads no YAML (every `canon serve --stdio` on a JSON model) never imports it.
+    """
+    import yaml
 
-_JSONCompatibleLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
+    class JSONCompatibleLoader(yaml.SafeLoader):
+        pass
+
+    JSONCompatibleLoader.yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    return JSONCompatibleLoader
 
 
 def _load_yaml(text: str, name: str) -> tuple[Any, list[Problem]]:
+    import yaml
+
     try:
-        return yaml.load(text, Loader=_JSONCompatibleLoader), []
+        return yaml.load(text, Loader=_json_compatible_loader()), []
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

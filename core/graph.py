@@ -16,19 +16,21 @@ docs/decisions/0017-readers-walk-published-views.md.
 
 from __future__ import annotations
 
+import functools
 import gc
 import threading
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from core.graph_layers import Entry, Layer
 from core.records import Change, Sight, parse_edge_key
 from core.store import Store
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = ["ChangeListener", "GraphIndex", "GraphView"]
 
@@ -51,13 +53,24 @@ class _Base:
 class GraphView:
     """The graph at one revision, for a walk: `graph` never changes while the view is held (see `reading()`)."""
 
-    graph: nx.MultiDiGraph[str]
+    nodes: Any = field(repr=False)  # the maps networkx reads: node -> attributes,
+    succ: Any = field(repr=False)  # source -> target -> edge type -> data,
+    pred: Any = field(repr=False)  # and target -> source -> edge type -> data
     revision: int
     base: _Base = field(repr=False)
+
+    @functools.cached_property
+    def graph(self) -> nx.MultiDiGraph[str]:
+        """The `MultiDiGraph` over the maps, made on first use: a stdio start answers `initialize` and `tools/list`
+        without importing networkx (about a tenth of its import time). Two threads making it at once make two
+        equal wrappers of the same maps."""
+        return _graph_of(self.nodes, self.succ, self.pred)
 
 
 def _graph_of(nodes: Any, succ: Any, pred: Any) -> nx.MultiDiGraph[str]:
     """A `MultiDiGraph` over these maps (networkx's own attributes, what its views and methods read)."""
+    import networkx as nx
+
     graph: Any = nx.MultiDiGraph()
     graph._node, graph._adj, graph._pred = nodes, succ, pred  # `_succ` is `_adj`
     return graph
@@ -81,7 +94,7 @@ class GraphIndex:
         self._lock = threading.RLock()  # the writer's: held by a sync or an apply, never by a walk
         self._pins = threading.Lock()  # taking and letting go of a view; changing the base in place
         self._listeners: list[ChangeListener] = []
-        self._view = GraphView(_graph_of({}, {}, {}), 0, self._base)
+        self._view = GraphView({}, {}, {}, 0, self._base)
 
     @property
     def graph(self) -> nx.MultiDiGraph[str]:
@@ -196,8 +209,8 @@ class GraphIndex:
             self._publish()
 
     def _publish(self) -> None:
-        graph = _graph_of(self._nodes.published(), self._succ.published(), self._pred.published())
-        self._view = GraphView(graph, self._applied, self._base)
+        published = self._nodes.published(), self._succ.published(), self._pred.published()
+        self._view = GraphView(*published, self._applied, self._base)
 
     def _apply_one(self, c: Change) -> None:
         nodes = self._nodes
@@ -386,4 +399,4 @@ class GraphIndex:
             yield self.revision
 
     def __len__(self) -> int:
-        return int(self.graph.number_of_nodes())
+        return len(self._view.nodes)

@@ -19,6 +19,7 @@ from core.graph import GraphIndex
 from core.interchange import import_path
 from core.model import Model, default_seed_path, load_model
 from core.registry import Registry, build_registry
+from core.schema_checks import SchemaChecks
 from core.snapshot import Snapshot
 from core.store import Store, is_database_url, open_store, store_exists
 from core.tokens import TokenFile
@@ -40,9 +41,11 @@ class Instance:
     """
 
     def __init__(self, config: Config, model: Model, store: Store, index: GraphIndex | None = None,
-                 tools: Toolset | None = None, *, registry: Registry | None = None) -> None:  # fmt: skip
+                 tools: Toolset | None = None, *, registry: Registry | None = None,
+                 checks: SchemaChecks | None = None) -> None:  # fmt: skip
         """`tools`: tools beyond the built-in ones. `registry`: one already built for `model` and these tools
-        (otherwise it is built here, when there is an index)."""
+        (otherwise it is built here, when there is an index). `checks`: the checks remembered between starts
+        (default: those of `config.cache`)."""
         self.config = config
         self.store = store
         self.index = index
@@ -53,9 +56,10 @@ class Instance:
         self._snapshot: Snapshot | None = None
         self._metrics: Metrics | None = None
         self._reloading = threading.Lock()
+        self._checks = checks or SchemaChecks(config.cache)
         if index is not None:
             self._audit = AuditLog(store.append_audit)  # written by a background thread until `close()`
-            registry = registry or build_registry(model, self.tools.definitions)
+            registry = registry or build_registry(model, self.tools.definitions, checks=self._checks)
             dispatcher = Dispatcher(registry, store, index, self.tools.all_handlers(), audit=self._audit)
             self._snapshot = Snapshot(dispatcher.registry, dispatcher)
             if config.tracing:  # imported only then: a process that traces nothing loads no tracing code
@@ -129,7 +133,8 @@ class Instance:
             if self._snapshot is None:
                 self._model = stored
             else:
-                self.snapshot = self._snapshot.evolve(build_registry(stored, self.tools.definitions))
+                registry = build_registry(stored, self.tools.definitions, checks=self._checks)
+                self.snapshot = self._snapshot.evolve(registry)
             return True
 
     def close(self) -> None:
@@ -145,7 +150,8 @@ def open_instance(config: Config, *, with_index: bool = True, principal: str = "
                   tools: Toolset | None = None) -> Instance:  # fmt: skip
     """Open the configured model and store (creating and seeding a new store), and build the index. `tools` adds
     tools to the built-in ones (`Toolset.from_folder`: docs/development/adding-a-tool.md)."""
-    model = load_model(config.model)
+    checks = SchemaChecks(config.cache)  # what passed its check at an earlier start is not checked again
+    model = load_model(config.model, checks=checks)
     is_new = not store_exists(config.store)
     store = open_store(config.store, model, principal=principal)
     try:
@@ -158,4 +164,4 @@ def open_instance(config: Config, *, with_index: bool = True, principal: str = "
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{config.store}{suffix}").unlink(missing_ok=True)
         raise
-    return Instance(config, model, store, index, tools or Toolset())
+    return Instance(config, model, store, index, tools or Toolset(), checks=checks)

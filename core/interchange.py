@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-import yaml
-
 from core.documents import load_document, parse_json
 from core.errors import ConfigError, ImportFileError, Problem, ValidationError
 from core.json_values import value_problems
@@ -304,6 +302,8 @@ def write_records(out: IO[str], kind: str, records: Iterable[Mapping[str, Any]])
             {k: v for k, v in record.items() if k != "kind"}
         )
     if kind == "yaml":
+        import yaml  # only here: a start that writes no YAML never imports it
+
         yaml.safe_dump(document, out, sort_keys=False, allow_unicode=True, width=120)
     else:
         json.dump(document, out, ensure_ascii=False, indent=1)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from jsonschema import ValidationError
 from jsonschema.protocols import Validator
@@ -26,6 +26,9 @@ from core.dialect import ecma_regex, schema_validator
 from core.documents import load_document, pointer
 from core.errors import ModelError, Problem
 from core.records import Node, Visibility
+
+if TYPE_CHECKING:  # core.schema_checks imports this module: its digest covers the checks defined here
+    from core.schema_checks import SchemaChecks
 
 __all__ = [
     "INCOMING_SUFFIX",
@@ -40,6 +43,7 @@ __all__ = [
     "default_seed_path",
     "load_model",
     "meta_schema",
+    "meta_schema_path",
     "parse_model",
 ]
 
@@ -66,9 +70,14 @@ def default_seed_path() -> Path:
     return _schema_file("default", "seed.json")
 
 
+def meta_schema_path() -> Path:
+    """The file of the meta-schema every model document must satisfy."""
+    return _schema_file("meta", "model.schema.json")
+
+
 def meta_schema() -> dict[str, Any]:
     """The meta-schema every model document must satisfy."""
-    document: dict[str, Any] = json.loads(_schema_file("meta", "model.schema.json").read_text(encoding="utf-8"))
+    document: dict[str, Any] = json.loads(meta_schema_path().read_text(encoding="utf-8"))
     return document
 
 
@@ -193,20 +202,29 @@ class Model:
         return found
 
 
-def load_model(path: Path | str | None = None) -> Model:
-    """Read and check a model file (JSON or YAML); `None` loads the embedded default model."""
+def load_model(path: Path | str | None = None, *, checks: SchemaChecks | None = None) -> Model:
+    """Read and check a model file (JSON or YAML); `None` loads the embedded default model. With `checks`, a model
+    document that passed before is not checked again."""
     file = Path(path) if path is not None else default_model_path()
     document, problems = load_document(file)
     if problems:
         raise ModelError(f"Cannot read the model {file}.", problems)
-    return parse_model(document, source=str(file))
+    return parse_model(document, source=str(file), checks=checks)
 
 
-def parse_model(document: Any, *, source: str = "<memory>") -> Model:
-    """Check a model document and build a `Model`; raise `ModelError` listing every problem."""
-    problems = check_model(document, source=source)
-    if problems:
-        raise ModelError(f"The model {source} has {len(problems)} problem(s).", problems)
+def parse_model(document: Any, *, source: str = "<memory>", checks: SchemaChecks | None = None) -> Model:
+    """Check a model document and build a `Model`; raise `ModelError` listing every problem. With `checks`, a
+    document that passed before is not checked again (`core.schema_checks`)."""
+
+    def check() -> None:
+        problems = check_model(document, source=source)
+        if problems:
+            raise ModelError(f"The model {source} has {len(problems)} problem(s).", problems)
+
+    if checks is None:
+        check()
+    else:
+        checks.once("model", document, check)
     return _build(document, source)
 
 

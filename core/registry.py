@@ -24,10 +24,11 @@ from typing import Any, Literal, cast
 
 from jsonschema.protocols import Validator
 
-from core.dialect import check_schema, ecma_regex, schema_validator
+from core.dialect import ecma_regex, schema_validator
 from core.documents import pointer
 from core.errors import UnknownToolError
 from core.model import Model
+from core.schema_checks import SchemaChecks
 from core.schemas import DIALECT, derive
 from core.uris import CHANGES_URI, MODEL_URI, NODE_TEMPLATE, node_uri, type_uri
 
@@ -281,12 +282,15 @@ def in_order(documents: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [by_name[n] for n in listed] + [by_name[n] for n in sorted(by_name.keys() - set(listed))]
 
 
-def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = ()) -> Registry:
+def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = (), *,
+                   checks: SchemaChecks | None = None) -> Registry:  # fmt: skip
     """Load the static tool definitions, derive their model-dependent parts, and define the resources.
 
     `extra_tools` are more definitions in the file format (a tools folder, `core.tools.Toolset`); each still needs
-    a handler in the dispatcher.
+    a handler in the dispatcher. `checks` checks each derived schema (default: every one, now; see
+    `core.schema_checks` for one that remembers the passed ones between starts).
     """
+    checks = checks or SchemaChecks()
     documents = in_order([*_tool_files(), *extra_tools])
     for document in documents:
         check_definition(document)
@@ -306,8 +310,8 @@ def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = ()) 
         for d in documents
     )
     for tool in tools:  # a broken definition must fail at start-up, never at call time
-        check_schema(tool.input_schema)
-        check_schema(tool.output_schema)
+        checks.check(tool.input_schema)
+        checks.check(tool.output_schema)
     return Registry(model, tools, _resources(model), _templates())
 
 

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from core.access import sees_in_graph
 from core.conditions import Condition, all_match, parse_where
@@ -24,6 +22,9 @@ from core.dispatch import CallContext, handler
 from core.errors import InvalidArgumentsError, LimitExceededError, Problem
 from core.paging import decode_cursor, encode_cursor, page
 from core.store import NodeQuery
+
+if TYPE_CHECKING:  # only annotations: the graph index imports networkx on first use (core.graph)
+    import networkx as nx
 
 MAX_WORK = 100_000
 MAX_RESULTS = 1_000

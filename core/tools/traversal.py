@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from core.access import sees_in_graph
 from core.dispatch import CallContext, handler
 from core.errors import ForbiddenError, LimitExceededError, NotFoundError
 from core.paging import decode_cursor, encode_cursor, page
 from core.records import Edge, Sight
+
+if TYPE_CHECKING:  # only annotations: the graph index imports networkx on first use (core.graph)
+    import networkx as nx
 
 EdgeRef = tuple[str, str, str]  # (type, source, target)
 MAX_WORK = 200_000  # edges examined by one call

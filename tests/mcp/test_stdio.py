@@ -104,3 +104,21 @@ async def test_stdio_refuses_unserved_revisions_and_batches_without_choosing_a_r
     # the refusals chose no revision: initialize is still served, and answers the one handshake revision served
     assert {v: a["result"]["protocolVersion"] for v, a in negotiated.items()} == dict.fromkeys(OLDER, LEGACY)
     assert listed["result"]["tools"]
+
+
+NOT_FOR_STDIO = ("strawberry", "fastapi", "jinja2", "generators", "core.http", "yaml", "networkx")
+
+
+def test_stdio_answers_initialize_without_importing_what_it_does_not_need(seed_template: Path, tmp_path: Path) -> None:
+    """Start-up is paid at every agent session: stdio imports no HTTP surface or host (the SDK's own imports of
+    starlette and uvicorn are the SDK's), nor YAML on a JSON model, nor networkx before a walk needs it. Asserted
+    on module names from `-X importtime`, not on times."""
+    store = copy_store(seed_template, tmp_path / "canon.db")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")} | {"CANON_CACHE": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "core.cli", "--store", str(store), "serve",
+                           "--stdio"], input=json.dumps(initialize("2025-11-25", 1)) + "\n", capture_output=True,
+                          text=True, cwd=tmp_path, env=env, timeout=60, check=True)  # fmt: skip
+    assert json.loads(done.stdout.splitlines()[0])["result"]["serverInfo"]["name"]
+    imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "core.mcp.server" in imported  # the listing is real
+    assert sorted(m for m in imported if any(m == p or m.startswith(f"{p}.") for p in NOT_FOR_STDIO)) == []

@@ -1,0 +1,80 @@
+"""Checks remembered between starts: a schema or model that passed its check once is not checked again.
+
+Every start checks the model file against the model meta-schema (`core.model.check_model`) and every tool's input
+and output schema against the JSON Schema 2020-12 meta-schema (`core.registry.build_registry`), so that a broken
+definition fails at start-up and never at call time. Those documents are the same from one start to the next, and
+checking them was about a third of a stdio start's CPU time (docs/benchmarks.md, "Start-up of the stdio server").
+A passed check leaves an empty marker file in a cache folder, named by a digest of everything that decided it:
+what was checked (its kind and canonical JSON) and the checker (canon's dialect, model and records modules, the
+model meta-schema, the versions of `jsonschema` and its meta-schemas). A changed model, tool definition, checker or
+`jsonschema` gives another name, so that document is checked again; a failed check leaves nothing. The folder is
+only a cache: emptied, it costs one slow start; unwritable, every start checks everything, as without one.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from core import dialect, model, records
+from core.dialect import check_schema
+
+__all__ = ["SchemaChecks", "check_digest"]
+
+FOLDER = "schema-checks"
+
+
+@functools.cache
+def _checker_digest() -> bytes:
+    """What besides the document decides a check: canon's checking code, the model meta-schema, and the versions of
+    the jsonschema packages."""
+    parts = [Path(module.__file__ or "").read_bytes() for module in (dialect, model, records)]
+    parts.append(model.meta_schema_path().read_bytes())
+    parts += [metadata.version(name).encode() for name in ("jsonschema", "jsonschema-specifications")]
+    return hashlib.sha256(b"\0".join(parts)).digest()
+
+
+def check_digest(kind: str, document: Any) -> str:
+    """The name of a passed check of `document` as a `kind`: sha256 of the checker's digest, the kind and the
+    document's canonical JSON."""
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(b"\0".join((_checker_digest(), kind.encode(), text.encode()))).hexdigest()
+
+
+class SchemaChecks:
+    """Checks that remember the passed ones in `folder` (`<folder>/schema-checks/<digest>`). Without a folder,
+    every document is checked every time."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self.folder = None if folder is None else folder / FOLDER
+        self.checked = 0  # documents this object really checked (the others had passed before)
+
+    def once(self, kind: str, document: Any, check: Callable[[], None]) -> None:
+        """Run `check` (which raises if `document` fails as a `kind`), unless `document` passed it before."""
+        marker = None if self.folder is None else self._marker(kind, document)
+        if marker is not None and marker.is_file():
+            return
+        check()
+        self.checked += 1
+        if marker is not None:
+            try:
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                marker.touch()
+            except OSError:  # a cache that cannot be written: the next start checks again, nothing worse
+                pass
+
+    def _marker(self, kind: str, document: Any) -> Path | None:
+        assert self.folder is not None
+        try:
+            return self.folder / check_digest(kind, document)
+        except (TypeError, ValueError):  # no JSON document (a YAML key that is no string): checked, not remembered
+            return None
+
+    def check(self, schema: Mapping[str, Any]) -> None:
+        """Raise `jsonschema.SchemaError` if `schema` is no JSON Schema 2020-12 document, unless it passed before."""
+        self.once("schema", schema, lambda: check_schema(schema))
