@@ -17,6 +17,8 @@ every backend:
   the block's reads wait for no other thread (SQLite: on the connection if it is free, else on a read-only
   connection in one read transaction for the block), every read in the block seeing one state no older than the
   last commit before it (a backend whose every read waits on the network always declines);
+* `bulk` is one write transaction fed batch by batch (an import), each batch checked as `commit` checks one
+  on the state the batches before it left, committed when its block ends and rolled back if the block raises;
 * the audit log is append-only: `append_audit` adds records, nothing updates or deletes them;
 * `dump()` reads everything a store holds (model, nodes, edges, change log, audit log) as it is, and `restore`
   writes such a dump into an empty store (of either backend), so `copy_store` moves a store losslessly.
@@ -35,10 +37,11 @@ from core.conditions import Condition
 from core.model import Model
 from core.operations import Operation
 from core.records import Change, Edge, Node, Sight
+from core.store.common import Bulk
 from core.validation import StateView
 
 __all__ = [
-    "CommitResult", "NodeQuery", "Store", "StoreDump", "StoreStats", "copy_store", "is_database_url",
+    "Bulk", "CommitResult", "NodeQuery", "Store", "StoreDump", "StoreStats", "copy_store", "is_database_url",
     "open_existing_store", "open_store", "store_exists",
 ]  # fmt: skip
 
@@ -128,6 +131,7 @@ class Store(Protocol):
         progress: Callable[[str, int, int], None] | None = None,
         guard: Callable[[StateView, Sequence[Operation]], None] | None = None,
     ) -> CommitResult: ...
+    def bulk(self, *, principal: str, dry_run: bool = False) -> AbstractContextManager[Bulk]: ...
     def append_audit(self, records: Sequence[AuditRecord]) -> None: ...
     def audit_records(
         self, query: AuditQuery, *, before: int | None, limit: int

@@ -1,18 +1,30 @@
-"""What every store backend shares: timestamps, JSON text, the empty view re-validation starts from, and the
-names of stored records in problems."""
+"""What every store backend shares: timestamps, JSON text, the empty view re-validation starts from, the names of
+stored records in problems, and the batch-by-batch writer of a bulk import (`Bulk`)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from core.documents import pointer
+from core.model import Model
 from core.operations import Operation, PutEdge, PutNode
 from core.records import Edge, Node
+from core.validation import IndexedProblem, StateView, Write, check
 
-__all__ = ["EmptyView", "dumps", "edge_ends", "model_info", "record_pointer", "state_access", "utc_now"]
+__all__ = [
+    "Bulk",
+    "Discard",
+    "EmptyView",
+    "dumps",
+    "edge_ends",
+    "model_info",
+    "record_pointer",
+    "state_access",
+    "utc_now",
+]
 
 
 def utc_now() -> str:
@@ -70,3 +82,32 @@ def state_access(kind: str, state: Mapping[str, Any] | None) -> tuple[str | None
         return None, None
     readers = state.get("readers")
     return state.get("visibility"), dumps(list(readers)) if readers else None
+
+
+class Discard(Exception):
+    """Raised inside a backend's bulk transaction to roll it back (a dry run)."""
+
+
+class Bulk:
+    """One write transaction fed batch by batch (`Store.bulk`): each batch is checked (`core.validation.check`)
+    on the state the batches before it left, and its good operations are written at once, so what one batch holds
+    in memory is all any batch needs. Revisions continue from batch to batch, one per change."""
+
+    def __init__(
+        self, model: Model, view: StateView, apply: Callable[[list[Write]], object], revision: int, principal: str
+    ) -> None:
+        self._model, self._view, self._apply, self._principal = model, view, apply, principal
+        self.revision = revision  # the store's revision after the batches written so far
+        self.changed = 0  # changes made so far
+        self.nodes_written = 0
+
+    def write(self, operations: Sequence[Operation]) -> list[IndexedProblem]:
+        """Check a batch and write its good operations; return its problems (indexed within the batch)."""
+        checked = check(self._model, operations, self._view, base_revision=self.revision,
+                        principal=self._principal, now=utc_now())  # fmt: skip
+        if checked.writes:
+            self._apply(checked.writes)
+            self.revision = checked.writes[-1].revision
+            self.changed += len(checked.writes)
+            self.nodes_written += sum(w.kind == "node" for w in checked.writes)
+        return checked.problems

@@ -16,6 +16,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,17 @@ from core.model import Model, parse_model
 from core.operations import Operation, PutEdge, PutNode
 from core.records import Change, Edge, Node, Sight
 from core.store import AUDIT_FIELDS, CommitResult, NodeQuery, StoreDump, StoreStats
-from core.store.common import EmptyView, dumps, edge_ends, model_info, record_pointer, state_access, utc_now
+from core.store.common import (
+    Bulk,
+    Discard,
+    EmptyView,
+    dumps,
+    edge_ends,
+    model_info,
+    record_pointer,
+    state_access,
+    utc_now,
+)
 from core.validation import StateView, Write, indexed_problems, plan
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
@@ -530,12 +541,29 @@ class SQLiteStore:
         made_by = tuple(w.index for w in writes) if changes else ()
         return CommitResult(changes[-1].revision if changes else base, tuple(changes), made_by)
 
+    @contextmanager
+    def bulk(self, *, principal: str, dry_run: bool = False) -> Generator[Bulk]:
+        """One write transaction fed batch by batch (an import; `Bulk`): committed when the block ends, rolled back
+        if it raises or with `dry_run`. The text index is merged once, at the end."""
+        try:
+            with self._transaction() as db:
+                apply = partial(self._apply, db, principal=principal, progress=None, compact=False)
+                bulk = Bulk(self._model, _View(db), apply, self._max_revision(db), principal)
+                yield bulk
+                if dry_run:
+                    raise Discard
+                self._compact_text_index(db, bulk.nodes_written)
+        except Discard:
+            pass
+
     def _apply(
         self,
         db: sqlite3.Connection,
         writes: list[Write],
         principal: str,
         progress: Callable[[str, int, int], None] | None,
+        *,
+        compact: bool = True,
     ) -> list[Change]:
         changes: list[Change] = []
         at = utc_now()
@@ -566,7 +594,8 @@ class SQLiteStore:
             changes.append(Change(w.revision, at, principal, op, w.kind, w.key, w.type, before, after))  # type: ignore[arg-type]
             if progress is not None and (done % 1000 == 0 or done == len(writes)):
                 progress("writing", done, len(writes))
-        self._compact_text_index(db, sum(w.kind == "node" for w in writes))
+        if compact:
+            self._compact_text_index(db, sum(w.kind == "node" for w in writes))
         return changes
 
     def _put_node(self, db: sqlite3.Connection, n: Node) -> None:
