@@ -76,22 +76,28 @@ class ImportReport:
 
 
 def import_path(
-    store: Store, path: Path, *, principal: str, dry_run: bool = False, progress: Progress | None = None
+    store: Store,
+    path: Path,
+    *,
+    principal: str,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    batch: int = BATCH,
 ) -> ImportReport:
     """Import a file or directory into the store, all or nothing; raise `ImportFileError` listing every problem.
 
     Streamed in one write transaction (`Store.bulk`): a first pass over the files reads every record and writes
-    the nodes, a second writes the edges, each in batches of `BATCH` checked on the state the batches before them
-    left. Memory holds one batch, the problems, and a 64-bit digest per record (to find duplicates); a JSON or
-    YAML document is read whole, a JSON Lines file line by line.
+    the nodes, a second writes the edges, each in batches of `batch` records checked on the state the batches
+    before them left. Memory holds one batch, the problems, and a 64-bit digest per record (to find duplicates);
+    a JSON or YAML document is read whole, a JSON Lines file line by line.
     """
     files = _input_files(path)
     found: list[tuple[int, Problem]] = []
     seen = _Seen()
     total = sum(_count_records(f) for f in files) if progress is not None else 0
     with store.bulk(principal=principal, dry_run=dry_run) as bulk:
-        nodes = _write(bulk, _pass(files, "nodes", found, seen, (progress, total)), found)
-        edges = _write(bulk, _pass(files, "edges", None, seen, (progress, total)), found)
+        nodes = _write(bulk, _pass(files, "nodes", found, seen, (progress, total)), found, batch)
+        edges = _write(bulk, _pass(files, "edges", None, seen, (progress, total)), found, batch)
         found += seen.duplicates
         if found:  # raised inside the transaction, which rolls it back
             problems = [problem for _, problem in sorted(found, key=lambda item: item[0])]  # file order
@@ -101,10 +107,10 @@ def import_path(
     return ImportReport(len(files), nodes, edges, bulk.changed, bulk.revision)
 
 
-def _write(bulk: Bulk, records: Iterator[Located], found: list[tuple[int, Problem]]) -> int:
+def _write(bulk: Bulk, records: Iterator[Located], found: list[tuple[int, Problem]], size: int) -> int:
     """Write records batch by batch, adding the problems each batch has; return how many records there were."""
     count = 0
-    for batch in _batches(records, BATCH):
+    for batch in _batches(records, size):
         count += len(batch)
         for p in bulk.write([r.op for r in batch]):
             r = batch[p.index]
