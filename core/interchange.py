@@ -135,7 +135,8 @@ def _pass(
     confirms the duplicates `seen` suspects."""
     want = PutNode if kind == "nodes" else PutEdge
     report, total = progress
-    for done, (r, problems) in enumerate(read_records(files), start=1):
+    skip = None if found is not None else seen.settled_node
+    for done, (r, problems) in enumerate(read_records(files, skip), start=1):
         if report is not None and (done % 5000 == 0 or done == total):
             report(kind, done, max(total, done))
         if found is not None:
@@ -164,6 +165,14 @@ class _Seen:
         if digest in self._digests:
             self._suspects.add(digest)
         self._digests.add(digest)
+
+    def settled_node(self, raw: Any) -> bool:
+        """Whether a parsed record is a node no other record may share an id with (the second pass skips it)."""
+        if not isinstance(raw, dict):
+            return False
+        record: dict[str, Any] = raw  # pyright: ignore[reportUnknownVariableType]
+        id_ = record.get("id")
+        return record.get("kind") == "node" and isinstance(id_, str) and hash(("node", id_)) not in self._suspects
 
     def confirm(self, r: Located) -> None:
         key = _identity(r.op)
@@ -195,11 +204,14 @@ def _input_files(path: Path) -> list[Path]:
     return [path]
 
 
-def read_records(files: list[Path]) -> Iterator[tuple[Located | None, list[tuple[int, Problem]]]]:
-    """Each record of the files in order, as an operation (None if it has problems), with the problems found
-    before it; each problem comes with the place in file order it belongs at (that of the record it is about, or
-    of the record after it for a line that is no record), so problems found later sort in among them. A last
-    `(None, problems)` carries what was found after the last record."""
+def read_records(
+    files: list[Path], skip: Callable[[Any], bool] | None = None
+) -> Iterator[tuple[Located | None, list[tuple[int, Problem]]]]:
+    """Each record of the files in order, as an operation (None if it has problems, or if `skip` says of the parsed
+    record that it is not needed), with the problems found before it; each problem comes with the place in file
+    order it belongs at (that of the record it is about, or of the record after it for a line that is no record),
+    so problems found later sort in among them. A last `(None, problems)` carries what was found after the last
+    record."""
     order = 0
     for file in files:
         name = str(file)
@@ -207,6 +219,10 @@ def read_records(files: list[Path]) -> Iterator[tuple[Located | None, list[tuple
         for raw, pointer, line in _raw_records(file, pending):
             found = [(order, p) for p in pending]
             pending.clear()
+            if skip is not None and skip(raw):
+                yield None, found
+                order += 1
+                continue
             op, record_problems = _to_operation(raw)
             found += [(order, Problem(pointer + p.pointer, p.message, name, line)) for p in record_problems]
             yield (Located(op, name, pointer, line, order) if op is not None else None), found

@@ -14,6 +14,10 @@ from core.operations import Operation, PutEdge, PutNode
 from core.records import Edge, Node
 from core.validation import IndexedProblem, StateView, Write, check
 
+EdgeRef = tuple[str, str, str]  # (type, source, target)
+FetchNodes = Callable[[Sequence[str]], dict[str, Node]]  # the stored nodes among these ids
+FetchEdges = Callable[[Sequence[EdgeRef]], dict[EdgeRef, Edge]]  # the stored edges among these refs
+
 __all__ = [
     "Bulk",
     "Discard",
@@ -94,16 +98,23 @@ class Bulk:
     in memory is all any batch needs. Revisions continue from batch to batch, one per change."""
 
     def __init__(
-        self, model: Model, view: StateView, apply: Callable[[list[Write]], object], revision: int, principal: str
+        self,
+        model: Model,
+        view: StateView,
+        apply: Callable[[list[Write]], object],
+        revision: int,
+        principal: str,
+        fetch: tuple[FetchNodes, FetchEdges],
     ) -> None:
         self._model, self._view, self._apply, self._principal = model, view, apply, principal
+        self._fetch_nodes, self._fetch_edges = fetch
         self.revision = revision  # the store's revision after the batches written so far
         self.changed = 0  # changes made so far
         self.nodes_written = 0
 
     def write(self, operations: Sequence[Operation]) -> list[IndexedProblem]:
         """Check a batch and write its good operations; return its problems (indexed within the batch)."""
-        checked = check(self._model, operations, self._view, base_revision=self.revision,
+        checked = check(self._model, operations, self._prefetched(operations), base_revision=self.revision,
                         principal=self._principal, now=utc_now())  # fmt: skip
         if checked.writes:
             self._apply(checked.writes)
@@ -111,3 +122,43 @@ class Bulk:
             self.changed += len(checked.writes)
             self.nodes_written += sum(w.kind == "node" for w in checked.writes)
         return checked.problems
+
+    def _prefetched(self, operations: Sequence[Operation]) -> StateView:
+        """The view `check` reads, with the nodes and edges the batch names fetched by two queries."""
+        ids: set[str] = set()
+        refs: set[EdgeRef] = set()
+        for op in operations:
+            if isinstance(op, PutNode):
+                ids.add(op.node.id)
+            elif isinstance(op, PutEdge):
+                ids.update((op.edge.source, op.edge.target))
+                refs.add((op.edge.type, op.edge.source, op.edge.target))
+        nodes, edges = self._fetch_nodes(sorted(ids)), self._fetch_edges(sorted(refs))
+        return _Prefetched(self._view, {i: nodes.get(i) for i in ids}, {r: edges.get(r) for r in refs})
+
+
+class _Prefetched:
+    """A `StateView` that answers the lookups of nodes and edges fetched beforehand (None: known absent) from
+    them, and every other read from the view under it."""
+
+    def __init__(self, view: StateView, nodes: dict[str, Node | None], edges: dict[EdgeRef, Edge | None]) -> None:
+        self._view, self._nodes, self._edges = view, nodes, edges
+
+    def node(self, id: str) -> Node | None:
+        return self._nodes[id] if id in self._nodes else self._view.node(id)
+
+    def node_id_by_key(self, type: str, key: str) -> str | None:
+        return self._view.node_id_by_key(type, key)
+
+    def edge(self, type: str, source: str, target: str) -> Edge | None:
+        ref = (type, source, target)
+        return self._edges[ref] if ref in self._edges else self._view.edge(type, source, target)
+
+    def out_targets(self, source: str, type: str) -> list[str]:
+        return self._view.out_targets(source, type)
+
+    def in_sources(self, target: str, type: str) -> list[str]:
+        return self._view.in_sources(target, type)
+
+    def incident_edges(self, id: str) -> list[Edge]:
+        return self._view.incident_edges(id)

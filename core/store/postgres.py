@@ -468,8 +468,9 @@ class PostgresStore:
         the block ends, rolled back if it raises or with `dry_run`."""
         try:
             with self._transaction() as db:
+                fetch = (self.nodes, self.edges)  # on this thread, they read in this transaction
                 bulk = Bulk(self._model, _View(db), lambda writes: self._apply(db, writes, principal, None),
-                            self._max_revision(db), principal)  # fmt: skip
+                            self._max_revision(db), principal, fetch)  # fmt: skip
                 yield bulk
                 if dry_run:
                     raise Discard

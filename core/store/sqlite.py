@@ -548,7 +548,8 @@ class SQLiteStore:
         try:
             with self._transaction() as db:
                 apply = partial(self._apply, db, principal=principal, progress=None, compact=False)
-                bulk = Bulk(self._model, _View(db), apply, self._max_revision(db), principal)
+                fetch = (self.nodes, self.edges)  # on this thread, they read in this transaction
+                bulk = Bulk(self._model, _View(db), apply, self._max_revision(db), principal, fetch)
                 yield bulk
                 if dry_run:
                     raise Discard
