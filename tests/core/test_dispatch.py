@@ -25,13 +25,15 @@ from core.registry import build_registry
 from core.resources import read_resource
 from core.tools import HANDLERS
 
+pytestmark = pytest.mark.both_backends
+
 SERVICE = "svc-checkout-api"  # a node of the seed data
 
 
 @pytest.fixture(scope="module")
-def instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
+def instance(module_store_location: str | Path) -> Iterator[Instance]:
     """A seeded instance shared by the module: every call here only reads."""
-    opened = open_instance(Config(store=tmp_path_factory.mktemp("dispatch") / "canon.db"))
+    opened = open_instance(Config(store=module_store_location))
     yield opened
     opened.close()
 
@@ -467,9 +469,9 @@ def test_call_tool_now_answers_while_another_thread_walks_the_index(dispatcher: 
 
 
 def test_call_tool_now_declines_while_the_index_is_behind_the_store_and_call_tool_catches_up(
-    tmp_path: Path,
+    store_location: str | Path,
 ) -> None:
-    opened = open_instance(Config(store=tmp_path / "canon.db"))
+    opened = open_instance(Config(store=store_location))
     try:
         node = opened.store.node(SERVICE)
         assert node is not None
