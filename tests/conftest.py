@@ -60,8 +60,11 @@ BACKENDS = ("sqlite", "postgresql")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """In a module marked `both_backends`, every test that uses a store runs on each backend."""
-    if metafunc.definition.get_closest_marker("both_backends") and "backend" in metafunc.fixturenames:
+    """In a module (or test) marked `both_backends`, every test that uses a store runs on each backend, but for
+    one marked `sqlite_only` (with the reason: something only the SQLite store does)."""
+    definition = metafunc.definition
+    both = definition.get_closest_marker("both_backends") and not definition.get_closest_marker("sqlite_only")
+    if both and "backend" in metafunc.fixturenames:
         metafunc.parametrize("backend", BACKENDS, indirect=True, scope="module")
 
 

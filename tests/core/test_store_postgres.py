@@ -35,7 +35,7 @@ def test_the_database_refuses_to_change_or_remove_audit_records(database: str, m
     finally:
         store.close()
     with psycopg.connect(database) as db, pytest.raises(psycopg.errors.RaiseException, match="append-only"):
-        db.execute(statement)  # pyright: ignore[reportArgumentType]
+        db.execute(statement)  # pyright: ignore[reportArgumentType, reportCallIssue]
 
 
 def test_a_database_of_a_newer_schema_version_is_refused(database: str, model: Model) -> None:
