@@ -94,10 +94,11 @@ def import_path(
     files = _input_files(path)
     found: list[tuple[int, Problem]] = []
     seen = _Seen()
-    total = sum(_count_records(f) for f in files) if progress is not None else 0
+    tick = _Ticker(progress, 2 * sum(_count_records(f) for f in files) if progress is not None else 0)
     with store.bulk(principal=principal, dry_run=dry_run) as bulk:
-        nodes = _write(bulk, _pass(files, "nodes", found, seen, (progress, total)), found, batch)
-        edges = _write(bulk, _pass(files, "edges", None, seen, (progress, total)), found, batch)
+        nodes = _write(bulk, _pass(files, "nodes", found, seen, tick), found, batch)
+        edges = _write(bulk, _pass(files, "edges", None, seen, tick), found, batch)
+        tick.finish()
         found += seen.duplicates
         if found:  # raised inside the transaction, which rolls it back
             problems = [problem for _, problem in sorted(found, key=lambda item: item[0])]  # file order
@@ -128,17 +129,15 @@ def _pass(
     kind: str,
     found: list[tuple[int, Problem]] | None,
     seen: _Seen,
-    progress: tuple[Progress | None, int],
+    tick: _Ticker,
 ) -> Iterator[Located]:
     """The records of one kind ("nodes" or "edges"), in file order, reading every file. The first pass (`found`
     given) collects what is wrong with a record itself and notes every record in `seen`; the second only
     confirms the duplicates `seen` suspects."""
     want = PutNode if kind == "nodes" else PutEdge
-    report, total = progress
     skip = None if found is not None else seen.settled_node
-    for done, (r, problems) in enumerate(read_records(files, skip), start=1):
-        if report is not None and (done % 5000 == 0 or done == total):
-            report(kind, done, max(total, done))
+    for r, problems in read_records(files, skip):
+        tick()
         if found is not None:
             found += problems
             if r is not None:
@@ -147,6 +146,23 @@ def _pass(
             seen.confirm(r)
         if r is not None and isinstance(r.op, want):
             yield r
+
+
+class _Ticker:
+    """Reports progress as "writing", one step per record of each pass (of `total` steps for both)."""
+
+    def __init__(self, progress: Progress | None, total: int) -> None:
+        self._progress, self._total, self._done = progress, total, 0
+
+    def __call__(self) -> None:
+        self._done += 1
+        if self._progress is not None and (self._done % 5000 == 0 or self._done >= self._total):
+            self._progress("writing", self._done, max(self._total, self._done))
+
+    def finish(self) -> None:
+        """Draw 100% (a file's count was its lines; blank lines hold no record)."""
+        if self._progress is not None and self._done < self._total:
+            self._progress("writing", self._total, self._total)
 
 
 class _Seen:
