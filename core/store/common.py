@@ -17,6 +17,7 @@ from core.validation import IndexedProblem, StateView, Write, check
 EdgeRef = tuple[str, str, str]  # (type, source, target)
 FetchNodes = Callable[[Sequence[str]], dict[str, Node]]  # the stored nodes among these ids
 FetchEdges = Callable[[Sequence[EdgeRef]], dict[EdgeRef, Edge]]  # the stored edges among these refs
+FetchKeys = Callable[[Sequence[tuple[str, str]]], dict[tuple[str, str], str]]  # who holds these (type, key) pairs
 
 __all__ = [
     "Bulk",
@@ -104,10 +105,10 @@ class Bulk:
         apply: Callable[[list[Write]], object],
         revision: int,
         principal: str,
-        fetch: tuple[FetchNodes, FetchEdges],
+        fetch: tuple[FetchNodes, FetchEdges, FetchKeys],
     ) -> None:
         self._model, self._view, self._apply, self._principal = model, view, apply, principal
-        self._fetch_nodes, self._fetch_edges = fetch
+        self._fetch_nodes, self._fetch_edges, self._fetch_keys = fetch
         self.revision = revision  # the store's revision after the batches written so far
         self.changed = 0  # changes made so far
         self.nodes_written = 0
@@ -124,31 +125,45 @@ class Bulk:
         return checked.problems
 
     def _prefetched(self, operations: Sequence[Operation]) -> StateView:
-        """The view `check` reads, with the nodes and edges the batch names fetched by two queries."""
+        """The view `check` reads, with the nodes, edges and node keys the batch names fetched by three queries."""
         ids: set[str] = set()
         refs: set[EdgeRef] = set()
+        keys: set[tuple[str, str]] = set()
         for op in operations:
             if isinstance(op, PutNode):
                 ids.add(op.node.id)
+                node_type = self._model.node_types.get(op.node.type)
+                key = op.node.properties.get(node_type.key) if node_type is not None else None
+                if isinstance(key, str):
+                    keys.add((op.node.type, key))
             elif isinstance(op, PutEdge):
                 ids.update((op.edge.source, op.edge.target))
                 refs.add((op.edge.type, op.edge.source, op.edge.target))
         nodes, edges = self._fetch_nodes(sorted(ids)), self._fetch_edges(sorted(refs))
-        return _Prefetched(self._view, {i: nodes.get(i) for i in ids}, {r: edges.get(r) for r in refs})
+        owners = self._fetch_keys(sorted(keys))
+        return _Prefetched(self._view, {i: nodes.get(i) for i in ids}, {r: edges.get(r) for r in refs},
+                           {k: owners.get(k) for k in keys})  # fmt: skip
 
 
 class _Prefetched:
-    """A `StateView` that answers the lookups of nodes and edges fetched beforehand (None: known absent) from
+    """A `StateView` that answers the lookups of nodes, edges and keys fetched beforehand (None: known absent) from
     them, and every other read from the view under it."""
 
-    def __init__(self, view: StateView, nodes: dict[str, Node | None], edges: dict[EdgeRef, Edge | None]) -> None:
-        self._view, self._nodes, self._edges = view, nodes, edges
+    def __init__(
+        self,
+        view: StateView,
+        nodes: dict[str, Node | None],
+        edges: dict[EdgeRef, Edge | None],
+        owners: dict[tuple[str, str], str | None],
+    ) -> None:
+        self._view, self._nodes, self._edges, self._owners = view, nodes, edges, owners
 
     def node(self, id: str) -> Node | None:
         return self._nodes[id] if id in self._nodes else self._view.node(id)
 
     def node_id_by_key(self, type: str, key: str) -> str | None:
-        return self._view.node_id_by_key(type, key)
+        pair = (type, key)
+        return self._owners[pair] if pair in self._owners else self._view.node_id_by_key(type, key)
 
     def edge(self, type: str, source: str, target: str) -> Edge | None:
         ref = (type, source, target)

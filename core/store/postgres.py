@@ -367,6 +367,15 @@ class PostgresStore:
         rows = self._read(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE id = ANY(%s)", (list(ids),))
         return {n.id: n for n in map(_node, rows)}
 
+    def key_owners(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """The ids of the nodes holding these (type, key) pairs, by pair, in one query."""
+        if not keys:
+            return {}
+        sql = ("SELECT n.type, n.key, n.id FROM unnest(%s::text[], %s::text[]) AS w (type, key) "
+               "JOIN nodes n ON n.type = w.type AND n.key = w.key")  # fmt: skip
+        rows = self._read(sql, ([k[0] for k in keys], [k[1] for k in keys]))
+        return {(type_, key): id_ for type_, key, id_ in rows}
+
     def edge(self, type: str, source: str, target: str) -> Edge | None:
         rows = self._read(
             f"SELECT {_EDGE_COLUMNS} FROM edges WHERE source = %s AND type = %s AND target = %s",
@@ -468,7 +477,7 @@ class PostgresStore:
         the block ends, rolled back if it raises or with `dry_run`."""
         try:
             with self._transaction() as db:
-                fetch = (self.nodes, self.edges)  # on this thread, they read in this transaction
+                fetch = (self.nodes, self.edges, self.key_owners)  # on this thread: in this transaction
                 bulk = Bulk(self._model, _View(db), lambda writes: self._apply(db, writes, principal, None),
                             self._max_revision(db), principal, fetch)  # fmt: skip
                 yield bulk

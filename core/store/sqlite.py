@@ -426,6 +426,18 @@ class SQLiteStore:
                 found[node.id] = node
         return found
 
+    def key_owners(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """The ids of the nodes holding these (type, key) pairs, by pair: one query per 300 pairs."""
+        found: dict[tuple[str, str], str] = {}
+        for start in range(0, len(keys), 300):
+            chunk = keys[start : start + 300]
+            values = ", ".join("(?, ?)" for _ in chunk)
+            sql = (f"WITH w (type, key) AS (VALUES {values}) "
+                   "SELECT n.type, n.key, n.id FROM w JOIN nodes n ON n.type = w.type AND n.key = w.key")  # fmt: skip
+            for type_, key, id_ in self._read(sql, [v for pair in chunk for v in pair]):
+                found[(type_, key)] = id_
+        return found
+
     def edge(self, type: str, source: str, target: str) -> Edge | None:
         rows = self._read(
             f"SELECT {_EDGE_COLUMNS} FROM edges WHERE source = ? AND type = ? AND target = ?", (source, type, target)
@@ -548,7 +560,7 @@ class SQLiteStore:
         try:
             with self._transaction() as db:
                 apply = partial(self._apply, db, principal=principal, progress=None, compact=False)
-                fetch = (self.nodes, self.edges)  # on this thread, they read in this transaction
+                fetch = (self.nodes, self.edges, self.key_owners)  # on this thread: in this transaction
                 bulk = Bulk(self._model, _View(db), apply, self._max_revision(db), principal, fetch)
                 yield bulk
                 if dry_run:
