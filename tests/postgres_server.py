@@ -7,7 +7,8 @@ Durability settings are off (fsync, synchronous commit): the tests check canon, 
 
 Each test gets a database of its own, made from a template that holds pg_trgm and canon's tables but no model
 (`new_database`), so a store opens on it by recording its model only: about 0.1 s each for the copy and the
-open on the shared 2-core machine (0.3-0.4 s for the open when it created the tables). Anything that goes wrong raises: the PostgreSQL tests are never skipped.
+open on the shared 2-core machine (0.3-0.4 s for the open when it created the tables). Anything that goes wrong
+raises: the PostgreSQL tests are never skipped.
 """
 
 from __future__ import annotations
@@ -113,20 +114,20 @@ class Server:
         """A new empty database (with pg_trgm); its URL."""
         name = f"canon_test_{os.getpid()}_{next(_numbers)}"
         with psycopg.connect(self.url, autocommit=True) as db:
-            db.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")  # pyright: ignore[reportArgumentType]
+            db.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")  # pyright: ignore[reportArgumentType, reportCallIssue]
         self.databases.append(name)
         return _with_database(self.url, name)
 
     def drop_database(self, url: str) -> None:
         name = urlsplit(url).path.lstrip("/")
         with psycopg.connect(self.url, autocommit=True) as db:
-            db.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")  # pyright: ignore[reportArgumentType]
+            db.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")  # pyright: ignore[reportArgumentType, reportCallIssue]
 
     def stop(self) -> None:
         if self.directory is None:
             with psycopg.connect(self.url, autocommit=True) as db:
                 for name in [*self.databases, TEMPLATE]:
-                    db.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")  # pyright: ignore[reportArgumentType]
+                    db.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")  # pyright: ignore[reportArgumentType, reportCallIssue]
             return
         try:
             self._run(str(_bin_dir() / "pg_ctl"), "-D", str(self.directory / "data"), "-m", "immediate", "-w",
