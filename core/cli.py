@@ -296,12 +296,11 @@ def _import(args: argparse.Namespace) -> int:
     finally:
         bar.close()
         instance.close()
-    if report.result is None:
+    if report.revision is None:
         print(f"{args.path}: ok, {report.nodes} nodes and {report.edges} edges would be imported (dry run).")
     else:
-        changed = len(report.result.changes)
         print(f"Imported {report.nodes} nodes and {report.edges} edges from {report.files} file(s): "
-              f"{changed} changed, now at revision {report.result.revision}.")  # fmt: skip
+              f"{report.changed} changed, now at revision {report.revision}.")  # fmt: skip
     return 0
 
 

@@ -29,12 +29,11 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from core.documents import load_document, parse_json
-from core.errors import ConfigError, ImportFileError, Problem, ValidationError
+from core.errors import ConfigError, ImportFileError, Problem
 from core.json_values import value_problems
 from core.operations import Operation, PutEdge, PutNode, put_node
 from core.records import Edge
-from core.store import CommitResult, Store
-from core.validation import indexed_problems
+from core.store import Bulk, Store
 
 __all__ = [
     "ImportReport",
@@ -50,6 +49,7 @@ SUFFIXES = {".json": "json", ".yaml": "yaml", ".yml": "yaml", ".jsonl": "jsonl",
 NODE_FIELDS = {"kind", "id", "type", "visibility", "readers", "properties", "created_at", "updated_at", "updated_by"}
 EDGE_FIELDS = {"kind", "type", "source", "target", "properties", "created_at", "updated_at", "updated_by"}
 Progress = Callable[[str, int, int], None]
+BATCH = 5000  # records checked and written together: what an import holds in memory at once
 T = TypeVar("T")
 
 
@@ -69,29 +69,134 @@ class ImportReport:
     files: int
     nodes: int
     edges: int
-    result: CommitResult | None  # None on a dry run
+    changed: int  # changes made (0 on a dry run)
+    revision: int | None  # the store's revision after the import (None on a dry run)
 
 
 def import_path(
-    store: Store, path: Path, *, principal: str, dry_run: bool = False, progress: Progress | None = None
+    store: Store,
+    path: Path,
+    *,
+    principal: str,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    batch: int = BATCH,
 ) -> ImportReport:
-    """Import a file or directory into the store, all or nothing; raise `ImportFileError` listing every problem."""
+    """Import a file or directory into the store, all or nothing; raise `ImportFileError` listing every problem.
+
+    Streamed in one write transaction (`Store.bulk`): a first pass over the files reads every record and writes
+    the nodes, a second writes the edges, each in batches of `batch` records checked on the state the batches
+    before them left. Memory holds one batch, the problems, and a 64-bit digest per record (to find duplicates);
+    a JSON or YAML document is read whole, a JSON Lines file line by line.
+    """
     files = _input_files(path)
-    records, found = read_records(files, progress)
-    ordered = [r for r in records if isinstance(r.op, PutNode)] + [r for r in records if isinstance(r.op, PutEdge)]
-    nodes = sum(isinstance(r.op, PutNode) for r in ordered)
-    result: CommitResult | None = None
-    try:  # records that parsed are checked against the model even when others did not: one pass finds all
-        ops = [r.op for r in ordered]
-        result = store.commit(ops, principal=principal, dry_run=dry_run or bool(found), progress=progress)
-    except ValidationError as exc:
-        for p in indexed_problems(exc):
-            r = ordered[p.index]
+    found: list[tuple[int, Problem]] = []
+    seen = _Seen()
+    tick = _Ticker(progress, 2 * sum(_count_records(f) for f in files) if progress is not None else 0)
+    with store.bulk(principal=principal, dry_run=dry_run) as bulk:
+        nodes = _write(bulk, _pass(files, "nodes", found, seen, tick), found, batch)
+        edges = _write(bulk, _pass(files, "edges", None, seen, tick), found, batch)
+        tick.finish()
+        found += seen.duplicates
+        if found:  # raised inside the transaction, which rolls it back
+            problems = [problem for _, problem in sorted(found, key=lambda item: item[0])]  # file order
+            raise ImportFileError(f"The import has {len(problems)} problem(s); nothing was written.", problems)
+    if dry_run:
+        return ImportReport(len(files), nodes, edges, 0, None)
+    return ImportReport(len(files), nodes, edges, bulk.changed, bulk.revision)
+
+
+def _write(bulk: Bulk, records: Iterator[Located], found: list[tuple[int, Problem]], size: int) -> int:
+    """Write records batch by batch, adding the problems each batch has; return how many records there were."""
+    count = 0
+    for batch in _batches(records, size):
+        count += len(batch)
+        for p in bulk.write([r.op for r in batch]):
+            r = batch[p.index]
             found.append((r.order, Problem(r.pointer + p.problem.pointer, p.problem.message, r.file, r.line)))
-    problems = [problem for _, problem in sorted(found, key=lambda item: item[0])]  # file order; stable within one
-    if problems:
-        raise ImportFileError(f"The import has {len(problems)} problem(s); nothing was written.", problems)
-    return ImportReport(len(files), nodes, len(ordered) - nodes, None if dry_run else result)
+    return count
+
+
+def _batches(items: Iterator[Located], size: int) -> Iterator[list[Located]]:
+    while batch := list(itertools.islice(items, size)):
+        yield batch
+
+
+def _pass(
+    files: list[Path],
+    kind: str,
+    found: list[tuple[int, Problem]] | None,
+    seen: _Seen,
+    tick: _Ticker,
+) -> Iterator[Located]:
+    """The records of one kind ("nodes" or "edges"), in file order, reading every file. The first pass (`found`
+    given) collects what is wrong with a record itself and notes every record in `seen`; the second only
+    confirms the duplicates `seen` suspects."""
+    want = PutNode if kind == "nodes" else PutEdge
+    skip = None if found is not None else seen.settled_node
+    for r, problems in read_records(files, skip):
+        tick()
+        if found is not None:
+            found += problems
+            if r is not None:
+                seen.note(r)
+        elif r is not None:
+            seen.confirm(r)
+        if r is not None and isinstance(r.op, want):
+            yield r
+
+
+class _Ticker:
+    """Reports progress as "writing", one step per record of each pass (of `total` steps for both)."""
+
+    def __init__(self, progress: Progress | None, total: int) -> None:
+        self._progress, self._total, self._done = progress, total, 0
+
+    def __call__(self) -> None:
+        self._done += 1
+        if self._progress is not None and (self._done % 5000 == 0 or self._done >= self._total):
+            self._progress("writing", self._done, max(self._total, self._done))
+
+    def finish(self) -> None:
+        """Draw 100% (a file's count was its lines; blank lines hold no record)."""
+        if self._progress is not None and self._done < self._total:
+            self._progress("writing", self._total, self._total)
+
+
+class _Seen:
+    """Finds records with the same id (a node's id, an edge's type, source and target) in bounded memory: the
+    first pass keeps a 64-bit digest of each, the second confirms a digest seen twice by comparing the ids (so a
+    collision is no duplicate) and names where the first one was."""
+
+    def __init__(self) -> None:
+        self._digests: set[int] = set()
+        self._suspects: set[int] = set()
+        self._first: dict[tuple[str, ...], Located] = {}
+        self.duplicates: list[tuple[int, Problem]] = []
+
+    def note(self, r: Located) -> None:
+        digest = hash(_identity(r.op))
+        if digest in self._digests:
+            self._suspects.add(digest)
+        self._digests.add(digest)
+
+    def settled_node(self, raw: Any) -> bool:
+        """Whether a parsed record is a node no other record may share an id with (the second pass skips it)."""
+        if not isinstance(raw, dict):
+            return False
+        record: dict[str, Any] = raw  # pyright: ignore[reportUnknownVariableType]
+        id_ = record.get("id")
+        return record.get("kind") == "node" and isinstance(id_, str) and hash(("node", id_)) not in self._suspects
+
+    def confirm(self, r: Located) -> None:
+        key = _identity(r.op)
+        if hash(key) not in self._suspects:
+            return
+        first = self._first.setdefault(key, r)
+        if first is not r:
+            where = f"{first.file}:{first.line}" if first.line is not None else f"{first.file}#{first.pointer}"
+            message = f"duplicate {key[0]} {' '.join(key[1:])!r} (first at {where})"
+            self.duplicates.append((r.order, Problem(r.pointer, message, r.file, r.line)))
 
 
 def _input_files(path: Path) -> list[Path]:
@@ -114,32 +219,38 @@ def _input_files(path: Path) -> list[Path]:
 
 
 def read_records(
-    files: list[Path], progress: Progress | None = None
-) -> tuple[list[Located], list[tuple[int, Problem]]]:
-    """Parse every file into operations; return them with every problem found (none are written).
-
-    Each problem comes with the place in file order it belongs at (that of the record it is about, or of the
-    record after it for a line that is no record), so problems found later sort in among them.
-    """
-    records: list[Located] = []
-    found: list[tuple[int, Problem]] = []
+    files: list[Path], skip: Callable[[Any], bool] | None = None
+) -> Iterator[tuple[Located | None, list[tuple[int, Problem]]]]:
+    """Each record of the files in order, as an operation (None if it has problems, or if `skip` says of the parsed
+    record that it is not needed), with the problems found before it; each problem comes with the place in file
+    order it belongs at (that of the record it is about, or of the record after it for a line that is no record),
+    so problems found later sort in among them. A last `(None, problems)` carries what was found after the last
+    record."""
     order = 0
     for file in files:
         name = str(file)
         pending: list[Problem] = []  # what the reader found before the record it yields next
         for raw, pointer, line in _raw_records(file, pending):
-            found += [(order, p) for p in pending]
+            found = [(order, p) for p in pending]
             pending.clear()
+            if skip is not None and skip(raw):
+                yield None, found
+                order += 1
+                continue
             op, record_problems = _to_operation(raw)
             found += [(order, Problem(pointer + p.pointer, p.message, name, line)) for p in record_problems]
-            if op is not None:
-                records.append(Located(op, name, pointer, line, order))
+            yield (Located(op, name, pointer, line, order) if op is not None else None), found
             order += 1
-            if progress is not None and len(records) % 5000 == 0:
-                progress("reading", len(records), 0)
-        found += [(order, p) for p in pending]
-    found += _duplicates(records)
-    return records, found
+        if pending:
+            yield None, [(order, p) for p in pending]
+
+
+def _count_records(file: Path) -> int:
+    """About how many records a file holds (for the progress bar): its lines, or its document's array items."""
+    if SUFFIXES[file.suffix.lower()] == "jsonl":
+        with file.open("rb") as handle:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
+    return sum(1 for _ in _raw_records(file, []))
 
 
 def _raw_records(file: Path, problems: list[Problem]) -> Iterator[tuple[Any, str, int | None]]:
@@ -218,17 +329,8 @@ def _to_operation(raw: Any) -> tuple[Operation | None, list[Problem]]:
     return PutEdge(edge), []
 
 
-def _duplicates(records: list[Located]) -> list[tuple[int, Problem]]:
-    seen: dict[tuple[str, ...], Located] = {}
-    problems: list[tuple[int, Problem]] = []
-    for r in records:
-        key = ("node", r.op.node.id) if isinstance(r.op, PutNode) else ("edge", *_edge_id(r.op))
-        first = seen.setdefault(key, r)
-        if first is not r:
-            where = f"{first.file}:{first.line}" if first.line is not None else f"{first.file}#{first.pointer}"
-            message = f"duplicate {key[0]} {' '.join(key[1:])!r} (first at {where})"
-            problems.append((r.order, Problem(r.pointer, message, r.file, r.line)))
-    return problems
+def _identity(op: Operation) -> tuple[str, ...]:
+    return ("node", op.node.id) if isinstance(op, PutNode) else ("edge", *_edge_id(op))
 
 
 def _edge_id(op: Operation) -> tuple[str, str, str]:

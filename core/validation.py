@@ -34,7 +34,7 @@ from core.model import Model
 from core.operations import DeleteEdge, DeleteNode, Operation, PatchNode, PutEdge, PutNode
 from core.records import ID_RE, READER_PATTERN, VISIBILITIES, Edge, Node, Visibility, edge_key
 
-__all__ = ["IndexedProblem", "StateView", "Write", "plan"]
+__all__ = ["Checked", "IndexedProblem", "StateView", "Write", "check", "plan"]
 
 READER_RE = ecma_regex(READER_PATTERN)
 EdgeId = tuple[str, str, str]  # (type, source, target)
@@ -85,19 +85,45 @@ def plan(
     Raises `ValidationError` (with every problem, each pointer prefixed by `/<operation index>`),
     `NotFoundError` (the first patch of a missing node) or `ConflictError` (the first stale expected revision).
     """
+    checked = check(model, operations, view, base_revision=base_revision, principal=principal, now=now,
+                    progress=progress)  # fmt: skip
+    if checked.problems:
+        problems = [Problem(f"/{p.index}{p.problem.pointer}", p.problem.message) for p in checked.problems]
+        raise ValidationError(f"The batch has {len(problems)} problem(s); nothing was written.", problems)
+    return checked.writes
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What `check` found: the writes of the operations without problems (numbered), and every problem."""
+
+    writes: list[Write]
+    problems: list[IndexedProblem]
+
+
+def check(
+    model: Model,
+    operations: Sequence[Operation],
+    view: StateView,
+    *,
+    base_revision: int,
+    principal: str,
+    now: str,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Checked:
+    """`plan`'s checks, where a problem refuses only its own operation: the writes of the others come back with
+    every problem (a bulk import checks batch after batch this way, writing each batch's good operations so the
+    next batch sees them, and refuses the whole import at the end). Without problems, raises as `plan` does."""
     planner = _Planner(model, view, principal, now)
     for index, op in enumerate(operations):
         planner.apply(index, op)
         if progress is not None and (index % 1000 == 999 or index == len(operations) - 1):
             progress("checking", index + 1, len(operations))
-    if planner.problems:
-        problems = [Problem(f"/{p.index}{p.problem.pointer}", p.problem.message) for p in planner.problems]
-        raise ValidationError(f"The batch has {len(problems)} problem(s); nothing was written.", problems)
-    if planner.missing:
+    if not planner.problems and planner.missing:
         raise planner.missing[0]
-    if planner.conflicts:
+    if not planner.problems and planner.conflicts:
         raise planner.conflicts[0]
-    return _number(planner.writes, base_revision)
+    return Checked(_number(planner.writes, base_revision), planner.problems)
 
 
 def indexed_problems(error: ValidationError) -> Iterator[IndexedProblem]:

@@ -68,9 +68,12 @@ BACKENDS = ("sqlite", "postgresql")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """In a module marked `both_backends`, every test that uses a store runs on each backend."""
-    if metafunc.definition.get_closest_marker("both_backends") and "backend" in metafunc.fixturenames:
-        metafunc.parametrize("backend", BACKENDS, indirect=True)
+    """In a module (or test) marked `both_backends`, every test that uses a store runs on each backend, but for
+    one marked `sqlite_only` (with the reason: something only the SQLite store does)."""
+    definition = metafunc.definition
+    both = definition.get_closest_marker("both_backends") and not definition.get_closest_marker("sqlite_only")
+    if both and "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", BACKENDS, indirect=True, scope="module")
 
 
 @pytest.fixture(scope="session")
@@ -81,8 +84,10 @@ def postgres_server() -> Iterator[Server]:
     server.stop()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def backend(request: pytest.FixtureRequest) -> str:
+    """The store backend of the test: "sqlite", or each in turn in a module marked `both_backends` (module by
+    module, so a module's shared store is made once per backend)."""
     return str(getattr(request, "param", "sqlite"))
 
 
@@ -96,6 +101,20 @@ def store_location(backend: str, store_path: Path, request: pytest.FixtureReques
     """Where the test's store is: `store_path`, or a new database on the test PostgreSQL server."""
     if backend == "sqlite":
         yield store_path
+        return
+    server: Server = request.getfixturevalue("postgres_server")
+    url = server.new_database()
+    yield url
+    server.drop_database(url)
+
+
+@pytest.fixture(scope="module")
+def module_store_location(
+    backend: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[str | Path]:
+    """As `store_location`, for a store a module's tests share."""
+    if backend == "sqlite":
+        yield tmp_path_factory.mktemp("store") / "canon.db"
         return
     server: Server = request.getfixturevalue("postgres_server")
     url = server.new_database()

@@ -17,6 +17,8 @@ every backend:
   the block's reads wait for no other thread (SQLite: on the connection if it is free, else on a read-only
   connection in one read transaction for the block), every read in the block seeing one state no older than the
   last commit before it (a backend whose every read waits on the network always declines);
+* `bulk` is one write transaction fed batch by batch (an import), each batch checked as `commit` checks one
+  on the state the batches before it left, committed when its block ends and rolled back if the block raises;
 * the audit log is append-only: `append_audit` adds records, nothing updates or deletes them but `compact`;
 * `compact(retention)` removes what `core.store.retention.Retention` lets go of the audit and change logs (the only
   deletion from the audit log), and `changes_floor()` says through which revision the change log was removed, so
@@ -40,11 +42,12 @@ from core.conditions import Condition
 from core.model import Model
 from core.operations import Operation
 from core.records import Change, Edge, Node, Sight
+from core.store.common import Bulk
 from core.store.retention import Compaction, Retention
 from core.validation import StateView
 
 __all__ = [
-    "CommitResult", "NodeQuery", "Store", "StoreDump", "StoreStats", "copy_store", "is_database_url",
+    "Bulk", "CommitResult", "NodeQuery", "Store", "StoreDump", "StoreStats", "copy_store", "is_database_url",
     "open_existing_store", "open_store", "store_exists",
 ]  # fmt: skip
 
@@ -134,6 +137,7 @@ class Store(Protocol):
         progress: Callable[[str, int, int], None] | None = None,
         guard: Callable[[StateView, Sequence[Operation]], None] | None = None,
     ) -> CommitResult: ...
+    def bulk(self, *, principal: str, dry_run: bool = False) -> AbstractContextManager[Bulk]: ...
     def append_audit(self, records: Sequence[AuditRecord]) -> None: ...
     def audit_records(
         self, query: AuditQuery, *, before: int | None, limit: int

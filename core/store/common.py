@@ -1,10 +1,11 @@
 """What every store backend shares: timestamps, JSON text, re-validating every stored record under a model (what
-adopting a model does, and what `canon model diff` reports), and the names of stored records in problems."""
+adopting a model does, and what `canon model diff` reports), the names of stored records in problems, and the
+batch-by-batch writer of a bulk import (`Bulk`)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -14,9 +15,16 @@ from core.errors import ModelError, Problem, ValidationError
 from core.model import Model
 from core.operations import Operation, PutEdge, PutNode
 from core.records import Edge, Node
-from core.validation import indexed_problems, plan
+from core.validation import IndexedProblem, StateView, Write, check, indexed_problems, plan
+
+EdgeRef = tuple[str, str, str]  # (type, source, target)
+FetchNodes = Callable[[Sequence[str]], dict[str, Node]]  # the stored nodes among these ids
+FetchEdges = Callable[[Sequence[EdgeRef]], dict[EdgeRef, Edge]]  # the stored edges among these refs
+FetchKeys = Callable[[Sequence[tuple[str, str]]], dict[tuple[str, str], str]]  # who holds these (type, key) pairs
 
 __all__ = [
+    "Bulk",
+    "Discard",
     "EmptyView",
     "RecordCheck",
     "check_records",
@@ -125,3 +133,93 @@ def state_access(kind: str, state: Mapping[str, Any] | None) -> tuple[str | None
         return None, None
     readers = state.get("readers")
     return state.get("visibility"), dumps(list(readers)) if readers else None
+
+
+class Discard(Exception):
+    """Raised inside a backend's bulk transaction to roll it back (a dry run)."""
+
+
+class Bulk:
+    """One write transaction fed batch by batch (`Store.bulk`): each batch is checked (`core.validation.check`)
+    on the state the batches before it left, and its good operations are written at once, so what one batch holds
+    in memory is all any batch needs. Revisions continue from batch to batch, one per change."""
+
+    def __init__(
+        self,
+        model: Model,
+        view: StateView,
+        apply: Callable[[list[Write]], object],
+        revision: int,
+        principal: str,
+        fetch: tuple[FetchNodes, FetchEdges, FetchKeys],
+    ) -> None:
+        self._model, self._view, self._apply, self._principal = model, view, apply, principal
+        self._fetch_nodes, self._fetch_edges, self._fetch_keys = fetch
+        self.revision = revision  # the store's revision after the batches written so far
+        self.changed = 0  # changes made so far
+        self.nodes_written = 0
+
+    def write(self, operations: Sequence[Operation]) -> list[IndexedProblem]:
+        """Check a batch and write its good operations; return its problems (indexed within the batch)."""
+        checked = check(self._model, operations, self._prefetched(operations), base_revision=self.revision,
+                        principal=self._principal, now=utc_now())  # fmt: skip
+        if checked.writes:
+            self._apply(checked.writes)
+            self.revision = checked.writes[-1].revision
+            self.changed += len(checked.writes)
+            self.nodes_written += sum(w.kind == "node" for w in checked.writes)
+        return checked.problems
+
+    def _prefetched(self, operations: Sequence[Operation]) -> StateView:
+        """The view `check` reads, with the nodes, edges and node keys the batch names fetched by three queries."""
+        ids: set[str] = set()
+        refs: set[EdgeRef] = set()
+        keys: set[tuple[str, str]] = set()
+        for op in operations:
+            if isinstance(op, PutNode):
+                ids.add(op.node.id)
+                node_type = self._model.node_types.get(op.node.type)
+                key = op.node.properties.get(node_type.key) if node_type is not None else None
+                if isinstance(key, str):
+                    keys.add((op.node.type, key))
+            elif isinstance(op, PutEdge):
+                ids.update((op.edge.source, op.edge.target))
+                refs.add((op.edge.type, op.edge.source, op.edge.target))
+        nodes, edges = self._fetch_nodes(sorted(ids)), self._fetch_edges(sorted(refs))
+        owners = self._fetch_keys(sorted(keys))
+        return _Prefetched(self._view, {i: nodes.get(i) for i in ids}, {r: edges.get(r) for r in refs},
+                           {k: owners.get(k) for k in keys})  # fmt: skip
+
+
+class _Prefetched:
+    """A `StateView` that answers the lookups of nodes, edges and keys fetched beforehand (None: known absent) from
+    them, and every other read from the view under it."""
+
+    def __init__(
+        self,
+        view: StateView,
+        nodes: dict[str, Node | None],
+        edges: dict[EdgeRef, Edge | None],
+        owners: dict[tuple[str, str], str | None],
+    ) -> None:
+        self._view, self._nodes, self._edges, self._owners = view, nodes, edges, owners
+
+    def node(self, id: str) -> Node | None:
+        return self._nodes[id] if id in self._nodes else self._view.node(id)
+
+    def node_id_by_key(self, type: str, key: str) -> str | None:
+        pair = (type, key)
+        return self._owners[pair] if pair in self._owners else self._view.node_id_by_key(type, key)
+
+    def edge(self, type: str, source: str, target: str) -> Edge | None:
+        ref = (type, source, target)
+        return self._edges[ref] if ref in self._edges else self._view.edge(type, source, target)
+
+    def out_targets(self, source: str, type: str) -> list[str]:
+        return self._view.out_targets(source, type)
+
+    def in_sources(self, target: str, type: str) -> list[str]:
+        return self._view.in_sources(target, type)
+
+    def incident_edges(self, id: str) -> list[Edge]:
+        return self._view.incident_edges(id)

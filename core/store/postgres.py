@@ -35,7 +35,16 @@ from core.model_version import check_successor
 from core.operations import Operation
 from core.records import Change, Edge, Node
 from core.store import AUDIT_FIELDS, CommitResult, NodeQuery, StoreDump, StoreStats
-from core.store.common import dumps, edge_ends, model_info, revalidate, state_access, utc_now
+from core.store.common import (
+    Bulk,
+    Discard,
+    dumps,
+    edge_ends,
+    model_info,
+    revalidate,
+    state_access,
+    utc_now,
+)
 from core.store.pg_sql import change_filter, node_filter, search_text
 from core.store.retention import Compaction, Retention
 from core.validation import StateView, Write, plan
@@ -95,6 +104,8 @@ _CHANGE_COLUMNS = "revision, at, principal, op, kind, key, type, before, after"
 _CHANGE_ALL = (f"{_CHANGE_COLUMNS}, source, target, before_visibility, before_readers, after_visibility, "
                "after_readers")  # fmt: skip
 _AUDIT_COLUMNS = ", ".join(AUDIT_FIELDS)
+_NODE_ROW = "id, type, key, visibility, readers, properties, revision, created_at, updated_at, updated_by, search"
+_EDGE_ROW = "source, type, target, properties, revision, created_at, updated_at, updated_by"  # `_edge_row`'s order
 
 
 def _connect(url: str, *, read_only: bool = False) -> ConnectionPool[psycopg.Connection[Any]]:
@@ -350,6 +361,15 @@ class PostgresStore:
         rows = self._read(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE id = ANY(%s)", (list(ids),))
         return {n.id: n for n in map(_node, rows)}
 
+    def key_owners(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """The ids of the nodes holding these (type, key) pairs, by pair, in one query."""
+        if not keys:
+            return {}
+        sql = ("SELECT n.type, n.key, n.id FROM unnest(%s::text[], %s::text[]) AS w (type, key) "
+               "JOIN nodes n ON n.type = w.type AND n.key = w.key")  # fmt: skip
+        rows = self._read(sql, ([k[0] for k in keys], [k[1] for k in keys]))
+        return {(type_, key): id_ for type_, key, id_ in rows}
+
     def edge(self, type: str, source: str, target: str) -> Edge | None:
         rows = self._read(
             f"SELECT {_EDGE_COLUMNS} FROM edges WHERE source = %s AND type = %s AND target = %s",
@@ -445,6 +465,23 @@ class PostgresStore:
             self._seen = revision
         return CommitResult(revision, tuple(changes), made_by)
 
+    @contextmanager
+    def bulk(self, *, principal: str, dry_run: bool = False) -> Generator[Bulk]:
+        """One write transaction fed batch by batch (an import; `Bulk`), holding the write lock: committed when
+        the block ends, rolled back if it raises or with `dry_run`."""
+        try:
+            with self._transaction() as db:
+                fetch = (self.nodes, self.edges, self.key_owners)  # on this thread: in this transaction
+                bulk = Bulk(self._model, _View(db), lambda writes: self._apply(db, writes, principal, None),
+                            self._max_revision(db), principal, fetch)  # fmt: skip
+                yield bulk
+                if dry_run:
+                    raise Discard
+            with self._lock:  # our own commit is no news for `changed()`
+                self._seen = bulk.revision
+        except Discard:
+            pass
+
     def _apply(
         self,
         db: psycopg.Connection[Any],
@@ -454,19 +491,17 @@ class PostgresStore:
     ) -> list[Change]:
         changes: list[Change] = []
         at = utc_now()
-        node_rows: list[tuple[Any, ...]] = []
-        edge_rows: list[tuple[Any, ...]] = []
+        node_rows: list[tuple[bool, tuple[Any, ...]]] = []  # (new, row)
+        edge_rows: list[tuple[bool, tuple[Any, ...]]] = []
         change_rows: list[tuple[Any, ...]] = []
         with db.cursor() as cursor:
             for done, w in enumerate(writes, start=1):
                 before = w.before.to_json() if w.before is not None else None
                 after = w.after.to_json() if w.after is not None else None
                 if isinstance(w.after, Node):
-                    node_rows.append(self._node_row(w.after))
+                    node_rows.append((w.before is None, self._node_row(w.after)))
                 elif isinstance(w.after, Edge):
-                    e = w.after
-                    edge_rows.append((e.source, e.type, e.target, dumps(dict(e.properties)), e.revision,
-                                      e.created_at, e.updated_at, e.updated_by))  # fmt: skip
+                    edge_rows.append((w.before is None, _edge_row(w.after)))
                 else:  # a delete: earlier puts in this batch land first
                     self._flush(cursor, node_rows, edge_rows)
                     if isinstance(w.before, Node):
@@ -489,7 +524,7 @@ class PostgresStore:
                 if progress is not None and (done % 1000 == 0 or done == len(writes)):
                     progress("writing", done, len(writes))
             self._flush(cursor, node_rows, edge_rows)
-            cursor.executemany(f"INSERT INTO changes ({_CHANGE_ALL}) VALUES ({', '.join(['%s'] * 15)})", change_rows)  # pyright: ignore[reportArgumentType]
+            _copy(cursor, f"changes ({_CHANGE_ALL})", change_rows)
         return changes
 
     def _node_row(self, n: Node) -> tuple[Any, ...]:
@@ -500,28 +535,35 @@ class PostgresStore:
                 n.updated_at, n.updated_by, search_text(n.properties, node_type.text))  # fmt: skip
 
     @staticmethod
-    def _flush(cursor: psycopg.Cursor[Any], node_rows: list[tuple[Any, ...]], edge_rows: list[tuple[Any, ...]]) -> None:
-        """Write the pending puts (in order: a later put of one id replaces an earlier one)."""
-        if node_rows:
+    def _flush(
+        cursor: psycopg.Cursor[Any],
+        node_rows: list[tuple[bool, tuple[Any, ...]]],
+        edge_rows: list[tuple[bool, tuple[Any, ...]]],
+    ) -> None:
+        """Write the pending puts: new records by COPY, then changed ones by upsert (a record is new at its first
+        put in the batch, so its later puts follow it)."""
+        _copy(cursor, f"nodes ({_NODE_ROW})", [row for new, row in node_rows if new])
+        _copy(cursor, f"edges ({_EDGE_ROW})", [row for new, row in edge_rows if new])
+        changed_nodes = [row for new, row in node_rows if not new]
+        if changed_nodes:
             cursor.executemany(
-                "INSERT INTO nodes (id, type, key, visibility, readers, properties, revision, created_at, "
-                "updated_at, updated_by, search) VALUES (%s, %s, %s, %s, %s::jsonb, %s::json, %s, %s, %s, %s, %s) "
+                f"INSERT INTO nodes ({_NODE_ROW}) VALUES (%s, %s, %s, %s, %s::jsonb, %s::json, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (id) DO UPDATE SET type = excluded.type, key = excluded.key, "
                 "visibility = excluded.visibility, readers = excluded.readers, properties = excluded.properties, "
                 "revision = excluded.revision, updated_at = excluded.updated_at, updated_by = excluded.updated_by, "
                 "search = excluded.search",
-                node_rows,
+                changed_nodes,
             )
-            node_rows.clear()
-        if edge_rows:
+        changed_edges = [row for new, row in edge_rows if not new]
+        if changed_edges:
             cursor.executemany(
-                "INSERT INTO edges (source, type, target, properties, revision, created_at, updated_at, updated_by) "
-                "VALUES (%s, %s, %s, %s::json, %s, %s, %s, %s) ON CONFLICT (source, type, target) DO UPDATE SET "
-                "properties = excluded.properties, revision = excluded.revision, updated_at = excluded.updated_at, "
-                "updated_by = excluded.updated_by",
-                edge_rows,
+                f"INSERT INTO edges ({_EDGE_ROW}) VALUES (%s, %s, %s, %s::json, %s, %s, %s, %s) "
+                "ON CONFLICT (source, type, target) DO UPDATE SET properties = excluded.properties, "
+                "revision = excluded.revision, updated_at = excluded.updated_at, updated_by = excluded.updated_by",
+                changed_edges,
             )
-            edge_rows.clear()
+        node_rows.clear()
+        edge_rows.clear()
 
     # -- the text index ----------------------------------------------------------------------------------------
     def _ensure_text_index(self) -> None:
@@ -599,10 +641,8 @@ class PostgresStore:
             self._set_meta(db, "model", dump.model)
             self._set_meta(db, "text_index", _text_fields_json(model))
             with db.cursor() as cursor:
-                node_columns = "id, type, key, visibility, readers, properties, revision, created_at, updated_at, "
-                _copy(cursor, f"nodes ({node_columns}updated_by, search)", map(self._node_row, dump.nodes))
-                _copy(cursor, "edges (source, type, target, properties, revision, created_at, updated_at, "
-                      "updated_by)", map(_edge_row, dump.edges))  # fmt: skip
+                _copy(cursor, f"nodes ({_NODE_ROW})", map(self._node_row, dump.nodes))
+                _copy(cursor, f"edges ({_EDGE_ROW})", map(_edge_row, dump.edges))
                 _copy(cursor, f"changes ({_CHANGE_ALL})", map(_change_row, dump.changes))
                 _copy(cursor, f"audit ({_AUDIT_COLUMNS})", dump.audit)
                 cursor.execute("SELECT setval(pg_get_serial_sequence('audit', 'id'), coalesce(max(id), 0) + 1, false) "
@@ -690,6 +730,8 @@ def _audit_row(row: Sequence[Any]) -> tuple[Any, ...]:
 
 
 def _copy(cursor: psycopg.Cursor[Any], table: str, rows: Iterable[Sequence[Any]]) -> None:
+    if isinstance(rows, list) and not rows:
+        return
     with cursor.copy(f"COPY {table} FROM STDIN") as copy:  # pyright: ignore[reportArgumentType]
         for row in rows:
             copy.write_row(row)

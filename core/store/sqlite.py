@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,16 @@ from core.model_version import check_successor
 from core.operations import Operation
 from core.records import Change, Edge, Node, Sight
 from core.store import AUDIT_FIELDS, CommitResult, NodeQuery, StoreDump, StoreStats
-from core.store.common import dumps, edge_ends, model_info, revalidate, state_access, utc_now
+from core.store.common import (
+    Bulk,
+    Discard,
+    dumps,
+    edge_ends,
+    model_info,
+    revalidate,
+    state_access,
+    utc_now,
+)
 from core.store.retention import Compaction, Retention, cutoff
 from core.validation import StateView, Write, plan
 
@@ -425,6 +435,18 @@ class SQLiteStore:
                 found[node.id] = node
         return found
 
+    def key_owners(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """The ids of the nodes holding these (type, key) pairs, by pair: one query per 300 pairs."""
+        found: dict[tuple[str, str], str] = {}
+        for start in range(0, len(keys), 300):
+            chunk = keys[start : start + 300]
+            values = ", ".join("(?, ?)" for _ in chunk)
+            sql = (f"WITH w (type, key) AS (VALUES {values}) "
+                   "SELECT n.type, n.key, n.id FROM w JOIN nodes n ON n.type = w.type AND n.key = w.key")  # fmt: skip
+            for type_, key, id_ in self._read(sql, [v for pair in chunk for v in pair]):
+                found[(type_, key)] = id_
+        return found
+
     def edge(self, type: str, source: str, target: str) -> Edge | None:
         rows = self._read(
             f"SELECT {_EDGE_COLUMNS} FROM edges WHERE source = ? AND type = ? AND target = ?", (source, type, target)
@@ -540,12 +562,30 @@ class SQLiteStore:
         made_by = tuple(w.index for w in writes) if changes else ()
         return CommitResult(changes[-1].revision if changes else base, tuple(changes), made_by)
 
+    @contextmanager
+    def bulk(self, *, principal: str, dry_run: bool = False) -> Generator[Bulk]:
+        """One write transaction fed batch by batch (an import; `Bulk`): committed when the block ends, rolled back
+        if it raises or with `dry_run`. The text index is merged once, at the end."""
+        try:
+            with self._transaction() as db:
+                apply = partial(self._apply, db, principal=principal, progress=None, compact=False)
+                fetch = (self.nodes, self.edges, self.key_owners)  # on this thread: in this transaction
+                bulk = Bulk(self._model, _View(db), apply, self._max_revision(db), principal, fetch)
+                yield bulk
+                if dry_run:
+                    raise Discard
+                self._compact_text_index(db, bulk.nodes_written)
+        except Discard:
+            pass
+
     def _apply(
         self,
         db: sqlite3.Connection,
         writes: list[Write],
         principal: str,
         progress: Callable[[str, int, int], None] | None,
+        *,
+        compact: bool = True,
     ) -> list[Change]:
         changes: list[Change] = []
         at = utc_now()
@@ -576,7 +616,8 @@ class SQLiteStore:
             changes.append(Change(w.revision, at, principal, op, w.kind, w.key, w.type, before, after))  # type: ignore[arg-type]
             if progress is not None and (done % 1000 == 0 or done == len(writes)):
                 progress("writing", done, len(writes))
-        self._compact_text_index(db, sum(w.kind == "node" for w in writes))
+        if compact:
+            self._compact_text_index(db, sum(w.kind == "node" for w in writes))
         return changes
 
     def _put_node(self, db: sqlite3.Connection, n: Node) -> None:

@@ -35,6 +35,8 @@ from core.registry import ResourceDefinition
 from core.resources import complete, list_resources, read_resource
 from core.uris import NODE_TEMPLATE
 
+pytestmark = pytest.mark.both_backends
+
 # -- the principals -----------------------------------------------------------------------------------------------
 
 BOB = Principal("bob", frozenset({"reader"}))
@@ -160,8 +162,8 @@ def may_see(who: Principal, visibility: str, readers: Iterable[str]) -> bool:
     return visibility == "restricted" and bool(mine & set(readers))
 
 
-def build(path: Path) -> Instance:
-    instance = open_instance(Config(store=path, seed=False))
+def build(location: str | Path) -> Instance:
+    instance = open_instance(Config(store=location, seed=False))
     try:
         for operations in HISTORY:
             instance.store.commit(operations, principal="test")
@@ -256,9 +258,9 @@ class Truth:
 
 
 @pytest.fixture(scope="module")
-def instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
+def instance(module_store_location: str | Path) -> Iterator[Instance]:
     """One instance shared by the read tests: nothing here writes to it."""
-    opened = build(tmp_path_factory.mktemp("access") / "canon.db")
+    opened = build(module_store_location)
     yield opened
     opened.close()
 
@@ -269,9 +271,9 @@ def truth(instance: Instance) -> Truth:
 
 
 @pytest.fixture
-def scratch(tmp_path: Path) -> Iterator[Instance]:
+def scratch(store_location: str | Path) -> Iterator[Instance]:
     """An instance of its own, for a test that writes."""
-    opened = build(tmp_path / "canon.db")
+    opened = build(store_location)
     yield opened
     opened.close()
 

@@ -5,9 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from core.config import Config
 from core.instance import open_instance
 from core.principal import LOCAL, Principal
+
+pytestmark = pytest.mark.both_backends
 
 READER = Principal("feed-reader", frozenset({"reader"}))
 
@@ -18,8 +22,8 @@ def _ok(result: Any) -> dict[str, Any]:
     return value
 
 
-def test_a_paged_feed_keeps_the_first_pages_revision_and_total_while_writes_land(tmp_path: Path) -> None:
-    instance = open_instance(Config(store=tmp_path / "canon.db"))
+def test_a_paged_feed_keeps_the_first_pages_revision_and_total_while_writes_land(store_location: str | Path) -> None:
+    instance = open_instance(Config(store=store_location))
     try:
         d = instance.dispatcher
         for principal in (LOCAL, READER):

@@ -1,8 +1,9 @@
 """Several OS processes writing one store through the write tools: no lost update, no lost acknowledged write.
 
-Each child process opens its own instance on the shared store file and writes through its dispatcher, as a
-server process would; it reports every write the tool acknowledged as JSON on stdout. The parent checks those
-acknowledgements against the change log and the change log against the stored state.
+Each child process opens its own instance on the shared store (a file, or a database: the module runs on both
+backends) and writes through its dispatcher, as a server process would; it reports every write the tool
+acknowledged as JSON on stdout. The parent checks those acknowledgements against the change log and the change
+log against the stored state.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from core.principal import LOCAL
 from core.records import Change
 from core.store import Store
 
+pytestmark = pytest.mark.both_backends
+
 REPO = Path(__file__).resolve().parents[2]
 PROCESSES = 4
 INCREMENTS = 25
@@ -32,12 +35,11 @@ TIMEOUT_S = 120
 
 CHILD = r"""
 import json, sys
-from pathlib import Path
 from core.config import Config
 from core.instance import open_instance
 from core.principal import Principal
 
-store, name, mode, count, ids = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]
+store, name, mode, count, ids = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]
 PREFIX = "counter "
 principal = Principal(name, frozenset({"writer"}))
 instance = open_instance(Config(store=store))
@@ -95,14 +97,16 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
 
 
-def run_writers(store_path: Path, mode: str, count: int, ids_of: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
+def run_writers(
+    store_location: str | Path, mode: str, count: int, ids_of: Sequence[Sequence[str]]
+) -> list[dict[str, Any]]:
     """Start one child per entry of `ids_of`, let all of them get ready, then start them at once; their reports."""
     procs: list[subprocess.Popen[str]] = []
     try:
         for i, ids in enumerate(ids_of):
             procs.append(
                 subprocess.Popen(
-                    [sys.executable, "-c", CHILD, str(store_path), f"stress-{i}", mode, str(count), *ids],
+                    [sys.executable, "-c", CHILD, str(store_location), f"stress-{i}", mode, str(count), *ids],
                     cwd=REPO,
                     env=_clean_env(),
                     stdin=subprocess.PIPE,
@@ -168,21 +172,23 @@ def team(id: str, value: int) -> dict[str, Any]:
 
 
 @pytest.fixture
-def instance(store_path: Path) -> Iterator[Instance]:
+def instance(store_location: str | Path) -> Iterator[Instance]:
     """The parent's instance on a new seeded store the children share."""
-    opened = open_instance(Config(store=store_path))
+    opened = open_instance(Config(store=store_location))
     yield opened
     opened.close()
 
 
-def test_conflicting_increments_from_several_processes_lose_no_update(instance: Instance, store_path: Path) -> None:
+def test_conflicting_increments_from_several_processes_lose_no_update(
+    instance: Instance, store_location: str | Path
+) -> None:
     created = instance.dispatcher.call_tool(
         LOCAL, "test", "upsert_node", {"id": COUNTER, "type": "Team", "properties": team(COUNTER, 0)}
     )
     assert created.value is not None, created.as_json()
     start = created.value["revision"]
 
-    reports = run_writers(store_path, "increment", INCREMENTS, [[COUNTER]] * PROCESSES)
+    reports = run_writers(store_location, "increment", INCREMENTS, [[COUNTER]] * PROCESSES)
 
     store = instance.store
     acks = {ack["revision"]: (report["principal"], ack) for report in reports for ack in report["acks"]}
@@ -212,12 +218,12 @@ def test_conflicting_increments_from_several_processes_lose_no_update(instance: 
 
 
 def test_blind_writes_to_distinct_nodes_from_several_processes_are_all_kept(
-    instance: Instance, store_path: Path
+    instance: Instance, store_location: str | Path
 ) -> None:
     start = instance.store.revision()
     ids_of = [[f"team-blind-{i}-{k}" for k in range(3)] for i in range(PROCESSES)]
 
-    reports = run_writers(store_path, "blind", INCREMENTS, ids_of)
+    reports = run_writers(store_location, "blind", INCREMENTS, ids_of)
 
     store = instance.store
     acks = [(report["principal"], ack) for report in reports for ack in report["acks"]]

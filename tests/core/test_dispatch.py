@@ -25,13 +25,18 @@ from core.registry import build_registry
 from core.resources import read_resource
 from core.tools import HANDLERS
 
+pytestmark = pytest.mark.both_backends
+# `call_tool_now` answers on the event loop only when the store reads without waiting (`Store.uncontended`): the
+# SQLite store can; the PostgreSQL store, whose every read waits on the network, always declines (the test below).
+NOW_ON_SQLITE = pytest.mark.sqlite_only("call_tool_now answers only on a store that reads without waiting")
+
 SERVICE = "svc-checkout-api"  # a node of the seed data
 
 
 @pytest.fixture(scope="module")
-def instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
+def instance(module_store_location: str | Path) -> Iterator[Instance]:
     """A seeded instance shared by the module: every call here only reads."""
-    opened = open_instance(Config(store=tmp_path_factory.mktemp("dispatch") / "canon.db"))
+    opened = open_instance(Config(store=module_store_location))
     yield opened
     opened.close()
 
@@ -315,6 +320,7 @@ def test_handlers_are_found_by_the_name_they_are_bound_to_and_bound_once() -> No
         handlers_in([{"first": first}, {"second": second}])
 
 
+@NOW_ON_SQLITE
 def test_how_a_tool_runs_comes_from_its_definition(instance: Instance) -> None:
     assert instance.index is not None
     as_point = {**DEFINITION_OF_ECHO, "execution": "point"}
@@ -383,6 +389,7 @@ def test_every_audit_hook_gets_every_record(instance: Instance) -> None:
 
 
 # -- call_tool_now: a point read on the caller's thread, never waiting -----------------------------------------------
+@NOW_ON_SQLITE
 def test_call_tool_now_answers_a_point_read_as_call_tool_does(
     dispatcher: Dispatcher, records: list[AuditRecord]
 ) -> None:
@@ -402,6 +409,7 @@ def test_call_tool_now_declines_a_tool_that_is_not_a_point_read(
     assert records == []  # declined calls did nothing, so there is nothing to audit
 
 
+@NOW_ON_SQLITE
 def test_call_tool_now_runs_an_indexed_search_only_for_a_caller_that_asks(
     dispatcher: Dispatcher, records: list[AuditRecord]
 ) -> None:
@@ -435,6 +443,7 @@ def held_by_another_thread(hold: Callable[[], AbstractContextManager[object]]) -
         thread.join(5)
 
 
+@NOW_ON_SQLITE
 def test_call_tool_now_declines_at_once_while_another_thread_changes_the_index(
     dispatcher: Dispatcher, records: list[AuditRecord], instance: Instance
 ) -> None:
@@ -447,6 +456,7 @@ def test_call_tool_now_declines_at_once_while_another_thread_changes_the_index(
     assert dispatcher.call_tool_now(LOCAL, "test", "get_node", {"id": SERVICE}) is not None  # free again
 
 
+@NOW_ON_SQLITE
 def test_call_tool_now_answers_while_another_thread_holds_the_store_connection(
     dispatcher: Dispatcher, instance: Instance
 ) -> None:
@@ -457,6 +467,7 @@ def test_call_tool_now_answers_while_another_thread_holds_the_store_connection(
     assert result.value["node"]["id"] == SERVICE
 
 
+@NOW_ON_SQLITE
 def test_call_tool_now_answers_while_another_thread_walks_the_index(dispatcher: Dispatcher, instance: Instance) -> None:
     assert instance.index is not None
     with held_by_another_thread(instance.index.reading):  # a walk holds a view, no lock
@@ -466,10 +477,11 @@ def test_call_tool_now_answers_while_another_thread_walks_the_index(dispatcher: 
     assert result.value["node"]["id"] == SERVICE
 
 
+@NOW_ON_SQLITE
 def test_call_tool_now_declines_while_the_index_is_behind_the_store_and_call_tool_catches_up(
-    tmp_path: Path,
+    store_location: str | Path,
 ) -> None:
-    opened = open_instance(Config(store=tmp_path / "canon.db"))
+    opened = open_instance(Config(store=store_location))
     try:
         node = opened.store.node(SERVICE)
         assert node is not None
@@ -531,3 +543,14 @@ def test_a_walk_that_cannot_get_its_turn_within_its_time_answers_the_time_bound(
         result = dispatcher.call_tool(LOCAL, "test", "get_neighbors", {"id": SERVICE}, received=received)
     assert isinstance(result.error, LimitExceededError)
     assert result.error.limit == "time_s"
+
+
+def test_call_tool_now_answers_on_the_loop_only_where_the_store_reads_without_waiting(
+    dispatcher: Dispatcher, records: list[AuditRecord], backend: str
+) -> None:
+    now = dispatcher.call_tool_now(LOCAL, "test", "get_node", {"id": SERVICE})
+    assert (now is None) == (backend == "postgresql")  # PostgreSQL: declined, nothing done, nothing audited
+    assert len(records) == (0 if now is None else 1)
+    later = dispatcher.call_tool(LOCAL, "test", "get_node", {"id": SERVICE})
+    assert later.value is not None
+    assert later.value["node"]["id"] == SERVICE

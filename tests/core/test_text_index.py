@@ -1,7 +1,9 @@
 """The trigram text index answers exactly what the plain scan answers, through writes, deletes and model changes.
 
 `find_nodes` text search is a case-insensitive substring match over each node type's text properties. From
-three characters on, candidates come from the index (schema v3); the oracle here is a direct Python scan.
+three characters on, candidates come from the index (schema v3); the oracle here is a direct Python scan. The
+tests of what the index answers run on both backends (PostgreSQL: the `search` column and pg_trgm); those that read
+SQLite's FTS5 tables or query plans are SQLite's alone.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import pytest
 from core.model import Model, parse_model
 from core.operations import DeleteNode, PutNode
 from core.records import Node
-from core.store import NodeQuery
+from core.store import NodeQuery, Store, open_store
 from core.store.sqlite import SQLiteStore
 
 SPECIAL = ["pay", "PAY", "Payments", "*", "a*b", "?ay", "[pa", "50%", "a_b", "ß", "straße", "ÉCO", "\n", "ts\nsvc",
@@ -26,7 +28,7 @@ def _fields(model: Model) -> dict[str, tuple[str, ...]]:
     return {name: t.text for name, t in model.node_types.items()}
 
 
-def _oracle(store: SQLiteStore, model: Model, needle: str, type_: str | None = None) -> list[str]:
+def _oracle(store: Store, model: Model, needle: str, type_: str | None = None) -> list[str]:
     found: list[str] = []
     for node in store.iter_nodes(type_):
         values = [node.properties.get(f) for f in model.node_types[node.type].text]
@@ -35,14 +37,14 @@ def _oracle(store: SQLiteStore, model: Model, needle: str, type_: str | None = N
     return sorted(found)
 
 
-def _search(store: SQLiteStore, model: Model, needle: str, type_: str | None = None) -> list[str]:
+def _search(store: Store, model: Model, needle: str, type_: str | None = None) -> list[str]:
     nodes, total = store.find_nodes(NodeQuery(type_, text=needle, text_fields=_fields(model)), after=None,
                                     limit=100_000)  # fmt: skip
     assert total == len(nodes)
     return [n.id for n in nodes]
 
 
-def _needles(store: SQLiteStore, model: Model, count: int, seed: int) -> list[str]:
+def _needles(store: Store, model: Model, count: int, seed: int) -> list[str]:
     """Substrings of real text (so most needles match something), of 1 to 9 characters, plus the special ones."""
     rng = random.Random(seed)
     texts = [v for n in store.iter_nodes() for f in model.node_types[n.type].text
@@ -55,7 +57,8 @@ def _needles(store: SQLiteStore, model: Model, count: int, seed: int) -> list[st
     return needles
 
 
-def test_the_index_agrees_with_a_scan_for_every_needle(seeded_store: SQLiteStore, model: Model) -> None:
+@pytest.mark.both_backends
+def test_the_index_agrees_with_a_scan_for_every_needle(seeded_store: Store, model: Model) -> None:
     for needle in _needles(seeded_store, model, 300, seed=1):
         assert _search(seeded_store, model, needle) == _oracle(seeded_store, model, needle), needle
     for needle in ("pay", "ing", "er"):
@@ -63,7 +66,8 @@ def test_the_index_agrees_with_a_scan_for_every_needle(seeded_store: SQLiteStore
             assert _search(seeded_store, model, needle, type_) == _oracle(seeded_store, model, needle, type_)
 
 
-def test_the_index_follows_puts_replacements_and_deletes(seeded_store: SQLiteStore, model: Model) -> None:
+@pytest.mark.both_backends
+def test_the_index_follows_puts_replacements_and_deletes(seeded_store: Store, model: Model) -> None:
     team = seeded_store.node("team-payments")
     assert team is not None
     renamed = Node(team.id, team.type, {**team.properties, "name": "Quokka Wrangling", "mission": "Straße [*] 100%"},
@@ -81,8 +85,9 @@ def test_the_index_follows_puts_replacements_and_deletes(seeded_store: SQLiteSto
         assert _search(seeded_store, model, needle) == _oracle(seeded_store, model, needle), needle
 
 
+@pytest.mark.both_backends
 def test_a_model_with_other_text_properties_rebuilds_the_index(
-    seeded_store: SQLiteStore, model: Model, store_path: Path
+    seeded_store: Store, model: Model, store_location: str | Path
 ) -> None:
     document = model.document
     changed = {**document, "$defs": {**document["$defs"], "Team": {
@@ -92,7 +97,7 @@ def test_a_model_with_other_text_properties_rebuilds_the_index(
     other = parse_model(changed, source="test")
     seeded_store.close()
 
-    store = SQLiteStore.open(store_path, other)
+    store = open_store(store_location, other)
     try:
         assert _search(store, other, "payments", "Team") == ["team-payments"]  # its slug
         assert _search(store, other, "processing", "Team") == []  # words of its mission are no longer text
@@ -120,8 +125,9 @@ def test_a_store_from_before_the_index_gets_it_when_opened(seeded_store: SQLiteS
         store.close()
 
 
+@pytest.mark.both_backends
 def test_a_query_for_other_text_properties_than_the_index_holds_checks_those_properties(
-    seeded_store: SQLiteStore, model: Model
+    seeded_store: Store, model: Model
 ) -> None:
     only_slugs = {"Team": ("slug",)}  # the index holds every text property of every type
     nodes, _ = seeded_store.find_nodes(NodeQuery(text="processing", text_fields=only_slugs), after=None, limit=100)

@@ -221,7 +221,7 @@ def _wait_healthy(base: str, deadline: float) -> None:
 
 
 @contextlib.contextmanager
-def serving(store: Path, *options: str, cwd: Path) -> Iterator[Process]:
+def serving(store: Path | str, *options: str, cwd: Path) -> Iterator[Process]:
     """`canon --store STORE serve --port 0 OPTIONS` as a user runs it; killed when the block ends."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_") or k == FASTPATH_VAR}
     command = [sys.executable, "-m", "core.cli", "--store", str(store), "serve", "--port", "0",
