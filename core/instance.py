@@ -14,6 +14,7 @@ from pathlib import Path
 from core.audit import AuditLog
 from core.config import Config
 from core.dispatch import Dispatcher
+from core.examples import Examples
 from core.graph import GraphIndex
 from core.interchange import import_path
 from core.model import Model, default_seed_path, load_model
@@ -35,7 +36,7 @@ class Instance:
 
     @cached_property
     def registry(self) -> Registry:
-        return build_registry(self.model)
+        return build_registry(self.model, examples=Examples.of_store(self.model, self.store))
 
     @cached_property
     def audit(self) -> AuditLog:
@@ -66,7 +67,7 @@ class Instance:
             return False
         self.store.use_model(stored)
         self.model = stored
-        registry = build_registry(stored)
+        registry = build_registry(stored, examples=Examples.of_store(stored, self.store))
         self.__dict__["registry"] = registry  # replace the cached property
         if "dispatcher" in self.__dict__:
             self.dispatcher.registry = registry

@@ -22,6 +22,7 @@ from jsonschema.protocols import Validator
 
 from core.dialect import check_schema, ecma_regex, schema_validator
 from core.errors import UnknownToolError
+from core.examples import Examples, instructions
 from core.model import Model
 from core.schemas import DIALECT, derive
 
@@ -39,12 +40,14 @@ class ToolDefinition:
     title: str
     description: str
     input_schema: Mapping[str, Any]
-    output_schema: Mapping[str, Any]
+    output_schema: Mapping[str, Any]  # generic: nodes as {id, type, properties: object}, the same size for any model
     annotations: Mapping[str, bool]
     permission: Permission
     advanced: bool  # hidden from the agent profile's tools/list, still callable
     surface: Mapping[str, Any] = field(default_factory=dict[str, Any])
     icon: str | None = None
+    # the output schema with every node and edge typed by the model: what GraphQL maps and exact checks use
+    typed_output_schema: Mapping[str, Any] = field(default_factory=dict[str, Any])
 
     def to_json(self) -> dict[str, Any]:
         """The definition as the manifest and generated artifacts carry it."""
@@ -86,6 +89,7 @@ class Registry:
     tools: tuple[ToolDefinition, ...]
     resources: tuple[ResourceDefinition, ...]
     templates: tuple[ResourceDefinition, ...]
+    examples: Examples | None = None  # what descriptions name (the model's alone when None)
     _by_name: dict[str, ToolDefinition] = field(default_factory=dict[str, ToolDefinition], repr=False)
     _validators: dict[str, Validator] = field(default_factory=dict[str, Validator], repr=False)
     _defaults: dict[str, Mapping[str, Any]] = field(default_factory=dict[str, Mapping[str, Any]], repr=False)
@@ -127,6 +131,10 @@ class Registry:
             found = {key: schema["default"] for key, schema in properties.items() if "default" in schema}
             self._defaults[name] = found
         return found
+
+    def instructions(self) -> str:
+        """What an MCP server tells a client about itself: the model, its main types, a good first call."""
+        return instructions(self.model, self.examples or Examples.of_model(self.model))
 
     def manifest(self) -> dict[str, Any]:
         """Every definition as one JSON document (what drift checks compare)."""
@@ -219,20 +227,26 @@ def _tool_files() -> list[dict[str, Any]]:
     return sorted(documents, key=lambda d: (d["order"], d["name"]))
 
 
-def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = ()) -> Registry:
+def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = (), examples: Examples | None = None
+                   ) -> Registry:  # fmt: skip
     """Load the static tool definitions, derive their model-dependent parts, and define the resources.
+
+    Descriptions name `examples` (the served data's, `Examples.of_store`; the model's alone by default).
 
     `extra_tools` are more definitions in the file format (tests use it to show that a new definition reaches
     every surface with no other change); each still needs a handler in the dispatcher.
     """
     documents = sorted([*_tool_files(), *extra_tools], key=lambda d: (d["order"], d["name"]))
+    examples = examples or Examples.of_model(model)
+    fill = examples.fill
     tools = tuple(
         ToolDefinition(
             name=d["name"],
             title=d["title"],
-            description=d["description"],
-            input_schema=derive(d["inputSchema"], model),
-            output_schema=derive(d["outputSchema"], model),
+            description=fill(d["description"]),
+            input_schema=derive(d["inputSchema"], model, fill=fill),
+            output_schema=derive(d["outputSchema"], model, typed=False),
+            typed_output_schema=derive(d["outputSchema"], model),
             annotations=d["annotations"],
             permission=d["permission"],
             advanced=d["advanced"],
@@ -243,7 +257,8 @@ def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = ()) 
     for tool in tools:  # a broken definition must fail at start-up, never at call time
         check_schema(tool.input_schema)
         check_schema(tool.output_schema)
-    return Registry(model, tools, _resources(model), _templates())
+        check_schema(tool.typed_output_schema)
+    return Registry(model, tools, _resources(model), _templates(examples), examples)
 
 
 def _resources(model: Model) -> tuple[ResourceDefinition, ...]:
@@ -275,12 +290,12 @@ def _resources(model: Model) -> tuple[ResourceDefinition, ...]:
     return tuple(fixed)
 
 
-def _templates() -> tuple[ResourceDefinition, ...]:
+def _templates(examples: Examples) -> tuple[ResourceDefinition, ...]:
     return (
         ResourceDefinition(
             "node", "A node", "One node as JSON: the object get_node returns under `node` (get_node also gives the "
             "store revision it was read at; this resource does not). Subscribe to be told when it changes. "
-            "Example: canon://nodes/Team/team-payments.", "application/json",
+            f"Example: canon://nodes/{examples.type}/{examples.id}.", "application/json",
             uri_template=NODE_TEMPLATE, subscribable=True, icon=NODE_ICON,
         ),
     )  # fmt: skip

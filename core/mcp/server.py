@@ -54,12 +54,6 @@ __all__ = ["SUPPORTED_VERSIONS", "ServeOptions", "build_server"]
 
 log = logging.getLogger("canon.mcp")
 RESOURCE_NOT_FOUND_LEGACY = -32002
-INSTRUCTIONS = (
-    "canon serves an organisation's canonical knowledge graph. Start with describe_model to learn the node and "
-    "edge types, then find_nodes to search, get_node to read one node, and get_neighbors or find_paths to follow "
-    "relationships. Every list is paginated (limit, cursor → next_cursor) and says its total; results carry the "
-    "store revision they were read at, and get_changes resumes a feed of changes from a revision."
-)
 CANON_ICON = (
     "data:image/svg+xml;base64,"
     + base64.b64encode(
@@ -75,7 +69,7 @@ PrincipalOf = Callable[[ServerRequestContext[Any]], Principal]
 class ServeOptions:
     """How the MCP surface presents the registry."""
 
-    profile: str = "full"  # "agent" hides advanced tools from tools/list; they stay callable
+    profile: str = "full"  # "agent": the lean tool list and results of ADR 0021 (advanced tools hidden, still callable)
     prefix: str = ""  # e.g. "canon_": tools are listed as canon_get_node, the only names a call may use
 
 
@@ -96,15 +90,19 @@ def icon_of(glyph: str | None) -> list[types.Icon] | None:
     return [types.Icon(src=src, mime_type="image/svg+xml", sizes=["64x64"])]
 
 
-def _tool(definition: ToolDefinition, prefix: str) -> types.Tool:
+def _tool(definition: ToolDefinition, prefix: str, lean: bool = False) -> types.Tool:
+    """The MCP form of a tool. `lean` (the agent profile) leaves out what only a program or a UI reads: the output
+    schema (its results are then the JSON text alone, see `_call_result`), the icon and the annotations' copy of
+    the title."""
+    title = {} if lean else {"title": definition.title}
     return types.Tool(
         name=prefix + definition.name,
         title=definition.title,
         description=definition.description,
         input_schema=dict(definition.input_schema),
-        output_schema=dict(definition.output_schema),
-        annotations=types.ToolAnnotations.model_validate({"title": definition.title, **definition.annotations}),
-        icons=[types.Icon(src=CANON_ICON, mime_type="image/svg+xml", sizes=["64x64"])],
+        output_schema=None if lean else dict(definition.output_schema),
+        annotations=types.ToolAnnotations.model_validate({**title, **definition.annotations}),
+        icons=None if lean else [types.Icon(src=CANON_ICON, mime_type="image/svg+xml", sizes=["64x64"])],
     )
 
 
@@ -121,6 +119,7 @@ class CanonServer(Server[Any]):
     def create_initialization_options(
         self, notification_options: Any = None, experimental_capabilities: Any = None, extensions: Any = None
     ) -> Any:
+        self.instructions = self.calls.dispatcher.registry.instructions()  # they name the model being served now
         options = notification_options or NotificationOptions(tools_changed=True, resources_changed=True)
         return super().create_initialization_options(options, experimental_capabilities, extensions)
 
@@ -129,8 +128,10 @@ class ToolCalls:
     """`tools/call` on the dispatcher: for the SDK's handler, and for canon's own 2026-07-28 HTTP path
     (`core.mcp.fastpath.calls`), so both call a tool the same way."""
 
-    def __init__(self, dispatcher: Dispatcher, surface: str, prefix: str, *, inline_searches: bool = False) -> None:
+    def __init__(self, dispatcher: Dispatcher, surface: str, prefix: str, *, inline_searches: bool = False,
+                 structured: bool = True) -> None:  # fmt: skip
         self.dispatcher = dispatcher
+        self.structured = structured  # whether results carry structuredContent (their tools list an outputSchema)
         self.surface = surface
         self.prefix = prefix
         self.inline_searches = inline_searches  # one client: searches answered from indexes run on the loop too
@@ -187,7 +188,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
     served from the next request on. `single_client` (stdio): searches the store answers from its indexes run on
     the event loop when nothing else holds the store, as point reads always do.
     """
-    prefix = options.prefix
+    prefix, lean = options.prefix, options.profile == "agent"
     converted: dict[str, types.Tool] = {}  # tool name -> its MCP form, for the registry in `converted_for`
     converted_for: list[int] = [0]
     converting = threading.Lock()  # listings run in worker threads, concurrently
@@ -203,7 +204,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
             if converted_for[0] != id(dispatcher.registry):  # a new model: convert again
                 converted.clear()
                 converted_for[0] = id(dispatcher.registry)
-            return [converted.setdefault(t.name, _tool(t, prefix)) for t in visible]
+            return [converted.setdefault(t.name, _tool(t, prefix, lean)) for t in visible]
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -211,7 +212,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
         principal = principal_of(ctx)
         return types.ListToolsResult(tools=await anyio.to_thread.run_sync(listed, principal))
 
-    calls = ToolCalls(dispatcher, surface, prefix, inline_searches=single_client)
+    calls = ToolCalls(dispatcher, surface, prefix, inline_searches=single_client, structured=not lean)
 
     client_log = ClientLog(fanout)
 
@@ -226,7 +227,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}.{hint}") from None
         if not _modern(ctx):
             await client_log.call_done(ctx, result, time.perf_counter() - started)
-        return _call_result(result)
+        return _call_result(result, calls.structured)
 
     async def list_resources(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -286,7 +287,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
         return types.DiscoverResult(
             supported_versions=SUPPORTED_VERSIONS,
             capabilities=capabilities,
-            instructions=INSTRUCTIONS,
+            instructions=dispatcher.registry.instructions(),
             ttl_ms=60_000,
             cache_scope="public",
         )
@@ -322,7 +323,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
         version=__version__,
         title="canon",
         description="A knowledge server for an organisation's canonical model.",
-        instructions=INSTRUCTIONS,
+        instructions=dispatcher.registry.instructions(),
         icons=[types.Icon(src=CANON_ICON, mime_type="image/svg+xml", sizes=["64x64"])],
         cache_hints={
             "tools/list": private,
@@ -350,8 +351,12 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
     return server
 
 
-def _call_result(result: ToolResult) -> dict[str, Any]:
+def _call_result(result: ToolResult, structured: bool = True) -> dict[str, Any]:
     """A CallToolResult in its wire form, built directly rather than as a model the SDK would dump again.
+
+    The object travels as JSON text, and also as structuredContent when `structured` (the tools were listed with
+    an outputSchema): the revisions ask for the text copy of structured content (ADR 0021). The agent profile lists
+    no output schemas, so its results carry the object once, as text.
 
     The text copy of the body is encoded by pydantic's encoder (the SDK's own), about four times faster than
     `json.dumps` on a page of nodes: compact, UTF-8, the same JSON value. The SDK still validates the dict
@@ -359,7 +364,7 @@ def _call_result(result: ToolResult) -> dict[str, Any]:
     """
     body = result.as_json()
     answer: dict[str, Any] = {"content": [{"type": "text", "text": pydantic_core.to_json(body).decode()}]}
-    if not result.is_error:
+    if structured and not result.is_error:
         answer["structuredContent"] = body
     # what the model's dump holds too; the SDK drops resultType on 2025-11-25, where the field does not exist
     return answer | {"isError": result.is_error, "resultType": "complete"}
