@@ -26,7 +26,7 @@ from core.http.auth import principal_of_request
 from core.instance import Instance
 from core.principal import LOCAL
 from core.surfaces import Surface, SurfaceHost
-from generators.graphql import FALLBACKS, MAX_COST, MAX_DEPTH, build_schema, local_assets, surface
+from generators.graphql import FALLBACKS, MAX_COST, MAX_DEPTH, SELECTION_ARGUMENTS, build_schema, local_assets, surface
 from generators.graphql_gate import Gate
 from tests.generators.conftest import live, token
 
@@ -164,7 +164,7 @@ def test_arguments_are_the_input_properties_with_their_defaults(gen_instance: In
         root = schema.query_type if tool.annotations["readOnlyHint"] else schema.mutation_type
         assert root is not None
         args = root.fields[tool.name].args
-        properties = tool.input_schema.get("properties", {})
+        properties = {k: v for k, v in tool.input_schema.get("properties", {}).items() if k not in SELECTION_ARGUMENTS}
         assert list(args) == list(properties), tool.name
         for name, prop in properties.items():
             required = name in tool.input_schema.get("required", ())
@@ -601,3 +601,12 @@ def test_with_ui_assets_graphiql_loads_its_files_from_the_server(fresh_instance:
     assert page.count("integrity=") == 7
     assert local_assets('<script src="https://cdn.example/npm/a@1.0/x.js" integrity="sha384-x">') == \
         '<script src="/ui-assets/a@1.0/x.js" integrity="sha384-x">'  # fmt: skip
+
+
+def test_graphql_offers_no_fields_or_summary_argument_since_its_selection_set_is_the_projection(
+    admin: Client,
+) -> None:
+    schema = admin.schema
+    assert schema.query_type is not None
+    for name in ("get_node", "find_nodes", "get_neighbors"):
+        assert not SELECTION_ARGUMENTS & set(schema.query_type.fields[name].args), name
