@@ -13,6 +13,7 @@ with the median milliseconds per call and the ratio to the admin's median.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 import statistics
@@ -88,9 +89,8 @@ def run(store: Path, repeat: int) -> dict[str, Any]:
             results[label] = row
         tool, arguments = _scenarios(instance)["get_node"]
         audited = _median_ms(lambda: dispatcher.call_tool(READER, "bench", tool, arguments), repeat * 50)
-        audit, dispatcher.audit = dispatcher.audit, None
-        unaudited = _median_ms(lambda: dispatcher.call_tool(READER, "bench", tool, arguments), repeat * 50)
-        dispatcher.audit = audit
+        silent = dataclasses.replace(dispatcher, audit=None)
+        unaudited = _median_ms(lambda: silent.call_tool(READER, "bench", tool, arguments), repeat * 50)
         results["get_node audit"] = {"with_audit_ms": audited, "without_audit_ms": unaudited,
                                      "ratio": round(audited / max(unaudited, 1e-6), 2)}  # fmt: skip
         stats = instance.store.stats()

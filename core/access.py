@@ -9,8 +9,9 @@ Two questions, asked on the one dispatch path so every surface gets the same ans
   `internal`: every authenticated principal. `restricted`: principals named in the node's `readers`
   (`user:NAME`), members of a group named there (`group:NAME`), and admins. An edge is visible when both
   its ends are. Every read path filters with the caller's `Sight`: SQL queries, index walks, the change
-  feed, resources, completions and subscriptions. Reading one record the caller may not see by id is a
-  `ForbiddenError`; in lists, searches and counts it simply does not exist for that caller.
+  feed and its events (`sees_change`), resources, completions and subscriptions. Reading one record the
+  caller may not see by id is a `ForbiddenError`; in lists, searches and counts it simply does not exist for
+  that caller.
 
 Writes are checked inside the write transaction (`write_guard`): a caller may change only records it can
 see, and edges only between nodes it can see.
@@ -37,6 +38,7 @@ __all__ = [
     "require_node",
     "require_tool",
     "sees",
+    "sees_change",
     "sees_in_graph",
     "sight_of",
     "write_guard",
@@ -83,6 +85,23 @@ def sees_in_graph(sight: Sight | None, graph: nx.MultiDiGraph[str], id: str) -> 
         return id in graph
     attributes: Mapping[str, Any] | None = graph.nodes.get(id)
     return attributes is not None and sight.sees(attributes["visibility"], attributes["readers"])
+
+
+def sees_change(sight: Sight | None, change: Change, graph: nx.MultiDiGraph[str]) -> bool:
+    """Whether a caller may see something of `change`: the rule for every change event and entry.
+
+    A model change: always. A node change: its state before or after is visible (`change_for` hides the other
+    one). An edge change: both its ends are visible now, by `graph` (the index). `Store.changes` applies the
+    same rule in its query (`core.store.sqlite._change_filter`); a test holds the two to agreement.
+    """
+    if sight is None or change.kind == "model":
+        return True
+    if change.kind == "node":
+        return any(state is not None and sight.sees(str(state["visibility"]), list(state.get("readers", ())))
+                   for state in (change.before, change.after))  # fmt: skip
+    state = change.before or change.after or {}
+    ends = state.get("source"), state.get("target")
+    return all(isinstance(end, str) and sees_in_graph(sight, graph, end) for end in ends)
 
 
 def change_for(sight: Sight | None, change: Change) -> dict[str, Any]:

@@ -20,8 +20,8 @@ from typing import Any
 from core.config import Config
 from core.instance import open_instance
 from core.principal import ANONYMOUS, Principal
-from core.records import Change
-from core.surfaces import Surface, SurfaceHost, discover
+from core.records import Change, Sight
+from core.surfaces import Surface, discover, host_for
 
 __all__ = ["MANIFEST", "check", "generate", "write"]
 
@@ -33,7 +33,9 @@ def _json(value: Any) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _no_changes() -> AsyncGenerator[AsyncIterator[Change]]:
+async def _no_changes(
+    sight: Sight | None, uri: str | None = None, *, max_buffer: int = 0
+) -> AsyncGenerator[AsyncIterator[Change]]:
     async def nothing() -> AsyncIterator[Change]:
         return
         yield  # an async generator that ends at once
@@ -53,7 +55,7 @@ def generate(model: Path | None = None, surfaces: list[Surface] | None = None) -
         try:
             files: dict[str, str] = {MANIFEST: _json(instance.registry.manifest())}
             for surface in discover() if surfaces is None else surfaces:
-                host = SurfaceHost(instance, _anonymous, _no_changes, surface.name)
+                host = host_for(instance, surface.name, principal_of=_anonymous, watch=_no_changes)
                 for name, text in surface.artifacts(host).items():
                     if name in files:
                         raise ValueError(f"surface {surface.name!r} generates {name}, which another surface made")

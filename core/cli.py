@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from core import __version__
-from core.config import Config, load_config
+from core.config import Config, load_config, store_location
 from core.dispatch import OUTCOMES
 from core.errors import CanonError, ConfigError, ModelError, NotFoundError, Problem, StoreError, ValidationError
 from core.instance import open_instance
 from core.interchange import export_graph, import_path
 from core.model import check_model, default_model_path, load_model
 from core.progress import ProgressBar
+from core.store import copy_store, store_exists
 from core.tokens import TokenFile
 
 __all__ = ["main"]
@@ -81,7 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--config", type=Path, metavar="FILE", help="configuration file (default: ./canon.toml if present)"
     )
-    parser.add_argument("--store", type=Path, metavar="PATH", help="store file (overrides the configuration)")
+    parser.add_argument("--store", type=store_location, metavar="PATH|URL",
+                        help="store file or postgresql:// URL (overrides the configuration)")  # fmt: skip
     parser.add_argument("--model", type=Path, metavar="FILE", help="model file (overrides the configuration)")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
 
@@ -173,6 +175,18 @@ def _parser() -> argparse.ArgumentParser:
     t = tokens.add_parser("list", help="list token names, roles and groups (never the tokens)",
                           description="List every token's name, role, groups and creation time.")  # fmt: skip
     t.set_defaults(handler=_token_list)
+    p = command("store", _store_usage, "copy a store to another backend",
+                "Commands on whole stores. `canon store copy SOURCE TARGET` copies a store file or database into a "
+                "new (or empty) one, of either backend, losslessly: the model, nodes, edges, every revision of the "
+                "change log and the audit log.")  # fmt: skip
+    stores = p.add_subparsers(title="store commands", metavar="ACTION")
+    t = stores.add_parser("copy", help="copy SOURCE into the new store TARGET",
+                          description="Copy the store SOURCE (a file or a postgresql:// URL) into TARGET, which must "
+                          "be new or empty: SQLite to PostgreSQL and back. Revisions, times and authors are kept, "
+                          "so TARGET's change feed is SOURCE's.")  # fmt: skip
+    t.add_argument("source", type=store_location, metavar="SOURCE")
+    t.add_argument("target", type=store_location, metavar="TARGET")
+    t.set_defaults(handler=_store_copy)
     p = command("audit", _audit, "show the audit log (newest first)",
                 "Show the audit log, newest first: one line per call on every surface, with time, principal, "
                 "surface, action, target, outcome, revision and duration. Filters combine.")  # fmt: skip
@@ -203,14 +217,14 @@ def _print_problems(summary: str, problems: Sequence[Problem]) -> None:
 
 def _init(args: argparse.Namespace) -> int:
     config = _config(args)
-    existed = config.store.exists()
+    existed = store_exists(config.store)
     instance = open_instance(config, with_index=False, principal=CLI_PRINCIPAL)
     try:
         stats = instance.store.stats()
     finally:
         instance.close()
     verb = "Opened" if existed else "Created"
-    print(f"{verb} {config.store} ({instance.model.name} {instance.model.version}): "
+    print(f"{verb} {instance.store.location} ({instance.model.name} {instance.model.version}): "
           f"{stats.nodes} nodes, {stats.edges} edges, revision {stats.revision}.")  # fmt: skip
     return 0
 
@@ -330,21 +344,30 @@ def _stats(args: argparse.Namespace) -> int:
 
 def _generate(args: argparse.Namespace) -> int:
     from core.artifacts import check, generate, write
+    from core.guides import guides
+    from core.model import load_model
+    from core.registry import build_registry
 
-    files = generate(_config(args).model)
+    model = _config(args).model
+    files = generate(model)
+    guide_folder = args.out.parent / "surfaces"  # the surface guides' tool tables (docs/surfaces)
+    pages = guides(build_registry(load_model(model)), guide_folder) if guide_folder.is_dir() else {}
     if args.check:
-        diffs = check(files, args.out)
+        diffs = check(files, args.out) + check(pages, guide_folder)
         for diff in diffs:
             sys.stdout.write(diff)
         if diffs:
-            print(f"canon: {len(diffs)} of {len(files)} reference artifacts in {args.out} are out of date; "
-                  "run 'canon generate' and commit the result", file=sys.stderr)  # fmt: skip
+            print(f"canon: {len(diffs)} of {len(files) + len(pages)} generated files in {args.out} and "
+                  f"{guide_folder} are out of date; run 'canon generate' and commit the result",
+                  file=sys.stderr)  # fmt: skip
             return EXIT_PROBLEMS
-        print(f"canon: the {len(files)} reference artifacts in {args.out} are current", file=sys.stderr)
+        print(f"canon: the {len(files)} reference artifacts in {args.out} and the {len(pages)} guide tables are "
+              "current", file=sys.stderr)  # fmt: skip
         return 0
-    changed = write(files, args.out)
-    print(f"canon: wrote {len(files)} reference artifacts to {args.out} ({len(changed)} changed: "
-          f"{', '.join(p.name for p in changed) or 'none'})", file=sys.stderr)  # fmt: skip
+    changed = write(files, args.out) + (write(pages, guide_folder) if pages else [])
+    print(f"canon: wrote {len(files)} reference artifacts to {args.out} and {len(pages)} guide tables to "
+          f"{guide_folder} ({len(changed)} changed: {', '.join(p.name for p in changed) or 'none'})",
+          file=sys.stderr)  # fmt: skip
     return 0
 
 
@@ -352,7 +375,7 @@ def _show_config(args: argparse.Namespace) -> int:
     c = _config(args)
     values = {"store": str(c.store), "model": str(c.model) if c.model else "(embedded default)", "seed": c.seed,
               "host": c.host, "port": c.port, "max_body_bytes": c.max_body_bytes,
-              "max_streams": c.max_streams, "stream_backlog": c.stream_backlog,
+              "max_streams": c.max_streams, "stream_backlog": c.stream_backlog, "mcp_fastpath": c.mcp_fastpath,
               "ui_assets": str(c.ui_assets) if c.ui_assets else None, "tokens": str(c.tokens),
               "anonymous": c.anonymous, "local_name": c.local_name, "local_role": c.local_role,
               "local_groups": list(c.local_groups)}  # fmt: skip
@@ -390,6 +413,18 @@ def _token_revoke(args: argparse.Namespace) -> int:
 def _token_list(args: argparse.Namespace) -> int:
     for entry in TokenFile(_config(args).tokens).entries():
         print(f"{entry.name}\t{entry.role}\t{','.join(entry.groups) or '-'}\t{entry.created_at}")
+    return 0
+
+
+def _store_usage(args: argparse.Namespace) -> int:
+    print("canon store: choose an action: copy (see canon store --help).", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _store_copy(args: argparse.Namespace) -> int:
+    stats = copy_store(args.source, args.target)
+    print(f"Copied {stats.nodes} nodes, {stats.edges} edges and {stats.changes} changes (revision {stats.revision}) "
+          "with the audit log.")  # fmt: skip
     return 0
 
 

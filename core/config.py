@@ -1,9 +1,10 @@
 """Configuration: `canon.toml`, environment overrides, and defaults that need nothing.
 
 Precedence, highest first: command-line options, environment (`CANON_STORE`, `CANON_MODEL`, `CANON_HOST`,
-`CANON_PORT`, `CANON_TOKENS`), the configuration file, defaults. The file is the one named by `--config`, else by
-`CANON_CONFIG`, else `canon.toml` in the working directory if there is one. Its keys are checked against
-`schema/config/config.schema.json`: an unknown or mistyped key is an error naming the key, never ignored.
+`CANON_PORT`, `CANON_TOKENS`, `CANON_UI_ASSETS`, `CANON_MCP_FASTPATH`), the configuration file, defaults. The
+file is the one named by `--config`, else by `CANON_CONFIG`, else `canon.toml` in the working directory if there
+is one. Its keys are checked against `schema/config/config.schema.json`: an unknown or mistyped key is an error
+naming the key, never ignored.
 """
 
 from __future__ import annotations
@@ -22,14 +23,14 @@ from core.documents import pointer
 from core.errors import ConfigError
 from core.principal import Principal
 
-__all__ = ["Config", "load_config"]
+__all__ = ["Config", "load_config", "store_location"]
 
 DEFAULT_FILE = "canon.toml"
 
 
 @dataclass(frozen=True)
 class Config:
-    store: Path = Path("canon.db")
+    store: Path | str = Path("canon.db")  # a SQLite file, or a PostgreSQL database's URL (`store_location`)
     model: Path | None = None  # None: the embedded default model
     seed: bool = True
     host: str = "127.0.0.1"
@@ -37,6 +38,7 @@ class Config:
     max_body_bytes: int = 1024 * 1024
     max_streams: int = 10_000  # open change streams per process, of each kind (listen, 2025-11-25 GET)
     stream_backlog: int = 1_024  # events waiting for a client that stopped reading, before its stream is ended
+    mcp_fastpath: bool = True  # canon answers parts of the MCP SDK's HTTP transport itself (core.mcp.fastpath)
     ui_assets: Path | None = None  # browser assets for /docs and /graphql served at /ui-assets/ (None: public CDNs)
     tokens: Path = Path("canon-tokens.json")  # hashed bearer tokens (canon token create/revoke)
     anonymous: bool = True  # HTTP callers without a token may read public nodes
@@ -49,6 +51,13 @@ class Config:
     def local_principal(self) -> Principal:
         """Who a stdio client is: the configured local principal (never what the client says it is)."""
         return Principal(self.local_name, frozenset({self.local_role}), frozenset(self.local_groups))
+
+
+def store_location(value: str, base: Path | None = None) -> Path | str:
+    """Where a store is: a PostgreSQL URL as it is, else a file path (relative to `base`, if given)."""
+    if value.startswith(("postgresql://", "postgres://")):
+        return value
+    return base / value if base is not None else Path(value)
 
 
 def _schema() -> dict[str, Any]:
@@ -89,13 +98,17 @@ def _from_file(file: Path) -> Config:
     for section, key, attr in _KEYS:
         if key in data.get(section, {}):
             value = data[section][key]
-            values[attr] = (base / value) if attr in _PATHS else tuple(value) if isinstance(value, list) else value
+            if attr == "store":
+                values[attr] = store_location(value, base)
+            else:
+                values[attr] = (base / value) if attr in _PATHS else tuple(value) if isinstance(value, list) else value
             origins[attr] = f"{name} [{section}] {key}"
     return replace(Config(), **values, origins=origins)
 
 
 _KEYS = [
     ("store", "path", "store"),
+    ("store", "url", "store"),
     ("model", "path", "model"),
     ("model", "seed", "seed"),
     ("server", "host", "host"),
@@ -103,6 +116,7 @@ _KEYS = [
     ("server", "max_body_bytes", "max_body_bytes"),
     ("server", "max_streams", "max_streams"),
     ("server", "stream_backlog", "stream_backlog"),
+    ("server", "mcp_fastpath", "mcp_fastpath"),
     ("server", "ui_assets", "ui_assets"),
     ("auth", "tokens", "tokens"),
     ("auth", "anonymous", "anonymous"),
@@ -119,7 +133,10 @@ def _apply_env(config: Config, env: Mapping[str, str]) -> Config:
     for var, attr in (("CANON_STORE", "store"), ("CANON_MODEL", "model"), ("CANON_HOST", "host"),
                       ("CANON_TOKENS", "tokens"), ("CANON_UI_ASSETS", "ui_assets")):  # fmt: skip
         if env.get(var):
-            values[attr] = Path(env[var]) if attr in _PATHS else env[var]
+            if attr == "store":
+                values[attr] = store_location(env[var])
+            else:
+                values[attr] = Path(env[var]) if attr in _PATHS else env[var]
             origins[attr] = f"${var}"
     if env.get("CANON_PORT"):
         raw = env["CANON_PORT"]
@@ -129,4 +146,15 @@ def _apply_env(config: Config, env: Mapping[str, str]) -> Config:
             )
         values["port"] = int(raw)
         origins["port"] = "$CANON_PORT"
+    if env.get("CANON_MCP_FASTPATH"):
+        values["mcp_fastpath"] = _switch("CANON_MCP_FASTPATH", env["CANON_MCP_FASTPATH"])
+        origins["mcp_fastpath"] = "$CANON_MCP_FASTPATH"
     return replace(config, **values, origins=origins)
+
+
+def _switch(var: str, raw: str) -> bool:
+    """An on/off environment variable: 1/true/on or 0/false/off, in any case."""
+    value = raw.strip().lower()
+    if value not in ("1", "true", "on", "0", "false", "off"):
+        raise ConfigError(f"{var}={raw!r} is not on or off (1/true/on, 0/false/off).", source=f"${var}", key=var)
+    return value in ("1", "true", "on")

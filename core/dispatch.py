@@ -13,11 +13,15 @@
       → audit            every hook gets one record: who, where, what, outcome, revision, duration
       → result           one JSON object, which surfaces send as structured content and as text
 
-`call_tool_now` is the same path for a caller that must not wait (an event loop): it runs a point read (a
-handler marked `@point_read`: one record by its key, nothing else) on the calling thread when the index and the
-store are free and current at that instant, and otherwise declines (None), so the caller hands the call to a
-thread that may wait. A caller with one client (stdio) may ask it to run index-answered searches (`@indexed_read`)
-the same way.
+How a tool runs is part of its definition (`"execution"`, see `core.registry.Execution`): `worker` on a thread
+that may wait, `walk` taking turns with other walks, `point` (one record by its key, nothing else) and `indexed`
+(a search the store answers from its indexes). `call_tool_now` is the same path for a caller that must not wait
+(an event loop): it runs a `point` tool on the calling thread when the index and the store are free and current at
+that instant, and otherwise declines (None), so the caller hands the call to a thread that may wait. A caller with
+one client (stdio) may ask it to run `indexed` tools the same way.
+
+A handler is bound to its tool where it is written: `@handler("get_node")` marks the function, and whoever
+collects a toolset (`core.tools`) finds the marked functions of its modules.
 
 Resources, completions and tool listings take the same path (execute with the caller's sight, audit).
 Surfaces never hold logic: they translate their wire format to these calls and the results (or `CanonError`s)
@@ -27,15 +31,16 @@ back. A request a surface rejects before it has a principal (a bad token) is aud
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from core.access import may_call, require_node, require_tool, sight_of
 from core.audit import AuditLog, AuditRecord
@@ -66,9 +71,8 @@ __all__ = [
     "Handler",
     "ToolResult",
     "error_json",
-    "indexed_read",
-    "point_read",
-    "walk",
+    "handler",
+    "handlers_in",
 ]
 
 log = logging.getLogger("canon.dispatch")
@@ -112,32 +116,32 @@ class CallContext:
 
 
 Handler = Callable[[CallContext, dict[str, Any]], dict[str, Any]]
-_POINT_READS: set[Handler] = set()
-_INDEXED_READS: set[Handler] = set()
-_WALKS: set[Handler] = set()
+_BOUND = "__canon_tool__"  # the attribute `handler` marks a function with: the name of the tool it answers
 
 
-def point_read(handler: Handler) -> Handler:
-    """Mark `handler` as a point read: it reads one record by its key and does nothing else, so it is cheap and
-    bounded enough for `Dispatcher.call_tool_now` to run on an event loop."""
-    _POINT_READS.add(handler)
-    return handler
+def handler(name: str) -> Callable[[Handler], Handler]:
+    """Bind the decorated function to the tool called `name` (its definition says how it runs)."""
+
+    def bind(function: Handler) -> Handler:
+        setattr(function, _BOUND, name)
+        return function
+
+    return bind
 
 
-def indexed_read(handler: Handler) -> Handler:
-    """Mark `handler` as a search the store answers from its indexes: usually well under a millisecond, but not
-    bounded as a point read is (a needle can match many records), so `Dispatcher.call_tool_now` runs it on an event
-    loop only for a caller that asks (`searches=True`): one whose loop serves a single client, which would wait for
-    the answer anyway."""
-    _INDEXED_READS.add(handler)
-    return handler
-
-
-def walk(handler: Handler) -> Handler:
-    """Mark `handler` as a walk over the graph index: long, pure Python work that takes turns with other walks
-    (`core.priority`); it calls `CallContext.check_time` as it goes."""
-    _WALKS.add(handler)
-    return handler
+def handlers_in(namespaces: Iterable[Mapping[str, object]]) -> dict[str, Handler]:
+    """The handlers bound with `@handler` among the values of `namespaces` (modules' `vars()`), by tool name. The
+    same function found twice (imported elsewhere) counts once; two functions bound to one name are an error."""
+    found: dict[str, Handler] = {}
+    for namespace in namespaces:
+        for value in namespace.values():
+            name = getattr(value, _BOUND, None)
+            if not isinstance(name, str) or not callable(value):
+                continue
+            function = cast("Handler", value)
+            if found.setdefault(name, function) is not function:
+                raise ValueError(f"two handlers are bound to the tool {name!r}")
+    return found
 
 
 @dataclass(frozen=True)
@@ -184,8 +188,11 @@ def _digest(arguments: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Dispatcher:
+    """The dispatch path through one registry. Immutable: a model change makes another (`evolve`), and a call that
+    started on this one finishes on it."""
+
     registry: Registry
     store: Store
     index: GraphIndex
@@ -196,9 +203,14 @@ class Dispatcher:
     priority: Priority = field(default_factory=Priority)  # walks take turns: cheap calls before walks
 
     def __post_init__(self) -> None:
-        missing = {t.name for t in self.registry.tools} - set(self.handlers)
-        if missing:
-            raise ValueError(f"tools without a handler: {sorted(missing)}")
+        names = {t.name for t in self.registry.tools}
+        if names != set(self.handlers):  # a definition without a handler, or a handler bound to a misspelt name
+            raise ValueError(f"tools without a handler: {sorted(names - set(self.handlers))}; handlers without a "
+                             f"tool: {sorted(set(self.handlers) - names)}")  # fmt: skip
+
+    def evolve(self, registry: Registry) -> Dispatcher:
+        """A dispatcher like this one (same store, index, handlers, audit, hooks and walk turns) for `registry`."""
+        return dataclasses.replace(self, registry=registry)
 
     def context(self, principal: Principal, surface: str, received: float | None = None) -> CallContext:
         """The context of a call received at `received` (`time.monotonic()`; default: now), whose wall-time bound
@@ -242,8 +254,8 @@ class Dispatcher:
         point read (or, with `searches`, an indexed read) and the index and the store are free and current right
         now. Then both stay held for the call, so it never waits on another thread's walk or write, nor replays
         the change log."""
-        handler = self.handlers.get(name)
-        if handler is None or not (handler in _POINT_READS or (searches and handler in _INDEXED_READS)):
+        tool = self.registry.find(name)
+        if tool is None or not (tool.execution == "point" or (searches and tool.execution == "indexed")):
             return None
         with self.index.uncontended() as free:
             return self._call(principal, surface, name, arguments, sync=False) if free else None
@@ -278,7 +290,7 @@ class Dispatcher:
             defaults = self.registry.input_defaults(tool.name)
             full = {**copy.deepcopy(defaults), **args} if defaults else dict(args)
             handler, ctx = self.handlers[tool.name], self.context(principal, surface, received)
-            if handler in _WALKS:
+            if tool.execution == "walk":
                 with self.priority.walk(ctx.deadline) as turn:
                     if not turn:  # its time ran out waiting for its turn
                         raise ctx.out_of_time()

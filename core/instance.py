@@ -2,13 +2,13 @@
 
 This is the composition root of the core: the only place that turns configuration into objects. A new store
 on the embedded model is seeded with the embedded sample data, so `canon serve` on a fresh machine needs
-nothing else.
+nothing else. The model and everything built from it form one immutable `core.snapshot.Snapshot`, which a model
+change replaces in one assignment (`Instance.reload_model`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
+import threading
 from pathlib import Path
 
 from core.audit import AuditLog
@@ -19,73 +19,109 @@ from core.graph import GraphIndex
 from core.interchange import import_path
 from core.model import Model, default_seed_path, load_model
 from core.registry import Registry, build_registry
-from core.store import Store, open_store
+from core.snapshot import Snapshot
+from core.store import Store, is_database_url, open_store, store_exists
 from core.tokens import TokenFile
+from core.tools import Toolset
 
 __all__ = ["Instance", "open_instance"]
 
 SEED_PRINCIPAL = "system:seed"
 
 
-@dataclass
 class Instance:
-    config: Config
-    model: Model
-    store: Store
-    index: GraphIndex | None = None
+    """An opened canon: its configuration, store, graph index, tokens and audit log, and the current `Snapshot`
+    (the model and everything built from it), which a model change replaces whole.
 
-    @cached_property
-    def registry(self) -> Registry:
-        return build_registry(self.model, examples=Examples.of_store(self.model, self.store))
+    Opened without an index (the CLI's store commands), it has a model and no snapshot: nothing is dispatched.
+    """
 
-    @cached_property
-    def audit(self) -> AuditLog:
-        """The store's audit log, written by a background thread until `close()`."""
-        return AuditLog(self.store.append_audit)
+    def __init__(self, config: Config, model: Model, store: Store, index: GraphIndex | None = None,
+                 tools: Toolset | None = None, *, registry: Registry | None = None) -> None:  # fmt: skip
+        """`tools`: tools beyond the built-in ones. `registry`: one already built for `model` and these tools
+        (otherwise it is built here, when there is an index)."""
+        self.config = config
+        self.store = store
+        self.index = index
+        self.tools = tools or Toolset()
+        self.tokens = TokenFile(config.tokens)
+        self._model = model  # the model while there is no snapshot
+        self._audit: AuditLog | None = None
+        self._snapshot: Snapshot | None = None
+        self._reloading = threading.Lock()
+        if index is not None:
+            self._audit = AuditLog(store.append_audit)  # written by a background thread until `close()`
+            registry = registry or build_registry(
+                model, self.tools.definitions, examples=Examples.of_store(model, store)
+            )
+            dispatcher = Dispatcher(registry, store, index, self.tools.all_handlers(), audit=self._audit)
+            self._snapshot = Snapshot(dispatcher.registry, dispatcher)
 
-    @cached_property
-    def tokens(self) -> TokenFile:
-        return TokenFile(self.config.tokens)
-
-    @cached_property
-    def dispatcher(self) -> Dispatcher:
-        """The one dispatch path over this instance (needs the index); every call it takes is audited."""
-        from core.tools import HANDLERS
-
-        if self.index is None:
+    @property
+    def snapshot(self) -> Snapshot:
+        """The current model's snapshot. A call reads it once and finishes on it, whatever happens meanwhile."""
+        if self._snapshot is None:
             raise RuntimeError("this instance was opened without an index")
-        return Dispatcher(self.registry, self.store, self.index, HANDLERS, audit=self.audit)
+        return self._snapshot
+
+    @snapshot.setter
+    def snapshot(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot  # the one assignment a model change makes
+
+    @property
+    def model(self) -> Model:
+        return self._model if self._snapshot is None else self._snapshot.model
+
+    @property
+    def registry(self) -> Registry:
+        return self.snapshot.registry
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        """The current snapshot's dispatcher: the one dispatch path; every call it takes is audited."""
+        return self.snapshot.dispatcher
+
+    @property
+    def audit(self) -> AuditLog:
+        """The store's audit log (an instance with an index keeps one)."""
+        if self._audit is None:
+            raise RuntimeError("this instance was opened without an index")
+        return self._audit
 
     def reload_model(self) -> bool:
         """Adopt the model recorded in the store if another process changed it; True if it changed.
 
-        The store validates writes under it, and the registry (and the dispatcher's view of it) is rebuilt, so
-        every surface serves the new model from its next request on.
+        The store validates writes under it, and the next snapshot (its registry and dispatcher) replaces the
+        current one in one assignment, so every surface serves the new model from its next request on, while a
+        call already running finishes on the snapshot it started with.
         """
-        stored = self.store.stored_model()
-        if stored.digest == self.model.digest:
-            return False
-        self.store.use_model(stored)
-        self.model = stored
-        registry = build_registry(stored, examples=Examples.of_store(stored, self.store))
-        self.__dict__["registry"] = registry  # replace the cached property
-        if "dispatcher" in self.__dict__:
-            self.dispatcher.registry = registry
-        return True
+        with self._reloading:  # one at a time: a later reload never lands before an earlier one
+            stored = self.store.stored_model()
+            if stored.digest == self.model.digest:
+                return False
+            self.store.use_model(stored)
+            if self._snapshot is None:
+                self._model = stored
+            else:
+                examples = Examples.of_store(stored, self.store)
+                self.snapshot = self._snapshot.evolve(build_registry(stored, self.tools.definitions, examples=examples))
+            return True
 
     def close(self) -> None:
         """Flush the audit log and close the store."""
         try:
-            if "audit" in self.__dict__:
-                self.audit.close()
+            if self._audit is not None:
+                self._audit.close()
         finally:
             self.store.close()
 
 
-def open_instance(config: Config, *, with_index: bool = True, principal: str = "system") -> Instance:
-    """Open the configured model and store (creating and seeding a new store), and build the index."""
+def open_instance(config: Config, *, with_index: bool = True, principal: str = "system",
+                  tools: Toolset | None = None) -> Instance:  # fmt: skip
+    """Open the configured model and store (creating and seeding a new store), and build the index. `tools` adds
+    tools to the built-in ones (`Toolset.from_folder`: docs/development/adding-a-tool.md)."""
     model = load_model(config.model)
-    is_new = not config.store.exists()
+    is_new = not store_exists(config.store)
     store = open_store(config.store, model, principal=principal)
     try:
         if is_new and config.model is None and config.seed:
@@ -93,8 +129,8 @@ def open_instance(config: Config, *, with_index: bool = True, principal: str = "
         index = GraphIndex.build(store) if with_index else None
     except BaseException:
         store.close()
-        if is_new:  # a store that could not be seeded is not left behind half-made
+        if is_new and not is_database_url(config.store):  # a store file that could not be seeded is not left behind
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{config.store}{suffix}").unlink(missing_ok=True)
         raise
-    return Instance(config, model, store, index)
+    return Instance(config, model, store, index, tools or Toolset())

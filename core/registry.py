@@ -1,8 +1,10 @@
 """The registry: every tool and resource canon serves, as data. The one definition all surfaces map.
 
 Tool definitions are JSON files in `schema/tools/` (name, title, description for an LLM reader, exact input
-and output JSON Schemas, annotations, permission, whether the tool is advanced, surface hints); the parts
-that depend on the model are derived once by `core.schemas.derive`. Resources are defined here. The order
+and output JSON Schemas, annotations, permission, whether the tool is advanced, how it runs, surface hints),
+each checked against `schema/meta/tool.schema.json`; the parts that depend on the model are derived once by
+`core.schemas.derive`. The tools are listed in the order of `schema/tool-order.json`, then the unlisted ones by
+name, so a new definition needs no position to be served and two never collide. Resources are defined here. The order
 and content are deterministic for a given model, so generated surfaces and artifacts are reproducible.
 
 The registry holds no behaviour: `core.tools` binds each tool name to its handler, and `core.dispatch` is
@@ -12,24 +14,38 @@ the one path every call takes.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
+from types import MappingProxyType
 from typing import Any, Literal, cast
 
 from jsonschema.protocols import Validator
 
 from core.dialect import check_schema, ecma_regex, schema_validator
+from core.documents import pointer
 from core.errors import UnknownToolError
 from core.examples import Examples, instructions
 from core.model import Model
 from core.schemas import DIALECT, derive
+from core.uris import CHANGES_URI, MODEL_URI, NODE_TEMPLATE, node_uri, type_uri
 
-__all__ = ["Permission", "QuickCheck", "Registry", "ResourceDefinition", "ToolDefinition", "build_registry"]
+__all__ = [
+    "Execution",
+    "Permission",
+    "QuickCheck",
+    "Registry",
+    "ResourceDefinition",
+    "ToolDefinition",
+    "build_registry",
+    "check_definition",
+    "in_order",
+]
 
 Permission = Literal["read", "write", "admin"]
-NODE_TEMPLATE = "canon://nodes/{type}/{id}"
+Execution = Literal["worker", "walk", "point", "indexed"]  # how the dispatcher runs it (core.dispatch)
 # icons of the resources the model gives none: the model, the change log, an edge type, any node
 MODEL_ICON, CHANGES_ICON, EDGE_ICON, NODE_ICON = "🗺️", "🕒", "🔗", "📄"
 
@@ -46,6 +62,7 @@ class ToolDefinition:
     advanced: bool  # hidden from the agent profile's tools/list, still callable
     surface: Mapping[str, Any] = field(default_factory=dict[str, Any])
     icon: str | None = None
+    execution: Execution = "worker"
     # the output schema with every node and edge typed by the model: what GraphQL maps and exact checks use
     typed_output_schema: Mapping[str, Any] = field(default_factory=dict[str, Any])
 
@@ -85,51 +102,48 @@ class ResourceDefinition:
 
 @dataclass(frozen=True)
 class Registry:
+    """Every definition for one model. Immutable: what calls look up per tool (the definition by name, the compiled
+    input validator, the `QuickCheck`, the input defaults) is built with it, never filled in later; another model
+    is another registry (`build_registry`)."""
+
     model: Model
     tools: tuple[ToolDefinition, ...]
     resources: tuple[ResourceDefinition, ...]
     templates: tuple[ResourceDefinition, ...]
     examples: Examples | None = None  # what descriptions name (the model's alone when None)
-    _by_name: dict[str, ToolDefinition] = field(default_factory=dict[str, ToolDefinition], repr=False)
-    _validators: dict[str, Validator] = field(default_factory=dict[str, Validator], repr=False)
-    _defaults: dict[str, Mapping[str, Any]] = field(default_factory=dict[str, Mapping[str, Any]], repr=False)
-    _quick: dict[str, QuickCheck | None] = field(default_factory=dict[str, "QuickCheck | None"], repr=False)
+    _checks: Mapping[str, _ToolChecks] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self._by_name.update({t.name: t for t in self.tools})
+        object.__setattr__(self, "_checks", MappingProxyType({t.name: _ToolChecks.of(t) for t in self.tools}))
 
     def tool(self, name: str) -> ToolDefinition:
         """The tool called `name`; `UnknownToolError` names the closest known tools otherwise."""
-        found = self._by_name.get(name)
-        if found is None:
-            raise UnknownToolError(name, difflib.get_close_matches(name, list(self._by_name), n=3, cutoff=0.5))
-        return found
+        return self._checked(name).tool
+
+    def find(self, name: str) -> ToolDefinition | None:
+        """The tool called `name`, or None."""
+        found = self._checks.get(name)
+        return None if found is None else found.tool
 
     def input_validator(self, name: str) -> Validator:
-        """The compiled validator of a tool's input schema (built once)."""
-        found = self._validators.get(name)
-        if found is None:
-            schema = self.tool(name).input_schema
-            found = schema_validator(schema)
-            self._validators[name] = found
-        return found
+        """The compiled validator of a tool's input schema."""
+        return self._checked(name).validator
 
     def quick_check(self, name: str) -> QuickCheck | None:
         """A shortcut past `input_validator` for arguments of plain values (see `QuickCheck`); None when the tool's
-        input schema is beyond it. Built once."""
-        if name not in self._quick:
-            self._quick[name] = QuickCheck.of(self.tool(name).input_schema)
-        return self._quick[name]
+        input schema is beyond it."""
+        return self._checked(name).quick
 
     def input_defaults(self, name: str) -> Mapping[str, Any]:
         """The defaults a tool's input schema declares for its top-level properties (what a caller may leave out).
 
-        Found once per tool; the mapping is shared, so a caller that changes what it holds copies it first."""
-        found = self._defaults.get(name)
+        The mapping is shared, so a caller that changes what it holds copies it first."""
+        return self._checked(name).defaults
+
+    def _checked(self, name: str) -> _ToolChecks:
+        found = self._checks.get(name)
         if found is None:
-            properties: Mapping[str, Any] = self.tool(name).input_schema.get("properties", {})
-            found = {key: schema["default"] for key, schema in properties.items() if "default" in schema}
-            self._defaults[name] = found
+            raise UnknownToolError(name, difflib.get_close_matches(name, list(self._checks), n=3, cutoff=0.5))
         return found
 
     def instructions(self) -> str:
@@ -221,10 +235,58 @@ def _plain(schema: Any) -> Callable[[Any], bool] | None:
     return check
 
 
+def _json_of(name: str) -> Any:
+    return json.loads(resources.files("schema").joinpath(name).read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class _ToolChecks:
+    """What a call of one tool looks up, built with the registry: the definition, its compiled input validator,
+    its `QuickCheck` and its input defaults."""
+
+    tool: ToolDefinition
+    validator: Validator
+    quick: QuickCheck | None
+    defaults: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, tool: ToolDefinition) -> _ToolChecks:
+        schema = tool.input_schema
+        properties: Mapping[str, Any] = schema.get("properties", {})
+        defaults = {key: sub["default"] for key, sub in properties.items() if "default" in sub}
+        return cls(tool, schema_validator(schema), QuickCheck.of(schema), defaults)
+
+
 def _tool_files() -> list[dict[str, Any]]:
     folder = resources.files("schema").joinpath("tools")
-    documents = [json.loads(f.read_text(encoding="utf-8")) for f in folder.iterdir() if f.name.endswith(".json")]
-    return sorted(documents, key=lambda d: (d["order"], d["name"]))
+    return [json.loads(f.read_text(encoding="utf-8")) for f in folder.iterdir() if f.name.endswith(".json")]
+
+
+@functools.cache
+def _definition_validator() -> Validator:
+    return schema_validator(_json_of("meta/tool.schema.json"))
+
+
+def check_definition(document: Mapping[str, Any]) -> None:
+    """Raise `ValueError` naming the first problems of a tool definition against the tool meta-schema."""
+    errors = _definition_validator().iter_errors(document)
+    problems = sorted(f"{pointer(e.absolute_path) or '/'}: {e.message}" for e in errors)
+    if problems:
+        raise ValueError(f"tool definition {document.get('name', '?')!r}: {'; '.join(problems[:5])}")
+
+
+def in_order(documents: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The definitions in serving order: those `schema/tool-order.json` lists, in its order; then the rest by name.
+    A name defined twice, or listed and not defined, is an error."""
+    by_name: dict[str, Mapping[str, Any]] = {}
+    for document in documents:
+        if by_name.setdefault(document["name"], document) is not document:
+            raise ValueError(f"the tool {document['name']!r} is defined twice")
+    listed: list[str] = _json_of("tool-order.json")["tools"]
+    stale = [name for name in listed if name not in by_name]
+    if stale or len(set(listed)) != len(listed):
+        raise ValueError(f"schema/tool-order.json lists tools twice or without a definition: {stale}")
+    return [by_name[n] for n in listed] + [by_name[n] for n in sorted(by_name.keys() - set(listed))]
 
 
 def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = (), examples: Examples | None = None
@@ -233,10 +295,12 @@ def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = (), 
 
     Descriptions name `examples` (the served data's, `Examples.of_store`; the model's alone by default).
 
-    `extra_tools` are more definitions in the file format (tests use it to show that a new definition reaches
-    every surface with no other change); each still needs a handler in the dispatcher.
+    `extra_tools` are more definitions in the file format (a tools folder, `core.tools.Toolset`); each still needs
+    a handler in the dispatcher.
     """
-    documents = sorted([*_tool_files(), *extra_tools], key=lambda d: (d["order"], d["name"]))
+    documents = in_order([*_tool_files(), *extra_tools])
+    for document in documents:
+        check_definition(document)
     examples = examples or Examples.of_model(model)
     fill = examples.fill
     tools = tuple(
@@ -251,6 +315,7 @@ def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = (), 
             permission=d["permission"],
             advanced=d["advanced"],
             surface=d.get("surface", {}),
+            execution=d["execution"],
         )
         for d in documents
     )
@@ -265,11 +330,11 @@ def _resources(model: Model) -> tuple[ResourceDefinition, ...]:
     fixed = [
         ResourceDefinition(
             "model", "The model", "The whole model: a JSON Schema 2020-12 document declaring every node and edge type.",
-            "application/schema+json", uri="canon://model", icon=MODEL_ICON,
+            "application/schema+json", uri=MODEL_URI, icon=MODEL_ICON,
         ),
         ResourceDefinition(
             "changes", "Recent changes", "The latest 100 entries of the change log, newest last, with the revision "
-            "to pass to get_changes to resume.", "application/json", uri="canon://changes", subscribable=True,
+            "to pass to get_changes to resume.", "application/json", uri=CHANGES_URI, subscribable=True,
             icon=CHANGES_ICON,
         ),
     ]  # fmt: skip
@@ -277,14 +342,14 @@ def _resources(model: Model) -> tuple[ResourceDefinition, ...]:
         fixed.append(
             ResourceDefinition(
                 f"type-{name}", f"{name} schema", f"JSON Schema of the {name} node type. {node_type.description}",
-                "application/schema+json", uri=f"canon://types/{name}", icon=node_type.icon,
+                "application/schema+json", uri=type_uri(name), icon=node_type.icon,
             )
         )  # fmt: skip
     for name, edge_type in model.edge_types.items():
         fixed.append(
             ResourceDefinition(
                 f"type-{name}", f"{name} schema", f"JSON Schema of the {name} edge type. {edge_type.description}",
-                "application/schema+json", uri=f"canon://types/{name}", icon=edge_type.icon or EDGE_ICON,
+                "application/schema+json", uri=type_uri(name), icon=edge_type.icon or EDGE_ICON,
             )
         )  # fmt: skip
     return tuple(fixed)
@@ -295,7 +360,7 @@ def _templates(examples: Examples) -> tuple[ResourceDefinition, ...]:
         ResourceDefinition(
             "node", "A node", "One node as JSON: the object get_node returns under `node` (get_node also gives the "
             "store revision it was read at; this resource does not). Subscribe to be told when it changes. "
-            f"Example: canon://nodes/{examples.type}/{examples.id}.", "application/json",
+            f"Example: {node_uri(examples.type, examples.id)}.", "application/json",
             uri_template=NODE_TEMPLATE, subscribable=True, icon=NODE_ICON,
         ),
     )  # fmt: skip

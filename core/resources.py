@@ -1,16 +1,15 @@
 """Reading, listing and completing the registry's resources; every surface serves them through these.
 
-URIs: `canon://model`, `canon://types/{name}`, `canon://changes`, and `canon://nodes/{type}/{id}`, whose JSON
-is exactly `get_node`'s `node`. The list holds the fixed resources first, then every node in id order, one
-page at a time. Everything is read through the caller's sight: nodes it may not see are not listed or
-completed, reading one is a `ForbiddenError`, and `canon://changes` shows the latest entries as `get_changes`
-would show them to that caller.
+URIs (`core.uris`): the model, each type's schema, the latest changes, and one per node, whose JSON is exactly
+`get_node`'s `node`. The list holds the fixed resources first, then every node in id order, one page at a time.
+Everything is read through the caller's sight: nodes it may not see are not listed or completed, reading one is
+a `ForbiddenError`, and the changes resource shows the latest entries as `get_changes` would show them to that
+caller.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,12 +17,12 @@ from core.access import change_for
 from core.dispatch import CallContext
 from core.errors import NotFoundError
 from core.paging import decode_cursor, encode_cursor
-from core.registry import NODE_TEMPLATE, ResourceDefinition, type_schema
+from core.registry import ResourceDefinition, type_schema
 from core.store import NodeQuery
+from core.uris import CHANGES_URI, MODEL_URI, NODE_TEMPLATE, node_of, node_uri, type_of
 
 __all__ = ["ResourceContent", "complete", "list_resources", "read_resource"]
 
-NODE_URI = re.compile(r"^canon://nodes/(?P<type>[^/]+)/(?P<id>[^/]+)$")
 PAGE = 100
 MAX_COMPLETIONS = 100
 
@@ -42,21 +41,20 @@ def _json(value: Any) -> str:
 def read_resource(ctx: CallContext, uri: str) -> ResourceContent:
     """The content of a resource; `NotFoundError` (kind "resource") when there is no such resource."""
     model = ctx.model
-    if uri == "canon://model":
+    if uri == MODEL_URI:
         return ResourceContent(uri, "application/schema+json", _json(model.document))
-    if uri.startswith("canon://types/"):
-        name = uri.removeprefix("canon://types/")
-        if name in model.node_types or name in model.edge_types:
-            return ResourceContent(uri, "application/schema+json", _json(type_schema(model, name)))
-    if uri == "canon://changes":
+    name = type_of(uri)
+    if name is not None and (name in model.node_types or name in model.edge_types):
+        return ResourceContent(uri, "application/schema+json", _json(type_schema(model, name)))
+    if uri == CHANGES_URI:
         revision = ctx.store.revision()
         changes = ctx.store.changes(max(0, revision - PAGE), PAGE, sight=ctx.sight, until=revision)
         items = [change_for(ctx.sight, c) for c in changes]
         return ResourceContent(uri, "application/json", _json({"items": items, "revision": revision}))
-    match = NODE_URI.match(uri)
-    if match:
-        node = ctx.store.node(match["id"])
-        if node is not None and node.type == match["type"]:
+    named = node_of(uri)
+    if named is not None:
+        node = ctx.store.node(named[1])
+        if node is not None and node.type == named[0]:
             return ResourceContent(uri, "application/json", _json(ctx.readable(node).to_json()))
     raise NotFoundError("resource", uri)
 
@@ -82,7 +80,7 @@ def list_resources(ctx: CallContext, cursor: str | None) -> tuple[list[ResourceD
         node_type = ctx.model.node_types[node.type]
         title = str(node.properties.get(node_type.display, node.id))
         entries.append(ResourceDefinition(node.id, title, f"{node.type}: {title}", "application/json",
-                                          uri=f"canon://nodes/{node.type}/{node.id}", subscribable=True,
+                                          uri=node_uri(node.type, node.id), subscribable=True,
                                           icon=node_type.icon))  # fmt: skip
     next_cursor = encode_cursor("resources/list", {}, {"after": nodes[room - 1].id}) if more else None
     return entries, next_cursor

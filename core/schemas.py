@@ -11,8 +11,8 @@ Static tool schemas live in `schema/tools/`; where a schema depends on the model
     `$defs` (so the model's local `$ref`s still resolve), next to `canon.*` definitions that wrap them, so a
     structured result validates exactly as the model validates the data. Its size grows with the model.
   - generic (what a tool's `outputSchema` is on MCP, REST and llms): `{id, type, properties: object, ...}`, the
-    same few hundred bytes whatever the model; the exact schema of each type is one read away, at the type
-    resource `canon://types/{T}` and in describe_model. It validates every result the typed form validates, and
+    same few hundred bytes whatever the model; the exact schema of each type is one read away, at the type's
+    resource (`core.uris.type_uri`) and in describe_model. It validates every result the typed form validates, and
     also the projected and summary forms of a node (`fields`, `summary`), which leave properties out.
 """
 
@@ -24,6 +24,7 @@ from typing import Any
 
 from core.model import Model
 from core.records import ID_PATTERN, VISIBILITIES
+from core.uris import type_uri
 
 __all__ = ["GENERIC_EDGE", "GENERIC_NODE", "derive", "edge_envelope", "node_envelope"]
 
@@ -33,13 +34,13 @@ _STAMP = {"type": "string", "description": "ISO 8601 UTC timestamp"}
 
 GENERIC_NODE: dict[str, Any] = {
     "type": "object",
-    "description": "A node. Its exact schema per type: the resource canon://types/{type}, or describe_model.",
+    "description": f"A node. Its exact schema per type: the resource {type_uri('{type}')}, or describe_model.",
     "required": ["id", "type"],
     "properties": {"id": {"type": "string"}, "type": {"type": "string"}, "properties": {"type": "object"}},
 }
 GENERIC_EDGE: dict[str, Any] = {
     "type": "object",
-    "description": "An edge from source to target. Its exact schema per type: canon://types/{type}.",
+    "description": f"An edge from source to target. Its exact schema per type: {type_uri('{type}')}.",
     "required": ["type", "source", "target"],
     "properties": {"type": {"type": "string"}, "source": {"type": "string"}, "target": {"type": "string"},
                    "properties": {"type": "object"}},

@@ -12,10 +12,9 @@ Everything runs against the real app under uvicorn, through the official MCP SDK
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +22,11 @@ import httpx2
 import pytest
 from llms_txt import parse_llms_file
 
-from core.dispatch import CallContext, Dispatcher
 from core.instance import Instance
 from core.principal import ANONYMOUS, Principal
-from core.registry import Registry, build_registry
 from core.surfaces import discover
-from core.tools import HANDLERS
+from core.tools import Toolset
+from tests.conftest import tool_names
 from tests.generators.conftest import live, open_copy, token
 from tests.mcp.conftest import MODERN, connect, seed_template  # noqa: F401  (a fixture used here)
 
@@ -36,7 +34,7 @@ pytestmark = pytest.mark.anyio
 
 PUBLIC_SERVICE = "svc-checkout-api"
 RESTRICTED = "svc-card-vault"  # readable by group:payments and group:security
-WRITE_TOOLS = {"upsert_node", "patch_node", "delete_node", "upsert_edge", "delete_edge", "write_batch"}
+WRITE_TOOLS = set(tool_names("write"))
 TIMESTAMPS = {"created_at", "updated_at", "time"}
 
 
@@ -262,7 +260,7 @@ async def test_every_registry_entry_is_on_every_surface_and_nothing_else(seed_te
 
 
 async def test_rest_carries_the_registry_schemas_exactly(seed_template: Path, tmp_path: Path) -> None:  # noqa: F811
-    from generators.openapi import unhoist
+    from generators.rest.openapi import unhoist
 
     instance = open_copy(seed_template, tmp_path)
     try:
@@ -428,54 +426,44 @@ async def test_the_same_writes_on_fresh_stores_give_the_same_results(seed_templa
         assert comparable(transcripts[surface]) == expected, surface
 
 
-# -- a new definition reaches every surface -----------------------------------------------------------------------
-ECHO = {
-    "name": "echo_words", "order": 8, "title": "Echo words",
-    "description": "Repeat the given words back, counted (a test-only tool).",
-    "inputSchema": {"type": "object", "properties": {"words": {"type": "string", "minLength": 1},
-                                                      "times": {"type": "integer", "minimum": 1, "maximum": 3}},
-                    "required": ["words"], "additionalProperties": False},
-    "outputSchema": {"type": "object", "properties": {"echo": {"type": "string"}, "count": {"type": "integer"}},
-                     "required": ["echo", "count"], "additionalProperties": False},
-    "annotations": {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False},
-    "permission": "read", "advanced": False, "surface": {"rest": {"method": "GET", "path": "/echo"}},
-}  # fmt: skip
+# -- a new tool, added as docs/development/adding-a-tool.md says, reaches every surface -----------------------------
+GUIDE = Path(__file__).resolve().parent.parent / "docs" / "development" / "adding-a-tool.md"
 
 
-def echo_words(ctx: CallContext, arguments: dict[str, Any]) -> dict[str, Any]:
-    times = arguments.get("times", 1)
-    return {"echo": " ".join([arguments["words"]] * times), "count": times}
+def guide_block(language: str) -> str:
+    """The one ```language block of the adding-a-tool guide."""
+    blocks = re.findall(rf"^```{language}\n(.*?)^```$", GUIDE.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL)
+    assert len(blocks) == 1, language
+    return blocks[0]
 
 
-@contextlib.contextmanager
-def with_extra_tool(instance: Instance) -> Iterator[Registry]:
-    registry = build_registry(instance.model, extra_tools=[copy.deepcopy(ECHO)])
-    assert instance.index is not None
-    dispatcher = Dispatcher(registry, instance.store, instance.index, {**HANDLERS, "echo_words": echo_words},
-                            audit=instance.audit)  # fmt: skip
-    instance.__dict__["registry"] = registry
-    instance.__dict__["dispatcher"] = dispatcher
-    yield registry
-
-
-async def test_one_new_tool_definition_appears_and_works_on_every_surface(seed_template: Path, tmp_path: Path) -> None:  # noqa: F811
-    instance = open_copy(seed_template, tmp_path)
+async def test_a_tool_added_as_adding_a_tool_md_says_appears_and_works_on_every_surface(
+    seed_template: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "tools"
+    folder.mkdir()
+    (folder / "echo_words.json").write_text(guide_block("json"), encoding="utf-8")
+    (folder / "echo_words.py").write_text(guide_block("python"), encoding="utf-8")
+    definition = json.loads(guide_block("json"))
+    instance = open_copy(seed_template, tmp_path / "store", Toolset.from_folder(folder))
     arguments = {"words": "one definition", "times": 2}
     try:
-        with with_extra_tool(instance):
-            async with callers(instance, None) as on:
-                listed = {t.name: t for t in (await on.mcp.list_tools()).tools}
-                answers = [await on.on_mcp("echo_words", arguments), await on.on_rest("echo_words", arguments),
-                           await on.on_graphql("echo_words", arguments)]  # fmt: skip
-                wrong = [await on.on_rest("echo_words", {"words": ""}),
-                         await on.on_graphql("echo_words", {"words": ""})]  # fmt: skip
-                llms = parse_llms_file((await on.http.get("/llms.txt")).text)
-                page = await on.http.get("/tools/echo_words.md")
-                operation = operation_of(on.openapi, "x-canon-tool", "echo_words")
-                in_query = "echo_words" in on.root_names("queryType")
+        async with callers(instance, None) as on:
+            listed = {t.name: t for t in (await on.mcp.list_tools()).tools}
+            answers = [await on.on_mcp("echo_words", arguments), await on.on_rest("echo_words", arguments),
+                       await on.on_graphql("echo_words", arguments)]  # fmt: skip
+            wrong = [await on.on_rest("echo_words", {"words": ""}),
+                     await on.on_graphql("echo_words", {"words": ""})]  # fmt: skip
+            llms = parse_llms_file((await on.http.get("/llms.txt")).text)
+            page = await on.http.get("/tools/echo_words.md")
+            operation = operation_of(on.openapi, "x-canon-tool", "echo_words")
+            in_query = "echo_words" in on.root_names("queryType")
     finally:
         instance.close()
-    assert listed["echo_words"].input_schema == ECHO["inputSchema"] | {
+    assert sorted(p.name for p in folder.iterdir() if p.is_file()) == ["echo_words.json", "echo_words.py"]
+    assert list(listed)[-1] == "echo_words"  # listed after the tools schema/tool-order.json places
+    assert listed["echo_words"].input_schema == definition["inputSchema"] | {
         "$schema": listed["echo_words"].input_schema["$schema"]
     }
     assert answers == [("ok", {"echo": "one definition one definition", "count": 2})] * 3

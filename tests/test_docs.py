@@ -10,6 +10,7 @@ import pytest
 
 from core.cli import _parser
 from core.errors import CanonError
+from core.guides import guides
 from core.model import Model
 from core.registry import build_registry
 
@@ -78,3 +79,10 @@ def test_every_tool_s_rest_route_and_graphql_field_is_in_the_surface_guides(mode
         if f"`{tool.name}`" not in graphql:
             missing.append(f"graphql.md: {tool.name}")
     assert not missing
+
+
+def test_the_surface_guides_tool_tables_are_what_canon_generate_writes(model: Model) -> None:
+    folder = DOCS / "surfaces"
+    current = {name: (folder / name).read_text(encoding="utf-8") for name in ("mcp.md", "rest.md", "graphql.md")}
+
+    assert guides(build_registry(model), folder) == current  # else: run `canon generate`

@@ -32,8 +32,8 @@ from core.instance import Instance
 from core.model import load_model
 from core.paging import encode_cursor
 from core.registry import ToolDefinition, build_registry
-from generators.openapi import ToolRoute, route_of
-from generators.rest import surface as rest_surface
+from generators.rest.app import surface as rest_surface
+from generators.rest.openapi import ToolRoute, route_of
 from tests.generators.conftest import live, open_copy, token
 from tests.mcp.conftest import LEGACY, MODERN, envelope, initialize_body, seed_template  # noqa: F401 (a fixture)
 

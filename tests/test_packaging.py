@@ -18,6 +18,7 @@ DATA_FILES = (
     "schema/default/seed.json",
     "schema/meta/model.schema.json",
     "schema/config/config.schema.json",
+    "generators/llms/templates/llms.txt.j2",
     "core/cli.py",
 )
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 from mcp.server.context import ServerRequestContext
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -30,22 +30,23 @@ from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from core.changes import ChangeFeed
 from core.http.admission import Admission, allowed_for
 from core.http.auth import BearerGate, auth_middleware, principal_of_request
 from core.http.problems import ProblemAnswers, internal_error
 from core.instance import Instance
-from core.mcp.event_store import MemoryEventStore
 from core.mcp.events import EventFanout
 from core.mcp.fastpath.calls import CallRoute
 from core.mcp.fastpath.legacy_streams import DEFAULT_LEGACY_LIMITS, LegacyLimits, LegacyRoute, LegacyStreams
 from core.mcp.fastpath.listen import ListenRoute
 from core.mcp.fastpath.listen_streams import DEFAULT_LIMITS, ListenLimits, ListenStreams
+from core.mcp.fastpath.sdk_compat import fastpath, session_manager
 from core.mcp.revision_gate import RevisionGate
 from core.mcp.revisions import SUPPORTED_VERSIONS
 from core.mcp.server import DEFAULT_OPTIONS, ServeOptions, build_server
 from core.principal import Principal
-from core.registry import Registry
-from core.surfaces import Surface, SurfaceHost, claims, discover
+from core.snapshot import PerSnapshot, Snapshot
+from core.surfaces import Surface, SurfaceHost, claims, discover, host_for
 
 __all__ = ["UI_ASSETS", "build_app", "close_streams"]
 
@@ -55,37 +56,21 @@ CHECKED_OUTSIDE = TransportSecuritySettings(enable_dns_rebinding_protection=Fals
 """The SDK's own Host/Origin check is off: `core.http.admission` applies the one rule to every route, `/mcp` too."""
 
 
-class SessionManager(StreamableHTTPSessionManager):
-    """The SDK's session manager, with an event store of its own for every 2025-11-25 session.
-
-    The SDK hands one event store to every session and files each session's standalone stream under the same
-    name, so with a shared store `Last-Event-ID` from one session would replay another session's messages
-    (other principals' data included). A store per session makes resumption see only its own session's events;
-    it goes away with the session.
-    """
-
-    def __init__(self, *args: Any, events_per_session: int = 1_000, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.events_per_session = events_per_session
-
-    def _admit_session(self, requestor: Any) -> Any:
-        # no await between these two lines: the new transport is built with this session's own store
-        self.event_store = MemoryEventStore(self.events_per_session)
-        return super()._admit_session(requestor)  # pyright: ignore[reportUnknownMemberType]
-
-
 class SurfaceRoute(BaseRoute):
-    """Every path one surface claims, served by its app for the current registry (rebuilt when that changes).
+    """Every path one surface claims, served by its app for the current snapshot (built again for a new one, on
+    the host bound to it: a request finishes on the app, so the model, it started with).
 
     The scope passes through unchanged, so a surface sees full request paths. A bad bearer token is a 401 in
     RFC 9457 form, as on `/mcp`.
     """
 
-    def __init__(self, surface: Surface, host: SurfaceHost, gate: Callable[[ASGIApp], ASGIApp]) -> None:
+    def __init__(self, surface: Surface, host: SurfaceHost, gate: Callable[[ASGIApp], ASGIApp],
+                 current: Callable[[], Snapshot]) -> None:  # fmt: skip
         self.surface = surface
         self.host = host
         self.gate = gate
-        self._built: tuple[Registry, ASGIApp] | None = None
+        self.snapshot = current
+        self._app = PerSnapshot(self._build)
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         if scope["type"] in ("http", "websocket") and any(claims(p, scope["path"]) for p in self.surface.paths):
@@ -93,10 +78,10 @@ class SurfaceRoute(BaseRoute):
         return Match.NONE, {}
 
     def current(self) -> ASGIApp:
-        registry = self.host.registry
-        if self._built is None or self._built[0] is not registry:
-            self._built = (registry, self.gate(self.surface.app(self.host, registry)))  # pyright: ignore[reportArgumentType]
-        return self._built[1]
+        return self._app(self.snapshot())
+
+    def _build(self, snapshot: Snapshot) -> ASGIApp:
+        return self.gate(self.surface.app(self.host.at(snapshot), snapshot.registry))  # pyright: ignore[reportArgumentType]
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.current()(scope, receive, send)
@@ -127,25 +112,30 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
     them to the SDK's runner (the reference its tests compare with). `legacy` bounds canon's own 2025-11-25 GET
     streams (`app.state.legacy`; `core.mcp.fastpath.legacy_streams`); None, or `listen` None, leaves them to the SDK.
     `close_streams(app)` ends both kinds gracefully. Left at their defaults, both kinds take their bounds from the
-    configuration (`[server] max_streams` and `stream_backlog`).
+    configuration (`[server] max_streams` and `stream_backlog`). With `[server] mcp_fastpath = false`, or an SDK
+    other than the bypass expects (`core.mcp.fastpath.sdk_compat.fastpath`), all three are left to the SDK.
     """
     assert instance.index is not None
     config = instance.config
+    if not fastpath(config.mcp_fastpath):  # switched off, or the SDK not as the bypass expects: the plain SDK path
+        listen, calls, legacy = None, False, None
     if listen is DEFAULT_LIMITS:  # left as it is: the configured bounds
         listen = dataclasses.replace(DEFAULT_LIMITS, max_streams=config.max_streams, max_backlog=config.stream_backlog)
     if legacy is DEFAULT_LEGACY_LIMITS:
         legacy = dataclasses.replace(DEFAULT_LEGACY_LIMITS, max_streams=config.max_streams,
                                      max_backlog=config.stream_backlog)  # fmt: skip
-    fanout = EventFanout(instance.index, on_model_change=instance.reload_model)
-    dispatcher = instance.dispatcher
+    feed = ChangeFeed(instance.index, on_model_change=instance.reload_model)
+    fanout = EventFanout(feed)
+
+    def current() -> Snapshot:
+        return instance.snapshot
 
     def principal_of(ctx: ServerRequestContext[Any]) -> Principal:
         return principal_of_request(ctx.request)
 
-    server = build_server(dispatcher, fanout, principal_of, options, surface=SURFACE)
-    manager = SessionManager(
+    server = build_server(current, fanout, principal_of, options, surface=SURFACE)
+    manager = session_manager(
         app=server,
-        event_store=MemoryEventStore(),
         json_response=True,
         stateless=False,
         security_settings=CHECKED_OUTSIDE,
@@ -169,7 +159,7 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncGenerator[None]:
         async with manager.run(), anyio.create_task_group() as tasks:
-            tasks.start_soon(fanout.pump)
+            tasks.start_soon(feed.pump)
             if streams is not None:
                 tasks.start_soon(streams.keepalive)
             if get_streams is not None:
@@ -179,12 +169,12 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
             tasks.cancel_scope.cancel()
 
     def reject(path: str, reason: str) -> None:
-        dispatcher.rejected(SURFACE, path, reason)
+        instance.dispatcher.rejected(SURFACE, path, reason)
 
     sdk_endpoint: ASGIApp = RevisionGate(StreamableHTTPASGIApp(manager), security=manager.security_settings,
                                          max_body=manager.max_request_body_size)  # fmt: skip
     if streams is not None:
-        sdk_endpoint = ListenRoute(sdk_endpoint, streams, dispatcher=dispatcher, surface=SURFACE,
+        sdk_endpoint = ListenRoute(sdk_endpoint, streams, current=current, surface=SURFACE,
                                    security=manager.security_settings,
                                    max_body=manager.max_request_body_size)  # fmt: skip
     if calls:
@@ -196,13 +186,15 @@ def build_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, surfa
     mcp_endpoint = BearerGate(sdk_endpoint, anonymous=instance.config.anonymous, on_reject=reject)
     surface_routes: list[BaseRoute] = []
     for surface in discover() if surfaces is None else surfaces:
-        host = SurfaceHost(instance, principal_of_request, fanout.watch, surface.name)
+        host = host_for(instance, surface.name, principal_of=principal_of_request, watch=feed.watch)
 
         def gate(app: ASGIApp, name: str = surface.name) -> ASGIApp:
-            return BearerGate(app, anonymous=instance.config.anonymous, problem=True,
-                              on_reject=lambda path, reason: dispatcher.rejected(name, path, reason))  # fmt: skip
+            def refused(path: str, reason: str) -> None:
+                instance.dispatcher.rejected(name, path, reason)
 
-        surface_routes.append(SurfaceRoute(surface, host, gate))
+            return BearerGate(app, anonymous=instance.config.anonymous, problem=True, on_reject=refused)
+
+        surface_routes.append(SurfaceRoute(surface, host, gate, current))
     if instance.config.ui_assets is not None:  # the docs pages' scripts and styles, for offline use
         surface_routes.append(Mount(UI_ASSETS, app=StaticFiles(directory=instance.config.ui_assets)))
     app = Starlette(

@@ -47,8 +47,11 @@ STATUS: dict[str, int] = {
     "bad_request": 400, "unauthorized": 401, "origin_not_allowed": 403, "no_route": 404, "method_not_allowed": 405,
     "not_acceptable": 406, "too_large": 413, "unsupported_media_type": 415, "host_not_allowed": 421,
     "internal": 500, "unavailable": 503,
+    # what a surface makes of a canon error: a conflict on a request that carried If-Match (REST keeps its code)
+    "precondition_failed": 412,
 }  # fmt: skip
-"""code -> HTTP status; a canon error whose code is not here is a 500 (a bug or a broken store, never bad input)."""
+"""code -> HTTP status, the one table every HTTP surface answers with and the OpenAPI document states; a canon
+error whose code is not here is a 500 (a bug or a broken store, never bad input)."""
 
 TITLES: dict[str, str] = {
     "invalid_arguments": "Invalid arguments", "invalid": "Invalid data", "forbidden": "Forbidden",

@@ -1,23 +1,18 @@
-"""Change events to MCP subscribers of both protocol revisions.
+"""Change events to MCP subscribers of both protocol revisions: one subscriber of the change feed.
 
-The index calls `EventFanout.collect` (from whatever thread synced it) with every batch of committed changes,
-whoever committed them; `EventFanout.pump` runs in the server's event loop, wakes at once when this process
-commits and otherwise syncs the index on a short tick (so commits by *other processes* are noticed too), and
-sends:
+`EventFanout` subscribes to the change feed (`core.changes.ChangeFeed`, which syncs the index, serves a new model
+and says which resource URIs each batch touches) and sends:
 
-* `notifications/resources/updated` for `canon://nodes/{type}/{id}` of every changed node, and for
-  `canon://changes`, to 2026-07-28 listen streams and to 2025-11-25 connections that subscribed to that URI;
-* `notifications/tools/list_changed` when the model changed (after `on_model_change` has made the server
-  serve the new model), and `notifications/resources/list_changed`
-  when the model changed or nodes were created or deleted (resources/list lists types and nodes).
+* `notifications/resources/updated` for every URI a batch touches (each changed node's, and the change log's),
+  to 2026-07-28 listen streams and to 2025-11-25 connections that subscribed to that URI;
+* `notifications/tools/list_changed` when the model changed (the feed has made the server serve the new model
+  by then), and `notifications/resources/list_changed` when the model changed or nodes were created or deleted
+  (resources/list lists types and nodes).
 
 Listen streams hear events two ways: through the SDK's subscription bus (`bus`, fed one event at a time; it
 serves listen on stdio), and through the sinks added with `add_sink`, each handed every batch of events at once,
 in order (canon's own HTTP listen streams, `core.mcp.fastpath.listen_streams`, which encode each event once for all
 streams).
-
-Other surfaces (GraphQL subscriptions) `watch()` the same changes: each watcher gets every change in order,
-and one that falls `max_buffer` changes behind is ended rather than let grow without bound.
 
 The SDK publishes to one era at a time, so both are fanned out here. Legacy subscriptions are keyed by the
 SDK connection (its `ServerSession` is made per request) and dropped when the connection closes. A legacy
@@ -28,15 +23,11 @@ encoded once for every session.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from typing import Any, Protocol
 
 import anyio
-from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import (
@@ -54,13 +45,13 @@ from mcp_types import (
     ToolListChangedNotification,
 )
 
-from core.graph import GraphIndex
+from core.changes import Batch, ChangeFeed
+from core.mcp.fastpath.sdk_compat import connection_of
 from core.records import Change
 
-__all__ = ["CHANGES_URI", "EventFanout", "EventSink", "LegacyOutlet", "node_uri"]
+__all__ = ["EventFanout", "EventSink", "LegacyOutlet"]
 
 log = logging.getLogger("canon.events")
-CHANGES_URI = "canon://changes"
 EventSink = Callable[[Sequence[ServerEvent]], None]  # called on the event loop; must neither block nor raise
 
 
@@ -70,35 +61,17 @@ class LegacyOutlet(Protocol):
         ...
 
 
-def node_uri(type_: str, id_: str) -> str:
-    return f"canon://nodes/{type_}/{id_}"
-
-
-def _uris(change: Change) -> Iterable[str]:
-    if change.kind == "node" and change.type is not None:
-        yield node_uri(change.type, change.key)
-
-
 class EventFanout:
-    def __init__(
-        self, index: GraphIndex, *, tick_s: float = 0.05, on_model_change: Callable[[], object] | None = None
-    ) -> None:
-        self.index = index
-        self.tick_s = tick_s
-        self.on_model_change = on_model_change
+    def __init__(self, feed: ChangeFeed) -> None:
         self.bus = InMemorySubscriptionBus()
-        self._pending: deque[Change] = deque()
-        self._loop: asyncio.AbstractEventLoop | None = None  # the pump's, while it runs
-        self._wake: asyncio.Event | None = None
         self._legacy: dict[str, dict[int, ServerSession]] = {}  # uri -> connection id -> session
         self._legacy_all: dict[int, ServerSession] = {}  # every legacy connection seen, for list_changed
         self._outlet: LegacyOutlet | None = None
         self._session_ids: dict[int, str] = {}  # connection id -> HTTP session id, of connections `_outlet` tells
-        self._watchers: set[MemoryObjectSendStream[Change]] = set()
         self._sinks: list[EventSink] = []
         self._on_forget: dict[int, list[Callable[[], object]]] = {}
         self._model_listeners: list[Callable[[Sequence[Change]], Awaitable[None]]] = []
-        index.add_listener(self.collect)
+        feed.subscribe(self.deliver)
 
     def add_sink(self, sink: EventSink) -> None:
         """Hand `sink` every batch of events the listen streams hear from now on, in order (see the module doc)."""
@@ -115,7 +88,7 @@ class EventFanout:
 
     # -- legacy (2025-11-25) subscriptions ---------------------------------------------------------------------
     def _connection(self, ctx: ServerRequestContext[Any]) -> Any:
-        return ctx.session._connection  # pyright: ignore[reportPrivateUsage]  # per-connection, pinned SDK
+        return connection_of(ctx)
 
     def connection_key(self, ctx: ServerRequestContext[Any]) -> int:
         """What names a legacy connection here (its SDK session is made per request)."""
@@ -159,85 +132,21 @@ class EventFanout:
     def legacy_subscriptions(self) -> int:
         return sum(len(s) for s in self._legacy.values())
 
-    # -- watchers (other surfaces) ------------------------------------------------------------------------------
-    @contextlib.asynccontextmanager
-    async def watch(self, max_buffer: int = 10_000) -> AsyncGenerator[AsyncIterator[Change]]:
-        """Every change committed from now on, in order, until the block exits (or the watcher falls behind)."""
-        send, receive = anyio.create_memory_object_stream[Change](max_buffer)
-        self._watchers.add(send)
-        try:
-            async with receive:
-                yield receive
-        finally:
-            self._watchers.discard(send)
-            send.close()
-
-    def watchers(self) -> int:
-        return len(self._watchers)
-
-    def _tell_watchers(self, changes: list[Change]) -> None:
-        for watcher in list(self._watchers):
-            try:
-                for change in changes:
-                    watcher.send_nowait(change)
-            except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                log.warning("ending a change watcher that fell %d changes behind", watcher.statistics().max_buffer_size)
-                self._watchers.discard(watcher)
-                watcher.close()
-
     # -- delivery ----------------------------------------------------------------------------------------------
-    def collect(self, changes: list[Change]) -> None:
-        """Index listener: queue changes for the event loop (deque appends are thread-safe) and wake the pump, so a
-        change committed in this process is delivered at once rather than at the next tick."""
-        self._pending.extend(changes)
-        loop, wake = self._loop, self._wake
-        if loop is not None and wake is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(wake.set)  # safe from any thread, the loop's own included
-
-    async def pump(self) -> None:
-        """Forever: sync the index, then deliver what was collected. Run it in the server's task group.
-
-        It wakes when this process commits (`collect`) and otherwise every `tick_s`, which is how changes
-        committed by *other* processes (seen only by syncing the index) are noticed.
-        """
-        self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
-        try:
-            while True:
-                try:
-                    await anyio.to_thread.run_sync(self.index.sync)
-                    await self.flush()
-                except Exception:  # the pump must outlive any one bad delivery; log and go on
-                    log.exception("delivering change notifications failed")
-                with anyio.move_on_after(self.tick_s):
-                    await self._wake.wait()
-                self._wake.clear()
-        finally:
-            self._loop = self._wake = None
-
-    async def flush(self) -> None:
-        changes: list[Change] = []
-        while self._pending:
-            changes.append(self._pending.popleft())
-        if not changes:
-            return
-        self._tell_watchers(changes)
-        uris = [*dict.fromkeys(uri for c in changes for uri in _uris(c)), CHANGES_URI]
-        await self._publish([ResourceUpdated(uri=uri) for uri in uris])
+    async def deliver(self, batch: Batch) -> None:
+        """The feed's subscriber: tell every MCP listener and subscriber of what `batch` touches."""
+        await self._publish([ResourceUpdated(uri=uri) for uri in batch.uris])
         through_sdk: dict[int, tuple[ServerSession, list[ServerNotification]]] = {}
-        for uri in uris:
+        for uri in batch.uris:
             update = ResourceUpdatedNotification(params=ResourceUpdatedNotificationParams(uri=uri))
             self._tell_legacy(self._legacy.get(uri, {}), update, through_sdk)
         await self._send_through_sdk(through_sdk)
-        model_changed = any(c.kind == "model" for c in changes)
-        if model_changed and self.on_model_change is not None:  # serve the new model before announcing it
-            await anyio.to_thread.run_sync(self.on_model_change)
-        nodes_came_or_went = any(c.kind == "node" and (c.before is None or c.after is None) for c in changes)
-        if model_changed:
+        if batch.model_changed:
             await self._publish([ToolsListChanged()])
             await self._broadcast(ToolListChangedNotification())
             for listener in self._model_listeners:
-                await listener(changes)
-        if model_changed or nodes_came_or_went:  # resources/list lists the types and the nodes
+                await listener(batch.changes)
+        if batch.model_changed or batch.nodes_came_or_went:  # resources/list lists the types and the nodes
             await self._publish([ResourcesListChanged()])
             await self._broadcast(ResourceListChangedNotification())
 

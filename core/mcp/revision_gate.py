@@ -15,6 +15,10 @@ the SDK, when the request
 
 A GET or DELETE naming an unserved revision in its header gets the same -32022. Everything else, and every POST
 failing a check the SDK makes first (Host/Origin, body size, JSON), goes to the SDK as it came.
+
+Upstream limitation: the SDK's -32022 lists only the revisions it would negotiate (not the ones the server
+serves), it accepts 2024-11-05 to 2025-06-18 headers, and its -32020 wording misleads as above (ADR 0019). Delete
+each answer here when the SDK takes the served revisions as a setting and words these errors itself.
 """
 
 from __future__ import annotations

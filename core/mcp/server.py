@@ -23,7 +23,6 @@ from __future__ import annotations
 import base64
 import functools
 import logging
-import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from core import __version__
-from core.dispatch import Dispatcher, ToolResult
+from core.dispatch import ToolResult
 from core.errors import CanonError, NotFoundError, UnknownToolError
 from core.mcp.client_log import ClientLog
 from core.mcp.events import EventFanout
@@ -49,6 +48,7 @@ from core.principal import Principal
 from core.registry import ToolDefinition
 from core.resources import complete, read_resource
 from core.resources import list_resources as resource_page
+from core.snapshot import PerSnapshot, Snapshot
 
 __all__ = ["SUPPORTED_VERSIONS", "ServeOptions", "build_server"]
 
@@ -63,13 +63,14 @@ CANON_ICON = (
     ).decode()
 )
 PrincipalOf = Callable[[ServerRequestContext[Any]], Principal]
+Current = Callable[[], Snapshot]  # the current model's snapshot
 
 
 @dataclass(frozen=True)
 class ServeOptions:
     """How the MCP surface presents the registry."""
 
-    profile: str = "full"  # "agent": the lean tool list and results of ADR 0021 (advanced tools hidden, still callable)
+    profile: str = "full"  # "agent": the lean tool list and results of ADR 0027 (advanced tools hidden, still callable)
     prefix: str = ""  # e.g. "canon_": tools are listed as canon_get_node, the only names a call may use
 
 
@@ -119,7 +120,7 @@ class CanonServer(Server[Any]):
     def create_initialization_options(
         self, notification_options: Any = None, experimental_capabilities: Any = None, extensions: Any = None
     ) -> Any:
-        self.instructions = self.calls.dispatcher.registry.instructions()  # they name the model being served now
+        self.instructions = self.calls.current().registry.instructions()  # they name the model being served now
         options = notification_options or NotificationOptions(tools_changed=True, resources_changed=True)
         return super().create_initialization_options(options, experimental_capabilities, extensions)
 
@@ -128,15 +129,15 @@ class ToolCalls:
     """`tools/call` on the dispatcher: for the SDK's handler, and for canon's own 2026-07-28 HTTP path
     (`core.mcp.fastpath.calls`), so both call a tool the same way."""
 
-    def __init__(self, dispatcher: Dispatcher, surface: str, prefix: str, *, inline_searches: bool = False,
+    def __init__(self, current: Current, surface: str, prefix: str, *, inline_searches: bool = False,
                  structured: bool = True) -> None:  # fmt: skip
-        self.dispatcher = dispatcher
+        self.current = current
         self.structured = structured  # whether results carry structuredContent (their tools list an outputSchema)
         self.surface = surface
         self.prefix = prefix
         self.inline_searches = inline_searches  # one client: searches answered from indexes run on the loop too
-        self._headers_of: dict[str, bool] = {}  # tool name -> whether its input schema declares x-mcp-header
-        self._headers_for = 0  # id() of the registry `_headers_of` describes
+        # per model: tool name -> whether its input schema declares x-mcp-header
+        self._headers_of = PerSnapshot[dict[str, bool]](lambda snapshot: {})
 
     def name_of(self, called: str) -> str | None:
         """The registry's name for a tool called as `called`, which must be a name tools/list shows: with a prefix
@@ -148,7 +149,8 @@ class ToolCalls:
     async def call(self, principal: Principal, called: str, arguments: dict[str, Any]) -> ToolResult:
         """Call the tool as `principal`; raises UnknownToolError only. A point read runs right here unless something
         it needs is busy: the hop to a worker thread and back costs several times the read itself."""
-        dispatcher, name, received = self.dispatcher, self.name_of(called), time.monotonic()
+        # the call finishes on the snapshot it starts with, whatever model change happens meanwhile
+        dispatcher, name, received = self.current().dispatcher, self.name_of(called), time.monotonic()
         if name is None:  # not a name tools/list shows; its hints are the listed names it is closest to
             raise dispatcher.unknown_tool(principal, called)
         result = dispatcher.call_tool_now(principal, self.surface, name, arguments, searches=self.inline_searches)
@@ -160,38 +162,35 @@ class ToolCalls:
     def input_schema(self, called: str) -> Mapping[str, Any] | None:
         """What the SDK checks a 2026-07-28 HTTP call's Mcp-Param-* headers against. Only a schema declaring
         `x-mcp-header` can fail that check, so no other is handed over (the SDK would walk it on every call)."""
-        registry, name = self.dispatcher.registry, self.name_of(called)
+        snapshot, name = self.current(), self.name_of(called)
         try:
-            schema = registry.tool(name).input_schema if name is not None else None
+            schema = snapshot.registry.tool(name).input_schema if name is not None else None
         except UnknownToolError:
             return None
         if schema is None:
             return None
-        if self._headers_for != id(registry):  # a new model: look again
-            self._headers_of.clear()
-            self._headers_for = id(registry)
-        if called not in self._headers_of:
-            self._headers_of[called] = _declares_headers(schema)
-        return schema if self._headers_of[called] else None
+        headers_of = self._headers_of(snapshot)
+        if called not in headers_of:
+            headers_of[called] = _declares_headers(schema)
+        return schema if headers_of[called] else None
 
 
 def _modern(ctx: ServerRequestContext[Any]) -> bool:
     return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
-def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: PrincipalOf,
+def build_server(current: Current, fanout: EventFanout, principal_of: PrincipalOf,
                  options: ServeOptions = DEFAULT_OPTIONS, *, surface: str = "mcp",
                  single_client: bool = False) -> CanonServer:  # fmt: skip
     """An SDK server whose every handler is one dispatcher call, made for the caller `principal_of` names.
 
-    Handlers read `dispatcher.registry` on every call, so a model change (which replaces the registry) is
-    served from the next request on. `single_client` (stdio): searches the store answers from its indexes run on
+    `current` gives the model's snapshot (`core.snapshot`); every handler reads it once, so a model change (which
+    replaces the snapshot) is served from the next request on and a request finishes on the snapshot it started
+    with. `single_client` (stdio): searches the store answers from its indexes run on
     the event loop when nothing else holds the store, as point reads always do.
     """
     prefix, lean = options.prefix, options.profile == "agent"
-    converted: dict[str, types.Tool] = {}  # tool name -> its MCP form, for the registry in `converted_for`
-    converted_for: list[int] = [0]
-    converting = threading.Lock()  # listings run in worker threads, concurrently
+    converted = PerSnapshot[dict[str, types.Tool]](lambda snapshot: {})  # per model: tool name -> its MCP form
 
     def shown(tools: list[ToolDefinition]) -> list[ToolDefinition]:
         """Of the tools a caller may call, those its tools/list shows (the agent profile hides the advanced ones)."""
@@ -199,12 +198,9 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
 
     def listed(principal: Principal) -> list[types.Tool]:
         """The tools this caller's tools/list shows, converted once."""
-        visible = shown(dispatcher.tools_for(principal, surface))
-        with converting:
-            if converted_for[0] != id(dispatcher.registry):  # a new model: convert again
-                converted.clear()
-                converted_for[0] = id(dispatcher.registry)
-            return [converted.setdefault(t.name, _tool(t, prefix, lean)) for t in visible]
+        snapshot = current()
+        visible, forms = shown(snapshot.dispatcher.tools_for(principal, surface)), converted(snapshot)
+        return [forms.get(t.name) or forms.setdefault(t.name, _tool(t, prefix, lean)) for t in visible]
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -212,7 +208,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
         principal = principal_of(ctx)
         return types.ListToolsResult(tools=await anyio.to_thread.run_sync(listed, principal))
 
-    calls = ToolCalls(dispatcher, surface, prefix, inline_searches=single_client, structured=not lean)
+    calls = ToolCalls(current, surface, prefix, inline_searches=single_client, structured=not lean)
 
     client_log = ClientLog(fanout)
 
@@ -221,7 +217,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
         try:
             result = await calls.call(principal, params.name, dict(params.arguments or {}))
         except UnknownToolError as exc:
-            names = [prefix + t.name for t in shown(dispatcher.callable_tools(principal))]  # this caller's tools/list
+            names = [prefix + t.name for t in shown(current().dispatcher.callable_tools(principal))]  # its tools/list
             close = [prefix + s for s in exc.suggestions if prefix + s in names]
             hint = f" Did you mean {', '.join(map(repr, close))}?" if close else f" Known tools: {', '.join(names)}."
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}.{hint}") from None
@@ -244,7 +240,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
         templates = [
             types.ResourceTemplate(uri_template=t.uri_template or "", name=t.name, title=t.title,
                                    description=t.description, mime_type=t.mime_type, icons=icon_of(t.icon))
-            for t in dispatcher.registry.templates
+            for t in current().registry.templates
         ]  # fmt: skip
         return types.ListResourceTemplatesResult(resource_templates=templates)
 
@@ -287,13 +283,13 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
         return types.DiscoverResult(
             supported_versions=SUPPORTED_VERSIONS,
             capabilities=capabilities,
-            instructions=dispatcher.registry.instructions(),
+            instructions=current().registry.instructions(),
             ttl_ms=60_000,
             cache_scope="public",
         )
 
     async def _run(ctx: ServerRequestContext[Any], action: str, target: str, work: Callable[[Any], Any]) -> Any:
-        principal = principal_of(ctx)
+        principal, dispatcher = principal_of(ctx), current().dispatcher
         try:
             return await anyio.to_thread.run_sync(
                 lambda: dispatcher.run(principal, surface, action, target, {"target": target}, work)
@@ -323,7 +319,7 @@ def build_server(dispatcher: Dispatcher, fanout: EventFanout, principal_of: Prin
         version=__version__,
         title="canon",
         description="A knowledge server for an organisation's canonical model.",
-        instructions=dispatcher.registry.instructions(),
+        instructions=current().registry.instructions(),
         icons=[types.Icon(src=CANON_ICON, mime_type="image/svg+xml", sizes=["64x64"])],
         cache_hints={
             "tools/list": private,
@@ -355,7 +351,7 @@ def _call_result(result: ToolResult, structured: bool = True) -> dict[str, Any]:
     """A CallToolResult in its wire form, built directly rather than as a model the SDK would dump again.
 
     The object travels as JSON text, and also as structuredContent when `structured` (the tools were listed with
-    an outputSchema): the revisions ask for the text copy of structured content (ADR 0021). The agent profile lists
+    an outputSchema): the revisions ask for the text copy of structured content (ADR 0027). The agent profile lists
     no output schemas, so its results carry the object once, as text.
 
     The text copy of the body is encoded by pydantic's encoder (the SDK's own), about four times faster than

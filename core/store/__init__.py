@@ -1,7 +1,9 @@
 """The store: durable nodes, edges, change log and model, behind one small interface.
 
-`Store` is what every caller uses; `open_store` picks the backend from the location (today: a SQLite file, the
-embedded default). A backend must give these guarantees, which the tests check against every backend:
+`Store` is what every caller uses; `open_store` picks the backend from the location: a `postgresql://` URL is a
+PostgreSQL database (`core.store.postgres`, shared by many processes and machines), anything else a SQLite file
+(`core.store.sqlite`, the embedded default). A backend must give these guarantees, which the tests check against
+every backend:
 
 * `commit` validates a batch with `core.validation.plan` inside one write transaction and commits all of
   it or nothing (with `dry_run`, it stops after validating); each change gets the next revision, and the
@@ -15,12 +17,14 @@ embedded default). A backend must give these guarantees, which the tests check a
   the block's reads wait for no other thread (SQLite: on the connection if it is free, else on a read-only
   connection in one read transaction for the block), every read in the block seeing one state no older than the
   last commit before it (a backend whose every read waits on the network always declines);
-* the audit log is append-only: `append_audit` adds records, nothing updates or deletes them.
+* the audit log is append-only: `append_audit` adds records, nothing updates or deletes them;
+* `dump()` reads everything a store holds (model, nodes, edges, change log, audit log) as it is, and `restore`
+  writes such a dump into an empty store (of either backend), so `copy_store` moves a store losslessly.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +37,10 @@ from core.operations import Operation
 from core.records import Change, Edge, Node, Sight
 from core.validation import StateView
 
-__all__ = ["CommitResult", "NodeQuery", "Store", "StoreStats", "open_store"]
+__all__ = [
+    "CommitResult", "NodeQuery", "Store", "StoreDump", "StoreStats", "copy_store", "is_database_url",
+    "open_existing_store", "open_store", "store_exists",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,22 @@ class StoreStats:
     nodes_by_type: dict[str, int]
     edges_by_type: dict[str, int]
     size_bytes: int
+
+
+@dataclass(frozen=True)
+class StoreDump:
+    """Everything a store holds, read in order: the model (its canonical JSON), the records, the change log (by
+    revision) and the audit log (by id; each record a tuple of `AUDIT_FIELDS`)."""
+
+    model: str
+    nodes: Iterable[Node]
+    edges: Iterable[Edge]
+    changes: Iterable[Change]
+    audit: Iterable[Sequence[Any]]
+
+
+AUDIT_FIELDS = ("id", "at", "principal", "surface", "action", "target", "arguments_digest", "outcome", "revision",
+                "duration_ms")  # fmt: skip
 
 
 class Store(Protocol):
@@ -110,6 +133,8 @@ class Store(Protocol):
         self, query: AuditQuery, *, before: int | None, limit: int
     ) -> tuple[list[dict[str, Any]], int]: ...
     def stats(self) -> StoreStats: ...
+    def dump(self) -> StoreDump: ...
+    def restore(self, dump: StoreDump) -> None: ...
     def close(self) -> None: ...
 
 
@@ -119,6 +144,57 @@ def open_store(location: str | Path, model: Model, *, principal: str = "system")
     A new store records the model. An existing store recorded with another model adopts the new one only if
     every stored record is valid under it (a `model` change in the log); otherwise `ModelError` lists why.
     """
+    if is_database_url(location):
+        from core.store.postgres import PostgresStore
+
+        return PostgresStore.open(str(location), model, principal=principal)
     from core.store.sqlite import SQLiteStore
 
     return SQLiteStore.open(Path(location), model, principal=principal)
+
+
+def open_existing_store(location: str | Path) -> Store:
+    """Open an existing store on the model recorded in it, changing nothing (`StoreError` if there is none)."""
+    if is_database_url(location):
+        from core.store.postgres import PostgresStore
+
+        return PostgresStore.open_existing(str(location))
+    from core.store.sqlite import SQLiteStore
+
+    return SQLiteStore.open_existing(Path(location))
+
+
+def copy_store(source: str | Path, target: str | Path) -> StoreStats:
+    """Copy the store at `source` into a new (or empty) store at `target`, of either backend, losslessly: the
+    model, nodes, edges, every revision of the change log and the audit log. Returns the target's stats."""
+    from_store = open_existing_store(source)
+    try:
+        if is_database_url(target):
+            from core.store.postgres import PostgresStore
+
+            to_store: Store = PostgresStore.open_empty(str(target), from_store.model)
+        else:
+            from core.store.sqlite import SQLiteStore
+
+            to_store = SQLiteStore.open_empty(Path(target), from_store.model)
+        try:
+            to_store.restore(from_store.dump())
+            return to_store.stats()
+        finally:
+            to_store.close()
+    finally:
+        from_store.close()
+
+
+def store_exists(location: str | Path) -> bool:
+    """Whether a store is already at `location` (a file, or a database with canon's tables and a model)."""
+    if is_database_url(location):
+        from core.store.postgres import PostgresStore
+
+        return PostgresStore.exists(str(location))
+    return Path(location).exists()
+
+
+def is_database_url(location: str | Path) -> bool:
+    """Whether `location` names a PostgreSQL database (a `postgresql://` or `postgres://` URL)."""
+    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))

@@ -16,18 +16,17 @@ import sqlite3
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from core.audit import AuditQuery, AuditRecord
 from core.conditions import Condition
-from core.documents import pointer
 from core.errors import ModelError, Problem, StoreError, ValidationError
 from core.model import Model, parse_model
 from core.operations import Operation, PutEdge, PutNode
 from core.records import Change, Edge, Node, Sight
-from core.store import CommitResult, NodeQuery, StoreStats
+from core.store import AUDIT_FIELDS, CommitResult, NodeQuery, StoreDump, StoreStats
+from core.store.common import EmptyView, dumps, edge_ends, model_info, record_pointer, state_access, utc_now
 from core.validation import StateView, Write, indexed_problems, plan
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
@@ -119,14 +118,6 @@ def _connect(target: str | Path, **options: Any) -> sqlite3.Connection:
     return db
 
 
-def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def _node(row: sqlite3.Row | tuple[Any, ...]) -> Node:
     id_, type_, visibility, readers, properties, revision, created_at, updated_at, updated_by = row
     return Node(
@@ -199,28 +190,6 @@ class _View:
         return [_edge(r) for r in rows]
 
 
-class _EmptyView:
-    """`StateView` of an empty store: what re-validating every record under a new model starts from."""
-
-    def node(self, id: str) -> Node | None:
-        return None
-
-    def node_id_by_key(self, type: str, key: str) -> str | None:
-        return None
-
-    def edge(self, type: str, source: str, target: str) -> Edge | None:
-        return None
-
-    def out_targets(self, source: str, type: str) -> list[str]:
-        return []
-
-    def in_sources(self, target: str, type: str) -> list[str]:
-        return []
-
-    def incident_edges(self, id: str) -> list[Edge]:
-        return []
-
-
 class SQLiteStore:
     """A canon store in one SQLite file. Thread-safe: one connection for writes, serialised by a lock; a read
     takes it when it is free and otherwise a read-only connection of its own (ADR 0020), so no read waits for
@@ -232,10 +201,10 @@ class SQLiteStore:
     own uncommitted writes.
     """
 
-    def __init__(self, path: Path, db: sqlite3.Connection, model: Model) -> None:
+    def __init__(self, path: Path, db: sqlite3.Connection, model: Model | None) -> None:
         self._path = path
         self._db = db
-        self._model = model
+        self._model: Model = model  # type: ignore[assignment]  (None only until `open_existing` reads it)
         self._lock = threading.RLock()
         self._data_version = self._pragma("data_version")
         self._audit_lock = threading.Lock()
@@ -248,6 +217,35 @@ class SQLiteStore:
     # -- opening -----------------------------------------------------------------------------------------------
     @classmethod
     def open(cls, path: Path, model: Model, *, principal: str = "system") -> SQLiteStore:
+        def prepare(store: SQLiteStore) -> None:
+            store._adopt_model(model, principal)
+            store._ensure_text_index()
+
+        return cls._open(path, model, prepare)
+
+    @classmethod
+    def open_existing(cls, path: Path) -> SQLiteStore:
+        """Open the store file at `path` on the model recorded in it, changing nothing."""
+        if not path.is_file():
+            raise StoreError(f"There is no store {path}.", path=str(path))
+
+        def recorded(store: SQLiteStore) -> None:
+            store._model = store.stored_model()
+
+        return cls._open(path, None, recorded)
+
+    @classmethod
+    def open_empty(cls, path: Path, model: Model) -> SQLiteStore:
+        """Open (creating) a store that must hold nothing yet, for `restore`; it records no model until then."""
+
+        def empty(store: SQLiteStore) -> None:
+            if store.revision() != 0:
+                raise StoreError(f"The store {path} is not empty; copy into a new store.", path=str(path))
+
+        return cls._open(path, model, empty)
+
+    @classmethod
+    def _open(cls, path: Path, model: Model | None, prepare: Callable[[SQLiteStore], None]) -> SQLiteStore:
         if path.exists() and path.is_dir():
             raise StoreError(f"The store path {path} is a directory; give a file path.", path=str(path))
         try:
@@ -262,8 +260,7 @@ class SQLiteStore:
             db.execute("PRAGMA synchronous = FULL")
             cls._migrate(db, path)
             store = cls(path, db, model)
-            store._adopt_model(model, principal)
-            store._ensure_text_index()
+            prepare(store)
         except sqlite3.DatabaseError as exc:
             db.close()
             raise StoreError(f"Cannot open the store {path}: {exc}.", path=str(path)) from exc
@@ -317,7 +314,7 @@ class SQLiteStore:
             db.execute(
                 _CHANGE_INSERT,
                 (revision, at, principal, "model", "model", model.id, None,
-                 _dumps(_model_info(previous)) if previous else None, _dumps(_model_info(model.document)),
+                 dumps(model_info(previous)) if previous else None, dumps(model_info(model.document)),
                  None, None, None, None, None, None),
             )  # fmt: skip
 
@@ -332,11 +329,11 @@ class SQLiteStore:
         ]
         for ops in (nodes, nodes + edges):
             try:
-                plan(model, list[Operation](ops), _EmptyView(), base_revision=0, principal="system", now=utc_now())
+                plan(model, list[Operation](ops), EmptyView(), base_revision=0, principal="system", now=utc_now())
             except ValidationError as exc:
                 problems = [
                     Problem(
-                        f"{_record_pointer(ops[p.index])}{p.problem.pointer}", p.problem.message, file=str(self._path)
+                        f"{record_pointer(ops[p.index])}{p.problem.pointer}", p.problem.message, file=str(self._path)
                     )
                     for p in indexed_problems(exc)
                 ]
@@ -563,7 +560,7 @@ class SQLiteStore:
             db.execute(
                 _CHANGE_INSERT,
                 (w.revision, at, principal, op, w.kind, w.key, w.type,
-                 _dumps(before) if before is not None else None, _dumps(after) if after is not None else None,
+                 dumps(before) if before is not None else None, dumps(after) if after is not None else None,
                  *ends, *_access(w.before), *_access(w.after)),
             )  # fmt: skip
             changes.append(Change(w.revision, at, principal, op, w.kind, w.key, w.type, before, after))  # type: ignore[arg-type]
@@ -573,18 +570,20 @@ class SQLiteStore:
         return changes
 
     def _put_node(self, db: sqlite3.Connection, n: Node) -> None:
-        key_property = self._model.node_types[n.type].key
-        key = n.properties.get(key_property)
         db.execute(
             "INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
             "type = excluded.type, key = excluded.key, visibility = excluded.visibility, readers = excluded.readers, "
             "properties = excluded.properties, revision = excluded.revision, updated_at = excluded.updated_at, "
             "updated_by = excluded.updated_by",
-            (n.id, n.type, key if isinstance(key, str) else None, n.visibility,
-             _dumps(list(n.readers)) if n.readers else None, _dumps(dict(n.properties)), n.revision,
-             n.created_at, n.updated_at, n.updated_by),
-        )  # fmt: skip
+            self._node_row(n),
+        )
         self._index_text(db, n.id, n.type)
+
+    def _node_row(self, n: Node) -> tuple[Any, ...]:
+        key = n.properties.get(self._model.node_types[n.type].key)
+        return (n.id, n.type, key if isinstance(key, str) else None, n.visibility,
+                dumps(list(n.readers)) if n.readers else None, dumps(dict(n.properties)), n.revision,
+                n.created_at, n.updated_at, n.updated_by)  # fmt: skip
 
     # -- the text index ----------------------------------------------------------------------------------------
     def _index_text(self, db: sqlite3.Connection, id: str, type: str) -> None:
@@ -647,7 +646,7 @@ class SQLiteStore:
             "INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, type, target) DO UPDATE SET "
             "properties = excluded.properties, revision = excluded.revision, updated_at = excluded.updated_at, "
             "updated_by = excluded.updated_by",
-            (e.source, e.type, e.target, _dumps(dict(e.properties)), e.revision, e.created_at, e.updated_at,
+            (e.source, e.type, e.target, dumps(dict(e.properties)), e.revision, e.created_at, e.updated_at,
              e.updated_by),
         )  # fmt: skip
 
@@ -696,6 +695,32 @@ class SQLiteStore:
         total = int(self._read(f"SELECT count(*) FROM audit WHERE {where}", params)[0][0])
         names = columns.split(", ")
         return [dict(zip(names, row, strict=True)) for row in rows], total
+
+    # -- moving between stores -------------------------------------------------------------------------------
+    def dump(self) -> StoreDump:
+        return StoreDump(
+            model=self._read("SELECT value FROM meta WHERE key = 'model'", ())[0][0],
+            nodes=self.iter_nodes(),
+            edges=self.iter_edges(),
+            changes=self._iterate(f"SELECT {_CHANGE_COLUMNS} FROM changes ORDER BY revision", (), _change),
+            audit=self._iterate(f"SELECT {', '.join(AUDIT_FIELDS)} FROM audit ORDER BY id", (), tuple),
+        )
+
+    def restore(self, dump: StoreDump) -> None:
+        """Load `dump` into this store, which must hold nothing yet, in one transaction."""
+        model = parse_model(json.loads(dump.model), source=f"{self._path}#model")
+        with self._transaction() as db:
+            if self._max_revision(db) != 0:
+                raise StoreError(f"The store {self._path} is not empty; copy into a new store.", path=str(self._path))
+            self._model = model
+            db.execute("INSERT INTO meta (key, value) VALUES ('model', ?)", (dump.model,))
+            db.executemany(
+                "INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (self._node_row(n) for n in dump.nodes)
+            )
+            db.executemany("INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?, ?, ?)", map(_edge_row, dump.edges))
+            db.executemany(_CHANGE_INSERT, map(_change_row, dump.changes))
+            db.executemany(f"INSERT INTO audit ({', '.join(AUDIT_FIELDS)}) VALUES ({', '.join('?' * 10)})", dump.audit)
+            self._rebuild_text_index(db, model)
 
     def close(self) -> None:
         with self._audit_lock:
@@ -829,11 +854,24 @@ def _change_filter(since: int, sight: Sight | None, until: int | None) -> tuple[
     return " AND ".join(clauses), params
 
 
+def _edge_row(e: Edge) -> tuple[Any, ...]:
+    return (e.source, e.type, e.target, dumps(dict(e.properties)), e.revision, e.created_at, e.updated_at,
+            e.updated_by)  # fmt: skip
+
+
+def _change_row(c: Change) -> tuple[Any, ...]:
+    """A logged change as `_CHANGE_INSERT`'s parameters (its access columns derived as `_apply` writes them)."""
+    ends = edge_ends(c.key) if c.kind == "edge" else (None, None)
+    return (c.revision, c.at, c.principal, c.op, c.kind, c.key, c.type,
+            dumps(c.before) if c.before is not None else None, dumps(c.after) if c.after is not None else None,
+            *ends, *state_access(c.kind, c.before), *state_access(c.kind, c.after))  # fmt: skip
+
+
 def _access(record: Node | Edge | None) -> tuple[str | None, str | None]:
     """A node state's (visibility, readers as JSON) for the change log's access columns."""
     if not isinstance(record, Node):
         return None, None
-    return record.visibility, _dumps(list(record.readers)) if record.readers else None
+    return record.visibility, dumps(list(record.readers)) if record.readers else None
 
 
 def _node_filter(query: NodeQuery, key_property: str | None = None, *, indexed: bool = False) -> tuple[str, list[Any]]:
@@ -960,16 +998,3 @@ def _equals_sql(value: str, kind: str, v: Any) -> str:
 
 def _sql_value(v: Any) -> Any:
     return json.dumps(v, separators=(",", ":")) if isinstance(v, list | dict) else v
-
-
-def _record_pointer(op: Operation) -> str:
-    """Where a stored record lives, as a JSON pointer: /nodes/{id} or /edges/{type:source->target}."""
-    if isinstance(op, PutNode):
-        return pointer(["nodes", op.node.id])
-    assert isinstance(op, PutEdge)
-    return pointer(["edges", op.edge.key])
-
-
-def _model_info(document: Any) -> dict[str, Any]:
-    info = document.get("x-canon-model", {}) if isinstance(document, dict) else {}
-    return {"id": document.get("$id") if isinstance(document, dict) else None, **info}

@@ -1,33 +1,67 @@
-"""The handlers of the registry's tools, by name. Each is `(CallContext, arguments) -> result object`."""
+"""The tools' handlers, and the toolsets that add more.
+
+A handler is bound to its tool where it is written: `@handler("get_node")` (`core.dispatch`). The built-in
+handlers are the bound functions of every module of this package, found by walking it, so a new handler module
+needs no line here. A `Toolset` is more tools from outside canon's own folders: definitions in the
+`schema/tools/` file format and their handlers, usually a tools folder (`Toolset.from_folder`) passed to
+`core.instance.open_instance`. How to add a tool: docs/development/adding-a-tool.md.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import importlib.util
+import json
+import pkgutil
+import sys
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
 
-from core.dispatch import Handler
-from core.tools.audit import get_audit_log
-from core.tools.changes import get_changes
-from core.tools.model import describe_model
-from core.tools.nodes import find_nodes, get_node
-from core.tools.query import query_graph
-from core.tools.traversal import find_paths, get_neighbors
-from core.tools.writes import delete_edge, delete_node, patch_node, upsert_edge, upsert_node, write_batch
+from core.dispatch import Handler, handlers_in
 
-__all__ = ["HANDLERS"]
+__all__ = ["HANDLERS", "Toolset"]
 
-HANDLERS: Mapping[str, Handler] = {
-    "describe_model": describe_model,
-    "get_node": get_node,
-    "find_nodes": find_nodes,
-    "get_neighbors": get_neighbors,
-    "find_paths": find_paths,
-    "query_graph": query_graph,
-    "get_changes": get_changes,
-    "upsert_node": upsert_node,
-    "delete_node": delete_node,
-    "upsert_edge": upsert_edge,
-    "delete_edge": delete_edge,
-    "write_batch": write_batch,
-    "patch_node": patch_node,
-    "get_audit_log": get_audit_log,
-}
+HANDLERS: Mapping[str, Handler] = handlers_in(
+    vars(importlib.import_module(f"{__name__}.{module.name}")) for module in pkgutil.iter_modules(__path__)
+)
+"""The built-in handlers, by tool name."""
+
+
+@dataclass(frozen=True)
+class Toolset:
+    """Tools beyond the built-in ones: their definitions (the `schema/tools/` format) and handlers by tool name."""
+
+    definitions: tuple[Mapping[str, Any], ...] = ()
+    handlers: Mapping[str, Handler] = field(default_factory=dict[str, Handler])
+
+    @classmethod
+    def from_folder(cls, folder: Path) -> Toolset:
+        """The tools of a folder: every `*.json` file is a definition, every `*.py` file a module whose
+        `@handler` functions answer them."""
+        files = sorted(folder.iterdir())
+        definitions = tuple(json.loads(f.read_text(encoding="utf-8")) for f in files if f.suffix == ".json")
+        modules = [_load(f) for f in files if f.suffix == ".py"]
+        return cls(definitions, handlers_in(vars(m) for m in modules))
+
+    def all_handlers(self) -> dict[str, Handler]:
+        """The built-in handlers and these; a tool name bound in both is an error."""
+        clash = sorted(HANDLERS.keys() & self.handlers.keys())
+        if clash:
+            raise ValueError(f"tools already built in: {clash}")
+        return {**HANDLERS, **self.handlers}
+
+
+def _load(file: Path) -> ModuleType:
+    """Import a handler module from a file, under a name of its own (a tools folder is not a package)."""
+    name = f"canon_tools_{hashlib.sha256(str(file.resolve()).encode()).hexdigest()[:12]}_{file.stem}"
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the handler module {file}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # what dataclasses and pickling look a module up by
+    spec.loader.exec_module(module)
+    return module

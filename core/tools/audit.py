@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from core.audit import AuditQuery
-from core.dispatch import CallContext
+from core.dispatch import CallContext, handler
 from core.paging import decode_cursor, encode_cursor, page
 
 
+@handler("get_audit_log")
 def get_audit_log(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     if ctx.audit is not None:
         ctx.audit.flush()  # include every call made before this one

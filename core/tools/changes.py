@@ -11,12 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from core.access import change_for
-from core.dispatch import CallContext
+from core.dispatch import CallContext, handler
 from core.paging import decode_cursor, encode_cursor, page, refused_cursor
 
 POSITION = {"after": int, "until": int, "total": int}  # the last revision sent, the snapshot's, and its count
 
 
+@handler("get_changes")
 def get_changes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     limit = args.get("limit", 100)
     position: dict[str, int] | None = decode_cursor("get_changes", args, POSITION)

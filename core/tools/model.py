@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.dispatch import CallContext
+from core.dispatch import CallContext, handler
 from core.registry import type_schema
 
 
+@handler("describe_model")
 def describe_model(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     model = ctx.model
     with ctx.index.settled() as revision:

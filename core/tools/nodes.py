@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from core.conditions import parse_where
-from core.dispatch import CallContext, indexed_read, point_read
+from core.dispatch import CallContext, handler
 from core.errors import NotFoundError
 from core.paging import decode_cursor, encode_cursor, page
 from core.store import NodeQuery
 
 
-@point_read
+@handler("get_node")
 def get_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     revision = ctx.index.revision
     node = ctx.store.node(args["id"])
@@ -24,7 +24,7 @@ def text_fields(ctx: CallContext) -> dict[str, tuple[str, ...]]:
     return {name: t.text for name, t in ctx.model.node_types.items()}
 
 
-@indexed_read
+@handler("find_nodes")
 def find_nodes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     node_type = ctx.model.node_types.get(args["type"]) if "type" in args else None
     conditions = parse_where(args.get("where", {}), node_type, tool="find_nodes")

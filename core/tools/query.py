@@ -20,7 +20,7 @@ import networkx as nx
 
 from core.access import sees_in_graph
 from core.conditions import Condition, all_match, parse_where
-from core.dispatch import CallContext, walk
+from core.dispatch import CallContext, handler
 from core.errors import InvalidArgumentsError, LimitExceededError, Problem
 from core.paging import decode_cursor, encode_cursor, page
 from core.store import NodeQuery
@@ -229,7 +229,7 @@ def _order(run: _Run) -> list[str]:
     return order
 
 
-@walk
+@handler("query_graph")
 def query_graph(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     variables, edges = _parse(ctx, args["match"])
     returned = args.get("return") or list(variables)

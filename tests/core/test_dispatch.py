@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 
 from core.config import Config
-from core.dispatch import AuditRecord, Dispatcher, ToolResult
+from core.dispatch import AuditRecord, CallContext, Dispatcher, ToolResult, handler, handlers_in
 from core.errors import LimitExceededError, NotFoundError, UnknownToolError
 from core.instance import Instance, open_instance
 from core.json_values import MAX_DEPTH
 from core.operations import PutNode
 from core.principal import LOCAL, Principal
+from core.registry import build_registry
 from core.resources import read_resource
 from core.tools import HANDLERS
 
@@ -293,6 +294,53 @@ def test_every_registered_tool_has_a_handler(instance: Instance) -> None:
     assert {t.name for t in instance.registry.tools} == set(HANDLERS)
 
 
+def test_a_handler_bound_to_a_name_no_definition_has_is_refused(instance: Instance) -> None:
+    assert instance.index is not None
+
+    with pytest.raises(ValueError, match="get_nodes"):
+        Dispatcher(instance.registry, instance.store, instance.index, {**HANDLERS, "get_nodes": HANDLERS["get_node"]})
+
+
+def test_handlers_are_found_by_the_name_they_are_bound_to_and_bound_once() -> None:
+    @handler("echo")
+    def first(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+        return args
+
+    @handler("echo")
+    def second(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+        return args
+
+    assert handlers_in([{"first": first, "again": first, "plain": len}]) == {"echo": first}
+    with pytest.raises(ValueError, match="echo"):
+        handlers_in([{"first": first}, {"second": second}])
+
+
+def test_how_a_tool_runs_comes_from_its_definition(instance: Instance) -> None:
+    assert instance.index is not None
+    as_point = {**DEFINITION_OF_ECHO, "execution": "point"}
+    registry = build_registry(instance.model, [as_point])
+    dispatcher = Dispatcher(registry, instance.store, instance.index, {**HANDLERS, "echo": _echo})
+
+    now = dispatcher.call_tool_now(LOCAL, "test", "echo", {"text": "hi"})
+    assert now is not None
+    assert now.value == {"text": "hi"}
+    worker = build_registry(instance.model, [DEFINITION_OF_ECHO])
+    declining = Dispatcher(worker, instance.store, instance.index, {**HANDLERS, "echo": _echo})
+    assert declining.call_tool_now(LOCAL, "test", "echo", {"text": "hi"}) is None
+
+
+DEFINITION_OF_ECHO: dict[str, Any] = {
+    "execution": "worker", "name": "echo", "title": "Echo", "description": "Says its text back (a test tool).",
+    "annotations": {"readOnlyHint": True}, "permission": "read", "advanced": False,
+    "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "additionalProperties": False},
+    "outputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+}  # fmt: skip
+
+
+def _echo(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    return {"text": args["text"]}
+
+
 def test_a_resource_read_takes_the_same_path_and_is_audited(
     dispatcher: Dispatcher, records: list[AuditRecord], instance: Instance
 ) -> None:
@@ -325,7 +373,7 @@ def test_every_audit_hook_gets_every_record(instance: Instance) -> None:
     first: list[AuditRecord] = []
     second: list[AuditRecord] = []
     dispatcher = Dispatcher(instance.registry, instance.store, instance.index, HANDLERS)
-    dispatcher.audit_hooks += [first.append, second.append]
+    dispatcher.audit_hooks.extend([first.append, second.append])
 
     dispatcher.call_tool(LOCAL, "test", "describe_model", {})
     dispatcher.call_tool(LOCAL, "test", "get_node", {"id": "svc-does-not-exist"})

@@ -92,12 +92,36 @@ def test_two_builds_give_the_same_manifest_json(model: Model) -> None:
     assert first == second
 
 
-def test_tools_are_listed_in_the_order_of_their_order_field(registry: Registry) -> None:
-    files = sorted(_static_tool_files(), key=lambda d: d["order"])
+def test_tools_are_listed_in_the_order_of_the_order_file_then_by_name(registry: Registry, model: Model) -> None:
+    listed = json.loads(resources.files("schema").joinpath("tool-order.json").read_text(encoding="utf-8"))["tools"]
+    extra = {**_static_tool_files()[0], "name": "aaa_unlisted"}  # first by name, still after every listed tool
 
-    assert len({d["order"] for d in files}) == len(files)  # no ties: the order is the field, not the file name
-    assert [t.name for t in registry.tools] == [d["name"] for d in files]
-    assert [t["name"] for t in registry.manifest()["tools"]] == [d["name"] for d in files]
+    assert [t.name for t in registry.tools] == listed
+    assert [t["name"] for t in registry.manifest()["tools"]] == listed
+    assert [t.name for t in build_registry(model, [extra]).tools] == [*listed, "aaa_unlisted"]
+
+
+def test_a_tool_defined_twice_is_refused_at_start_up(model: Model) -> None:
+    with pytest.raises(ValueError, match="get_node"):
+        build_registry(model, [next(d for d in _static_tool_files() if d["name"] == "get_node")])
+
+
+def test_a_definition_the_tool_meta_schema_rejects_is_refused_naming_the_field(model: Model) -> None:
+    stale = {**_static_tool_files()[0], "name": "numbered", "order": 8}  # positions are no longer integers
+    unknown_kind = {**_static_tool_files()[0], "name": "sprinting", "execution": "fast"}
+
+    with pytest.raises(ValueError, match="order"):
+        build_registry(model, [stale])
+    with pytest.raises(ValueError, match="/execution"):
+        build_registry(model, [unknown_kind])
+
+
+def test_every_static_definition_says_how_it_runs(registry: Registry) -> None:
+    kinds = {d["name"]: d["execution"] for d in _static_tool_files()}
+
+    assert {t.name: t.execution for t in registry.tools} == kinds
+    assert {kinds["get_node"], kinds["find_nodes"], kinds["query_graph"], kinds["upsert_node"]} == {
+        "point", "indexed", "walk", "worker"}  # fmt: skip
 
 
 def test_no_derive_marker_survives_derivation(registry: Registry) -> None:

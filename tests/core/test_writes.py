@@ -63,8 +63,7 @@ def open_copy(file: Path, tmp_path: Path, model: Model, registry: Registry) -> I
         if Path(f"{file}{suffix}").exists():
             shutil.copyfile(f"{file}{suffix}", f"{path}{suffix}")
     opened_store = open_store(path, model)
-    opened = Instance(Config(store=path), model, opened_store, GraphIndex.build(opened_store))
-    opened.__dict__["registry"] = registry  # what the cached property would build
+    opened = Instance(Config(store=path), model, opened_store, GraphIndex.build(opened_store), registry=registry)
     assert opened_store.stats().nodes == 377  # a copy of the seeded store, not a fresh empty one
     return opened
 

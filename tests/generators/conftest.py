@@ -25,13 +25,15 @@ from core.http.serve import listening_socket
 from core.instance import Instance, open_instance
 from core.surfaces import Surface
 from core.tokens import TokenFile
+from core.tools import Toolset
 from tests.mcp.conftest import copy_store, seed_template  # noqa: F401  (seed_template is a fixture used here)
 
 
-def open_copy(template: Path, folder: Path) -> Instance:
-    """A copy of the seeded store, with a token file of its own in `folder`."""
+def open_copy(template: Path, folder: Path, tools: Toolset | None = None) -> Instance:
+    """A copy of the seeded store, with a token file of its own in `folder` (and `tools` added)."""
     folder.mkdir(parents=True, exist_ok=True)
-    return open_instance(Config(store=copy_store(template, folder / "canon.db"), tokens=folder / "tokens.json"))
+    config = Config(store=copy_store(template, folder / "canon.db"), tokens=folder / "tokens.json")
+    return open_instance(config, tools=tools)
 
 
 @pytest.fixture(scope="module")

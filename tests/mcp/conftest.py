@@ -7,6 +7,10 @@
 * `serving(...)`: a real `canon serve` child process on 127.0.0.1 and a free port; `Process.stop` stops it as an
   operator would (a signal), so it shuts down cleanly.
 * `connect(url, mode, token)`: the SDK client over HTTP, presenting a bearer token (or none: anonymous).
+
+`CANON_MCP_FASTPATH=0` in the tests' environment switches canon's MCP fast path off in every app and `canon serve`
+they start (`FASTPATH`), as it does for canon: the plain SDK path must pass the same tests
+(`tests/mcp/fastpath/test_plain_path.py` runs them so).
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ import psutil
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 
-from core.config import Config
+from core.changes import ChangeFeed
+from core.config import Config, load_config
 from core.http.app import build_app
 from core.instance import Instance, open_instance
 from core.mcp.events import EventFanout
@@ -43,6 +48,7 @@ from core.operations import PutNode
 from core.principal import LOCAL
 from core.records import Node
 from core.store.sqlite import SQLiteStore
+from core.tools import Toolset
 from tests.conftest import run_canon
 
 LEGACY, MODERN = "2025-11-25", "2026-07-28"
@@ -51,6 +57,9 @@ MODES = ("auto", "legacy")  # over HTTP: `auto` negotiates 2026-07-28 (server/di
 MODE_IDS = (MODERN, LEGACY)
 SERVE_LINE = re.compile(r"canon: serving MCP at (http://127\.0\.0\.1:(\d+)/mcp)")
 DEADLINE_S = 5.0
+FASTPATH_VAR = "CANON_MCP_FASTPATH"
+FASTPATH = load_config(env={k: v for k, v in os.environ.items() if k == FASTPATH_VAR}).mcp_fastpath
+"""Whether the instances and servers the tests start answer `/mcp` through canon's fast path (`core.mcp.fastpath`)."""
 
 
 # -- stores and instances -------------------------------------------------------------------------------------------
@@ -70,9 +79,10 @@ def seed_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def open_copy(template: Path, folder: Path) -> Instance:
+def open_copy(template: Path, folder: Path, tools: Toolset | None = None) -> Instance:
+    """An instance on a copy of the seeded store in `folder`, with `tools` added to the built-in ones."""
     folder.mkdir(parents=True, exist_ok=True)
-    return open_instance(Config(store=copy_store(template, folder / "canon.db")))
+    return open_instance(Config(store=copy_store(template, folder / "canon.db"), mcp_fastpath=FASTPATH), tools=tools)
 
 
 @pytest.fixture
@@ -117,10 +127,11 @@ def revision(request: pytest.FixtureRequest) -> str:
 
 @dataclass
 class Served:
-    """An in-process MCP server over an instance, with its change fan-out."""
+    """An in-process MCP server over an instance, with its change feed (whose pump a test runs) and fan-out."""
 
     instance: Instance
     server: CanonServer
+    feed: ChangeFeed
     fanout: EventFanout
     options: ServeOptions = DEFAULT_OPTIONS
 
@@ -130,9 +141,10 @@ class Served:
 
 def serve(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> Served:
     assert instance.index is not None
-    fanout = EventFanout(instance.index)
-    server = build_server(instance.dispatcher, fanout, lambda ctx: LOCAL, options)
-    return Served(instance, server, fanout, options)
+    feed = ChangeFeed(instance.index)
+    fanout = EventFanout(feed)
+    server = build_server(lambda: instance.snapshot, fanout, lambda ctx: LOCAL, options)
+    return Served(instance, server, feed, fanout, options)
 
 
 @pytest.fixture
@@ -142,10 +154,10 @@ def served(shared_instance: Instance) -> Served:
 
 
 @contextlib.asynccontextmanager
-async def pumping(fanout: EventFanout) -> AsyncIterator[None]:
+async def pumping(feed: ChangeFeed) -> AsyncIterator[None]:
     """Run the change pump (which delivers notifications) for the duration of the block."""
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(fanout.pump)
+        tasks.start_soon(feed.pump)
         yield
         tasks.cancel_scope.cancel()
 
@@ -241,7 +253,7 @@ def _wait_healthy(base: str, deadline: float) -> None:
 @contextlib.contextmanager
 def serving(store: Path, *options: str, cwd: Path) -> Iterator[Process]:
     """`canon --store STORE serve --port 0 OPTIONS` as a user runs it; killed when the block ends."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_") or k == FASTPATH_VAR}
     command = [sys.executable, "-m", "core.cli", "--store", str(store), "serve", "--port", "0",
                "--log-level", "warning", *options]  # fmt: skip
     popen = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

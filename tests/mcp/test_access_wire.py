@@ -34,14 +34,13 @@ from mcp.client.subscriptions import ResourceUpdated
 
 from core.dispatch import CallContext
 from core.instance import Instance
-from core.mcp.events import CHANGES_URI, node_uri
 from core.model import default_seed_path, load_model
 from core.operations import PutNode
 from core.principal import ANONYMOUS, Principal
 from core.records import parse_edge_key
-from core.registry import NODE_TEMPLATE
 from core.resources import complete, list_resources, read_resource
 from core.store.sqlite import SQLiteStore
+from core.uris import CHANGES_URI, NODE_TEMPLATE, node_uri
 from tests.conftest import run_canon
 from tests.mcp.conftest import (
     DEADLINE_S,
@@ -56,7 +55,7 @@ from tests.mcp.conftest import (
     open_copy,
     serving,
 )
-from tests.mcp.test_mcp_tools import READ_TOOLS, TOOL_NAMES, WRITE_TOOLS, structured, tool_error
+from tests.mcp.test_mcp_tools import READ_TOOLS, TOOL_NAMES, WRITER_TOOLS, structured, tool_error
 from tests.mcp.test_subscriptions import Notifications
 
 pytestmark = pytest.mark.anyio
@@ -105,7 +104,7 @@ def edge_visible(principal: Principal, source: str, target: str) -> bool:
 def tools_of(principal: Principal) -> list[str]:
     if "admin" in principal.roles:
         return TOOL_NAMES
-    return READ_TOOLS + WRITE_TOOLS if "writer" in principal.roles else READ_TOOLS
+    return WRITER_TOOLS if "writer" in principal.roles else READ_TOOLS
 
 
 def uri_of(node_id: str) -> str:

@@ -52,11 +52,11 @@ from tests.mcp.conftest import (
     revoke_token,
     serving,
 )
-from tests.mcp.test_mcp_tools import READ_TOOLS, TOOL_NAMES, WRITE_TOOLS, structured, tool_error
+from tests.mcp.test_mcp_tools import READ_TOOLS, TOOL_NAMES, WRITER_TOOLS, structured, tool_error
 
 PUBLIC, INTERNAL, RESTRICTED = "team-payments", "person-ada-okafor", "svc-card-vault"
 ROLES = {"rita": "reader", "wendy": "writer", "alice": "admin"}
-TOOLS_OF = {"reader": READ_TOOLS, "writer": READ_TOOLS + WRITE_TOOLS, "admin": TOOL_NAMES}
+TOOLS_OF = {"reader": READ_TOOLS, "writer": WRITER_TOOLS, "admin": TOOL_NAMES}
 mode_parameters = pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
 
 
@@ -197,7 +197,7 @@ def test_a_current_token_with_the_scheme_in_lower_case_is_accepted(server: Serve
     response = post(server, "tools/list", authorization=f"bearer {server.tokens['wendy']}")
 
     assert response.status_code == 200, response.text
-    assert [t["name"] for t in response.json()["result"]["tools"]] == READ_TOOLS + WRITE_TOOLS
+    assert [t["name"] for t in response.json()["result"]["tools"]] == WRITER_TOOLS
 
 
 def test_healthz_needs_no_token_and_ignores_a_bad_one(server: Server) -> None:

@@ -14,11 +14,11 @@ import mcp
 import mcp_types as types
 import pytest
 
+from core.changes import ChangeFeed
 from core.dispatch import ToolResult
 from core.errors import NotFoundError
 from core.instance import Instance
 from core.mcp.client_log import SLOW_CALL_S, call_messages
-from core.mcp.events import EventFanout
 from tests.mcp.conftest import LEGACY, MODERN, Served, asgi_http, envelope, pumping
 from tests.mcp.test_model_change import _adopt_in_another_process, _serve
 from tests.mcp.test_subscriptions import Notifications
@@ -108,12 +108,12 @@ def test_a_bound_that_stops_a_read_is_info_a_slow_call_notice_and_a_page_end_is_
 
 
 async def test_a_client_at_notice_hears_of_a_model_change_with_its_new_version(instance: Instance) -> None:
-    server, fanout = _serve(instance)
+    server, feed = _serve(instance)
     heard, notifications = Heard(), Notifications()
-    assert isinstance(fanout, EventFanout)
+    assert isinstance(feed, ChangeFeed)
     try:
         async with (
-            pumping(fanout),
+            pumping(feed),
             mcp.Client(server, mode="legacy", logging_callback=heard, message_handler=notifications) as client,
         ):
             await client.set_logging_level("notice")

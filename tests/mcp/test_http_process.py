@@ -22,6 +22,7 @@ import mcp
 import pytest
 
 from core.mcp.server import SUPPORTED_VERSIONS
+from tests.conftest import tool_names
 from tests.mcp.conftest import (
     LEGACY,
     LEGACY_HEADERS,
@@ -231,8 +232,7 @@ async def test_serve_with_agent_profile_and_prefix_lists_prefixed_basic_tools_an
                                                             "target": "svc-checkout-api", "max_depth": 3})  # fmt: skip
         node = await client.call_tool("canon_get_node", {"id": "team-payments"})
 
-    assert listed == [f"canon_{n}" for n in ("describe_model", "get_node", "find_nodes", "get_neighbors",
-                                             "get_changes")]  # fmt: skip
+    assert listed == [f"canon_{n}" for n in tool_names("read", advanced=False)]
     assert paths.is_error is not True
     assert paths.structured_content is not None
     assert paths.structured_content["items"]

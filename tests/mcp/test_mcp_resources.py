@@ -9,7 +9,7 @@ import mcp
 import mcp_types as types
 import pytest
 
-from core.registry import NODE_TEMPLATE
+from core.uris import NODE_TEMPLATE
 from tests.mcp.conftest import MODERN, Served
 
 pytestmark = pytest.mark.anyio

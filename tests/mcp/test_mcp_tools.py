@@ -15,18 +15,19 @@ import mcp_types as types
 import pytest
 from jsonschema import Draft202012Validator
 
-from core.dispatch import CallContext, Dispatcher
+from core.dispatch import CallContext
 from core.model import Model, default_seed_path
-from core.registry import build_registry
-from core.tools import HANDLERS
+from core.tools import Toolset
 from core.tools.query import MAX_WORK
+from tests.conftest import tool_names
 from tests.mcp.conftest import Served, asgi_http, modern_request, open_copy
 
 pytestmark = pytest.mark.anyio
 
-READ_TOOLS = ["describe_model", "get_node", "find_nodes", "get_neighbors", "find_paths", "query_graph", "get_changes"]
-WRITE_TOOLS = ["upsert_node", "delete_node", "upsert_edge", "delete_edge", "write_batch", "patch_node"]
-TOOL_NAMES = [*READ_TOOLS, *WRITE_TOOLS, "get_audit_log"]  # all of them: the served principal is the local admin
+READ_TOOLS = tool_names("read")  # what a reader lists, in order
+WRITE_TOOLS = tool_names("write")
+WRITER_TOOLS = tool_names("read", "write")  # what a writer lists, in order
+TOOL_NAMES = tool_names()  # all of them: the served principal is the local admin
 
 
 def _seed() -> dict[str, Any]:
@@ -415,7 +416,7 @@ async def test_describe_model_counts_equal_the_store_stats(served: Served, revis
 
 # -- Mcp-Param headers: a tool whose input schema declares x-mcp-header gets them checked ----------------------------
 REGIONAL = {
-    "name": "regional_echo", "order": 8, "title": "Regional echo",
+    "name": "regional_echo", "execution": "worker", "title": "Regional echo",
     "description": "Repeat a region back (a test-only tool whose region travels in an Mcp-Param header).",
     "inputSchema": {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
                     "required": ["region"], "additionalProperties": False},
@@ -432,13 +433,8 @@ def regional_echo(ctx: CallContext, arguments: dict[str, Any]) -> dict[str, Any]
 async def test_mcp_param_headers_are_checked_for_a_tool_that_declares_them_and_only_for_it(
     seed_template: Path, tmp_path: Path
 ) -> None:
-    instance = open_copy(seed_template, tmp_path)
+    instance = open_copy(seed_template, tmp_path, Toolset((REGIONAL,), {"regional_echo": regional_echo}))
     try:
-        assert instance.index is not None
-        registry = build_registry(instance.model, extra_tools=[REGIONAL])
-        instance.__dict__["registry"] = registry
-        instance.__dict__["dispatcher"] = Dispatcher(registry, instance.store, instance.index,
-                                                     {**HANDLERS, "regional_echo": regional_echo})  # fmt: skip
         async with asgi_http(instance) as http:
 
             async def call(name: str, arguments: dict[str, Any], **extra: str) -> httpx2.Response:

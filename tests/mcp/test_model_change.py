@@ -13,6 +13,7 @@ import mcp_types as types
 import pytest
 from mcp.client.subscriptions import ToolsListChanged
 
+from core.changes import ChangeFeed
 from core.instance import Instance
 from core.mcp.events import EventFanout
 from core.mcp.server import build_server
@@ -38,10 +39,10 @@ def _adopt_in_another_process(path: Path) -> None:
     SQLiteStore.open(path, _extended()).close()
 
 
-def _serve(instance: Instance) -> tuple[Any, EventFanout]:
+def _serve(instance: Instance) -> tuple[Any, ChangeFeed]:
     assert instance.index is not None
-    fanout = EventFanout(instance.index, on_model_change=instance.reload_model)
-    return build_server(instance.dispatcher, fanout, lambda ctx: LOCAL), fanout
+    feed = ChangeFeed(instance.index, on_model_change=instance.reload_model)
+    return build_server(lambda: instance.snapshot, EventFanout(feed), lambda ctx: LOCAL), feed
 
 
 def _team_properties(tools: list[types.Tool]) -> set[str]:
@@ -58,10 +59,10 @@ def instance(seed_template: Path, tmp_path: Path) -> Any:
 
 
 async def test_a_legacy_client_hears_tools_list_changed_and_then_lists_the_new_model(instance: Instance) -> None:
-    server, fanout = _serve(instance)
+    server, feed = _serve(instance)
     notifications = Notifications()
     try:
-        async with pumping(fanout), mcp.Client(server, mode="legacy", message_handler=notifications) as client:
+        async with pumping(feed), mcp.Client(server, mode="legacy", message_handler=notifications) as client:
             assert "budget_code" not in _team_properties((await client.list_tools()).tools)
             await anyio.to_thread.run_sync(_adopt_in_another_process, Path(instance.store.location))
             await notifications.next_of(types.ToolListChangedNotification)
@@ -79,9 +80,9 @@ async def test_a_legacy_client_hears_tools_list_changed_and_then_lists_the_new_m
 async def test_a_modern_listener_hears_tools_list_changed_and_describe_model_shows_the_new_version(
     instance: Instance,
 ) -> None:
-    server, fanout = _serve(instance)
+    server, feed = _serve(instance)
     async with (
-        pumping(fanout),
+        pumping(feed),
         mcp.Client(server, mode="2026-07-28") as client,
         client.listen(tools_list_changed=True) as subscription,
     ):
@@ -98,8 +99,8 @@ async def test_a_modern_listener_hears_tools_list_changed_and_describe_model_sho
 
 
 async def test_writes_after_a_model_change_are_validated_under_the_new_model(instance: Instance) -> None:
-    _, fanout = _serve(instance)
-    async with pumping(fanout):
+    _, feed = _serve(instance)
+    async with pumping(feed):
         await anyio.to_thread.run_sync(_adopt_in_another_process, Path(instance.store.location))
         with anyio.fail_after(DEADLINE_S):
             while instance.model.version != "1.1.0":

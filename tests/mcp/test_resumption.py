@@ -37,10 +37,10 @@ import mcp
 import pytest
 from mcp.client.subscriptions import ResourceUpdated
 
-from core.mcp.events import node_uri
 from core.model import load_model
 from core.operations import PutNode
 from core.store.sqlite import SQLiteStore
+from core.uris import node_uri
 from tests.mcp.conftest import DEADLINE_S, LEGACY, LEGACY_HEADERS, Process, copy_store, initialize_body, serving
 
 pytestmark = pytest.mark.anyio

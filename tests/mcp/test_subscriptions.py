@@ -24,11 +24,12 @@ import pytest
 from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp.server.lowlevel.server import Server
 
-from core.mcp.events import CHANGES_URI, EventFanout, node_uri
+from core.changes import ChangeFeed
 from core.model import load_model
 from core.operations import PutNode
 from core.records import Node
 from core.store.sqlite import SQLiteStore
+from core.uris import CHANGES_URI, node_uri
 from tests.mcp.conftest import DEADLINE_S, LEGACY, MODERN, copy_store, open_copy, pumping, serve, serving, touch_node
 
 pytestmark = pytest.mark.anyio
@@ -44,14 +45,14 @@ class Target:
     connect: Server[Any] | str
     commit: Callable[[str], int]
     create: Callable[[], int]
-    fanout: EventFanout | None = None  # in-process only: the pump the test must run
+    feed: ChangeFeed | None = None  # in-process only: the pump the test must run
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        if self.fanout is None:  # a child process runs its own pump
+        if self.feed is None:  # a child process runs its own pump
             yield
             return
-        async with pumping(self.fanout):
+        async with pumping(self.feed):
             yield
 
     async def touch(self, node_id: str) -> int:
@@ -92,7 +93,7 @@ def target(request: pytest.FixtureRequest, seed_template: Path, tmp_path_factory
         try:
             served = serve(instance)
             yield Target(served.server, lambda node_id: touch_node(instance.store, node_id),
-                         lambda: _new_team(instance.store), served.fanout)  # fmt: skip
+                         lambda: _new_team(instance.store), served.feed)  # fmt: skip
         finally:
             instance.close()
         return
@@ -265,7 +266,7 @@ async def test_a_write_through_the_write_tool_notifies_the_subscribers_of_that_n
         assert current is not None
         renamed = {**current.properties, "name": "Payments (renamed)"}
         async with (
-            pumping(served.fanout),
+            pumping(served.feed),
             watching(served.server, revision, [A, B]) as next_update,
             served.client(revision) as writer,
         ):

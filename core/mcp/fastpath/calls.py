@@ -14,6 +14,11 @@ the same `ToolCalls` the SDK's handler uses, and answered with the JSON the SDK 
 values (a test compares both paths live), `resultType` and the `serverInfo` stamp included, in pydantic-core's
 compact UTF-8 encoding. What it does not do: open the SDK's OpenTelemetry span for the call (canon's audit log
 records every call either way).
+
+Upstream limitation: the SDK's runner re-validates and re-encodes every handler result (no way for a handler to
+return a result already in its wire form). Delete this module (and `CallRoute` in the app) when the SDK can send
+a handler's pre-encoded result as it is, or when its own path costs no more than this one (`benchmarks/mcp_bench`).
+Private SDK state: none (`core.mcp.fastpath.sdk_compat` checks the SDK names it imports).
 """
 
 from __future__ import annotations
@@ -79,7 +84,7 @@ class CallRoute:
             name = self.calls.name_of(params.name)
             if name is None:  # not a listed name: the SDK's handler words the error
                 return None
-            self.calls.dispatcher.registry.tool(name)
+            self.calls.current().registry.tool(name)
         except (ValueError, UnknownToolError):
             return None
         return None if self.calls.input_schema(params.name) is not None else params

@@ -24,24 +24,27 @@ and the channel goes (a channel with no stream open goes at the next keep-alive 
 streams (one more is answered 503), `max_backlog` events waiting behind a write the client does not take end its
 stream (the client resumes with `Last-Event-ID`), a ping comment after `keepalive_s` of silence. `close` ends every
 stream, as the SDK's stream ends when its session does.
+
+Upstream limitation: the SDK sends a notification through every session's own server task, event store and
+stream (no one-encode fan-out to 2025-11-25 sessions). Delete this module and `LegacyRoute` in the app when the SDK
+fans a notification out to many sessions with one encoding (`benchmarks/fanout_bench`: legacy fan-out within this
+path's). Private SDK state (the transport's stream table and in-flight count, the manager's sessions and their
+owners): only through `core.mcp.fastpath.sdk_compat`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import math
 from collections import deque
-from collections.abc import Collection, Generator
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
 from mcp.server.streamable_http import (
-    GET_STREAM_KEY,
     LAST_EVENT_ID_HEADER,
     MCP_SESSION_ID_HEADER,
     REQUEST_STREAM_BUFFER_SIZE,
@@ -69,6 +72,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.mcp.event_store import event_id_of
 from core.mcp.fastpath.listen_streams import Outlet
+from core.mcp.fastpath.sdk_compat import (
+    has_get_stream,
+    hold_get_stream,
+    in_flight,
+    release_get_stream,
+    session_owner,
+    session_transport,
+)
 from core.mcp.fastpath.takeover import read_body
 from core.mcp.revisions import HANDSHAKE
 
@@ -137,7 +148,7 @@ class LegacyStream(Outlet[bytes]):
     def hold(self) -> MemoryObjectReceiveStream[EventMessage]:
         """Take the session's standalone stream in the SDK transport; what the SDK sends there arrives here."""
         self.place = anyio.create_memory_object_stream[EventMessage](REQUEST_STREAM_BUFFER_SIZE)
-        _places(self.transport)[GET_STREAM_KEY] = self.place
+        hold_get_stream(self.transport, self.place)
         return self.place[1]
 
     def detach(self) -> None:
@@ -145,19 +156,9 @@ class LegacyStream(Outlet[bytes]):
         place, self.place = self.place, None
         if place is None:
             return
-        places = _places(self.transport)
-        if places.get(GET_STREAM_KEY) is place:
-            del places[GET_STREAM_KEY]
+        release_get_stream(self.transport, place)
         place[0].close()
         place[1].close()
-
-
-def _places(transport: StreamableHTTPServerTransport) -> dict[Any, Any]:
-    return transport._request_streams  # pyright: ignore[reportPrivateUsage]  # the SDK's streams by key, pinned SDK
-
-
-def _has_get_stream(transport: StreamableHTTPServerTransport) -> bool:
-    return GET_STREAM_KEY in _places(transport)
 
 
 class Channel:
@@ -306,7 +307,7 @@ class LegacyRoute:
         if body is None or not await self.acceptable(request, transport):  # the SDK answers it
             await self.app(scope, replay, send)
             return
-        with _in_flight(transport):
+        with in_flight(transport):
             await self.serve(request, transport, receive, send)
 
     def session_of(self, scope: Scope) -> StreamableHTTPServerTransport | None:
@@ -318,14 +319,12 @@ class LegacyRoute:
         if version is not None and version != HANDSHAKE:  # another revision: refused (`core.mcp.revision_gate`)
             return None
         session_id = Headers(scope=scope).get(MCP_SESSION_ID_HEADER)
-        sessions: dict[str, StreamableHTTPServerTransport] = self.manager._server_instances  # pyright: ignore[reportPrivateUsage]
-        transport = None if session_id is None else sessions.get(session_id)
+        transport = None if session_id is None else session_transport(self.manager, session_id)
         if session_id is None or transport is None:
             return None
         user = scope.get("user")
         requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
-        owners: dict[str, Any] = self.manager._session_owners  # pyright: ignore[reportPrivateUsage]
-        return transport if requestor == owners.get(session_id) else None
+        return transport if requestor == session_owner(self.manager, session_id) else None
 
     async def acceptable(self, request: Request, transport: StreamableHTTPServerTransport) -> bool:
         """Whether the SDK's transport would serve it as the standalone stream or its resumption: every check it
@@ -337,7 +336,7 @@ class LegacyRoute:
             return False
         if not check_accept_headers(request)[1]:
             return False
-        return bool(request.headers.get(LAST_EVENT_ID_HEADER)) or not _has_get_stream(transport)
+        return bool(request.headers.get(LAST_EVENT_ID_HEADER)) or not has_get_stream(transport)
 
     async def serve(self, request: Request, transport: StreamableHTTPServerTransport, receive: Receive,
                     send: Send) -> None:  # fmt: skip
@@ -347,7 +346,7 @@ class LegacyRoute:
         channel = self.streams.channel(transport.mcp_session_id, transport)
         last_event_id = request.headers.get(LAST_EVENT_ID_HEADER)
         pending = channel.after(last_event_id) if last_event_id else []
-        if pending is None or _has_get_stream(transport):  # only the replay: the stream does not go live
+        if pending is None or has_get_stream(transport):  # only the replay: the stream does not go live
             replayed = LegacyStream(transport, pending or [])
             replayed.end(b"")
             await replayed.pour(send, replayed.headers)
@@ -383,24 +382,6 @@ class LegacyRoute:
 async def _pour(stream: LegacyStream, send: Send, scope: anyio.CancelScope) -> None:
     await stream.pour(send, stream.headers)
     scope.cancel()  # the response is complete: stop waiting for the client to disconnect
-
-
-@contextlib.contextmanager
-def _in_flight(transport: StreamableHTTPServerTransport) -> Generator[None]:
-    """Count the request as one in flight, as the SDK's transport counts its own: an open GET stream holds the session
-    open, and its idle countdown starts again when the last request ends."""
-    idle, timeout = transport.idle_scope, transport._idle_timeout  # pyright: ignore[reportPrivateUsage]
-    if idle is None or timeout is None:
-        yield
-        return
-    transport._requests_in_flight += 1  # pyright: ignore[reportPrivateUsage]
-    idle.deadline = math.inf
-    try:
-        yield
-    finally:
-        transport._requests_in_flight -= 1  # pyright: ignore[reportPrivateUsage]
-        if not transport._requests_in_flight:  # pyright: ignore[reportPrivateUsage]
-            idle.deadline = anyio.current_time() + timeout
 
 
 async def _refuse(transport: StreamableHTTPServerTransport, scope: Scope, receive: Receive, send: Send) -> None:

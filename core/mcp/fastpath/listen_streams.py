@@ -8,6 +8,9 @@ which writes whatever is waiting in one write. It never blocks: a stream whose c
 write is blocked) and has `max_backlog` events waiting is ended there, without the final result, so the client
 sees an abrupt end and listens again (nothing is replayed, as in the SDK). `close` ends every stream gracefully,
 with the listen request's result as the last frame.
+
+It works around the SDK's one encoding per stream (see `core.mcp.fastpath.listen`) and goes with that module; the
+2025-11-25 GET streams (`legacy_streams`) share its `Outlet`. Private SDK state: none.
 """
 
 from __future__ import annotations

@@ -7,6 +7,11 @@ canon serves two methods of the stateless revision itself: `subscriptions/listen
 functions and models: body size, Host/Origin, Accept, JSON-RPC shape, the routing headers against the body, the
 `_meta` envelope, and the method's params. A request that fails any of them goes to the SDK with its body replayed,
 so the SDK answers every error exactly as it always has.
+
+Upstream limitation: the SDK offers no hook to serve one method of its transport outside its runner. This module
+goes when the last of `calls.py` and `listen.py` goes. Private SDK state: none, but the SDK functions it calls are
+public by name only (`classify_inbound_request`, `find_duplicated_routing_header`, `ERROR_CODE_HTTP_STATUS`):
+`core.mcp.fastpath.sdk_compat.check` verifies them at start-up.
 """
 
 from __future__ import annotations

@@ -1,0 +1,167 @@
+"""PostgreSQL's SQL for canon's queries: node filters (conditions, visibility, text), the change feed's visibility.
+
+Each builder returns a condition and its parameters (psycopg's `%s` placeholders); every value is a bound
+parameter, and the only names interpolated are property names, which the model's meta-schema restricts to
+identifiers. Each agrees with the rule it compiles: `Condition.matches`, `Sight.sees`, and the text search of
+`NodeQuery.text` (the SQLite store's compiler, `core.store.sqlite`, compiles the same rules for SQLite).
+
+Properties are stored as `json` (the text as written, so key order survives); a condition reads one property
+with `->` and checks its JSON type before casting it, in a CASE, since PostgreSQL does not promise to evaluate
+the operands of AND in order.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from core.conditions import Condition
+from core.records import Sight
+from core.store import NodeQuery
+
+__all__ = ["change_filter", "like_pattern", "node_filter", "search_text", "sight_sql"]
+
+# How a text property is lowered in SQL where the stored search text cannot answer: ICU's root locale lowers
+# beyond ASCII as Python's str.lower does (a few special cases, such as a dotted capital I, differ).
+_LOWER = 'lower(({}) COLLATE "und-x-icu")'
+
+
+def sight_sql(sight: Sight, visibility: str = "visibility", readers: str = "readers") -> tuple[str, list[Any]]:
+    """True when `sight` sees a record with these visibility and readers (a jsonb array or NULL) columns."""
+    sql = f"{visibility} = ANY(%s)"
+    if not sight.tags:
+        return sql, [sorted(sight.levels)]
+    return f"({sql} OR ({visibility} = 'restricted' AND {readers} ?| %s))", [sorted(sight.levels), sorted(sight.tags)]
+
+
+def change_filter(since: int, sight: Sight | None, until: int | None) -> tuple[str, list[Any]]:
+    """The changes after `since` (up to `until`) that `sight` may see something of (as `core.store.sqlite`'s)."""
+    clauses, params = ["revision > %s"], list[Any]([since])
+    if until is not None:
+        clauses.append("revision <= %s")
+        params.append(until)
+    if sight is not None:
+        before, before_params = sight_sql(sight, "before_visibility", "before_readers")
+        after, after_params = sight_sql(sight, "after_visibility", "after_readers")
+        end, end_params = sight_sql(sight, "n.visibility", "n.readers")
+        ends = " AND ".join(f"EXISTS (SELECT 1 FROM nodes n WHERE n.id = changes.{column} AND {end})"
+                            for column in ("source", "target"))  # fmt: skip
+        clauses.append(f"(kind = 'model' OR (kind = 'node' AND ({before} OR {after})) OR (kind = 'edge' AND {ends}))")
+        params += [*before_params, *after_params, *end_params, *end_params]
+    return " AND ".join(clauses), params
+
+
+def search_text(properties: Any, fields: tuple[str, ...]) -> str:
+    """What a node's text search looks in: its type's text properties, lowered by Python, one per line (NUL
+    characters, which PostgreSQL text cannot hold, are left out)."""
+    values = (properties.get(f) for f in fields)
+    return "\n".join(v.lower() if isinstance(v, str) else "" for v in values).replace("\x00", "")
+
+
+def like_pattern(needle: str) -> str:
+    """A LIKE pattern for "contains `needle`" (its wildcards and the escape character escaped)."""
+    return "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def node_filter(query: NodeQuery, key_property: str | None, *, indexed: bool) -> tuple[str, list[Any]]:
+    """The condition selecting the nodes of `query`; `indexed`: the `search` column holds exactly
+    `query.text_fields`, so a text search is answered from it (by the trigram index)."""
+    clauses, params = ["true"], list[Any]()
+    if query.sight is not None:
+        sql, values = sight_sql(query.sight)
+        clauses.append(sql)
+        params += values
+    if query.id_prefix:
+        clauses.append("id >= %s AND id < %s")
+        params += [query.id_prefix, query.id_prefix + "\U0010ffff"]
+    for c in query.conditions:
+        sql, values = _condition_sql(c)
+        clauses.append(sql)
+        params += values
+        keys = [c.value] if c.op == "eq" else c.value if c.op == "in" else None
+        if query.type is not None and c.property == key_property and keys and all(isinstance(k, str) for k in keys):
+            clauses.append("key = ANY(%s)")
+            params.append(list(keys))
+    if query.type is not None:
+        clauses.append("type = %s")
+        params.append(query.type)
+    if query.text:
+        sql, values = _text_filter(query, indexed)
+        clauses.append(sql)
+        params += values
+    return " AND ".join(clauses), params
+
+
+def _text_filter(query: NodeQuery, indexed: bool) -> tuple[str, list[Any]]:
+    needle = (query.text or "").lower()
+    if "\x00" in needle:
+        return "false", []  # PostgreSQL text holds no NUL, so no stored text holds this needle
+    if indexed and "\n" not in needle:
+        return "search LIKE %s", [like_pattern(needle)]
+    groups: list[str] = []
+    params: list[Any] = []
+    for type_name, fields in sorted(query.text_fields.items()):
+        if query.type is not None and type_name != query.type:
+            continue
+        found = " OR ".join(f"strpos({_LOWER.format(_text(f))}, %s) > 0" for f in fields)
+        if found:
+            groups.append(f"(type = %s AND ({found}))")
+            params += [type_name, *([needle] * len(fields))]
+    return "(" + (" OR ".join(groups) or "false") + ")", params
+
+
+def _value(name: str) -> str:
+    return f"(properties -> '{name}')"
+
+
+def _text(name: str) -> str:
+    return f"(properties ->> '{name}')"
+
+
+def _kind(name: str) -> str:
+    return f"json_typeof(properties -> '{name}')"
+
+
+def _condition_sql(c: Condition) -> tuple[str, list[Any]]:
+    name = c.property
+    if c.op == "exists":
+        return (f"{_value(name)} IS {'NOT ' if c.value else ''}NULL"), []
+    if c.op in ("eq", "ne", "in"):
+        values = c.value if c.op == "in" else [c.value]
+        parts = [_equals_sql(_value(name), v) for v in values]
+        same = " OR ".join(sql for sql, _ in parts) or "false"
+        params = [p for _, ps in parts for p in ps]
+        if c.op == "ne":
+            return f"({_value(name)} IS NULL OR NOT ({same}))", params
+        return f"({same})", params
+    if c.op == "contains":
+        if isinstance(c.value, str):
+            text_match = f"strpos({_LOWER.format(_text(name))}, {_LOWER.format('%s::text')}) > 0"
+            member = (f"EXISTS (SELECT 1 FROM json_array_elements({_value(name)}) e "
+                      "WHERE json_typeof(e) = 'string' AND e #>> '{}' = %s)")  # fmt: skip
+            sql = f"(CASE {_kind(name)} WHEN 'string' THEN {text_match} WHEN 'array' THEN {member} ELSE false END)"
+            return sql, [c.value, c.value]
+        element, params = _equals_sql("e", c.value)
+        each = f"EXISTS (SELECT 1 FROM json_array_elements({_value(name)}) e WHERE {element})"
+        return f"(CASE {_kind(name)} WHEN 'array' THEN {each} ELSE false END)", params
+    operator = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}[c.op]
+    if isinstance(c.value, str):
+        return f"(CASE {_kind(name)} WHEN 'string' THEN {_text(name)} COLLATE \"C\" {operator} %s ELSE false END)", [
+            c.value
+        ]
+    return f"(CASE {_kind(name)} WHEN 'number' THEN {_text(name)}::numeric {operator} %s ELSE false END)", [c.value]
+
+
+def _equals_sql(value: str, v: Any) -> tuple[str, list[Any]]:
+    """`value` (a json expression) equals the JSON value `v`, as Python's == compares decoded JSON."""
+    kind = f"json_typeof({value})"
+    if isinstance(v, bool):
+        return f"({kind} = 'boolean' AND {value}::text = '{'true' if v else 'false'}')", []
+    if v is None:
+        return f"{kind} = 'null'", []
+    if isinstance(v, str):
+        return f"(CASE {kind} WHEN 'string' THEN ({value} #>> '{{}}') = %s ELSE false END)", [v]
+    if isinstance(v, int | float):
+        return f"(CASE {kind} WHEN 'number' THEN ({value} #>> '{{}}')::numeric = %s ELSE false END)", [v]
+    kinds = "('array', 'object')"
+    return f"(CASE WHEN {kind} IN {kinds} THEN {value}::jsonb = %s::jsonb ELSE false END)", [json.dumps(v)]

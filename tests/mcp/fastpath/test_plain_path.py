@@ -1,0 +1,43 @@
+"""The MCP wire suite with canon's fast path switched off: the plain SDK path it falls back to must pass it too.
+
+The tests chosen are those that serve `/mcp` over HTTP (in-process, under uvicorn or as `canon serve`); the
+in-memory and stdio tests (the fast path is not on their way), the `--workers` process-model tests and the fast
+path's own byte-for-byte tests (which need it on) are left out. It runs in a child `pytest`, because the
+switch is read once, as canon reads it: `CANON_MCP_FASTPATH=0`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+from tests.mcp.conftest import FASTPATH_VAR
+
+HTTP_SUITE = [  # whole files that serve /mcp over HTTP, and the HTTP tests of files that are mostly in-memory
+    "test_access_wire.py",
+    "test_auth_http.py",
+    "test_http_app.py",
+    "test_http_process.py",
+    "test_resumption.py",
+    "test_revision_gate.py",
+    "test_serve.py",
+    "test_subscriptions.py",
+    "test_mcp_tools.py::test_mcp_param_headers_are_checked_for_a_tool_that_declares_them_and_only_for_it",
+    "test_client_log.py::test_modern_discover_does_not_advertise_logging_and_set_level_is_not_served",
+    "test_mcp_options.py::test_prefix_refuses_the_unprefixed_name_over_http_too",
+]
+PROCESS_MODEL = "not worker"  # `--workers` tests the process model, whatever serves /mcp in each worker
+
+
+@pytest.mark.slow
+def test_the_http_mcp_suite_passes_with_the_fast_path_switched_off() -> None:
+    env = {**os.environ, FASTPATH_VAR: "0"}
+    files = [str(REPO / "tests" / "mcp" / name) for name in HTTP_SUITE]
+    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-k", PROCESS_MODEL, *files]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=1_800, check=False)
+
+    assert done.returncode == 0, done.stdout[-4_000:] + done.stderr[-2_000:]
