@@ -57,9 +57,8 @@ RESOURCE_NOT_FOUND_LEGACY = -32002
 CANON_ICON = (
     "data:image/svg+xml;base64,"
     + base64.b64encode(
-        b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64"><circle cx="16" cy="16" r="8"/>'
-        b'<circle cx="48" cy="20" r="8"/><circle cx="30" cy="48" r="8"/>'
-        b'<path d="M16 16L48 20L30 48Z" fill="none" stroke="#000" stroke-width="3"/></svg>'
+        b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64" fill="none" stroke="#000" stroke-linecap="round">'
+        b'<path d="M16 16 48 20 30 48Z" stroke-width="3"/><path d="M16 16h0M48 20h0M30 48h0" stroke-width="16"/></svg>'
     ).decode()
 )
 PrincipalOf = Callable[[ServerRequestContext[Any]], Principal]
@@ -92,19 +91,39 @@ def icon_of(glyph: str | None) -> list[types.Icon] | None:
 
 
 def _tool(definition: ToolDefinition, prefix: str, lean: bool = False) -> types.Tool:
-    """The MCP form of a tool. `lean` (the agent profile) leaves out what only a program or a UI reads: the output
-    schema (its results are then the JSON text alone, see `_call_result`), the icon and the annotations' copy of
-    the title."""
-    title = {} if lean else {"title": definition.title}
+    """The MCP form of a tool. Its schemas name no `$schema`: JSON Schema 2020-12 is the dialect MCP assumes when a
+    schema names none, in both revisions canon serves (2025-11-25, SEP-1613, and 2026-07-28). `lean` (the agent
+    profile) also leaves out what only a program or a UI reads: the output schema (its results are then the JSON
+    text alone, see `_call_result`) and the hints that say what a client assumes anyway (`_told_hints`). Neither
+    profile repeats the title in the annotations (`title` is the one a client shows first) or canon's icon on
+    every tool (it is the server's, in `serverInfo`): a tool carries an icon only if its definition names one."""
+    annotations = _told_hints(definition.annotations) if lean else definition.annotations
     return types.Tool(
         name=prefix + definition.name,
         title=definition.title,
         description=definition.description,
-        input_schema=dict(definition.input_schema),
-        output_schema=None if lean else dict(definition.output_schema),
-        annotations=types.ToolAnnotations.model_validate({**title, **definition.annotations}),
-        icons=None if lean else [types.Icon(src=CANON_ICON, mime_type="image/svg+xml", sizes=["64x64"])],
+        input_schema=_wire_schema(definition.input_schema),
+        output_schema=None if lean else _wire_schema(definition.output_schema),
+        annotations=types.ToolAnnotations.model_validate(annotations),
+        icons=icon_of(definition.icon),  # canon's own icon is the server's (serverInfo), not repeated per tool
     )
+
+
+def _wire_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in schema.items() if key != "$schema"}
+
+
+# what a client assumes of a hint left out (the revisions' ToolAnnotations); destructive and idempotent mean
+# nothing for a read-only tool
+_ASSUMED_HINTS = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": True}
+_WRITE_HINTS = ("destructiveHint", "idempotentHint")
+
+
+def _told_hints(annotations: Mapping[str, bool]) -> dict[str, bool]:
+    """The hints a client would not assume by itself: the same meaning as `annotations`, fewer bytes."""
+    read_only = annotations.get("readOnlyHint", False)
+    return {key: value for key, value in annotations.items()
+            if value != _ASSUMED_HINTS.get(key) and not (read_only and key in _WRITE_HINTS)}  # fmt: skip
 
 
 class CanonServer(Server[Any]):

@@ -642,6 +642,32 @@ def test_fields_keeps_only_the_named_properties_and_the_system_fields(instance: 
     assert len(json.dumps(short)) < len(json.dumps(full))
 
 
+def test_summary_gives_each_edge_of_a_neighbour_as_type_source_and_target(instance: Instance) -> None:
+    full = ok(instance, "get_neighbors", {"id": "team-payments"})["items"]
+    short = ok(instance, "get_neighbors", {"id": "team-payments", "summary": True})["items"]
+
+    assert [set(item["edge"]) for item in short] == [{"type", "source", "target"}] * len(full)
+    assert [item["edge"] for item in short] == [
+        {k: item["edge"][k] for k in ("type", "source", "target")} for item in full
+    ]
+
+
+@pytest.mark.parametrize(("name", "arguments"), [
+    ("find_nodes", {"type": "Service"}), ("find_nodes", {"type": "Person"}), ("find_nodes", {"type": "Decision"}),
+    ("get_neighbors", {"id": "team-payments", "summary": True}), ("get_neighbors", {"id": "svc-checkout-api"}),
+])  # fmt: skip
+def test_a_default_page_fits_8_kb_and_says_what_it_left_out(
+    instance: Instance, name: str, arguments: dict[str, Any]
+) -> None:
+    page = ok(instance, name, arguments)
+    size = len(json.dumps(page, ensure_ascii=False, separators=(",", ":")).encode())
+
+    assert size <= 8 * 1024, size
+    assert page["total"] >= len(page["items"]) > 0
+    assert page["truncated"] is (page["total"] > len(page["items"]))
+    assert (page["next_cursor"] is not None) is page["truncated"]
+
+
 @pytest.mark.parametrize("form", [{"summary": True}, {"fields": ["name"]}])
 def test_short_forms_validate_against_the_generic_output_schema(instance: Instance, form: dict[str, Any]) -> None:
     for name, arguments in (("find_nodes", {"type": "Team"}), ("get_neighbors", {"id": "team-payments"})):
