@@ -187,7 +187,7 @@ def test_arguments_are_the_input_properties_with_their_defaults(gen_instance: In
                 assert graphql.value_from_ast(node.default_value, args[name].type) == prop["default"], (tool.name, name)
     limit = schema.query_type.fields["find_nodes"].args["limit"]  # type: ignore[union-attr]
     assert limit.ast_node is not None
-    assert graphql.print_ast(limit.ast_node).endswith("limit: Int = 20")
+    assert graphql.print_ast(limit.ast_node).endswith("limit: Int = 10")
     assert str(schema.query_type.fields["find_nodes"].args["type"].type) == "NodeTypeName"  # type: ignore[union-attr]
     assert str(schema.query_type.fields["get_neighbors"].args["edge_types"].type) == "[EdgeTypeName!]"  # type: ignore[union-attr]
 
