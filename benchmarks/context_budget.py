@@ -9,7 +9,8 @@ protocol 2025-11-25), from a fresh `canon serve --stdio` per model and profile o
 * `tools/list` with the full and the agent profile, on the default model (seeded with the sample data) and on
   synthetic models of 7, 50 and 200 node types (`core.synthetic.synthetic_model`, no data);
 * the largest single tool definition of the full profile;
-* `get_neighbors` of one team at depth 1 and 2 (the default page), plain and with `summary`;
+* `get_neighbors` of one team at depth 1 and 2 (the default page), plain and with `summary`, and of a service;
+* `find_nodes` of two types (the default page);
 * `describe_model`; the server `instructions`.
 
 `--before REF` exports REF with `git archive` into a temporary folder and runs the same rows with that folder first
@@ -105,6 +106,9 @@ def _calls() -> list[tuple[str, dict[str, Any]]]:
         ("get_neighbors", {"id": TEAM, "depth": 1}),
         ("get_neighbors", {"id": TEAM, "depth": 2}),
         ("get_neighbors", {"id": TEAM, "depth": 1, "summary": True}),
+        ("get_neighbors", {"id": "svc-checkout-api"}),
+        ("find_nodes", {"type": "Service"}),
+        ("find_nodes", {"type": "Decision"}),
         ("describe_model", {}),
     ]
 
