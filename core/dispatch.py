@@ -58,6 +58,7 @@ from core.json_values import value_problems
 from core.model import Model
 from core.principal import Principal
 from core.priority import Priority
+from core.projection import shape
 from core.records import Node, Sight
 from core.registry import Registry, ToolDefinition
 from core.store import Store
@@ -298,7 +299,7 @@ class Dispatcher:
             else:
                 value = handler(ctx, full)
             outcome = "ok"
-            return ToolResult(tool.name, value)
+            return ToolResult(tool.name, shape(value, full, self.registry.model))
         except CanonError as exc:
             outcome = _outcome(exc)
             return ToolResult(tool.name, None, exc)

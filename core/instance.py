@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from core.audit import AuditLog
 from core.config import Config
 from core.dispatch import Dispatcher
+from core.examples import Examples
 from core.graph import GraphIndex
 from core.interchange import import_path
 from core.model import Model, default_seed_path, load_model
@@ -59,7 +60,8 @@ class Instance:
         self._checks = checks or SchemaChecks(config.cache)
         if index is not None:
             self._audit = AuditLog(store.append_audit)  # written by a background thread until `close()`
-            registry = registry or build_registry(model, self.tools.definitions, checks=self._checks)
+            examples = Examples.of_store(model, store)
+            registry = registry or build_registry(model, self.tools.definitions, examples, checks=self._checks)
             dispatcher = Dispatcher(registry, store, index, self.tools.all_handlers(), audit=self._audit)
             self._snapshot = Snapshot(dispatcher.registry, dispatcher)
             if config.tracing:  # imported only then: a process that traces nothing loads no tracing code
@@ -133,7 +135,8 @@ class Instance:
             if self._snapshot is None:
                 self._model = stored
             else:
-                registry = build_registry(stored, self.tools.definitions, checks=self._checks)
+                examples = Examples.of_store(stored, self.store)
+                registry = build_registry(stored, self.tools.definitions, examples, checks=self._checks)
                 self.snapshot = self._snapshot.evolve(registry)
             return True
 

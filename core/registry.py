@@ -27,6 +27,7 @@ from jsonschema.protocols import Validator
 from core.dialect import ecma_regex, schema_validator
 from core.documents import pointer
 from core.errors import UnknownToolError
+from core.examples import Examples, instructions
 from core.model import Model
 from core.schema_checks import SchemaChecks
 from core.schemas import DIALECT, derive
@@ -56,13 +57,15 @@ class ToolDefinition:
     title: str
     description: str
     input_schema: Mapping[str, Any]
-    output_schema: Mapping[str, Any]
+    output_schema: Mapping[str, Any]  # generic: nodes as {id, type, properties: object}, the same size for any model
     annotations: Mapping[str, bool]
     permission: Permission
     advanced: bool  # hidden from the agent profile's tools/list, still callable
     surface: Mapping[str, Any] = field(default_factory=dict[str, Any])
     icon: str | None = None
     execution: Execution = "worker"
+    # the output schema with every node and edge typed by the model: what GraphQL maps and exact checks use
+    typed_output_schema: Mapping[str, Any] = field(default_factory=dict[str, Any])
 
     def to_json(self) -> dict[str, Any]:
         """The definition as the manifest and generated artifacts carry it."""
@@ -108,6 +111,7 @@ class Registry:
     tools: tuple[ToolDefinition, ...]
     resources: tuple[ResourceDefinition, ...]
     templates: tuple[ResourceDefinition, ...]
+    examples: Examples | None = None  # what descriptions name (the model's alone when None)
     _checks: Mapping[str, _ToolChecks] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -142,6 +146,10 @@ class Registry:
         if found is None:
             raise UnknownToolError(name, difflib.get_close_matches(name, list(self._checks), n=3, cutoff=0.5))
         return found
+
+    def instructions(self) -> str:
+        """What an MCP server tells a client about itself: the model, its main types, a good first call."""
+        return instructions(self.model, self.examples or Examples.of_model(self.model))
 
     def manifest(self) -> dict[str, Any]:
         """Every definition as one JSON document (what drift checks compare)."""
@@ -282,9 +290,11 @@ def in_order(documents: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [by_name[n] for n in listed] + [by_name[n] for n in sorted(by_name.keys() - set(listed))]
 
 
-def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = (), *,
-                   checks: SchemaChecks | None = None) -> Registry:  # fmt: skip
+def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = (), examples: Examples | None = None,
+                   *, checks: SchemaChecks | None = None) -> Registry:  # fmt: skip
     """Load the static tool definitions, derive their model-dependent parts, and define the resources.
+
+    Descriptions name `examples` (the served data's, `Examples.of_store`; the model's alone by default).
 
     `extra_tools` are more definitions in the file format (a tools folder, `core.tools.Toolset`); each still needs
     a handler in the dispatcher. `checks` checks each derived schema (default: every one, now; see
@@ -294,13 +304,16 @@ def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = (), 
     documents = in_order([*_tool_files(), *extra_tools])
     for document in documents:
         check_definition(document)
+    examples = examples or Examples.of_model(model)
+    fill = examples.fill
     tools = tuple(
         ToolDefinition(
             name=d["name"],
             title=d["title"],
-            description=d["description"],
-            input_schema=derive(d["inputSchema"], model),
-            output_schema=derive(d["outputSchema"], model),
+            description=fill(d["description"]),
+            input_schema=derive(d["inputSchema"], model, fill=fill),
+            output_schema=derive(d["outputSchema"], model, typed=False),
+            typed_output_schema=derive(d["outputSchema"], model),
             annotations=d["annotations"],
             permission=d["permission"],
             advanced=d["advanced"],
@@ -312,7 +325,8 @@ def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = (), 
     for tool in tools:  # a broken definition must fail at start-up, never at call time
         checks.check(tool.input_schema)
         checks.check(tool.output_schema)
-    return Registry(model, tools, _resources(model), _templates())
+        checks.check(tool.typed_output_schema)
+    return Registry(model, tools, _resources(model), _templates(examples), examples)
 
 
 def _resources(model: Model) -> tuple[ResourceDefinition, ...]:
@@ -344,12 +358,12 @@ def _resources(model: Model) -> tuple[ResourceDefinition, ...]:
     return tuple(fixed)
 
 
-def _templates() -> tuple[ResourceDefinition, ...]:
+def _templates(examples: Examples) -> tuple[ResourceDefinition, ...]:
     return (
         ResourceDefinition(
             "node", "A node", "One node as JSON: the object get_node returns under `node` (get_node also gives the "
             "store revision it was read at; this resource does not). Subscribe to be told when it changes. "
-            f"Example: {node_uri('Team', 'team-payments')}.", "application/json",
+            f"Example: {node_uri(examples.type, examples.id)}.", "application/json",
             uri_template=NODE_TEMPLATE, subscribable=True, icon=NODE_ICON,
         ),
     )  # fmt: skip

@@ -4,26 +4,47 @@ Static tool schemas live in `schema/tools/`; where a schema depends on the model
 `{"x-canon-derive": KIND, ...}` that `derive` replaces, once, at start-up:
 
 * `node-type` / `edge-type` — a string enum of the model's node / edge type names;
-* `node` / `edge` — a `$ref` to the typed envelope of any node / edge of the model.
+* `node` / `edge` — a node / edge of the model, in one of two forms (`derive`'s `typed`):
 
-Envelopes are built from the model's own type schemas: the model's `$defs` are copied verbatim into the
-tool schema's `$defs` (so the model's local `$ref`s still resolve), next to `canon.*` definitions that wrap
-them. A structured result therefore validates exactly as the model validates the data.
+  - typed (what GraphQL maps and exact checks use): a `$ref` to the typed envelope of any node / edge. Envelopes
+    are built from the model's own type schemas: the model's `$defs` are copied verbatim into the tool schema's
+    `$defs` (so the model's local `$ref`s still resolve), next to `canon.*` definitions that wrap them, so a
+    structured result validates exactly as the model validates the data. Its size grows with the model.
+  - generic (what a tool's `outputSchema` is on MCP, REST and llms): `{id, type, properties: object, ...}`, the
+    same few hundred bytes whatever the model; the exact schema of each type is one read away, at the type's
+    resource (`core.uris.type_uri`) and in describe_model. It validates every result the typed form validates, and
+    also the projected and summary forms of a node (`fields`, `summary`), which leave properties out.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from core.model import Model
 from core.records import ID_PATTERN, VISIBILITIES
+from core.uris import type_uri
 
-__all__ = ["derive", "edge_envelope", "node_envelope"]
+__all__ = ["GENERIC_EDGE", "GENERIC_NODE", "derive", "edge_envelope", "node_envelope"]
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _STAMP = {"type": "string", "description": "ISO 8601 UTC timestamp"}
+
+
+GENERIC_NODE: dict[str, Any] = {
+    "type": "object",
+    "description": f"A node. Its exact schema per type: the resource {type_uri('{type}')}, or describe_model.",
+    "required": ["id", "type"],
+    "properties": {"id": {"type": "string"}, "type": {"type": "string"}, "properties": {"type": "object"}},
+}
+GENERIC_EDGE: dict[str, Any] = {
+    "type": "object",
+    "description": f"An edge from source to target. Its exact schema per type: {type_uri('{type}')}.",
+    "required": ["type", "source", "target"],
+    "properties": {"type": {"type": "string"}, "source": {"type": "string"}, "target": {"type": "string"},
+                   "properties": {"type": "object"}},
+}  # fmt: skip
 
 
 def _envelope(type_name: str, head: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -84,8 +105,11 @@ def _envelopes(model: Model) -> dict[str, Any]:
     return defs
 
 
-def derive(schema: Mapping[str, Any], model: Model) -> dict[str, Any]:
-    """Replace the markers in a static schema; add the model's definitions if a node or edge is referenced."""
+def derive(schema: Mapping[str, Any], model: Model, *, typed: bool = True,
+           fill: Callable[[str], str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Replace the markers in a static schema; add the definitions a node or edge reference needs: the model's own
+    (`typed`) or the generic node and edge (see the module docstring). `fill` rewrites every `description` (it
+    puts in the served model's examples, `core.examples`)."""
     uses_records = False
 
     def walk(node: Any) -> Any:
@@ -93,13 +117,15 @@ def derive(schema: Mapping[str, Any], model: Model) -> dict[str, Any]:
         if isinstance(node, dict):
             marker = node.get("x-canon-derive")
             rest = {k: walk(v) for k, v in node.items() if k != "x-canon-derive"}
+            if fill is not None and isinstance(rest.get("description"), str):
+                rest["description"] = fill(rest["description"])
             if marker == "node-type":
                 return {**rest, "type": "string", "enum": list(model.node_types)}
             if marker == "edge-type":
                 return {**rest, "type": "string", "enum": list(model.edge_types)}
             if marker in ("node", "edge"):
                 uses_records = True
-                return {**rest, "$ref": f"#/$defs/canon.{'Node' if marker == 'node' else 'Edge'}"}
+                return {**rest, "$ref": f"#/$defs/{_record_def(marker, typed)}"}
             if marker is not None:
                 raise ValueError(f"unknown x-canon-derive marker {marker!r}")
             return rest
@@ -109,9 +135,16 @@ def derive(schema: Mapping[str, Any], model: Model) -> dict[str, Any]:
 
     derived: dict[str, Any] = {"$schema": DIALECT, **walk(schema)}
     if uses_records:
-        derived["$defs"] = {**derived.get("$defs", {}), **_envelopes(model)}
+        records = _envelopes(model) if typed else {"node": GENERIC_NODE, "edge": GENERIC_EDGE}
+        derived["$defs"] = {**derived.get("$defs", {}), **records}
         derived["$defs"] = _reachable(derived)
     return derived
+
+
+def _record_def(marker: str, typed: bool) -> str:
+    if typed:
+        return "canon.Node" if marker == "node" else "canon.Edge"
+    return marker
 
 
 def _reachable(schema: dict[str, Any]) -> dict[str, Any]:

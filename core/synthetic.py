@@ -3,6 +3,7 @@
 `synthetic_records(n, seed)` yields import records (JSON Lines form) for `n` nodes and about `3 n` edges, typed
 like the default model and valid under it: the same `n` and `seed` always give the same bytes. The mix is
 40% people, 20% services, 16% documents, 10% decisions, 10% glossary terms, 2% teams, 2% systems.
+`synthetic_model(types)` is a model document of any number of node types, for measuring how sizes grow with it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from core.interchange import output_format, write_file, write_records
 
-__all__ = ["synthetic_records", "write_synthetic"]
+__all__ = ["synthetic_model", "synthetic_records", "write_synthetic"]
 
 MIX = (("Person", 0.40), ("Service", 0.20), ("Document", 0.16), ("Decision", 0.10), ("GlossaryTerm", 0.10),
        ("Team", 0.02), ("System", 0.02))  # fmt: skip
@@ -149,3 +150,41 @@ def write_synthetic(path: Path, n: int, seed: int = 0) -> tuple[int, int]:
     """Write the synthetic graph in the format `path`'s extension names (JSON Lines streams); return (nodes, edges)."""
     kind = output_format(path)
     return write_file(path, lambda out: write_records(out, kind, synthetic_records(n, seed)))
+
+
+def synthetic_model(types: int) -> dict[str, Any]:
+    """A model document of `types` node types (`Kind000`, ...), each with a key, a display name and three more
+    properties, and one edge type from each type to the next: what the context-budget benchmark grows a model
+    with (benchmarks/context_budget.py)."""
+    defs: dict[str, Any] = {}
+    names = [f"Kind{i:03d}" for i in range(types)]
+    for i, name in enumerate(names):
+        defs[name] = {
+            "type": "object",
+            "description": f"Synthetic node type {i} of {types}.",
+            "x-canon-node": {"key": "slug", "display": "name", "text": ["name", "summary"]},
+            "properties": {
+                "slug": {"type": "string", "pattern": "^[a-z0-9-]+$", "maxLength": 64, "description": "Its key."},
+                "name": {"type": "string", "maxLength": 200, "description": "Its display name."},
+                "summary": {"type": "string", "maxLength": 2000, "description": "What it is."},
+                "rank": {"type": "integer", "minimum": 0, "description": "A number."},
+                "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 12},
+            },
+            "required": ["slug", "name"],
+            "additionalProperties": False,
+        }
+    for i, name in enumerate(names):
+        defs[f"links_{i:03d}"] = {
+            "type": "object",
+            "description": f"From {name} to the next type.",
+            "x-canon-edge": {"source": [name], "target": [names[(i + 1) % types]], "cardinality": "many-to-many"},
+            "properties": {},
+            "additionalProperties": False,
+        }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"urn:canon:model:synthetic-{types}",
+        "title": f"Synthetic model of {types} node types",
+        "x-canon-model": {"name": f"synthetic-{types}", "version": "1.0.0"},
+        "$defs": defs,
+    }

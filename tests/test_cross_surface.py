@@ -24,6 +24,7 @@ from llms_txt import parse_llms_file
 
 from core.instance import Instance
 from core.principal import ANONYMOUS, Principal
+from core.schemas import DIALECT
 from core.surfaces import discover
 from core.tools import Toolset
 from tests.conftest import tool_names
@@ -279,8 +280,8 @@ async def test_rest_carries_the_registry_schemas_exactly(seed_template: Path, tm
                 body = operation["requestBody"]["content"]["application/json"]["schema"]
                 in_path = {p["name"] for p in operation.get("parameters", []) if p["in"] == "path"}
                 assert set(body.get("required", ())) == required - in_path, tool.name
-            if tool.name in mcp_tools:  # anonymous lists the tools it may call
-                assert mcp_tools[tool.name].input_schema == tool.input_schema
+            if tool.name in mcp_tools:  # anonymous lists the tools it may call (with no dialect: MCP assumes 2020-12)
+                assert {**mcp_tools[tool.name].input_schema, "$schema": DIALECT} == tool.input_schema
     finally:
         instance.close()
 
@@ -463,9 +464,7 @@ async def test_a_tool_added_as_adding_a_tool_md_says_appears_and_works_on_every_
         instance.close()
     assert sorted(p.name for p in folder.iterdir() if p.is_file()) == ["echo_words.json", "echo_words.py"]
     assert list(listed)[-1] == "echo_words"  # listed after the tools schema/tool-order.json places
-    assert listed["echo_words"].input_schema == definition["inputSchema"] | {
-        "$schema": listed["echo_words"].input_schema["$schema"]
-    }
+    assert listed["echo_words"].input_schema == definition["inputSchema"]  # as written (MCP assumes 2020-12)
     assert answers == [("ok", {"echo": "one definition one definition", "count": 2})] * 3
     assert wrong == [("error", "invalid_arguments")] * 2
     assert operation[:2] == ("get", "/api/echo")

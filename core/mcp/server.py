@@ -54,18 +54,11 @@ __all__ = ["SUPPORTED_VERSIONS", "ServeOptions", "build_server"]
 
 log = logging.getLogger("canon.mcp")
 RESOURCE_NOT_FOUND_LEGACY = -32002
-INSTRUCTIONS = (
-    "canon serves an organisation's canonical knowledge graph. Start with describe_model to learn the node and "
-    "edge types, then find_nodes to search, get_node to read one node, and get_neighbors or find_paths to follow "
-    "relationships. Every list is paginated (limit, cursor → next_cursor) and says its total; results carry the "
-    "store revision they were read at, and get_changes resumes a feed of changes from a revision."
-)
 CANON_ICON = (
     "data:image/svg+xml;base64,"
     + base64.b64encode(
-        b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64"><circle cx="16" cy="16" r="8"/>'
-        b'<circle cx="48" cy="20" r="8"/><circle cx="30" cy="48" r="8"/>'
-        b'<path d="M16 16L48 20L30 48Z" fill="none" stroke="#000" stroke-width="3"/></svg>'
+        b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64" fill="none" stroke="#000" stroke-linecap="round">'
+        b'<path d="M16 16 48 20 30 48Z" stroke-width="3"/><path d="M16 16h0M48 20h0M30 48h0" stroke-width="16"/></svg>'
     ).decode()
 )
 PrincipalOf = Callable[[ServerRequestContext[Any]], Principal]
@@ -76,7 +69,7 @@ Current = Callable[[], Snapshot]  # the current model's snapshot
 class ServeOptions:
     """How the MCP surface presents the registry."""
 
-    profile: str = "full"  # "agent" hides advanced tools from tools/list; they stay callable
+    profile: str = "full"  # "agent": the lean tool list and results of ADR 0032 (advanced tools hidden, still callable)
     prefix: str = ""  # e.g. "canon_": tools are listed as canon_get_node, the only names a call may use
 
 
@@ -97,16 +90,40 @@ def icon_of(glyph: str | None) -> list[types.Icon] | None:
     return [types.Icon(src=src, mime_type="image/svg+xml", sizes=["64x64"])]
 
 
-def _tool(definition: ToolDefinition, prefix: str) -> types.Tool:
+def _tool(definition: ToolDefinition, prefix: str, lean: bool = False) -> types.Tool:
+    """The MCP form of a tool. Its schemas name no `$schema`: JSON Schema 2020-12 is the dialect MCP assumes when a
+    schema names none, in both revisions canon serves (2025-11-25, SEP-1613, and 2026-07-28). `lean` (the agent
+    profile) also leaves out what only a program or a UI reads: the output schema (its results are then the JSON
+    text alone, see `_call_result`) and the hints that say what a client assumes anyway (`_told_hints`). Neither
+    profile repeats the title in the annotations (`title` is the one a client shows first) or canon's icon on
+    every tool (it is the server's, in `serverInfo`): a tool carries an icon only if its definition names one."""
+    annotations = _told_hints(definition.annotations) if lean else definition.annotations
     return types.Tool(
         name=prefix + definition.name,
         title=definition.title,
         description=definition.description,
-        input_schema=dict(definition.input_schema),
-        output_schema=dict(definition.output_schema),
-        annotations=types.ToolAnnotations.model_validate({"title": definition.title, **definition.annotations}),
-        icons=[types.Icon(src=CANON_ICON, mime_type="image/svg+xml", sizes=["64x64"])],
+        input_schema=_wire_schema(definition.input_schema),
+        output_schema=None if lean else _wire_schema(definition.output_schema),
+        annotations=types.ToolAnnotations.model_validate(annotations),
+        icons=icon_of(definition.icon),  # canon's own icon is the server's (serverInfo), not repeated per tool
     )
+
+
+def _wire_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in schema.items() if key != "$schema"}
+
+
+# what a client assumes of a hint left out (the revisions' ToolAnnotations); destructive and idempotent mean
+# nothing for a read-only tool
+_ASSUMED_HINTS = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": True}
+_WRITE_HINTS = ("destructiveHint", "idempotentHint")
+
+
+def _told_hints(annotations: Mapping[str, bool]) -> dict[str, bool]:
+    """The hints a client would not assume by itself: the same meaning as `annotations`, fewer bytes."""
+    read_only = annotations.get("readOnlyHint", False)
+    return {key: value for key, value in annotations.items()
+            if value != _ASSUMED_HINTS.get(key) and not (read_only and key in _WRITE_HINTS)}  # fmt: skip
 
 
 class CanonServer(Server[Any]):
@@ -122,6 +139,7 @@ class CanonServer(Server[Any]):
     def create_initialization_options(
         self, notification_options: Any = None, experimental_capabilities: Any = None, extensions: Any = None
     ) -> Any:
+        self.instructions = self.calls.current().registry.instructions()  # they name the model being served now
         options = notification_options or NotificationOptions(tools_changed=True, resources_changed=True)
         return super().create_initialization_options(options, experimental_capabilities, extensions)
 
@@ -130,8 +148,10 @@ class ToolCalls:
     """`tools/call` on the dispatcher: for the SDK's handler, and for canon's own 2026-07-28 HTTP path
     (`core.mcp.fastpath.calls`), so both call a tool the same way."""
 
-    def __init__(self, current: Current, surface: str, prefix: str, *, inline_searches: bool = False) -> None:
+    def __init__(self, current: Current, surface: str, prefix: str, *, inline_searches: bool = False,
+                 structured: bool = True) -> None:  # fmt: skip
         self.current = current
+        self.structured = structured  # whether results carry structuredContent (their tools list an outputSchema)
         self.surface = surface
         self.prefix = prefix
         self.inline_searches = inline_searches  # one client: searches answered from indexes run on the loop too
@@ -201,7 +221,7 @@ def build_server(current: Current, fanout: EventFanout, principal_of: PrincipalO
     with. `single_client` (stdio): searches the store answers from its indexes run on
     the event loop when nothing else holds the store, as point reads always do.
     """
-    prefix = options.prefix
+    prefix, lean = options.prefix, options.profile == "agent"
     converted = PerSnapshot[dict[str, types.Tool]](lambda snapshot: {})  # per model: tool name -> its MCP form
 
     def shown(tools: list[ToolDefinition]) -> list[ToolDefinition]:
@@ -212,7 +232,7 @@ def build_server(current: Current, fanout: EventFanout, principal_of: PrincipalO
         """The tools this caller's tools/list shows, converted once."""
         snapshot = current()
         visible, forms = shown(snapshot.dispatcher.tools_for(principal, surface)), converted(snapshot)
-        return [forms.get(t.name) or forms.setdefault(t.name, _tool(t, prefix)) for t in visible]
+        return [forms.get(t.name) or forms.setdefault(t.name, _tool(t, prefix, lean)) for t in visible]
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -220,7 +240,7 @@ def build_server(current: Current, fanout: EventFanout, principal_of: PrincipalO
         principal = principal_of(ctx)
         return types.ListToolsResult(tools=await anyio.to_thread.run_sync(listed, principal))
 
-    calls = ToolCalls(current, surface, prefix, inline_searches=single_client)
+    calls = ToolCalls(current, surface, prefix, inline_searches=single_client, structured=not lean)
 
     client_log = ClientLog(fanout)
 
@@ -235,7 +255,7 @@ def build_server(current: Current, fanout: EventFanout, principal_of: PrincipalO
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}.{hint}") from None
         if not _modern(ctx):
             await client_log.call_done(ctx, result, time.perf_counter() - started)
-        return _call_result(result)
+        return _call_result(result, calls.structured)
 
     async def list_resources(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -295,7 +315,7 @@ def build_server(current: Current, fanout: EventFanout, principal_of: PrincipalO
         return types.DiscoverResult(
             supported_versions=SUPPORTED_VERSIONS,
             capabilities=capabilities,
-            instructions=INSTRUCTIONS,
+            instructions=current().registry.instructions(),
             ttl_ms=60_000,
             cache_scope="public",
         )
@@ -331,7 +351,7 @@ def build_server(current: Current, fanout: EventFanout, principal_of: PrincipalO
         version=__version__,
         title="canon",
         description="A knowledge server for an organisation's canonical model.",
-        instructions=INSTRUCTIONS,
+        instructions=current().registry.instructions(),
         icons=[types.Icon(src=CANON_ICON, mime_type="image/svg+xml", sizes=["64x64"])],
         cache_hints={
             "tools/list": private,
@@ -362,8 +382,12 @@ def build_server(current: Current, fanout: EventFanout, principal_of: PrincipalO
     return server
 
 
-def _call_result(result: ToolResult) -> dict[str, Any]:
+def _call_result(result: ToolResult, structured: bool = True) -> dict[str, Any]:
     """A CallToolResult in its wire form, built directly rather than as a model the SDK would dump again.
+
+    The object travels as JSON text, and also as structuredContent when `structured` (the tools were listed with
+    an outputSchema): the revisions ask for the text copy of structured content (ADR 0032). The agent profile lists
+    no output schemas, so its results carry the object once, as text.
 
     The text copy of the body is encoded by pydantic's encoder (the SDK's own), about four times faster than
     `json.dumps` on a page of nodes: compact, UTF-8, the same JSON value. The SDK still validates the dict
@@ -371,7 +395,7 @@ def _call_result(result: ToolResult) -> dict[str, Any]:
     """
     body = result.as_json()
     answer: dict[str, Any] = {"content": [{"type": "text", "text": pydantic_core.to_json(body).decode()}]}
-    if not result.is_error:
+    if structured and not result.is_error:
         answer["structuredContent"] = body
     # what the model's dump holds too; the SDK drops resultType on 2025-11-25, where the field does not exist
     return answer | {"isError": result.is_error, "resultType": "complete"}

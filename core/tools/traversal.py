@@ -61,7 +61,7 @@ def _edges_json(ctx: CallContext, refs: list[EdgeRef]) -> list[dict[str, Any]]:
 def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     origin, depth = args["id"], args.get("depth", 1)
     direction, types = args.get("direction", "both"), frozenset(args.get("edge_types", []))
-    limit = args.get("limit", 50)
+    limit = args.get("limit", 8)
     with ctx.index.reading() as view:
         ctx.check_time()  # the call may have waited its time out already (for a worker thread, a sync)
         graph, revision = view.graph, view.revision

@@ -95,6 +95,9 @@ FALLBACKS: tuple[Fallback, ...] = (
 
 
 # -- calls through the dispatcher -------------------------------------------------------------------------------------
+SELECTION_ARGUMENTS = frozenset({"fields", "summary"})  # `core.projection`'s arguments, which GraphQL does not take
+
+
 class Runtime:
     """What resolvers need at run time: the caller, and the dispatcher (called in a worker thread)."""
 
@@ -171,6 +174,8 @@ class Builder:
         required = set(schema.get("required", ()))
         params, spec, taken = _params(), list[tuple[str, str, Mapped, bool]](), set[str]()
         for prop, sub in schema.get("properties", {}).items():
+            if prop in SELECTION_ARGUMENTS:  # a GraphQL selection set is the projection; results stay fully typed
+                continue
             if not graphql_name(prop):
                 raise ValueError(f"tool {tool.name!r}: input property {prop!r} is not a GraphQL name")
             mapped = self.mapper.map(sub, schema, pascal(tool.name) + pascal(prop), f"{tool.name}({prop}:)",
@@ -189,8 +194,8 @@ class Builder:
             spec.append((prop, py, mapped, null_ok))
             if prop == "limit" and isinstance(sub.get("maximum"), int):
                 self.maxima[(root_name, tool.name)] = sub["maximum"]
-        result = self.mapper.map(tool.output_schema, tool.output_schema, pascal(tool.name) + "Result", tool.name,
-                                 output=True)  # fmt: skip
+        typed = tool.typed_output_schema
+        result = self.mapper.map(typed, typed, pascal(tool.name) + "Result", tool.name, output=True)
         runtime, name = self.runtime, tool.name
 
         async def resolve(info: strawberry.Info, **given: Any) -> Any:
@@ -212,7 +217,7 @@ class Builder:
         if neighbours is None:
             return {}
         if self._edges is None:
-            schemas = {"inputSchema": neighbours.input_schema, "outputSchema": neighbours.output_schema}
+            schemas = {"inputSchema": neighbours.input_schema, "outputSchema": neighbours.typed_output_schema}
             self._edges = EdgeFields(self.registry.model, self.mapper, self.runtime.call_tool, schemas)
         maximum: int = neighbours.input_schema.get("properties", {}).get("limit", {}).get("maximum", UNKNOWN_LIST)
         fields = self._edges.fields(node_type, classes)
@@ -226,8 +231,9 @@ class Builder:
             "mime_type": strawberry.field(name="mimeType"),
         }), description="A resource's content, as MCP's resources/read returns it.")  # fmt: skip
         changes = next((t for t in self.registry.tools if t.name == "get_changes"), None)
-        schema = changes.output_schema.get("properties", {}).get("items", {}).get("items") if changes else None
-        change = (self.mapper.map(schema, changes.output_schema if changes else {}, "Change", "Change", output=True)
+        typed = changes.typed_output_schema if changes else {}
+        schema = typed.get("properties", {}).get("items", {}).get("items")
+        change = (self.mapper.map(schema, typed, "Change", "Change", output=True)
                   if isinstance(schema, Mapping) else Mapped(strawberry.scalars.JSON))  # fmt: skip
         update = strawberry.type(type("ResourceUpdate", (), {
             "__annotations__": {"uri": str, "revision": int, "change": change.annotation},

@@ -251,15 +251,15 @@ class Site:
             for resource in self._all_resources():
                 if resource.name in words:
                     found.append((tool, resource, f"{tool.name} works on {resource.title.lower()}"))
-                elif resource.uri_template and "canon.Node" in tool.output_schema.get("$defs", {}):
+                elif resource.uri_template and "canon.Node" in tool.typed_output_schema.get("$defs", {}):
                     found.append((tool, resource, f"each node {tool.name} returns is also {resource.uri_template}"))
         return found
 
     def _related_of_tool(self, tool: ToolDefinition) -> list[Link]:
-        mine = set(tool.output_schema.get("$defs", {}))
+        mine = set(tool.typed_output_schema.get("$defs", {}))
         links: list[Link] = []
         for other in self.registry.tools:
-            shared = mine & set(other.output_schema.get("$defs", {}))
+            shared = mine & set(other.typed_output_schema.get("$defs", {}))
             if other is tool or not shared:
                 continue
             named = sorted(d for d in shared if d.count(".") == 1) or sorted(shared)[:3]

@@ -336,6 +336,8 @@ def openapi_document(registry: Registry) -> dict[str, Any]:
     """The OpenAPI 3.1 document of the REST surface for `registry`; the same registry gives the same document."""
     model = registry.model
     components: dict[str, Any] = copy.deepcopy(_FIXED_SCHEMAS)
+    # the exact schema of every node and edge type, by its model name: tool results describe nodes generically
+    hoist({"$defs": model.document["$defs"]}, components)
     paths: dict[str, dict[str, Any]] = {}
     for tool in registry.tools:
         route = route_of(tool)

@@ -20,6 +20,7 @@ from core.interchange import import_path
 from core.model import Model, default_seed_path, load_model, parse_model
 from core.registry import QuickCheck, Registry, build_registry, type_schema
 from core.store.sqlite import SQLiteStore
+from core.synthetic import synthetic_model
 
 DOCUMENT_URI = "urn:canon:test:tool-schema"
 
@@ -42,6 +43,7 @@ def _schemas(registry: Registry) -> Iterator[tuple[str, Mapping[str, Any]]]:
     for tool in registry.tools:
         yield f"{tool.name}.inputSchema", tool.input_schema
         yield f"{tool.name}.outputSchema", tool.output_schema
+        yield f"{tool.name}.typedOutputSchema", tool.typed_output_schema
 
 
 SCHEMAS = [pytest.param(name, schema, id=name) for name, schema in _schemas(build_registry(load_model()))]
@@ -77,7 +79,7 @@ def _validator(schema: Mapping[str, Any]) -> Draft202012Validator:
 def test_every_tool_schema_is_a_valid_draft_2020_12_schema(registry: Registry) -> None:
     schemas = list(_schemas(registry))
 
-    assert len(schemas) == 2 * len(registry.tools) > 0
+    assert len(schemas) == 3 * len(registry.tools) > 0
     for name, schema in schemas:
         Draft202012Validator.check_schema(schema)  # raises SchemaError, naming the schema via the traceback
         assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema", name
@@ -149,7 +151,7 @@ def test_every_ref_in_a_tool_schema_resolves_inside_the_schema_itself(name: str,
 
 
 def test_node_envelopes_ref_the_models_own_type_definitions_verbatim(registry: Registry, model: Model) -> None:
-    defs = registry.tool("get_node").output_schema["$defs"]
+    defs = registry.tool("get_node").typed_output_schema["$defs"]
 
     for type_name in model.node_types:
         assert defs[type_name] == model.document["$defs"][type_name]
@@ -161,7 +163,7 @@ def test_node_envelopes_ref_the_models_own_type_definitions_verbatim(registry: R
 
 
 def test_edge_envelopes_ref_the_models_own_edge_definitions_verbatim(registry: Registry, model: Model) -> None:
-    defs = registry.tool("find_paths").output_schema["$defs"]
+    defs = registry.tool("find_paths").typed_output_schema["$defs"]
 
     for type_name in model.edge_types:
         assert defs[type_name] == model.document["$defs"][type_name]
@@ -186,20 +188,20 @@ def test_a_tool_schema_defines_only_what_it_reaches(name: str, schema: Mapping[s
 
 
 def test_get_node_output_holds_no_edge_type_definitions(registry: Registry, model: Model) -> None:
-    defs = registry.tool("get_node").output_schema["$defs"]
+    defs = registry.tool("get_node").typed_output_schema["$defs"]
 
     assert not set(model.edge_types) & set(defs)
     assert not [name for name in defs if name.startswith("canon.edge.") or name == "canon.Edge"]
 
 
 def test_find_paths_output_holds_no_node_type_definitions(registry: Registry, model: Model) -> None:
-    defs = registry.tool("find_paths").output_schema["$defs"]  # its items carry node ids and edges only
+    defs = registry.tool("find_paths").typed_output_schema["$defs"]  # its items carry node ids and edges only
 
     assert not set(model.node_types) & set(defs)
 
 
 def test_a_stored_node_validates_against_get_nodes_output_schema(registry: Registry, seeded: SQLiteStore) -> None:
-    validator = _validator(registry.tool("get_node").output_schema)
+    validator = _validator(registry.tool("get_node").typed_output_schema)
     revision = seeded.revision()
 
     checked = 0
@@ -224,7 +226,7 @@ def test_a_stored_node_validates_against_get_nodes_output_schema(registry: Regis
 def test_a_node_with_a_wrong_property_does_not_validate_against_get_nodes_output_schema(
     registry: Registry, seeded: SQLiteStore, change: str, value: object
 ) -> None:
-    validator = _validator(registry.tool("get_node").output_schema)
+    validator = _validator(registry.tool("get_node").typed_output_schema)
     node = next(seeded.iter_nodes("Person")).to_json()
     assert validator.is_valid({"node": node, "revision": 1})
 
@@ -236,7 +238,7 @@ def test_a_node_with_a_wrong_property_does_not_validate_against_get_nodes_output
 def test_a_node_whose_type_does_not_fit_its_properties_does_not_validate(
     registry: Registry, seeded: SQLiteStore
 ) -> None:
-    validator = _validator(registry.tool("get_node").output_schema)
+    validator = _validator(registry.tool("get_node").typed_output_schema)
     node = next(seeded.iter_nodes("Person")).to_json()
 
     node["type"] = "Team"  # Person properties in a Team envelope
@@ -255,9 +257,30 @@ def test_an_unknown_tool_is_refused_with_the_closest_names(registry: Registry) -
 
 
 def test_every_tool_description_is_long_enough_and_has_an_example(registry: Registry) -> None:
-    for tool in registry.tools:
-        assert len(tool.description) >= 200, tool.name
+    for tool in registry.tools:  # within the context budget (docs/benchmarks.md), yet a full sentence and a call
+        assert 140 <= len(tool.description) <= 1000, tool.name
         assert "Example" in tool.description, tool.name
+
+
+def test_no_tool_description_names_the_sample_organisation_when_another_model_is_served() -> None:
+    model = parse_model(synthetic_model(3))
+    other = build_registry(model)
+
+    for tool in other.tools:
+        text = json.dumps([tool.description, tool.input_schema])
+        assert all(word not in text for word in ("team-payments", "svc-checkout-api", "northwind")), tool.name
+        assert "Example" in tool.description
+    assert all(name not in other.instructions() for name in ("Team", "Service", "northwind"))
+    assert next(iter(model.node_types)) in other.instructions()
+    assert len(other.instructions().encode()) <= 1024
+
+
+def test_generic_output_schemas_do_not_grow_with_the_model(registry: Registry) -> None:
+    bigger = build_registry(parse_model(synthetic_model(200)))
+
+    for tool in registry.tools:
+        small, large = json.dumps(tool.output_schema), json.dumps(bigger.tool(tool.name).output_schema)
+        assert abs(len(large) - len(small)) < 64, tool.name  # a few enum names at most, never the types' schemas
 
 
 def test_read_tools_are_annotated_read_only(registry: Registry) -> None:
@@ -296,7 +319,7 @@ def test_node_and_edge_unions_are_tagged_so_a_validator_checks_one_branch(model:
     from jsonschema import Draft202012Validator
 
     registry = build_registry(model)
-    schema = registry.tool("get_node").output_schema
+    schema = registry.tool("get_node").typed_output_schema
     union = schema["$defs"]["canon.Node"]
     assert "oneOf" not in union
     assert union["properties"]["type"]["enum"] == list(model.node_types)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -473,23 +474,16 @@ def test_query_graph_conditions_on_a_node_do_not_depend_on_term_order(instance: 
 
 def test_query_graph_runs_the_example_in_its_description(instance: Instance, store: Store) -> None:
     description = instance.registry.tool("query_graph").description
-    assert '{"node": "p", "where": {"role": "engineer"}}' in description  # the example this test runs
-    example = {
-        "match": [
-            {"node": "s", "type": "Service", "where": {"name": "checkout-api"}},
-            {"edge": "owns", "from": "t", "to": "s"},
-            {"edge": "member_of", "from": "p", "to": "t"},
-            {"node": "p", "where": {"role": "engineer"}},
-        ],
-        "return": ["p", "t"],
-    }
+    call = description.split("Example: query_graph(", 1)[1].split(") → ", 1)[0]  # the example, as an agent reads it
+    example = json.loads(call)
+    examples = instance.registry.examples
+    assert examples is not None
 
     rows, _ = all_rows(instance, example)
 
-    assert rows
+    assert {row["b"]["id"] for row in rows} >= {examples.target}
     for row in rows:
-        assert row["p"]["properties"]["role"] == "engineer"
-        assert store.edge("owns", row["t"]["id"], SERVICE) is not None
+        assert store.edge(examples.edge, examples.id, row["b"]["id"]) is not None
 
 
 def test_query_graph_unknown_return_variable_is_invalid(instance: Instance) -> None:
@@ -610,3 +604,72 @@ def test_every_result_validates_against_the_tools_output_schema(
     errors = [f"{e.json_path}: {e.message}" for e in validator.iter_errors(ok(instance, name, arguments))]
 
     assert errors == []
+
+
+def test_descriptions_name_a_public_edge_of_the_served_data(instance: Instance) -> None:
+    examples = instance.registry.examples
+    assert examples is not None
+    source, target = instance.store.node(examples.id), instance.store.node(examples.target)
+
+    assert source is not None
+    assert target is not None
+    assert source.visibility == target.visibility == "public"
+    assert instance.store.edge(examples.edge, examples.id, examples.target) is not None
+    assert f'"id": "{examples.id}"' in instance.registry.tool("get_node").description
+    assert examples.id in instance.registry.instructions()
+
+
+def test_summary_gives_each_node_as_id_type_and_display_name_on_every_read_tool(instance: Instance) -> None:
+    node_id = instance.registry.examples.id if instance.registry.examples else "team-payments"
+    got = ok(instance, "get_node", {"id": node_id, "summary": True})["node"]
+    found = ok(instance, "find_nodes", {"type": "Team", "summary": True, "limit": 3})["items"]
+    around = ok(instance, "get_neighbors", {"id": node_id, "summary": True, "limit": 3})["items"]
+
+    assert set(got) == {"id", "type", "name"}
+    assert got["id"] == node_id
+    assert all(set(n) == {"id", "type", "name"} and n["name"] for n in found)
+    assert all(set(item["node"]) == {"id", "type", "name"} for item in around)
+    assert around
+
+
+def test_fields_keeps_only_the_named_properties_and_the_system_fields(instance: Instance) -> None:
+    full = ok(instance, "find_nodes", {"type": "Team", "limit": 3})
+    short = ok(instance, "find_nodes", {"type": "Team", "limit": 3, "fields": ["name"]})
+
+    assert [set(n["properties"]) for n in short["items"]] == [{"name"}] * 3
+    assert [n["revision"] for n in short["items"]] == [n["revision"] for n in full["items"]]
+    assert short["total"] == full["total"]
+    assert len(json.dumps(short)) < len(json.dumps(full))
+
+
+def test_summary_gives_each_edge_of_a_neighbour_as_type_source_and_target(instance: Instance) -> None:
+    full = ok(instance, "get_neighbors", {"id": "team-payments"})["items"]
+    short = ok(instance, "get_neighbors", {"id": "team-payments", "summary": True})["items"]
+
+    assert [set(item["edge"]) for item in short] == [{"type", "source", "target"}] * len(full)
+    assert [item["edge"] for item in short] == [
+        {k: item["edge"][k] for k in ("type", "source", "target")} for item in full
+    ]
+
+
+@pytest.mark.parametrize(("name", "arguments"), [
+    ("find_nodes", {"type": "Service"}), ("find_nodes", {"type": "Person"}), ("find_nodes", {"type": "Decision"}),
+    ("get_neighbors", {"id": "team-payments", "summary": True}), ("get_neighbors", {"id": "svc-checkout-api"}),
+])  # fmt: skip
+def test_a_default_page_fits_8_kb_and_says_what_it_left_out(
+    instance: Instance, name: str, arguments: dict[str, Any]
+) -> None:
+    page = ok(instance, name, arguments)
+    size = len(json.dumps(page, ensure_ascii=False, separators=(",", ":")).encode())
+
+    assert size <= 8 * 1024, size
+    assert page["total"] >= len(page["items"]) > 0
+    assert page["truncated"] is (page["total"] > len(page["items"]))
+    assert (page["next_cursor"] is not None) is page["truncated"]
+
+
+@pytest.mark.parametrize("form", [{"summary": True}, {"fields": ["name"]}])
+def test_short_forms_validate_against_the_generic_output_schema(instance: Instance, form: dict[str, Any]) -> None:
+    for name, arguments in (("find_nodes", {"type": "Team"}), ("get_neighbors", {"id": "team-payments"})):
+        validator = Draft202012Validator(instance.registry.tool(name).output_schema)
+        assert list(validator.iter_errors(ok(instance, name, {**arguments, **form}))) == []

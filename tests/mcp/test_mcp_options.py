@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import mcp
@@ -20,11 +21,12 @@ pytestmark = pytest.mark.anyio
 ADVANCED_CALLS: dict[str, dict[str, Any]] = {
     "find_paths": {"source": "person-ada-okafor", "target": "svc-checkout-api", "max_depth": 3},
     "query_graph": {"match": [{"node": "t", "id": "team-payments"}, {"edge": "owns", "from": "t", "to": "s"}]},
+    "write_batch": {"operations": [{"op": "patch_node", "id": "team-payments", "properties": {}}], "dry_run": True},
     "get_audit_log": {"limit": 1},
 }
 
 
-def test_the_advanced_tools_are_find_paths_query_graph_and_get_audit_log(model: Model) -> None:
+def test_the_advanced_tools_are_find_paths_query_graph_write_batch_and_get_audit_log(model: Model) -> None:
     assert [t.name for t in build_registry(model).tools if t.advanced] == list(ADVANCED_CALLS)  # registry order
 
 
@@ -48,7 +50,50 @@ async def test_agent_profile_still_answers_a_call_to_a_hidden_tool(
         await client.list_tools()
         result = await client.call_tool(name, ADVANCED_CALLS[name])
 
-    assert structured(result)["items"]
+    assert not result.is_error
+    assert result.structured_content is None  # the agent profile lists no output schemas: the object once, as text
+    assert isinstance(result.content[0], types.TextContent)
+    assert json.loads(result.content[0].text).get("items", True)
+
+
+async def test_agent_profile_lists_no_output_schemas_and_full_lists_them(
+    shared_instance: Instance, revision: str
+) -> None:
+    async with serve(shared_instance, ServeOptions(profile="agent")).client(revision) as client:
+        lean = (await client.list_tools()).tools
+        result = await client.call_tool("get_node", {"id": "team-payments"})
+    async with serve(shared_instance, ServeOptions()).client(revision) as client:
+        full = (await client.list_tools()).tools
+
+    assert all(t.output_schema is None for t in lean)
+    assert all(t.output_schema for t in full)
+    assert result.structured_content is None
+    assert isinstance(result.content[0], types.TextContent)
+    assert json.loads(result.content[0].text)["node"]["id"] == "team-payments"
+
+
+async def test_agent_profile_gives_only_the_hints_a_client_would_not_assume(
+    shared_instance: Instance, revision: str, model: Model
+) -> None:
+    async with serve(shared_instance, ServeOptions(profile="agent")).client(revision) as client:
+        lean = {t.name: t.annotations for t in (await client.list_tools()).tools}
+    told = {t.name: t.annotations for t in build_registry(model).tools}
+
+    assumed = {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": False, "open_world_hint": True}
+    for name, hints in lean.items():
+        assert hints is not None
+        given = {key: told[name][mcp_name] for key, mcp_name in HINT_NAMES.items()}
+        read_only = given["read_only_hint"]
+        for key, value in given.items():
+            meaningless = read_only and key in ("destructive_hint", "idempotent_hint")
+            effective = getattr(hints, key)
+            assert effective == (None if meaningless or value == assumed[key] else value), (name, key)
+            if not meaningless:
+                assert (assumed[key] if effective is None else effective) == value, (name, key)
+
+
+HINT_NAMES = {"read_only_hint": "readOnlyHint", "destructive_hint": "destructiveHint",
+              "idempotent_hint": "idempotentHint", "open_world_hint": "openWorldHint"}  # fmt: skip
 
 
 async def test_prefix_lists_every_tool_under_the_prefix(shared_instance: Instance, revision: str, model: Model) -> None:

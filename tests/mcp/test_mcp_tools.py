@@ -17,7 +17,7 @@ from jsonschema import Draft202012Validator
 
 from core.dispatch import CallContext
 from core.model import Model, default_seed_path
-from core.registry import build_registry
+from core.schemas import DIALECT
 from core.tools import Toolset
 from core.tools.query import MAX_WORK
 from tests.conftest import tool_names
@@ -79,15 +79,15 @@ def resolve(document: Any, pointer: str) -> Any:
 async def test_tools_list_gives_the_registry_tools_in_order_with_their_exact_schemas(
     served: Served, revision: str, model: Model
 ) -> None:
-    expected = build_registry(model).tools
+    expected = served.instance.registry.tools  # its descriptions name the served data's ids
 
     async with served.client(revision) as client:
         listed = (await client.list_tools()).tools
 
     assert [t.name for t in listed] == [t.name for t in expected] == TOOL_NAMES
     for tool, definition in zip(listed, expected, strict=True):
-        assert canonical(tool.input_schema) == canonical(definition.input_schema)
-        assert canonical(tool.output_schema) == canonical(definition.output_schema)
+        assert canonical({**tool.input_schema, "$schema": DIALECT}) == canonical(definition.input_schema)
+        assert canonical({**(tool.output_schema or {}), "$schema": DIALECT}) == canonical(definition.output_schema)
         assert tool.title == definition.title
         assert tool.description == definition.description
         assert tool.annotations is not None
@@ -95,8 +95,17 @@ async def test_tools_list_gives_the_registry_tools_in_order_with_their_exact_sch
         assert tool.annotations.read_only_hint is not writes
         assert tool.annotations.destructive_hint is writes  # upserts replace, deletes delete
         assert tool.annotations.idempotent_hint is (tool.name != "write_batch")
-        assert tool.icons
-        assert tool.icons[0].src.startswith("data:image/svg+xml;base64,")
+        assert tool.annotations.title is None  # the tool's title is said once
+
+
+async def test_tools_list_names_no_dialect_and_no_icon_the_server_already_gives(served: Served, revision: str) -> None:
+    async with served.client(revision) as client:
+        listed = (await client.list_tools()).tools
+
+    assert all("$schema" not in t.input_schema and "$schema" not in (t.output_schema or {}) for t in listed)
+    assert all(not t.icons for t in listed)  # 2020-12 is MCP's default dialect; canon's icon is the server's
+    assert served.server.icons  # what serverInfo carries
+    assert served.server.icons[0].src.startswith("data:image/svg+xml;base64,")
 
 
 # -- results --------------------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from core.mcp.server import build_server
 from core.model import Model, load_model, parse_model
 from core.principal import LOCAL
 from core.store.sqlite import SQLiteStore
+from core.uris import type_uri
 from tests.mcp.conftest import DEADLINE_S, open_copy, pumping
 from tests.mcp.test_subscriptions import Notifications
 
@@ -45,10 +46,12 @@ def _serve(instance: Instance) -> tuple[Any, ChangeFeed]:
     return build_server(lambda: instance.snapshot, EventFanout(feed), lambda ctx: LOCAL), feed
 
 
-def _team_properties(tools: list[types.Tool]) -> set[str]:
-    get_node = next(t for t in tools if t.name == "get_node")
-    assert get_node.output_schema is not None
-    return set(get_node.output_schema["$defs"]["Team"]["properties"])
+async def _team_properties(client: mcp.Client) -> set[str]:
+    """The Team properties the server serves: its type resource (tool output schemas describe nodes generically)."""
+    read = await client.read_resource(type_uri("Team"))
+    content = read.contents[0]
+    assert isinstance(content, types.TextResourceContents)
+    return set(json.loads(content.text)["$defs"]["Team"]["properties"])
 
 
 @pytest.fixture
@@ -63,15 +66,18 @@ async def test_a_legacy_client_hears_tools_list_changed_and_then_lists_the_new_m
     notifications = Notifications()
     try:
         async with pumping(feed), mcp.Client(server, mode="legacy", message_handler=notifications) as client:
-            assert "budget_code" not in _team_properties((await client.list_tools()).tools)
+            await client.list_tools()
+            assert "budget_code" not in await _team_properties(client)
             await anyio.to_thread.run_sync(_adopt_in_another_process, Path(instance.store.location))
             await notifications.next_of(types.ToolListChangedNotification)
-            after = (await client.list_tools()).tools
+            listed = (await client.list_tools()).tools
+            after = await _team_properties(client)
             found = await client.call_tool("find_nodes", {"type": "Team", "where": {"budget_code": {"exists": False}}})
     finally:
         notifications.close()
 
-    assert "budget_code" in _team_properties(after)
+    assert "budget_code" in after
+    assert [t.name for t in listed] == [t.name for t in instance.registry.tools]  # the new snapshot's list
     assert not found.is_error, found.content
     assert found.structured_content is not None
     assert found.structured_content["total"] == 13
@@ -107,4 +113,4 @@ async def test_writes_after_a_model_change_are_validated_under_the_new_model(ins
                 await anyio.sleep(0.02)
 
     assert instance.store.model.version == "1.1.0"
-    assert json.dumps(instance.registry.manifest()).count("budget_code") > 0
+    assert "budget_code" in json.dumps(instance.registry.tool("get_node").typed_output_schema)  # the exact schemas

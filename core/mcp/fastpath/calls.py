@@ -73,7 +73,7 @@ class CallRoute:
         except Exception as exc:  # noqa: BLE001 - a bug: answered (and logged) as the SDK answers a handler that raised
             await json_error(found.request_id, modern_error_data(exc), scope, receive, send)
             return
-        answer = response_body(found.request_id, result, self.meta)
+        answer = response_body(found.request_id, result, self.meta, structured=self.calls.structured)
         await send({"type": "http.response.start", "status": 200, "headers": [
             (b"content-length", str(len(answer)).encode()), (b"content-type", b"application/json")]})  # fmt: skip
         await send({"type": "http.response.body", "body": answer})
@@ -92,13 +92,13 @@ class CallRoute:
         return params, tool, snapshot
 
 
-def response_body(request_id: RequestId, result: ToolResult, meta: bytes) -> bytes:
+def response_body(request_id: RequestId, result: ToolResult, meta: bytes, *, structured: bool = True) -> bytes:
     """The JSON-RPC response carrying `result`, as `_call_result` builds it and the SDK sends it on 2026-07-28,
     with the result's JSON encoded once: it is both the structured content and the text copy."""
     body = pydantic_core.to_json(result.as_json())
     parts = [b'{"jsonrpc":"2.0","id":', pydantic_core.to_json(request_id),
              b',"result":{"content":[{"type":"text","text":', pydantic_core.to_json(body.decode()), b"}]"]  # fmt: skip
-    if not result.is_error:
+    if structured and not result.is_error:
         parts += [b',"structuredContent":', body]
     flag = b"true" if result.is_error else b"false"
     parts += [b',"isError":', flag, b',"resultType":"complete","_meta":', meta, b"}}"]

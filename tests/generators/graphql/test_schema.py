@@ -27,7 +27,15 @@ from core.instance import Instance
 from core.principal import LOCAL
 from core.surfaces import Surface, SurfaceHost, host_for
 from generators.graphql.gate import Gate
-from generators.graphql.schema import FALLBACKS, MAX_COST, MAX_DEPTH, build_schema, local_assets, surface
+from generators.graphql.schema import (
+    FALLBACKS,
+    MAX_COST,
+    MAX_DEPTH,
+    SELECTION_ARGUMENTS,
+    build_schema,
+    local_assets,
+    surface,
+)
 from tests.generators.conftest import live, token
 
 SURFACES: list[Surface] = [surface]
@@ -164,7 +172,7 @@ def test_arguments_are_the_input_properties_with_their_defaults(gen_instance: In
         root = schema.query_type if tool.annotations["readOnlyHint"] else schema.mutation_type
         assert root is not None
         args = root.fields[tool.name].args
-        properties = tool.input_schema.get("properties", {})
+        properties = {k: v for k, v in tool.input_schema.get("properties", {}).items() if k not in SELECTION_ARGUMENTS}
         assert list(args) == list(properties), tool.name
         for name, prop in properties.items():
             required = name in tool.input_schema.get("required", ())
@@ -179,7 +187,7 @@ def test_arguments_are_the_input_properties_with_their_defaults(gen_instance: In
                 assert graphql.value_from_ast(node.default_value, args[name].type) == prop["default"], (tool.name, name)
     limit = schema.query_type.fields["find_nodes"].args["limit"]  # type: ignore[union-attr]
     assert limit.ast_node is not None
-    assert graphql.print_ast(limit.ast_node).endswith("limit: Int = 20")
+    assert graphql.print_ast(limit.ast_node).endswith("limit: Int = 10")
     assert str(schema.query_type.fields["find_nodes"].args["type"].type) == "NodeTypeName"  # type: ignore[union-attr]
     assert str(schema.query_type.fields["get_neighbors"].args["edge_types"].type) == "[EdgeTypeName!]"  # type: ignore[union-attr]
 
@@ -648,3 +656,12 @@ def test_with_ui_assets_graphiql_loads_its_files_from_the_server(fresh_instance:
     assert page.count("integrity=") == 7
     assert local_assets('<script src="https://cdn.example/npm/a@1.0/x.js" integrity="sha384-x">') == \
         '<script src="/ui-assets/a@1.0/x.js" integrity="sha384-x">'  # fmt: skip
+
+
+def test_graphql_offers_no_fields_or_summary_argument_since_its_selection_set_is_the_projection(
+    admin: Client,
+) -> None:
+    schema = admin.schema
+    assert schema.query_type is not None
+    for name in ("get_node", "find_nodes", "get_neighbors"):
+        assert not SELECTION_ARGUMENTS & set(schema.query_type.fields[name].args), name
