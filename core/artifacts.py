@@ -71,7 +71,7 @@ def generate_by_owner(model: Path | None = None, surfaces: list[Surface] | None 
                 if clash := made & set(files):
                     raise ValueError(f"surface {surface.name!r} generates {', '.join(clash)}, which another made")
                 made |= set(files)
-                owners[surface.name] = files
+                owners.setdefault(surface.name, {}).update(files)  # MCP's surface adds to the manifest's owner
         finally:
             instance.close()
     return owners
