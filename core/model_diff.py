@@ -28,6 +28,7 @@ from typing import Any
 
 from core.artifacts import MANIFEST, MCP, generate_for
 from core.model import Model
+from core.registry import type_schema
 from core.schema_diff import (
     BREAKING,
     COMPATIBLE,
@@ -43,7 +44,15 @@ from core.store import Store
 from core.store.common import check_records
 from core.surfaces import Comparing, Surface, discover
 
-__all__ = ["WRITES", "DataImpact", "ModelDiff", "diff_artifacts", "diff_models", "diff_write_rules"]
+__all__ = [
+    "WRITES",
+    "DataImpact",
+    "ModelDiff",
+    "diff_artifacts",
+    "diff_models",
+    "diff_type_schemas",
+    "diff_write_rules",
+]
 
 WRITES = "writes"  # the findings about write rules every surface enforces (`diff_write_rules`)
 
@@ -87,7 +96,7 @@ def diff_models(old: Model, new: Model, store: Store | None = None, surfaces: li
     check its data against `new`)."""
     surfaces = discover() if surfaces is None else surfaces
     before, after = generate_for(old, surfaces), generate_for(new, surfaces)
-    findings = [*diff_artifacts(before, after, surfaces), *diff_write_rules(old, new)]
+    findings = [*diff_artifacts(before, after, surfaces), *diff_type_schemas(old, new), *diff_write_rules(old, new)]
     impact = data_impact(store, new) if store is not None else None
     names = (*after, WRITES)
     return ModelDiff(f"{old.name} {old.version}", f"{new.name} {new.version}", tuple(findings), names, impact)
@@ -100,6 +109,8 @@ def diff_artifacts(
     manifest compared here, each surface's artifacts by the surface."""
     findings = _mcp(old[MCP][MANIFEST], new[MCP][MANIFEST])
     for surface in surfaces:
+        if surface.name == MCP:  # the MCP surface's artifact is the manifest, compared just above
+            continue
         before, after = old.get(surface.name, {}), new.get(surface.name, {})
         if before == after:
             continue
@@ -157,15 +168,18 @@ def _mcp(old_text: str, new_text: str) -> list[Finding]:
         *named(MCP, "resource", keyed(old["resources"], "uri"), keyed(new["resources"], "uri"), _described),
         *named(MCP, "resource template", keyed(old["resourceTemplates"], "uriTemplate"),
                keyed(new["resourceTemplates"], "uriTemplate"), _described),
-        *_type_schemas(old, new),
     ]  # fmt: skip
 
 
-def _type_schemas(old: Mapping[str, Any], new: Mapping[str, Any]) -> Iterator[Finding]:
-    """The node and edge type schemas, compared once each in both directions: callers receive a type's properties
-    (the output schemas define them under `$defs/<type>`) and send them (upsert_node, patch_node, upsert_edge and
-    write_batch validate `properties` against the same schema); the worse finding of the two is kept."""
-    before, after = _model_types(old), _model_types(new)
+def diff_type_schemas(old: Model, new: Model) -> list[Finding]:
+    """The node and edge type schemas MCP serves (the `canon://types/{T}` resources, which `get_node` and the other
+    tools' generic output schemas point to), compared once each in both directions: callers receive a type's
+    properties and send them (upsert_node, patch_node, upsert_edge and write_batch validate `properties` against
+    the same schema); the worse finding of the two is kept."""
+    return list(_type_schemas(_model_types(old), _model_types(new)))
+
+
+def _type_schemas(before: Mapping[str, Any], after: Mapping[str, Any]) -> Iterator[Finding]:
     for name in sorted(set(before) & set(after)):
         found: dict[tuple[str, str], Finding] = {}
         for direction in ("input", "output"):
@@ -176,14 +190,9 @@ def _type_schemas(old: Mapping[str, Any], new: Mapping[str, Any]) -> Iterator[Fi
         yield from found.values()
 
 
-def _model_types(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """The model's type schemas as the tools' output schemas define them (canon's own are named `canon.*`)."""
-    types: dict[str, Any] = {}
-    for tool in manifest["tools"]:
-        for name, schema in ((tool.get("outputSchema") or {}).get("$defs") or {}).items():
-            if not name.startswith("canon."):
-                types[name] = schema
-    return types
+def _model_types(model: Model) -> dict[str, Any]:
+    """The model's type schemas, as its type resources serve them."""
+    return {name: type_schema(model, name)["$defs"][name] for name in (*model.node_types, *model.edge_types)}
 
 
 def _tool(surface: str, where: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> Iterator[Finding]:

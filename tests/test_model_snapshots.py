@@ -4,6 +4,7 @@ and a call that is running when the model changes finishes on the model it start
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from core.model import Model, load_model, parse_model
 from core.principal import LOCAL
 from core.store.sqlite import SQLiteStore
 from core.surfaces import discover
+from core.uris import type_uri
 from tests.mcp.conftest import asgi_http, modern_request, open_copy
 
 pytestmark = pytest.mark.anyio
@@ -55,10 +57,11 @@ def _adopt_in_another_process(instance: Instance, model: Model) -> None:
 
 
 async def _listed_team_properties(http: httpx2.AsyncClient) -> set[str]:
-    headers, body = modern_request("tools/list")
+    """Team's properties as MCP serves them: its type resource (the tools' output schemas are generic, ADR 0032)."""
+    headers, body = modern_request("resources/read", {"uri": type_uri("Team")})
     answer = await http.post("/mcp", headers=headers, json=body)
-    get_node = next(t for t in answer.json()["result"]["tools"] if t["name"] == "get_node")
-    return set(get_node["outputSchema"]["$defs"]["Team"]["properties"])
+    schema = json.loads(answer.json()["result"]["contents"][0]["text"])
+    return set(schema["$defs"]["Team"]["properties"])
 
 
 async def test_two_model_changes_in_a_row_are_served_by_mcp_rest_and_graphql(instance: Instance) -> None:

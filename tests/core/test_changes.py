@@ -17,11 +17,7 @@ from core.operations import DeleteNode, PutEdge, PutNode
 from core.principal import ANONYMOUS, LOCAL, Principal
 from core.records import Change, Edge, Node
 from core.uris import CHANGES_URI, node_uri
-from tests.mcp.conftest import (
-    open_copy,
-    pumping,
-    seed_template,  # noqa: F401  (a fixture used here)
-)
+from tests.mcp.conftest import open_copy, pumping
 
 pytestmark = pytest.mark.anyio
 READER = Principal("feed-reader", frozenset({"reader"}))
@@ -34,7 +30,7 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def instance(seed_template: Path, tmp_path: Path) -> Iterator[Instance]:  # noqa: F811
+def instance(seed_template: Path, tmp_path: Path) -> Iterator[Instance]:
     opened = open_copy(seed_template, tmp_path)
     yield opened
     opened.close()

@@ -16,7 +16,7 @@ import pytest
 
 from core.artifacts import generate_for
 from core.model import Model, parse_model
-from core.model_diff import WRITES, ModelDiff, diff_artifacts, diff_write_rules
+from core.model_diff import WRITES, ModelDiff, diff_artifacts, diff_type_schemas, diff_write_rules
 from core.surfaces import discover
 
 Document = dict[str, Any]
@@ -250,7 +250,8 @@ def _diff(base: tuple[Model, dict[str, dict[str, str]]], change: Change) -> Mode
     old, artifacts = base
     new = _model(change, "2.0.0")
     surfaces = discover()
-    findings = [*diff_artifacts(artifacts, generate_for(new, surfaces), surfaces), *diff_write_rules(old, new)]
+    findings = [*diff_artifacts(artifacts, generate_for(new, surfaces), surfaces), *diff_type_schemas(old, new),
+                *diff_write_rules(old, new)]  # fmt: skip
     return ModelDiff(old.version, new.version, tuple(findings), _COLUMNS)
 
 

@@ -90,7 +90,8 @@ def test_a_model_with_other_text_properties_rebuilds_the_index(
     seeded_store: Store, model: Model, store_location: str | Path
 ) -> None:
     document = model.document
-    changed = {**document, "$defs": {**document["$defs"], "Team": {
+    version = {**document["x-canon-model"], "version": "1.1.0"}  # a changed model is a new version
+    changed = {**document, "x-canon-model": version, "$defs": {**document["$defs"], "Team": {
         **document["$defs"]["Team"],
         "x-canon-node": {**document["$defs"]["Team"]["x-canon-node"], "text": ["slug"]},
     }}}  # fmt: skip

@@ -360,6 +360,7 @@ def defaults_model(model: Model) -> Model:
     document = copy.deepcopy(dict(model.document))
     document["$defs"]["Team"]["x-canon-node"]["defaults"] = {"visibility": "public"}
     document["$defs"]["Service"]["x-canon-node"]["defaults"] = {"visibility": "restricted", "readers": SERVICE_READERS}
+    document["x-canon-model"] = {**document["x-canon-model"], "version": "1.1.0"}  # a changed model is a new version
     return parse_model(document, source="defaults.schema.json")
 
 

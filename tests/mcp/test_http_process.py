@@ -234,10 +234,15 @@ async def test_serve_with_agent_profile_and_prefix_lists_prefixed_basic_tools_an
 
     assert listed == [f"canon_{n}" for n in tool_names("read", advanced=False)]
     assert paths.is_error is not True
-    assert paths.structured_content is not None
-    assert paths.structured_content["items"]
-    assert node.structured_content is not None
-    assert node.structured_content["node"]["id"] == "team-payments"
+    # the agent profile answers with the result's JSON once, as text (ADR 0032)
+    assert (paths.structured_content, node.structured_content) == (None, None)
+    assert json.loads(text_of(paths))["items"]
+    assert json.loads(text_of(node))["node"]["id"] == "team-payments"
+
+
+def text_of(result: Any) -> str:
+    [content] = result.content
+    return str(content.text)
 
 
 def test_serve_with_two_workers_answers_from_both_and_stops_them_all(seed_template: Path, tmp_path: Path) -> None:

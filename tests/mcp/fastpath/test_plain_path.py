@@ -18,17 +18,18 @@ from tests.conftest import REPO
 from tests.mcp.conftest import FASTPATH_VAR
 
 HTTP_SUITE = [  # whole files that serve /mcp over HTTP, and the HTTP tests of files that are mostly in-memory
-    "test_access_wire.py",
-    "test_auth_http.py",
-    "test_http_app.py",
-    "test_http_process.py",
-    "test_resumption.py",
-    "test_revision_gate.py",
-    "test_serve.py",
-    "test_subscriptions.py",
-    "test_mcp_tools.py::test_mcp_param_headers_are_checked_for_a_tool_that_declares_them_and_only_for_it",
-    "test_client_log.py::test_modern_discover_does_not_advertise_logging_and_set_level_is_not_served",
-    "test_mcp_options.py::test_prefix_refuses_the_unprefixed_name_over_http_too",
+    "mcp/test_access_wire.py",
+    "http/test_auth.py",
+    "http/test_app.py",
+    "http/test_serve.py",
+    "mcp/test_http_app.py",
+    "mcp/test_http_process.py",
+    "mcp/test_resumption.py",
+    "mcp/test_revision_gate.py",
+    "mcp/test_subscriptions.py",
+    "mcp/test_mcp_tools.py::test_mcp_param_headers_are_checked_for_a_tool_that_declares_them_and_only_for_it",
+    "mcp/test_client_log.py::test_modern_discover_does_not_advertise_logging_and_set_level_is_not_served",
+    "mcp/test_mcp_options.py::test_prefix_refuses_the_unprefixed_name_over_http_too",
 ]
 PROCESS_MODEL = "not worker"  # `--workers` tests the process model, whatever serves /mcp in each worker
 
@@ -36,7 +37,7 @@ PROCESS_MODEL = "not worker"  # `--workers` tests the process model, whatever se
 @pytest.mark.slow
 def test_the_http_mcp_suite_passes_with_the_fast_path_switched_off() -> None:
     env = {**os.environ, FASTPATH_VAR: "0"}
-    files = [str(REPO / "tests" / "mcp" / name) for name in HTTP_SUITE]
+    files = [str(REPO / "tests" / name) for name in HTTP_SUITE]
     command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-k", PROCESS_MODEL, *files]
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=1_800, check=False)
 
