@@ -172,8 +172,8 @@ def _mcp(old_text: str, new_text: str) -> list[Finding]:
 
 
 def diff_type_schemas(old: Model, new: Model) -> list[Finding]:
-    """The node and edge type schemas MCP serves (its type resources, `core.uris.type_uri`, which `get_node` and the other
-    tools' generic output schemas point to), compared once each in both directions: callers receive a type's
+    """The node and edge type schemas MCP serves (its type resources, `core.uris.type_uri`, which the tools'
+    generic output schemas point to), compared once each in both directions: callers receive a type's
     properties and send them (upsert_node, patch_node, upsert_edge and write_batch validate `properties` against
     the same schema); the worse finding of the two is kept."""
     return list(_type_schemas(_model_types(old), _model_types(new)))
