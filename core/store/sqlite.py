@@ -738,7 +738,7 @@ class SQLiteStore:
             clauses.append("at >= ?")
             params.append(query.since)
         where = " AND ".join(clauses)
-        columns = "id, at, principal, surface, action, target, arguments_digest, outcome, revision, duration_ms"
+        columns = ", ".join(AUDIT_FIELDS)
         rows = self._read(
             f"SELECT {columns} FROM audit WHERE {where} AND id < ? ORDER BY id DESC LIMIT ?",
             [*params, before if before is not None else 2**63 - 1, limit],

@@ -3,60 +3,22 @@ connection, its query plans. The behaviour every backend shares is tested in tes
 
 from __future__ import annotations
 
-import copy
 import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
 
 from core.errors import StoreError
-from core.model import Model, parse_model
-from core.operations import PutEdge, PutNode
-from core.records import Edge, Node
+from core.model import Model
+from core.operations import PutNode
 from core.store import NodeQuery
 from core.store.sqlite import SCHEMA_VERSION, SQLiteStore
-
-
-def person(id: str, **extra: Any) -> Node:
-    handle = id.removeprefix("person-")
-    properties = {
-        "email": f"{handle}@northwind.test",
-        "name": handle.title(),
-        "handle": handle,
-        "title": "Engineer",
-        "role": "engineer",
-        **extra,
-    }
-    return Node(id, "Person", properties)
-
-
-def team(id: str, **extra: Any) -> Node:
-    slug = id.removeprefix("team-")
-    properties = {"slug": slug, "name": slug.title(), "mission": "Ship things.", "area": "product", **extra}
-    return Node(id, "Team", properties)
-
-
-def member(source: str, target: str) -> PutEdge:
-    return PutEdge(Edge("member_of", source, target, {"role": "member"}))
-
-
-def changed_model(model: Model, change: Any) -> Model:
-    document = copy.deepcopy(dict(model.document))
-    change(document)
-    return parse_model(document, source="changed.schema.json")
-
-
-def with_optional_team_budget(document: dict[str, Any]) -> None:
-    document["x-canon-model"]["version"] = "1.1.0"
-    document["$defs"]["Team"]["properties"]["budget"] = {"description": "Yearly budget.", "type": "integer"}
-
-
-def with_required_team_budget(document: dict[str, Any]) -> None:
-    with_optional_team_budget(document)
-    document["$defs"]["Team"]["required"].append("budget")
+from tests.core.test_store import (
+    team,
+)
 
 
 def stored_model_json(path: Path) -> str:
