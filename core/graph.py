@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable
@@ -36,6 +37,7 @@ __all__ = ["ChangeListener", "GraphIndex", "GraphView"]
 
 ChangeListener = Callable[[list[Change]], None]
 _PAGE = 10_000
+log = logging.getLogger(__name__)
 _NO_READERS: tuple[str, ...] = ()
 _LEVELS = ("public", "internal", "restricted")
 _LEVEL = {name: i for i, name in enumerate(_LEVELS)}
@@ -169,6 +171,9 @@ class GraphIndex:
                 return []
             applied: list[Change] = []
             while page := self.store.changes(self._applied, _PAGE):
+                if page[0].revision != self._applied + 1:  # revisions are gap-free: the log was compacted past us
+                    self._reload(page[0].revision)
+                    break
                 self.apply(page)
                 applied += page
             listeners = list(self._listeners)
@@ -176,6 +181,25 @@ class GraphIndex:
             for listener in listeners:
                 listener(applied)
         return applied
+
+    def _reload(self, oldest: int) -> None:
+        """Load the index afresh from the store: `canon store compact` removed changes this index had not applied.
+
+        Views already handed out keep the state they were taken on; the next one is the store's. Listeners are not
+        told of the changes that are gone (they cannot be: the log no longer holds them), and this is logged.
+        """
+        log.warning("the change log was compacted past this process's graph index (at revision %d, the log starts at "
+                    "%d): reloading the index from the store; changes %d-%d were not delivered to subscribers",
+                    self._applied, oldest, self._applied + 1, oldest - 1)  # fmt: skip
+        fresh = GraphIndex.build(self.store)
+        with self._pins:
+            self._nodes, self._succ, self._pred = fresh._nodes, fresh._succ, fresh._pred
+            self._base = fresh._base
+            self.node_counts, self.edge_counts = fresh.node_counts, fresh.edge_counts
+            self._by_visibility, self._by_level = fresh._by_visibility, fresh._by_level
+            self._readable = fresh._readable
+            self._applied = fresh._applied
+        self._publish()
 
     def apply(self, changes: Iterable[Change]) -> None:
         """Apply changes and publish the result (idempotent: re-applying a change already reflected is harmless).

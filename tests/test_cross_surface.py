@@ -371,6 +371,32 @@ async def test_the_same_failure_is_the_same_error_class_everywhere(
     assert got == {"mcp": ("error", code), "rest": ("error", code), "graphql": ("error", code)}, what
 
 
+async def test_changes_from_before_the_compacted_log_are_gone_on_every_surface(
+    seed_template: Path, tmp_path: Path
+) -> None:
+    """After `canon store compact`, a feed read from before the change log's floor is the same `gone` error on MCP,
+    REST (410) and GraphQL, naming the oldest revision still kept; reading from just below the floor works."""
+    from core.store.retention import Retention
+
+    instance = open_copy(seed_template, tmp_path)
+    secret = token(instance, "ada", "admin")
+    done = instance.store.compact(Retention(changes_keep_revisions=3))
+    try:
+        async with callers(instance, secret) as on:
+            before = {"since": done.oldest - 2}
+            got = {"mcp": await on.on_mcp("get_changes", before), "rest": await on.on_rest("get_changes", before),
+                   "graphql": await on.on_graphql("get_changes", before)}  # fmt: skip
+            method, url, params, body = rest_request(on.openapi, "get_changes", before)
+            problem = await on.http.request(method, url, params=params, json=body)
+            kept = await on.on_rest("get_changes", {"since": done.oldest - 1})
+    finally:
+        instance.close()
+    assert got == {"mcp": ("error", "gone"), "rest": ("error", "gone"), "graphql": ("error", "gone")}
+    assert (problem.status_code, problem.json()["oldest"]) == (410, done.oldest)
+    assert kept[0] == "ok"
+    assert kept[1]["items"][0]["revision"] == done.oldest
+
+
 TEAM = {"slug": "cross", "name": "Cross Surface", "mission": "Proves the surfaces agree.", "area": "platform"}
 WRITES: list[tuple[str, dict[str, Any]]] = [
     ("upsert_node", {"id": "team-cross", "type": "Team", "properties": TEAM}),

@@ -90,13 +90,16 @@ class StoreStats:
 @dataclass(frozen=True)
 class StoreDump:
     """Everything a store holds, read in order: the model (its canonical JSON), the records, the change log (by
-    revision) and the audit log (by id; each record a tuple of `AUDIT_FIELDS`)."""
+    revision) and the audit log (by id; each record a tuple of `AUDIT_FIELDS`), and the revision through which
+    the change log was compacted (`changes_floor`: 0 when it holds every revision), so a copy answers `gone` as
+    its source does."""
 
     model: str
     nodes: Iterable[Node]
     edges: Iterable[Edge]
     changes: Iterable[Change]
     audit: Iterable[Sequence[Any]]
+    changes_floor: int = 0
 
 
 AUDIT_FIELDS = ("id", "at", "principal", "surface", "action", "target", "arguments_digest", "outcome", "revision",

@@ -46,7 +46,7 @@ from core.store.common import (
     utc_now,
 )
 from core.store.pg_sql import change_filter, node_filter, search_text
-from core.store.retention import Compaction, Retention
+from core.store.retention import Compaction, Retention, compaction_floor, cutoff
 from core.validation import StateView, Write, plan
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
@@ -629,6 +629,7 @@ class PostgresStore:
             edges=self.iter_edges(),
             changes=self._iterate(f"SELECT {_CHANGE_COLUMNS} FROM changes ORDER BY revision", (), _change),
             audit=self._iterate(f"SELECT {_AUDIT_COLUMNS} FROM audit ORDER BY id", (), _audit_row),
+            changes_floor=self.changes_floor(),
         )
 
     def restore(self, dump: StoreDump) -> None:
@@ -640,6 +641,8 @@ class PostgresStore:
             self._model = model
             self._set_meta(db, "model", dump.model)
             self._set_meta(db, "text_index", _text_fields_json(model))
+            if dump.changes_floor:
+                self._set_meta(db, "changes_floor", str(dump.changes_floor))
             with db.cursor() as cursor:
                 _copy(cursor, f"nodes ({_NODE_ROW})", map(self._node_row, dump.nodes))
                 _copy(cursor, f"edges ({_EDGE_ROW})", map(_edge_row, dump.edges))
@@ -648,16 +651,36 @@ class PostgresStore:
                 cursor.execute("SELECT setval(pg_get_serial_sequence('audit', 'id'), coalesce(max(id), 0) + 1, false) "
                                "FROM audit")  # fmt: skip
 
-    # -- day-two operations: PostgreSQL's own tools ----------------------------------------------------------
+    # -- day-two operations ------------------------------------------------------------------------------------
     def changes_floor(self) -> int:
-        """0: `compact` is not done on PostgreSQL yet, so the change log holds every revision."""
-        return 0
+        """The revision through which `compact` removed the change log (0: it holds every revision)."""
+        rows = self._read("SELECT value FROM meta WHERE key = 'changes_floor'", ())
+        return int(rows[0][0]) if rows else 0
 
     def compact(self, retention: Retention, now: datetime | None = None) -> Compaction:
-        raise StoreError(
-            "canon store compact is not available for a PostgreSQL store yet; the audit and change logs keep "
-            "everything (see docs/operations/deploy.md).", path=self.location,
-        )  # fmt: skip
+        """Remove what `retention` lets go, in one write transaction. The audit log's append-only trigger is
+        disabled inside that transaction only (transactional DDL: no other transaction ever sees it off, and
+        appends wait for the commit)."""
+        with self._transaction() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = 'changes_floor'").fetchone()
+            floor = int(row[0]) if row else 0
+
+            def newest_before(at: str) -> int:
+                found = db.execute("SELECT coalesce(max(revision), 0) FROM changes WHERE at < %s", (at,)).fetchone()
+                return int(found[0]) if found else 0
+
+            target = compaction_floor(retention, self._max_revision(db), newest_before, now)
+            removed = 0
+            if target > floor:
+                removed = db.execute("DELETE FROM changes WHERE revision <= %s", (target,)).rowcount
+                self._set_meta(db, "changes_floor", str(target))
+                floor = target
+            audit = 0
+            if retention.audit_days is not None:
+                db.execute("ALTER TABLE audit DISABLE TRIGGER audit_no_change")
+                audit = db.execute("DELETE FROM audit WHERE at < %s", (cutoff(retention.audit_days, now),)).rowcount
+                db.execute("ALTER TABLE audit ENABLE TRIGGER audit_no_change")
+        return Compaction(removed, audit, floor + 1)
 
     def backup(self, target: Path) -> None:
         raise StoreError(

@@ -9,12 +9,13 @@ as if it were whole.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from core.errors import GoneError
 
-__all__ = ["Compaction", "Retention", "check_since", "cutoff"]
+__all__ = ["Compaction", "Retention", "check_since", "compaction_floor", "cutoff"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,24 @@ def cutoff(days: int, now: datetime | None = None) -> str:
     """The time `days` days before `now`, as the store writes times (ISO 8601, milliseconds, `Z`)."""
     moment = (now or datetime.now(UTC)) - timedelta(days=days)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def compaction_floor(
+    retention: Retention, newest: int, newest_before: Callable[[str], int], now: datetime | None = None
+) -> int:
+    """The newest revision `retention` lets the change log drop, never the newest of all (0: none).
+
+    `newest`: the store's revision; `newest_before(at)`: the newest revision committed before the time `at`. Both
+    stores compact by this one rule and differ only in the SQL that answers those two questions.
+    """
+    if not retention.compacts_changes or newest == 0:
+        return 0
+    bounds = [newest - 1]
+    if retention.changes_keep_revisions is not None:
+        bounds.append(newest - retention.changes_keep_revisions)
+    if retention.changes_days is not None:
+        bounds.append(newest_before(cutoff(retention.changes_days, now)))
+    return max(0, min(bounds))
 
 
 def check_since(since: int, floor: int) -> None:

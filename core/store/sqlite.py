@@ -40,7 +40,7 @@ from core.store.common import (
     state_access,
     utc_now,
 )
-from core.store.retention import Compaction, Retention, cutoff
+from core.store.retention import Compaction, Retention, compaction_floor, cutoff
 from core.validation import StateView, Write, plan
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
@@ -755,6 +755,7 @@ class SQLiteStore:
             edges=self.iter_edges(),
             changes=self._iterate(f"SELECT {_CHANGE_COLUMNS} FROM changes ORDER BY revision", (), _change),
             audit=self._iterate(f"SELECT {', '.join(AUDIT_FIELDS)} FROM audit ORDER BY id", (), tuple),
+            changes_floor=self.changes_floor(),
         )
 
     def restore(self, dump: StoreDump) -> None:
@@ -765,6 +766,8 @@ class SQLiteStore:
                 raise StoreError(f"The store {self._path} is not empty; copy into a new store.", path=str(self._path))
             self._model = model
             db.execute("INSERT INTO meta (key, value) VALUES ('model', ?)", (dump.model,))
+            if dump.changes_floor:
+                db.execute("INSERT INTO meta (key, value) VALUES ('changes_floor', ?)", (str(dump.changes_floor),))
             db.executemany(
                 "INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (self._node_row(n) for n in dump.nodes)
             )
@@ -784,7 +787,11 @@ class SQLiteStore:
         lifted for that transaction only)."""
         with self._transaction() as db:
             floor = int((db.execute("SELECT value FROM meta WHERE key = 'changes_floor'").fetchone() or ("0",))[0])
-            target = self._compaction_floor(db, retention, now)
+            target = compaction_floor(
+                retention, self._max_revision(db),
+                lambda at: int(db.execute("SELECT coalesce(max(revision), 0) FROM changes WHERE at < ?", (at,))
+                               .fetchone()[0]), now,
+            )  # fmt: skip
             removed = 0
             if target > floor:
                 removed = db.execute("DELETE FROM changes WHERE revision <= ?", (target,)).rowcount
@@ -797,21 +804,6 @@ class SQLiteStore:
                 audit = db.execute("DELETE FROM audit WHERE at < ?", (cutoff(retention.audit_days, now),)).rowcount
                 db.execute(_AUDIT_NO_DELETE)
         return Compaction(removed, audit, floor + 1)
-
-    @staticmethod
-    def _compaction_floor(db: sqlite3.Connection, retention: Retention, now: datetime | None) -> int:
-        """The newest revision `retention` lets go (never the newest revision of all)."""
-        newest = SQLiteStore._max_revision(db)
-        if not retention.compacts_changes or newest == 0:
-            return 0
-        bounds = [newest - 1]
-        if retention.changes_keep_revisions is not None:
-            bounds.append(newest - retention.changes_keep_revisions)
-        if retention.changes_days is not None:
-            old = db.execute("SELECT coalesce(max(revision), 0) FROM changes WHERE at < ?",
-                             (cutoff(retention.changes_days, now),)).fetchone()[0]  # fmt: skip
-            bounds.append(int(old))
-        return max(0, min(bounds))
 
     def backup(self, target: Path) -> None:
         """Copy the store into the new file `target` with SQLite's online backup: one consistent state, while

@@ -12,6 +12,8 @@ from collections import Counter
 from pathlib import Path
 from typing import IO, Any
 
+import pytest
+
 from core.graph import GraphIndex
 from core.model import Model
 from core.operations import DeleteEdge, DeleteNode, PutEdge, PutNode
@@ -20,6 +22,7 @@ from core.store.sqlite import SQLiteStore
 
 HERE = Path(__file__).resolve().parent
 TEAM = "team-leadership"  # a team in the seed data
+PERSON = "person-lena-fischer"  # a person with many edges in the seed data
 
 
 def _person(id_: str, n: int, **extra: object) -> Node:
@@ -428,4 +431,32 @@ def test_changes_applied_under_a_reader_then_folded_or_rebased_give_the_graph_a_
     assert TEAM in seen["before"][2]
     seeded_store.commit([DeleteNode(b.id, cascade=True)], principal="test")
     index.sync()  # nobody reads now: in place
+    _assert_mirrors(index, seeded_store)
+
+
+def test_an_index_behind_a_compacted_change_log_reloads_from_the_store(
+    seeded_store: SQLiteStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A process whose index had not applied changes that `canon store compact` then removed does not apply the
+    rest of the log as if it were whole: it reloads from the store, says so, and follows the log again after."""
+    from core.store.retention import Retention
+
+    index = GraphIndex.build(seeded_store)
+    behind = index.revision
+    seeded_store.commit([PutNode(_person("person-gone-1", 1))], principal="test")
+    seeded_store.commit([DeleteNode(PERSON, cascade=True)], principal="test")  # with its edges: a replay misses it
+    seeded_store.commit([PutNode(_person("person-gone-2", 2))], principal="test")
+    done = seeded_store.compact(Retention(changes_keep_revisions=1))
+    assert done.oldest > behind + 1  # the log no longer holds what the index misses
+
+    with caplog.at_level("WARNING", logger="core.graph"):
+        index.sync()
+
+    assert "compacted past this process's graph index" in caplog.text
+    assert PERSON not in index.graph
+    assert "person-gone-1" in index.graph
+    _assert_mirrors(index, seeded_store)
+    seeded_store.commit([PutNode(_person("person-after", 3))], principal="test")
+    index.sync()
+    assert "person-after" in index.graph
     _assert_mirrors(index, seeded_store)

@@ -1,6 +1,7 @@
 """Day-two operations on a store: `compact` under a `Retention`, the `gone` answer it makes honest, and `backup`.
 
-SQLite compacts and backs up; a PostgreSQL store refuses both with a `StoreError` that says what to do instead.
+Both backends compact (one rule, `core.store.retention.compaction_floor`) and carry their floor into a copy;
+SQLite backs up, and a PostgreSQL store refuses `backup` with a `StoreError` that names pg_dump instead.
 """
 
 from __future__ import annotations
@@ -15,12 +16,16 @@ import pytest
 from core.config import Config
 from core.errors import StoreError
 from core.instance import open_instance
+from core.model import Model
 from core.operations import PutNode
 from core.principal import Principal
 from core.records import Node
-from core.store import Store, open_existing_store
+from core.store import Store, open_existing_store, open_store
 from core.store.retention import Retention
 from core.store.sqlite import SQLiteStore
+from tests.postgres_server import Server
+
+pytestmark = pytest.mark.both_backends
 
 ADMIN = Principal("ada", frozenset({"admin"}))
 
@@ -60,8 +65,10 @@ def test_compact_by_age_spares_recent_changes_and_always_the_newest(seeded_store
     assert both.changes_removed == 0  # never brings back, never removes more than both allow
 
 
-def test_get_changes_from_before_the_floor_is_gone_naming_the_oldest_revision(tmp_path: Path) -> None:
-    instance = open_instance(Config(store=tmp_path / "canon.db", tokens=tmp_path / "tokens.json"))  # seeded
+def test_get_changes_from_before_the_floor_is_gone_naming_the_oldest_revision(
+    store_location: str | Path, tmp_path: Path
+) -> None:
+    instance = open_instance(Config(store=store_location, tokens=tmp_path / "tokens.json"))  # seeded
     try:
         done = instance.store.compact(Retention(changes_keep_revisions=3))
         gone = instance.dispatcher.call_tool(ADMIN, "test", "get_changes", {"since": done.oldest - 2})
@@ -74,8 +81,20 @@ def test_get_changes_from_before_the_floor_is_gone_naming_the_oldest_revision(tm
         instance.close()
 
 
-def test_audit_retention_removes_old_records_and_the_log_stays_append_only(store: Store, store_path: Path) -> None:
-    from core.audit import AuditRecord
+def _delete_audit_directly(store: Store) -> None:
+    """DELETE FROM audit on the store's own database, past canon (as a careless operator might)."""
+    if isinstance(store, SQLiteStore):
+        with sqlite3.connect(store.location) as db:
+            db.execute("DELETE FROM audit")
+        return
+    import psycopg
+
+    with psycopg.connect(store.location) as db:
+        db.execute("DELETE FROM audit")
+
+
+def test_audit_retention_removes_old_records_and_the_log_stays_append_only(store: Store) -> None:
+    from core.audit import AuditQuery, AuditRecord
 
     old = (datetime.now(UTC) - timedelta(days=40)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     new = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -83,12 +102,29 @@ def test_audit_retention_removes_old_records_and_the_log_stays_append_only(store
     store.append_audit(records)
     done = store.compact(Retention(audit_days=30))
     assert (done.audit_removed, done.changes_removed) == (2, 0)
-    with sqlite3.connect(store_path) as db:
-        assert [row[0] for row in db.execute("SELECT at FROM audit")] == [new]
-        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-            db.execute("DELETE FROM audit")
+    kept, total = store.audit_records(AuditQuery(), before=None, limit=10)
+    assert ([r["at"] for r in kept], total) == ([new], 1)
+    with pytest.raises(Exception, match="append-only"):
+        _delete_audit_directly(store)
+    store.append_audit(records[2:])  # appending still works after the compaction
+    assert store.audit_records(AuditQuery(), before=None, limit=10)[1] == 2
 
 
+def test_a_copy_of_a_compacted_store_answers_gone_from_the_same_revision(seeded_store: Store, tmp_path: Path) -> None:
+    from core.store import copy_store
+
+    done = seeded_store.compact(Retention(changes_keep_revisions=4))
+    copy_store(seeded_store.location, tmp_path / "copy.db")
+    copy = open_existing_store(tmp_path / "copy.db")
+    try:
+        assert copy.changes_floor() == seeded_store.changes_floor() == done.oldest - 1
+        assert [c.revision for c in copy.changes(0, 100)] == [c.revision for c in seeded_store.changes(0, 100)]
+        assert copy.revision() == seeded_store.revision()
+    finally:
+        copy.close()
+
+
+@pytest.mark.sqlite_only(reason="SQLite's online backup; PostgreSQL is backed up with pg_dump")
 def test_a_backup_taken_while_another_thread_writes_is_one_committed_state(seeded_store: Store, tmp_path: Path) -> None:
     assert isinstance(seeded_store, SQLiteStore)
     stop = threading.Event()
@@ -119,6 +155,7 @@ def test_a_backup_taken_while_another_thread_writes_is_one_committed_state(seede
     assert not (tmp_path / "backup.db-wal").exists()
 
 
+@pytest.mark.sqlite_only(reason="SQLite's online backup")
 def test_a_backup_never_overwrites_a_file(store: Store, tmp_path: Path) -> None:
     (tmp_path / "there.db").write_text("keep me")
     with pytest.raises(StoreError):
@@ -126,10 +163,15 @@ def test_a_backup_never_overwrites_a_file(store: Store, tmp_path: Path) -> None:
     assert (tmp_path / "there.db").read_text() == "keep me"
 
 
-@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
-def test_a_postgresql_store_refuses_backup_and_compact_saying_what_to_use(store: Store, tmp_path: Path) -> None:
-    with pytest.raises(StoreError, match="pg_dump"):
-        store.backup(tmp_path / "backup.db")
-    with pytest.raises(StoreError, match="not available for a PostgreSQL store"):
-        store.compact(Retention(changes_keep_revisions=1))
-    assert store.changes_floor() == 0
+def test_a_postgresql_store_refuses_backup_saying_what_to_use(
+    postgres_server: Server, model: Model, tmp_path: Path
+) -> None:
+    url = postgres_server.new_database()
+    store = open_store(url, model)
+    try:
+        with pytest.raises(StoreError, match="pg_dump"):
+            store.backup(tmp_path / "backup.db")
+    finally:
+        store.close()
+        postgres_server.drop_database(url)
+    assert not (tmp_path / "backup.db").exists()
