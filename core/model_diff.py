@@ -175,7 +175,11 @@ def diff_type_schemas(old: Model, new: Model) -> list[Finding]:
     """The node and edge type schemas MCP serves (its type resources, `core.uris.type_uri`, which the tools'
     generic output schemas point to), compared once each in both directions: callers receive a type's
     properties and send them (upsert_node, patch_node, upsert_edge and write_batch validate `properties` against
-    the same schema); the worse finding of the two is kept."""
+    the same schema); the worse finding of the two is kept.
+
+    What a type schema accepts is also a write rule of every surface (GraphQL takes `properties` as one JSON value,
+    which its SDL does not describe, and the dispatcher validates it against the same schema), so the input
+    findings are reported under `WRITES` as well."""
     return list(_type_schemas(_model_types(old), _model_types(new)))
 
 
@@ -188,6 +192,7 @@ def _type_schemas(before: Mapping[str, Any], after: Mapping[str, Any]) -> Iterat
                 if key not in found or worst([found[key].classification, f.classification]) == f.classification:
                     found[key] = f
         yield from found.values()
+        yield from diff_schema(WRITES, f"type {name} properties", before[name], after[name], "input")
 
 
 def _model_types(model: Model) -> dict[str, Any]:

@@ -222,8 +222,8 @@ def _enum(walk: _Walk, where: str, old: Mapping[str, Any], new: Mapping[str, Any
     before, after = _values(old), _values(new)
     if before == after:
         return
-    removed = [v for v in before or () if after is None or v not in after]
-    added = [v for v in after or () if before is None or v not in before]
+    removed = [v for v in before or () if after is not None and v not in after]  # no enum now: every value allowed
+    added = [v for v in after or () if before is not None and v not in before]  # no enum before: nothing added
     if removed or (before is None and after is not None):
         what = ", ".join(map(repr, removed)) if removed else "any value but " + ", ".join(map(repr, after or ()))
         yield walk.finding(where, f"enum narrowed: {what} no longer allowed", _narrowed(walk.direction))

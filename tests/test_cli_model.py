@@ -98,8 +98,13 @@ def test_model_diff_fails_on_breaking_and_names_the_removed_property_on_every_su
     result = run_canon("model", "diff", "--json", "--fail-on", "breaking", "breaking.json", cwd=seeded)
     assert result.returncode == EXIT_PROBLEMS, result.stderr
     report = json.loads(result.stdout)
-    assert report["surfaces"] == {"mcp": "breaking", "rest": "breaking", "graphql": "breaking", "llms": "compatible",
-                                 "writes": "compatible"}  # fmt: skip
+    assert report["surfaces"] == {
+        "mcp": "breaking",
+        "rest": "breaking",
+        "graphql": "breaking",
+        "llms": "compatible",
+        "writes": "breaking",
+    }  # fmt: skip  (a write sending it is refused everywhere)
     assert report["data"]["refused"] > 0  # the seed's teams have 'founded'
     assert report["data"]["sample"][0]["id"].startswith("/")
 
