@@ -94,7 +94,9 @@ class GracefulServer(uvicorn.Server):
     """
 
     def __init__(self, app: Starlette) -> None:
-        super().__init__(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        # proxy_headers off: uvicorn believes X-Forwarded-* from 127.0.0.1 unless told otherwise; canon believes them
+        # only from `[server] trusted_proxies` (core.http.forwarded)
+        super().__init__(uvicorn.Config(app, log_level="warning", lifespan="on", proxy_headers=False))
         self.app = app
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
