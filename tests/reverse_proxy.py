@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["EXAMPLE", "Nginx", "free_port", "render_site"]
+__all__ = ["EXAMPLE", "Nginx", "check_config", "free_port", "render_site", "write_config"]
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "operations" / "examples" / "nginx.conf"
 START_S = 10.0
@@ -65,6 +65,22 @@ def render_site(text: str, *, listen: int, upstream: int) -> str:
     return rendered
 
 
+def write_config(folder: Path, port: int, upstream: int, site: Path = EXAMPLE) -> list[str]:
+    """Write nginx.conf (and the rendered site.conf it includes) into `folder`; nginx's `-p`/`-c` options for it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "site.conf").write_text(render_site(site.read_text(encoding="utf-8"), listen=port, upstream=upstream),
+                                      encoding="utf-8")  # fmt: skip
+    user = "user root;\n" if os.geteuid() == 0 else ""  # workers must reach the temporary folders in `folder`
+    (folder / "nginx.conf").write_text(MAIN.format(user=user, folder=folder), encoding="utf-8")
+    return ["-p", str(folder), "-c", str(folder / "nginx.conf")]
+
+
+def check_config(folder: Path, port: int, upstream: int, site: Path = EXAMPLE) -> subprocess.CompletedProcess[str]:
+    """`nginx -t` on the configuration `Nginx.start` would run, as the guide's step says."""
+    options = write_config(folder, port, upstream, site)
+    return subprocess.run([nginx_binary(), "-t", *options], capture_output=True, text=True, timeout=30, check=False)
+
+
 @dataclass
 class Nginx:
     process: subprocess.Popen[bytes]
@@ -74,13 +90,8 @@ class Nginx:
     @classmethod
     def start(cls, folder: Path, upstream: int, *, port: int | None = None, site: Path = EXAMPLE) -> Nginx:
         """nginx on 127.0.0.1:`port` (default: a free one) forwarding to canon on `upstream`, running."""
-        folder.mkdir(parents=True, exist_ok=True)
         port = port or free_port()
-        (folder / "site.conf").write_text(render_site(site.read_text(encoding="utf-8"), listen=port,
-                                                       upstream=upstream), encoding="utf-8")  # fmt: skip
-        user = "user root;\n" if os.geteuid() == 0 else ""  # workers must reach the temporary folders in `folder`
-        (folder / "nginx.conf").write_text(MAIN.format(user=user, folder=folder), encoding="utf-8")
-        command = [nginx_binary(), "-g", "daemon off;", "-p", str(folder), "-c", str(folder / "nginx.conf")]
+        command = [nginx_binary(), "-g", "daemon off;", *write_config(folder, port, upstream, site)]
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.PIPE)  # fmt: skip
         proxy = cls(process, folder, port)

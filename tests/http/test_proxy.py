@@ -1,14 +1,16 @@
 """canon behind a real nginx, reached by a hostname under a path prefix, as docs/operations/deploy.md sets it up.
 
-One `canon serve` (configured as the example's canon.toml says: `public_url`, `root_path = "/kb"`,
-`allowed_hosts`, `trusted_proxies`, plus an allowed web origin and the JSON access log) and one nginx running the
-guide's own nginx.conf (tests/reverse_proxy.py) serve the whole module. Every client connects to nginx on
+One `canon serve` with the guide's own canon.toml (docs/operations/examples/canon-behind-nginx.toml: `public_url`,
+`root_path = "/kb"`, `allowed_hosts`, `allowed_origins`, `trusted_proxies`, the JSON access log) and one nginx
+running the guide's own nginx.conf (tests/reverse_proxy.py) serve the whole module; only ports and the public
+URL's scheme (no TLS here) are changed. Every client connects to nginx on
 127.0.0.1 and names the host `canon.example.test` (the `Host` header; a WebSocket's URL), as a resolver would.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 from collections.abc import AsyncGenerator, Iterator
@@ -29,7 +31,7 @@ from core.uris import node_uri
 from tests.conftest import copy_store
 from tests.mcp.conftest import DEADLINE_S, LEGACY, MODERN, Process, create_token, serving
 from tests.mcp.test_subscriptions import Notifications
-from tests.reverse_proxy import Nginx, free_port
+from tests.reverse_proxy import EXAMPLE, Nginx, check_config, free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -39,6 +41,7 @@ APP_ORIGIN = "https://app.example.test"
 CLIENT = "127.0.0.2"  # the test's own address towards nginx: not a trusted proxy, unlike nginx's 127.0.0.1
 FORGED = "203.0.113.9"
 PUBLIC = "team-payments"
+CANON_TOML = EXAMPLE.parent / "canon-behind-nginx.toml"
 
 
 @pytest.fixture(scope="module")
@@ -72,18 +75,22 @@ class Deployment:
         return [line for line in lines if line.get("event") == "access"]
 
 
+def render_canon_toml(port: int) -> str:
+    """The guide's canon.toml, its public URL on plain HTTP at nginx's `port` (the test has no TLS)."""
+    text = CANON_TOML.read_text(encoding="utf-8")
+    rendered, count = re.subn(rf'public_url = "https://{HOST}{PREFIX}"', f'public_url = "http://{HOST}:{port}{PREFIX}"',
+                              text)  # fmt: skip
+    assert count == 1, "the example canon.toml no longer has the public_url the tests change"
+    return rendered
+
+
 @pytest.fixture(scope="module")
 def deployment(seed_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     folder = tmp_path_factory.mktemp("proxied")
     store = copy_store(seed_template, folder / "canon.db")
     writer = create_token(folder, "wendy", "writer")
     port = free_port()
-    (folder / "canon.toml").write_text(
-        f'[server]\npublic_url = "http://{HOST}:{port}{PREFIX}"\nroot_path = "{PREFIX}"\n'
-        f'allowed_hosts = ["{HOST}"]\nallowed_origins = ["{APP_ORIGIN}"]\ntrusted_proxies = ["127.0.0.1"]\n\n'
-        '[logging]\nformat = "json"\naccess_log = true\n',
-        encoding="utf-8",
-    )
+    (folder / "canon.toml").write_text(render_canon_toml(port), encoding="utf-8")
     with serving(store, cwd=folder) as canon:
         nginx = Nginx.start(folder / "nginx", canon.port, port=port)
         try:
@@ -91,6 +98,13 @@ def deployment(seed_template: Path, tmp_path_factory: pytest.TempPathFactory) ->
         finally:
             nginx.stop()
         assert "Traceback" not in canon.output(), canon.output()
+
+
+def test_the_guide_s_nginx_conf_passes_nginx_t(deployment: Deployment, tmp_path: Path) -> None:
+    checked = check_config(tmp_path, free_port(), deployment.canon.port)
+
+    assert checked.returncode == 0, checked.stderr
+    assert "test is successful" in checked.stderr
 
 
 # -- MCP: the SDK client on both revisions ---------------------------------------------------------------------------
