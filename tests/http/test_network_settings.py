@@ -15,11 +15,11 @@ from typing import Any
 import httpx2
 import pytest
 
-from core.config import Config, load_config
+from core.config import Config, OAuthSettings, load_config
 from core.errors import ConfigError
 from core.http.app import build_app
 from core.instance import Instance, open_instance
-from tests.conftest import copy_store
+from tests.conftest import copy_store, run_canon
 from tests.mcp.conftest import serving
 
 pytestmark = pytest.mark.anyio
@@ -214,3 +214,30 @@ def test_canon_serve_does_not_believe_forwarded_headers_from_localhost_by_defaul
             tick.wait(0.02)
 
     assert seen == ["127.0.0.1"]  # uvicorn alone would have believed 127.0.0.1's X-Forwarded-For
+
+
+async def test_under_a_prefix_the_oauth_metadata_is_served_at_the_hosts_well_known_path(
+    seed_template: Path, tmp_path: Path
+) -> None:
+    public = "https://canon.example.com/kb"
+    oauth = OAuthSettings(issuer="https://login.example.com", resource=f"{public}/mcp")
+    settings: dict[str, Any] = {"public_url": public, "root_path": "/kb", "oauth": oauth, "anonymous": False}
+    async with client(seed_template, tmp_path, **settings) as http:
+        host = {"Host": "canon.example.com"}
+        metadata = await http.get("/.well-known/oauth-protected-resource/kb/mcp", headers=host)
+        refused = await http.post("/kb/mcp", headers=host, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+
+    assert metadata.json()["resource"] == f"{public}/mcp"
+    assert refused.status_code == 401
+    assert ("resource_metadata=\"https://canon.example.com/.well-known/oauth-protected-resource/kb/mcp\""
+            in refused.headers["www-authenticate"])  # fmt: skip
+
+
+def test_canon_config_shows_the_network_settings_and_where_they_came_from(tmp_path: Path) -> None:
+    write(tmp_path, '[server]\nroot_path = "/kb"\ntrusted_proxies = ["10.0.0.0/8"]\n')
+    done = run_canon("config", cwd=tmp_path)
+    shown = json.loads(done.stdout)
+
+    assert (shown["settings"]["root_path"], shown["settings"]["trusted_proxies"]) == ("/kb", ["10.0.0.0/8"])
+    assert shown["from"]["root_path"].endswith("[server] root_path")
+    assert shown["settings"]["allowed_hosts"] == []
