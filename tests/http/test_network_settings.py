@@ -162,7 +162,9 @@ async def test_under_a_root_path_every_route_is_served_under_it_and_nothing_outs
             await http.get(f"/api{path}")
             for path in (
                 "/healthz",
+                "/metrics",
                 "/api/nodes/team-payments",
+                "/graphql?query=%7B__typename%7D",
                 "/llms.txt",
                 "/ui-assets/swagger-ui-dist@5/swagger-ui.css",
                 "/",
@@ -171,7 +173,7 @@ async def test_under_a_root_path_every_route_is_served_under_it_and_nothing_outs
         outside = await http.get("/healthz")
         landing = inside[-1].text
 
-    assert [answer.status_code for answer in inside] == [200] * 5
+    assert [answer.status_code for answer in inside] == [200] * 7
     assert (outside.status_code, outside.json()["code"]) == (404, "no_route")
     assert "&quot;http://127.0.0.1/api/mcp&quot;" in landing
     assert 'href="/api/healthz"' in landing
