@@ -247,42 +247,50 @@ _LIST_VARS = (("CANON_ALLOWED_HOSTS", "allowed_hosts"), ("CANON_ALLOWED_ORIGINS"
 def _check_network(config: Config) -> Config:
     """The network settings made canonical (no final `/` on `public_url` and `root_path`), or a `ConfigError`
     naming the bad one and where it was set; `[oauth] resource` defaults to `public_url` + `/mcp`."""
-
-    def bad(attr: str, value: object, why: str) -> ConfigError:
-        where = config.origins.get(attr, f"[server] {attr}")
-        return ConfigError(f"{where}: {value!r} {why}.", source=where, key=attr)
-
     public_url = None if config.public_url is None else config.public_url.rstrip("/")
     if public_url is not None:
         parts = urlsplit(public_url)
         if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
-            raise bad("public_url", config.public_url, "is not an absolute http(s) URL (https://host[:port][/path])")
-    root_path = config.root_path.rstrip("/")
+            raise _bad(config, "public_url", config.public_url,
+                       "is not an absolute http(s) URL (https://host[:port][/path])")  # fmt: skip
     if config.root_path and not config.root_path.startswith("/"):
-        raise bad("root_path", config.root_path, "does not start with '/' (a path prefix such as /kb)")
-    for host in config.allowed_hosts:
-        if "/" in host or host.startswith(":") or " " in host:
-            raise bad("allowed_hosts", host, "is not a host name (name or name:port, without a scheme or a path)")
-    for origin in config.allowed_origins:
-        if not _is_origin(origin):
-            raise bad("allowed_origins", origin, "is not a web origin (http(s)://host[:port], a port of * for any)")
-    for proxy in config.trusted_proxies:
-        try:
-            ipaddress.ip_network(proxy, strict=False)
-        except ValueError:
-            raise bad("trusted_proxies", proxy, "is not an IP address or network (127.0.0.1, 10.0.0.0/8)") from None
+        raise _bad(config, "root_path", config.root_path, "does not start with '/' (a path prefix such as /kb)")
+    _check_lists(config)
     oauth = config.oauth
     if oauth is not None and not oauth.resource:
         if public_url is None:
             raise ConfigError("[oauth] needs resource (canon's resource URL), or [server] public_url to derive it.",
                               source=config.origins.get("oauth", "[oauth]"), key="oauth.resource")  # fmt: skip
         oauth = replace(oauth, resource=f"{public_url}/mcp")
-    return replace(config, public_url=public_url, root_path=root_path, oauth=oauth)
+    return replace(config, public_url=public_url, root_path=config.root_path.rstrip("/"), oauth=oauth)
+
+
+def _check_lists(config: Config) -> None:
+    for host in config.allowed_hosts:
+        if "/" in host or host.startswith(":") or " " in host:
+            raise _bad(config, "allowed_hosts", host,
+                       "is not a host name (name or name:port, without a scheme or a path)")  # fmt: skip
+    for origin in config.allowed_origins:
+        if not _is_origin(origin):
+            raise _bad(config, "allowed_origins", origin,
+                       "is not a web origin (http(s)://host[:port], a port of * for any)")  # fmt: skip
+    for proxy in config.trusted_proxies:
+        try:
+            ipaddress.ip_network(proxy, strict=False)
+        except ValueError:
+            raise _bad(config, "trusted_proxies", proxy,
+                       "is not an IP address or network (127.0.0.1, 10.0.0.0/8)") from None  # fmt: skip
+
+
+def _bad(config: Config, attr: str, value: object, why: str) -> ConfigError:
+    """The error for a bad network setting, naming it and where it was set (a file's key, or a variable)."""
+    where = config.origins.get(attr, f"[server] {attr}")
+    return ConfigError(f"{where}: {value!r} {why}.", source=where, key=attr)
 
 
 def _is_origin(value: str) -> bool:
     parts = urlsplit(value.removesuffix(":*"))
-    bare = parts.path == "" and not parts.query and not parts.fragment and "@" not in parts.netloc
+    bare = parts.path in ("", "/") and not parts.query and not parts.fragment and "@" not in parts.netloc
     try:
         parts.port  # noqa: B018 (a port that is not a number raises)
     except ValueError:

@@ -62,7 +62,7 @@ def allowed_for(bind: str, *, hosts: Sequence[str] = (), origins: Sequence[str] 
     without a port matches any port), `origins` (as written) and the host and origin of `public_url`."""
     names = list(dict.fromkeys([*LOCAL_HOSTS, f"[{bind}]" if ":" in bind and not bind.startswith("[") else bind]))
     extra_hosts = list(hosts)
-    extra_origins = list(origins)
+    extra_origins = [origin.rstrip("/") for origin in origins]  # an Origin header never ends in "/"
     if public_url is not None:
         parts = urlsplit(public_url)
         extra_hosts.append(parts.netloc)

@@ -126,7 +126,7 @@ async def test_by_default_only_local_names_and_origins_are_served(seed_template:
 
 
 async def test_allowed_hosts_and_origins_are_served_on_every_route(seed_template: Path, tmp_path: Path) -> None:
-    settings = {"allowed_hosts": ("canon.example.com",), "allowed_origins": ("https://app.example.com",)}
+    settings = {"allowed_hosts": ("canon.example.com",), "allowed_origins": ("https://app.example.com/",)}
     async with client(seed_template, tmp_path, **settings) as http:
         named = [await http.get(path, headers={"Host": "canon.example.com:8443"})
                  for path in ("/healthz", "/llms.txt", "/api/nodes/team-payments")]  # fmt: skip
