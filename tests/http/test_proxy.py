@@ -204,6 +204,17 @@ def test_openapi_names_the_public_url_as_its_server_and_the_docs_page_loads_unde
     assert script.status_code == 200
 
 
+def test_graphiql_loads_its_scripts_from_under_the_public_url(deployment: Deployment) -> None:
+    with deployment.http() as http:
+        page = http.get("/graphql", headers={"Accept": "text/html"}).text
+        assets = [src for src in re.findall(r'(?:src|href)="([^"]+)"', page) if "/ui-assets/" in src]
+        fetched = [http.get(src.removeprefix(deployment.public_url)).status_code for src in assets]
+
+    assert assets
+    assert all(src.startswith(f"{deployment.public_url}/ui-assets/") for src in assets), assets
+    assert set(fetched) == {200}
+
+
 def test_llms_txt_links_carry_the_public_url_and_prefix(deployment: Deployment) -> None:
     with deployment.http() as http:
         index = http.get("/llms.txt").text
