@@ -100,6 +100,17 @@ def deployment(seed_template: Path, tmp_path_factory: pytest.TempPathFactory) ->
         assert "Traceback" not in canon.output(), canon.output()
 
 
+def test_the_guide_quotes_the_canon_toml_these_tests_run() -> None:
+    guide = (EXAMPLE.parent.parent / "deploy.md").read_text(encoding="utf-8")
+    section = guide.split("## Reverse proxy and TLS termination", 1)[1].split("\n## ", 1)[0]
+    quoted = section.split("```toml", 1)[1].split("```", 1)[0]
+    tested = {line.split("#", 1)[0].strip() for line in CANON_TOML.read_text(encoding="utf-8").splitlines()}
+
+    lines = [line.strip() for line in quoted.splitlines() if line.strip()]
+    assert lines
+    assert [line for line in lines if line not in tested] == []
+
+
 def test_the_guide_s_nginx_conf_passes_nginx_t(deployment: Deployment, tmp_path: Path) -> None:
     checked = check_config(tmp_path, free_port(), deployment.canon.port)
 
