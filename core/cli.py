@@ -461,7 +461,10 @@ def _show_config(args: argparse.Namespace) -> int:
     values = {"store": str(c.store), "model": str(c.model) if c.model else "(embedded default)", "seed": c.seed,
               "host": c.host, "port": c.port, "max_body_bytes": c.max_body_bytes,
               "max_streams": c.max_streams, "stream_backlog": c.stream_backlog, "mcp_fastpath": c.mcp_fastpath,
-              "ui_assets": str(c.ui_assets) if c.ui_assets else None, "tokens": str(c.tokens),
+              "ui_assets": str(c.ui_assets) if c.ui_assets else None,
+              "allowed_hosts": list(c.allowed_hosts), "allowed_origins": list(c.allowed_origins),
+              "public_url": c.public_url, "root_path": c.root_path, "trusted_proxies": list(c.trusted_proxies),
+              "tokens": str(c.tokens),
               "anonymous": c.anonymous, "local_name": c.local_name, "local_role": c.local_role,
               "local_groups": list(c.local_groups),
               "oauth": None if c.oauth is None else asdict(c.oauth)}  # fmt: skip

@@ -1,14 +1,18 @@
 """Configuration: `canon.toml`, environment overrides, and defaults that need nothing.
 
-Precedence, highest first: command-line options, environment (`CANON_STORE`, `CANON_MODEL`, `CANON_HOST`,
-`CANON_PORT`, `CANON_TOKENS`, `CANON_UI_ASSETS`, `CANON_MCP_FASTPATH`, `CANON_METRICS`, `CANON_TRACING`,
-`CANON_CACHE`), the configuration file, defaults. The file is the one named by `--config`, else by `CANON_CONFIG`,
-else `canon.toml` in the working directory if there is one. Its keys are checked against
-`schema/config/config.schema.json`: an unknown or mistyped key is an error naming the key, never ignored.
+Precedence, highest first: command-line options, environment (`CANON_STORE`, `CANON_MODEL`, `CANON_HOST`, `CANON_PORT`,
+`CANON_TOKENS`, `CANON_UI_ASSETS`, `CANON_MCP_FASTPATH`, `CANON_METRICS`, `CANON_TRACING`, `CANON_CACHE`, and the
+network settings `CANON_ALLOWED_HOSTS`, `CANON_ALLOWED_ORIGINS`, `CANON_PUBLIC_URL`, `CANON_ROOT_PATH`,
+`CANON_TRUSTED_PROXIES`), the configuration file, defaults. The file is the one named by `--config`, else by
+`CANON_CONFIG`, else `canon.toml` in the working directory if there is one. Its keys are checked against
+`schema/config/config.schema.json`: an unknown or mistyped key is an error naming the key, never ignored; the network
+settings are then checked for sense (`_check_network`: an absolute http(s) `public_url`, a `root_path` starting with
+`/`, proxies that are addresses or networks), each error naming the setting and where it was set.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import tomllib
@@ -17,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from core.dialect import schema_validator
 from core.documents import pointer
@@ -37,7 +42,8 @@ class OAuthSettings:
     """`[oauth]`: canon as an OAuth 2.1 resource server accepting the JWT access tokens of one issuer."""
 
     issuer: str  # the `iss` of its tokens; also where its discovery document is, unless jwks_url is given
-    resource: str  # canon's resource URL (RFC 8707/9728): the `aud` its tokens carry unless audience says otherwise
+    resource: str = ""  # canon's resource URL (RFC 8707/9728), the `aud` its tokens carry unless audience says
+    # otherwise; "" in the file means `[server] public_url` + "/mcp" (`load_config` fills it in)
     jwks_url: str | None = None
     audience: str | None = None
     algorithms: tuple[str, ...] = ("RS256", "ES256")
@@ -66,6 +72,11 @@ class Config:
     max_streams: int = 10_000  # open change streams per process, of each kind (listen, 2025-11-25 GET)
     stream_backlog: int = 1_024  # events waiting for a client that stopped reading, before its stream is ended
     mcp_fastpath: bool = True  # canon answers parts of the MCP SDK's HTTP transport itself (core.mcp.fastpath)
+    allowed_hosts: tuple[str, ...] = ()  # Host names served besides the local ones (core.http.admission)
+    allowed_origins: tuple[str, ...] = ()  # web origins admitted (and answered CORS) besides the local ones
+    public_url: str | None = None  # where clients reach canon, prefix included: the base of links (no final "/")
+    root_path: str = ""  # the path prefix requests arrive under ("" or "/kb": no final "/")
+    trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-* headers are believed (addresses, networks)
     ui_assets: Path | None = None  # other browser assets for /docs and /graphql at /ui-assets/ (None: canon's own)
     tokens: Path = Path("canon-tokens.json")  # hashed bearer tokens (canon token create/revoke)
     cache: Path | None = None  # what canon remembers between starts (core.schema_checks); None: nothing
@@ -110,7 +121,7 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
     if file is None and Path(DEFAULT_FILE).is_file():
         file = Path(DEFAULT_FILE)
     config = _from_file(file) if file is not None else Config()
-    return _apply_env(config, env)
+    return _check_network(_apply_env(config, env))
 
 
 def _from_file(file: Path) -> Config:
@@ -169,6 +180,11 @@ _KEYS = [
     ("server", "stream_backlog", "stream_backlog"),
     ("server", "mcp_fastpath", "mcp_fastpath"),
     ("server", "ui_assets", "ui_assets"),
+    ("server", "allowed_hosts", "allowed_hosts"),
+    ("server", "allowed_origins", "allowed_origins"),
+    ("server", "public_url", "public_url"),
+    ("server", "root_path", "root_path"),
+    ("server", "trusted_proxies", "trusted_proxies"),
     ("metrics", "enabled", "metrics"),
     ("metrics", "protected", "metrics_protected"),
     ("tracing", "enabled", "tracing"),
@@ -208,12 +224,78 @@ def _apply_env(config: Config, env: Mapping[str, str]) -> Config:
     values["cache"] = _cache_folder(env)
     if env.get("CANON_CACHE"):
         origins["cache"] = "$CANON_CACHE"
+    for var, attr in _LIST_VARS:
+        if env.get(var):
+            values[attr] = tuple(item.strip() for item in env[var].split(",") if item.strip())
+            origins[attr] = f"${var}"
+    for var, attr in (("CANON_PUBLIC_URL", "public_url"), ("CANON_ROOT_PATH", "root_path")):
+        if var in env:
+            values[attr] = env[var]
+            origins[attr] = f"${var}"
     for var, attr in (("CANON_MCP_FASTPATH", "mcp_fastpath"), ("CANON_METRICS", "metrics"),
                       ("CANON_TRACING", "tracing")):  # fmt: skip
         if env.get(var):
             values[attr] = _switch(var, env[var])
             origins[attr] = f"${var}"
     return replace(config, **values, origins=origins)
+
+
+_LIST_VARS = (("CANON_ALLOWED_HOSTS", "allowed_hosts"), ("CANON_ALLOWED_ORIGINS", "allowed_origins"),
+              ("CANON_TRUSTED_PROXIES", "trusted_proxies"))  # fmt: skip
+
+
+def _check_network(config: Config) -> Config:
+    """The network settings made canonical (no final `/` on `public_url` and `root_path`), or a `ConfigError`
+    naming the bad one and where it was set; `[oauth] resource` defaults to `public_url` + `/mcp`."""
+    public_url = None if config.public_url is None else config.public_url.rstrip("/")
+    if public_url is not None:
+        parts = urlsplit(public_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+            raise _bad(config, "public_url", config.public_url,
+                       "is not an absolute http(s) URL (https://host[:port][/path])")  # fmt: skip
+    if config.root_path and not config.root_path.startswith("/"):
+        raise _bad(config, "root_path", config.root_path, "does not start with '/' (a path prefix such as /kb)")
+    _check_lists(config)
+    oauth = config.oauth
+    if oauth is not None and not oauth.resource:
+        if public_url is None:
+            raise ConfigError("[oauth] needs resource (canon's resource URL), or [server] public_url to derive it.",
+                              source=config.origins.get("oauth", "[oauth]"), key="oauth.resource")  # fmt: skip
+        oauth = replace(oauth, resource=f"{public_url}/mcp")
+    return replace(config, public_url=public_url, root_path=config.root_path.rstrip("/"), oauth=oauth)
+
+
+def _check_lists(config: Config) -> None:
+    for host in config.allowed_hosts:
+        if "/" in host or host.startswith(":") or " " in host:
+            raise _bad(config, "allowed_hosts", host,
+                       "is not a host name (name or name:port, without a scheme or a path)")  # fmt: skip
+    for origin in config.allowed_origins:
+        if not _is_origin(origin):
+            raise _bad(config, "allowed_origins", origin,
+                       "is not a web origin (http(s)://host[:port], a port of * for any)")  # fmt: skip
+    for proxy in config.trusted_proxies:
+        try:
+            ipaddress.ip_network(proxy, strict=False)
+        except ValueError:
+            raise _bad(config, "trusted_proxies", proxy,
+                       "is not an IP address or network (127.0.0.1, 10.0.0.0/8)") from None  # fmt: skip
+
+
+def _bad(config: Config, attr: str, value: object, why: str) -> ConfigError:
+    """The error for a bad network setting, naming it and where it was set (a file's key, or a variable)."""
+    where = config.origins.get(attr, f"[server] {attr}")
+    return ConfigError(f"{where}: {value!r} {why}.", source=where, key=attr)
+
+
+def _is_origin(value: str) -> bool:
+    parts = urlsplit(value.removesuffix(":*"))
+    bare = parts.path in ("", "/") and not parts.query and not parts.fragment and "@" not in parts.netloc
+    try:
+        parts.port  # noqa: B018 (a port that is not a number raises)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and bare
 
 
 def _cache_folder(env: Mapping[str, str]) -> Path | None:

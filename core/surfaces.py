@@ -50,6 +50,7 @@ __all__ = [
     "claims",
     "discover",
     "host_for",
+    "serves_browsers",
     "surface_named",
 ]
 
@@ -70,6 +71,8 @@ class SurfaceSettings:
     max_streams: int = 10_000  # change streams one process serves at once, of each kind (`[server] max_streams`)
     stream_backlog: int = 1_024  # events one change stream may fall behind (`[server] stream_backlog`)
     mcp_fastpath: bool = True  # canon answers parts of MCP's HTTP transport itself (`[server] mcp_fastpath`)
+    base_url: str = ""  # what links to this server start with: `[server] public_url`, else `root_path` ("" at the
+    # root of whatever host was asked), never ending in "/"; a path such as "/tools/x.md" is appended to it
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,7 @@ def host_for(instance: Instance, surface_name: str, *, principal_of: Callable[[A
     file, unless the HTTP host gives one trying an OAuth issuer's tokens too."""
     config = instance.config
     settings = SurfaceSettings(config.max_body_bytes, config.anonymous, config.max_streams, config.stream_backlog,
-                               config.mcp_fastpath)  # fmt: skip
+                               config.mcp_fastpath, config.public_url or config.root_path)  # fmt: skip
 
     def current() -> Snapshot:
         return instance.snapshot
@@ -193,6 +196,12 @@ def audit_name_of(surface: Surface) -> str:
     apart from stdio's "mcp"), else its `name`."""
     named = getattr(surface, "audit_name", None)
     return named if isinstance(named, str) else surface.name
+
+
+def serves_browsers(surface: Surface) -> bool:
+    """Whether web pages on other origins may call `surface` (CORS, `core.http.cors`): its optional `cors`
+    attribute (REST, GraphQL and llms.txt say True; MCP follows the MCP specification's Origin rule instead)."""
+    return getattr(surface, "cors", False) is True
 
 
 FIRST = "mcp"

@@ -1,8 +1,10 @@
 """The access log (`[logging] access_log = true`): one line per HTTP request or WebSocket, on `canon.access`.
 
-A line names the method, the route, the status, the time taken and the bytes sent. The route is the path's first
-segment (`/api`, `/mcp`, `/graphql`, `/llms.txt`): the rest of a path and its query carry node ids and arguments,
-which a log must not hold, so they are never logged; nor are headers (tokens, session ids) or the client's address.
+A line names the client's address, the method, the route, the status, the time taken and the bytes sent. The
+client is the peer, or behind a proxy of `[server] trusted_proxies` the address it forwarded (`core.http.forwarded`;
+an untrusted peer's `X-Forwarded-For` is not believed). The route is the path's first segment (`/api`, `/mcp`,
+`/graphql`, `/llms.txt`): the rest of a path and its query carry node ids and arguments, which a log must not hold,
+so they are never logged; nor are headers (tokens, session ids).
 """
 
 from __future__ import annotations
@@ -60,7 +62,10 @@ class AccessLog:
 def _write(scope: Scope, seen: dict[str, int], seconds: float) -> None:
     method = scope.get("method", "WEBSOCKET")
     route = route_of(scope.get("path", ""))
-    fields: dict[str, Any] = {"event": "access", "method": method, "route": route, "status": seen["status"],
-                              "duration_ms": round(seconds * 1000, 3), "bytes": seen["bytes"]}  # fmt: skip
-    log.info("%s %s %d %.1f ms %d B", method, route, seen["status"], seconds * 1000, seen["bytes"],
+    peer = scope.get("client")
+    client = str(peer[0]) if peer else "-"
+    fields: dict[str, Any] = {"event": "access", "client": client, "method": method, "route": route,
+                              "status": seen["status"], "duration_ms": round(seconds * 1000, 3),
+                              "bytes": seen["bytes"]}  # fmt: skip
+    log.info("%s %s %s %d %.1f ms %d B", client, method, route, seen["status"], seconds * 1000, seen["bytes"],
              extra={FIELDS: fields})  # fmt: skip

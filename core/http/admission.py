@@ -3,11 +3,14 @@
 `Admission` sits outside every route (`/mcp`, `/healthz` and every surface: REST, GraphQL, llms.txt), so one rule
 decides for all of them:
 
-* **Host** must be one the server answers to (`Allowed.hosts`: the local names and the bind address, any port),
-  else **421**. This stops DNS rebinding: a page on a hostile name resolved to 127.0.0.1 sends its own name.
-* **Origin**, when present, must be an allowed origin (`Allowed.origins`), else **403**; a request without one
-  (curl, a server, a same-origin navigation) passes. WebSocket handshakes follow the same rule and are refused
-  by closing them before they are accepted (the client sees a 403).
+* **Host** must be one the server answers to (`Allowed.hosts`: the local names and the bind address, any port,
+  plus `[server] allowed_hosts` and the host of `public_url`), else **421**. This stops DNS rebinding: a page on a
+  hostile name resolved to 127.0.0.1 sends its own name.
+* **Origin**, when present, must be an allowed origin (`Allowed.origins`: `http://` and the local names or the
+  bind address, any port, plus `[server] allowed_origins` and the origin of `public_url`), else **403**; a request
+  without one (curl, a server, a same-origin navigation) passes. The same list is the one CORS answers
+  (`core.http.cors`): an origin is admitted everywhere or nowhere. WebSocket handshakes follow the same rule and
+  are refused by closing them before they are accepted (the client sees a 403).
 * **The body** is read here, before any route sees it, and refused with **413** once it passes
   `max_body_bytes`; a `Content-Length` over the limit is refused at once, without reading anything.
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -37,7 +41,7 @@ class Allowed:
     origins: tuple[str, ...]
 
     def host(self, value: str | None) -> bool:
-        return value is not None and _matches(value, self.hosts)
+        return value is not None and _matches(value.lower(), self.hosts)
 
     def origin(self, value: str | None) -> bool:
         return value is None or _matches(value, self.origins)
@@ -52,13 +56,30 @@ def _matches(value: str, allowed: Sequence[str]) -> bool:
     return False
 
 
-def allowed_for(bind: str) -> Allowed:
-    """The local names plus the bind address, on any port, as hosts and as `http://` origins."""
+def allowed_for(bind: str, *, hosts: Sequence[str] = (), origins: Sequence[str] = (),
+                public_url: str | None = None) -> Allowed:  # fmt: skip
+    """The local names plus the bind address, on any port, as hosts and as `http://` origins; then `hosts` (a name
+    without a port matches any port), `origins` (as written) and the host and origin of `public_url`."""
     names = list(dict.fromkeys([*LOCAL_HOSTS, f"[{bind}]" if ":" in bind and not bind.startswith("[") else bind]))
-    return Allowed(
-        hosts=tuple(n for name in names for n in (name, f"{name}:*")),
-        origins=tuple(o for name in names for o in (f"http://{name}", f"http://{name}:*")),
-    )
+    extra_hosts = list(hosts)
+    extra_origins = [origin.rstrip("/") for origin in origins]  # an Origin header never ends in "/"
+    if public_url is not None:
+        parts = urlsplit(public_url)
+        extra_hosts.append(parts.netloc)
+        extra_origins.append(f"{parts.scheme}://{parts.netloc}")
+    hosts_allowed = [*(n for name in names for n in (name, f"{name}:*")), *_any_port(extra_hosts)]
+    origins_allowed = [*(o for name in names for o in (f"http://{name}", f"http://{name}:*")), *extra_origins]
+    return Allowed(hosts=tuple(dict.fromkeys(hosts_allowed)), origins=tuple(dict.fromkeys(origins_allowed)))
+
+
+def _any_port(hosts: Sequence[str]) -> list[str]:
+    """Each host as written, and a name without a port on any port too (`name:*`)."""
+    out: list[str] = []
+    for host in hosts:
+        out.append(host.lower())
+        if not host.rsplit("]", 1)[-1].count(":"):
+            out.append(f"{host.lower()}:*")
+    return out
 
 
 class Admission:

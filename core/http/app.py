@@ -1,15 +1,17 @@
 """The HTTP app: one ASGI application on one port, serving every surface and knowing none.
 
-Routes: `/healthz`, `/metrics` (`core.http.metrics`, with the gauges each running surface reports), `/`, and
-every path a discovered surface claims (`core.surfaces`: MCP at `/mcp`, a built-in plugin in `core.mcp.surface`;
-REST, GraphQL, llms.txt in `generators/`), each served by that surface's app for the current registry, or, for a
-surface with a lifespan, by the app its lifespan yields. Outside every route the middleware list applies one rule
-each: `core.http.problems` makes every error answer an RFC 9457 problem (JSON-RPC errors stay on `/mcp`),
-`core.http.admission` checks Host (421) and Origin (403) and bounds the request body (413), and `core.http.auth`
-identifies the caller by bearer token; around every surface `BearerGate` refuses a bad token with 401.
-With `[oauth]`, a token that is not canon's may be an issuer's JWT (`core.http.oauth`), and RFC 9728 metadata is
-served at `/.well-known/oauth-protected-resource`. With `[logging] access_log`, `core.http.access` logs every
-request, outermost.
+Routes: `/healthz`, `/metrics` (`core.http.metrics`, with the gauges each running surface reports), `/`, and every path
+a discovered surface claims (`core.surfaces`: MCP at `/mcp`, a built-in plugin in `core.mcp.surface`; REST, GraphQL,
+llms.txt in `generators/`), each served by that surface's app for the current registry, or, for a surface with a
+lifespan, by the app its lifespan yields. Outside every route the middleware list applies one rule each:
+`core.http.problems` makes every error answer an RFC 9457 problem (JSON-RPC errors stay on `/mcp`),
+`core.http.admission` checks Host (421) and Origin (403) and bounds the request body (413), `core.http.cors` answers the
+browser-facing surfaces' CORS, and `core.http.auth` identifies the caller by bearer token; around every surface
+`BearerGate` refuses a bad token with 401. With `[oauth]`, a token that is not canon's may be an issuer's JWT
+(`core.http.oauth`), and RFC 9728 metadata is served at `/.well-known/oauth-protected-resource`. With `[logging]
+access_log`, `core.http.access` logs every request. Outermost of all, `[server] trusted_proxies` lets
+`core.http.forwarded` believe a proxy's `X-Forwarded-*` headers, and `[server] root_path` serves everything under a
+prefix (`core.http.prefix`).
 """
 
 from __future__ import annotations
@@ -28,18 +30,33 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.changes import ChangeFeed
+from core.config import Config
 from core.http.access import AccessLog
-from core.http.admission import Admission, allowed_for
+from core.http.admission import Admission, Allowed, allowed_for
 from core.http.auth import Authenticate, BearerGate, principal_of_request
+from core.http.cors import Cors
+from core.http.forwarded import TrustedProxies
 from core.http.landing import landing_endpoint
 from core.http.metrics import add_gauges, metrics_route
 from core.http.oauth import JwtVerifier, metadata_path
+from core.http.prefix import RootPath
 from core.http.problems import ProblemAnswers, internal_error
 from core.http.ui_assets import BUNDLED
 from core.instance import Instance
 from core.principal import Principal
 from core.snapshot import PerSnapshot, Snapshot
-from core.surfaces import Gauge, Lifespan, Running, Surface, SurfaceHost, audit_name_of, claims, discover, host_for
+from core.surfaces import (
+    Gauge,
+    Lifespan,
+    Running,
+    Surface,
+    SurfaceHost,
+    audit_name_of,
+    claims,
+    discover,
+    host_for,
+    serves_browsers,
+)
 
 __all__ = ["UI_ASSETS", "build_app", "close_streams"]
 
@@ -123,6 +140,31 @@ def either_token(own: Callable[[str], Principal | None], oauth: JwtVerifier) -> 
     return authenticate
 
 
+def _network_layers(config: Config) -> list[Middleware]:
+    """Outermost, in this order: the client, scheme and host a trusted proxy names; then the path prefix."""
+    layers: list[Middleware] = []
+    if config.trusted_proxies:
+        layers.append(Middleware(TrustedProxies, proxies=config.trusted_proxies))
+    if config.root_path:
+        layers.append(Middleware(RootPath, prefix=config.root_path))
+    return layers
+
+
+def _allowed(config: Config) -> Allowed:
+    return allowed_for(config.host, hosts=config.allowed_hosts, origins=config.allowed_origins,
+                       public_url=config.public_url)  # fmt: skip
+
+
+def _browser_paths(surfaces: list[Surface]) -> Callable[[str], bool]:
+    """Whether a request path belongs to a surface that serves browsers on other origins (`serves_browsers`)."""
+    paths = tuple(p for s in surfaces if serves_browsers(s) for p in s.paths)
+
+    def serves(path: str) -> bool:
+        return any(claims(p, path) for p in paths)
+
+    return serves
+
+
 def build_app(instance: Instance, surfaces: list[Surface] | None = None) -> Starlette:
     """The ASGI app serving `instance` on every surface in `surfaces` (default: every installed one,
     `core.surfaces.discover`). Its lifespan runs the change pump and each surface's own lifespan.
@@ -167,7 +209,8 @@ def build_app(instance: Instance, surfaces: list[Surface] | None = None) -> Star
                 tasks.cancel_scope.cancel()
 
     assets = BUNDLED if config.ui_assets is None else config.ui_assets  # the docs pages' scripts and styles
-    landing = landing_endpoint(lambda: instance.model, installed, anonymous=config.anonymous)
+    landing = landing_endpoint(lambda: instance.model, installed, anonymous=config.anonymous,
+                               public_url=config.public_url)  # fmt: skip
     # RFC 9728: where clients learn which issuer to get canon's tokens from
     metadata = [] if oauth is None else [Route(metadata_path(oauth.settings.resource), resource_metadata(oauth))]
     watches = Gauge("canon_change_watches", "Open watches of the change feed: GraphQL subscriptions.", feed.watchers)
@@ -184,9 +227,11 @@ def build_app(instance: Instance, surfaces: list[Surface] | None = None) -> Star
             *metadata,
         ],
         middleware=[
+            *_network_layers(config),
             *([Middleware(AccessLog)] if config.access_log else []),
             Middleware(ProblemAnswers),
-            Middleware(Admission, allowed=allowed_for(config.host), max_body=config.max_body_bytes),
+            Middleware(Admission, allowed=_allowed(config), max_body=config.max_body_bytes),
+            Middleware(Cors, serves_browsers=_browser_paths(installed)),
             Middleware(Authenticate, tokens=instance.tokens, oauth=oauth),
         ],
         exception_handlers={500: internal_error},

@@ -71,8 +71,9 @@ def _announce(sock: socket.socket, config: Config, surfaces: list[Surface], toke
         f"{s.name} ({' '.join(p.rstrip('/') for p in s.paths)})" for s in surfaces if "/mcp" not in s.paths
     )
     issuer = "" if config.oauth is None else f" and the access tokens of {config.oauth.issuer}"
-    print(f"canon: serving MCP at http://{shown}:{port}/mcp (health: /healthz); {tokens} bearer token(s) in "
-          f"{config.tokens}{issuer}; {access}{processes}", file=sys.stderr, flush=True)  # fmt: skip
+    prefix = config.root_path
+    print(f"canon: serving MCP at http://{shown}:{port}{prefix}/mcp (health: {prefix}/healthz); {tokens} bearer "
+          f"token(s) in {config.tokens}{issuer}; {access}{processes}", file=sys.stderr, flush=True)  # fmt: skip
     if others:
         print(f"canon: also serving {others}", file=sys.stderr, flush=True)
 
@@ -94,7 +95,9 @@ class GracefulServer(uvicorn.Server):
     """
 
     def __init__(self, app: Starlette) -> None:
-        super().__init__(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        # proxy_headers off: uvicorn believes X-Forwarded-* from 127.0.0.1 unless told otherwise; canon believes them
+        # only from `[server] trusted_proxies` (core.http.forwarded)
+        super().__init__(uvicorn.Config(app, log_level="warning", lifespan="on", proxy_headers=False))
         self.app = app
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:

@@ -40,10 +40,11 @@ ASSET_URL = re.compile(
 )
 
 
-def local_assets(html: str) -> str:
+def local_assets(html: str, base_url: str = "") -> str:
     """Point a page's CDN scripts and styles (`https://<host>/[npm/]<package>@<version>/<file>`) at
-    `/ui-assets/<package>@<version>/<file>`; the files are the same, so `integrity` attributes stay valid."""
-    return ASSET_URL.sub(lambda m: f'{m["attr"]}{UI_ASSETS}{m["path"]}"', html)
+    `<base_url>/ui-assets/<package>@<version>/<file>`; the files are the same, so `integrity` attributes stay
+    valid."""
+    return ASSET_URL.sub(lambda m: f'{m["attr"]}{base_url}{UI_ASSETS}{m["path"]}"', html)
 
 
 class CanonGraphQL(GraphQL[dict[str, Any], None]):
@@ -112,7 +113,7 @@ class CanonGraphQL(GraphQL[dict[str, Any], None]):
         raise ConnectionRejectionError({"reason": reason})
 
     async def render_graphql_ide(self, request: Request) -> HTMLResponse:
-        return HTMLResponse(local_assets(self.graphql_ide_html))
+        return HTMLResponse(local_assets(self.graphql_ide_html, self.host.settings.base_url))
 
 
 def asgi_app(schema: strawberry.Schema, host: SurfaceHost, surface: str) -> ASGIApp:

@@ -335,6 +335,7 @@ class GraphQLSurface:
     """The `graphql` surface: `/graphql` and `/schema.graphql`."""
 
     name: str = "graphql"
+    cors: bool = True  # pages on allowed origins may query (core.http.cors); WebSockets follow the Origin rule
     paths: tuple[str, ...] = ("/graphql", "/schema.graphql")
 
     def app(self, host: SurfaceHost, registry: Registry) -> ASGIApp:

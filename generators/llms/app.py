@@ -4,7 +4,8 @@ Everything here is rendered for the anonymous principal, whoever asks: a crawler
 showed more to a token holder could be cached and served to someone else. So only public nodes appear, and
 every read goes through the one dispatch path as `ANONYMOUS` (audited under this surface's name).
 
-URL layout (root-relative, so the files are the same wherever canon is served):
+URL layout (root-relative, so the files are the same wherever canon is served; with `[server] public_url` or
+`root_path` set, every link starts with that instead, `SurfaceSettings.base_url`):
 
     /llms.txt                      the llmstxt.org index: H1, summary, details, sections of links, Optional
     /llms-full.txt                 one H1, then every page below inlined, headings one level down
@@ -102,6 +103,7 @@ class LlmsSurface:
     """The llms.txt surface and its bounds (how much of the public graph each file lists)."""
 
     name: str = "llms"
+    cors: bool = True  # crawlers' and pages' reads from other origins are answered (core.http.cors)
     paths: tuple[str, ...] = ("/llms.txt", "/llms-full.txt", "/tools/", "/types/", "/nodes/", "/resources/")
     max_nodes: int = 200  # public nodes listed in llms.txt, shared between the types
     max_full_nodes: int = 100  # node pages inlined in llms-full.txt

@@ -96,6 +96,7 @@ class Site:
         self.model = registry.model
         self.bounds = bounds
         self.env = environment()
+        self.base = host.settings.base_url  # every link starts with it: the public URL or the root path, or ""
         self._lock = threading.RLock()
         self._revision: int | None = None
         self._memo: dict[tuple[str, ...], Any] = {}
@@ -138,7 +139,7 @@ class Site:
         return pages[section](rest) if section in pages and rest and "/" not in rest else None
 
     def _render(self, template: str, **context: Any) -> str:
-        return tidy(self.env.get_template(template).render(**context))
+        return tidy(self.env.get_template(template).render(base=self.base, **context))
 
     # -- reads through the dispatcher, as the anonymous principal -------------------------------------------------
     def _call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any] | None:

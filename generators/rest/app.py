@@ -353,9 +353,13 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return problem(request, status, code_of_status(status), detail, headers=headers)
 
 
-def document_text(registry: Registry) -> str:
-    """The OpenAPI document exactly as `/openapi.json` serves it and `canon generate` writes it."""
-    return json.dumps(openapi_document(registry), indent=2, ensure_ascii=False) + "\n"
+def document_text(registry: Registry, base_url: str = "") -> str:
+    """The OpenAPI document exactly as `/openapi.json` serves it and `canon generate` writes it; with a `base_url`
+    (`[server] public_url` or `root_path`), its `servers` names it."""
+    document = openapi_document(registry)
+    if base_url:
+        document = {"openapi": document["openapi"], "servers": [{"url": base_url}], **document}
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
 def build_app(host: SurfaceHost, registry: Registry) -> FastAPI:
@@ -374,7 +378,8 @@ def build_app(host: SurfaceHost, registry: Registry) -> FastAPI:
     for resource_route in resource_routes(registry):
         app.add_api_route(resource_route.path, _guarded(_resource_endpoint(host, resource_route)), methods=["GET"],
                           include_in_schema=False, response_model=None)  # fmt: skip
-    text = document_text(registry)
+    base = host.settings.base_url  # where this server is reached: its OpenAPI `servers`, the docs page's links
+    text = document_text(registry, base)
 
     async def openapi(request: Request) -> Response:
         return Response(text, media_type="application/json")
@@ -382,10 +387,10 @@ def build_app(host: SurfaceHost, registry: Registry) -> FastAPI:
     async def docs(request: Request) -> HTMLResponse:
         title = f"canon: {registry.model.name} REST API"
         # Swagger UI's files from the host's /ui-assets/ (shipped with canon), so the page works without a network
-        return get_swagger_ui_html(openapi_url="/openapi.json", title=title,
-                                   swagger_js_url=f"{UI_ASSETS}/swagger-ui-bundle.js",
-                                   swagger_css_url=f"{UI_ASSETS}/swagger-ui.css",
-                                   swagger_favicon_url=f"{UI_ASSETS}/favicon-32x32.png")  # fmt: skip
+        return get_swagger_ui_html(openapi_url=f"{base}/openapi.json", title=title,
+                                   swagger_js_url=f"{base}{UI_ASSETS}/swagger-ui-bundle.js",
+                                   swagger_css_url=f"{base}{UI_ASSETS}/swagger-ui.css",
+                                   swagger_favicon_url=f"{base}{UI_ASSETS}/favicon-32x32.png")  # fmt: skip
 
     app.add_api_route("/openapi.json", openapi, methods=["GET"], include_in_schema=False, response_model=None)
     app.add_api_route("/docs", docs, methods=["GET"], include_in_schema=False, response_model=None)
@@ -396,13 +401,14 @@ class RestSurface:
     """The REST surface as core's `Surface` protocol sees it."""
 
     name: str = "rest"
+    cors: bool = True  # pages on allowed origins may call the API (core.http.cors)
     paths: tuple[str, ...] = ("/api/", "/openapi.json", "/docs")
 
     def app(self, host: SurfaceHost, registry: Registry) -> ASGIApp:
         return build_app(host, registry)
 
     def artifacts(self, host: SurfaceHost) -> Mapping[str, str]:
-        return {"openapi.json": document_text(host.registry)}
+        return {"openapi.json": document_text(host.registry, host.settings.base_url)}
 
     def compare(self, old: Mapping[str, str], new: Mapping[str, str]) -> list[Finding]:
         return compare(old, new)

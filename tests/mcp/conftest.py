@@ -57,7 +57,7 @@ LEGACY, MODERN = "2025-11-25", "2026-07-28"
 REVISIONS = ("legacy", MODERN)  # the SDK client's `mode` for each protocol revision
 MODES = ("auto", "legacy")  # over HTTP: `auto` negotiates 2026-07-28 (server/discover), `legacy` 2025-11-25
 MODE_IDS = (MODERN, LEGACY)
-SERVE_LINE = re.compile(r"canon: serving MCP at (http://127\.0\.0\.1:(\d+)/mcp)")
+SERVE_LINE = re.compile(r"canon: serving MCP at (http://127\.0\.0\.1:(\d+)(/[^ ]*)?/mcp)")
 DEADLINE_S = 5.0
 
 
@@ -206,12 +206,12 @@ def _drain(stream: Any, lines: list[str], ready: queue.Queue[str]) -> None:
     ready.put("")  # end of output: the process exited
 
 
-def _wait_healthy(base: str, deadline: float) -> None:
+def _wait_healthy(base: str, deadline: float, prefix: str = "") -> None:
     """Readiness: the socket is bound before uvicorn accepts on it, so ask /healthz until it answers."""
     with httpx2.Client(base_url=base, timeout=DEADLINE_S) as http:
         while True:
             try:
-                if http.get("/healthz").status_code == 200:
+                if http.get(f"{prefix}/healthz").status_code == 200:
                     return
             except httpx2.TransportError:
                 if time.monotonic() > deadline:
@@ -239,7 +239,7 @@ def serving(store: Path | str, *options: str, cwd: Path) -> Iterator[Process]:
             if found := SERVE_LINE.search(line):
                 break
         process = Process(popen, found[1], int(found[2]), lines)
-        _wait_healthy(process.base, deadline)
+        _wait_healthy(process.base, deadline, found[3] or "")  # under [server] root_path, if one is set
         yield process
     finally:
         with contextlib.suppress(psutil.NoSuchProcess):  # worker processes (--workers) hold stderr open too
