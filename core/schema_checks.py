@@ -46,9 +46,12 @@ def check_digest(kind: str, document: Any) -> str:
     return hashlib.sha256(b"\0".join((_checker_digest(), kind.encode(), text.encode()))).hexdigest()
 
 
+_PASSED_HERE: set[str] = set()  # digests of the checks passed in this process, for checks without a folder
+
+
 class SchemaChecks:
-    """Checks that remember the passed ones in `folder` (`<folder>/schema-checks/<digest>`). Without a folder,
-    every document is checked every time."""
+    """Checks that remember the passed ones in `folder` (`<folder>/schema-checks/<digest>`). Without a folder, a
+    document is checked once per process (`canon model diff` builds two registries, the tests hundreds)."""
 
     def __init__(self, folder: Path | None = None) -> None:
         self.folder = None if folder is None else folder / FOLDER
@@ -56,7 +59,10 @@ class SchemaChecks:
 
     def once(self, kind: str, document: Any, check: Callable[[], None]) -> None:
         """Run `check` (which raises if `document` fails as a `kind`), unless `document` passed it before."""
-        marker = None if self.folder is None else self._marker(kind, document)
+        if self.folder is None:
+            self._once_here(kind, document, check)
+            return
+        marker = self._marker(kind, document)
         if marker is not None and marker.is_file():
             return
         check()
@@ -67,6 +73,18 @@ class SchemaChecks:
                 marker.touch()
             except OSError:  # a cache that cannot be written: the next start checks again, nothing worse
                 pass
+
+    def _once_here(self, kind: str, document: Any, check: Callable[[], None]) -> None:
+        try:
+            digest = check_digest(kind, document)
+        except (TypeError, ValueError):  # no JSON document: checked, not remembered
+            digest = None
+        if digest is not None and digest in _PASSED_HERE:
+            return
+        check()
+        self.checked += 1
+        if digest is not None:
+            _PASSED_HERE.add(digest)
 
     def _marker(self, kind: str, document: Any) -> Path | None:
         assert self.folder is not None

@@ -78,3 +78,15 @@ def test_open_instance_remembers_its_checks_in_the_configured_cache(tmp_path: Pa
     open_instance(Config(store=tmp_path / "canon.db", cache=cache)).close()
     assert remembered
     assert sorted(p.name for p in (cache / FOLDER).iterdir()) == remembered
+
+
+def test_without_a_folder_a_schema_is_checked_once_per_process_and_a_failed_one_every_time() -> None:
+    schema = {"type": "object", "properties": {"once-per-process-test": {"type": "string"}}}
+    first, second = SchemaChecks(), SchemaChecks()
+    first.check(schema)
+    second.check(schema)
+    assert (first.checked, second.checked) == (1, 0)
+    broken = {"type": "object", "properties": {"x": {"type": 12}}}
+    for checks in (first, second):
+        with pytest.raises(SchemaError):
+            checks.check(broken)
