@@ -1,9 +1,12 @@
-"""A real HAProxy in front of canon replicas, for the tests: docs/operations/examples/haproxy.cfg, the very file the
-replicas guide shows, run as it is with the addresses in its environment variables.
+"""A real HAProxy in front of canon replicas, for the tests and benchmarks/replicas_bench.py:
+docs/operations/examples/haproxy.cfg, the very file the replicas guide shows, with the addresses in its environment
+variables.
 
-`balancing(replicas)` starts `haproxy -db` (in the foreground, a child of the test) on a free 127.0.0.1 port and
-stops it when the block ends. HAProxy comes from Debian's package (scripts/test installs it when missing, as it
-does PostgreSQL); without it this raises, so the tests that need it fail loudly and are never skipped.
+`balancing(replicas)` writes that file to a temporary folder (for fewer than its three replicas, without the
+`server` lines of the others; for three, unchanged), starts `haproxy -db` on it (in the foreground, a child of the
+caller) on a free 127.0.0.1 port, and stops it when the block ends. HAProxy comes from Debian's package
+(scripts/test installs it when missing, as it does PostgreSQL); without it this raises, so the tests that need it
+fail loudly and are never skipped.
 """
 
 from __future__ import annotations
@@ -49,6 +52,16 @@ class Balancer:
 
     base: str
     replica_of: dict[str, str]
+    pid: int
+
+
+def render(replicas: int) -> str:
+    """CONFIG for the first `replicas` of its servers: the other `server` lines left out."""
+    if not 1 <= replicas <= len(NAMES):
+        raise ValueError(f"the example configuration balances 1 to {len(NAMES)} replicas, not {replicas}")
+    dropped = tuple(f"server {name} " for name in NAMES[replicas:])
+    lines = CONFIG.read_text(encoding="utf-8").splitlines(keepends=True)
+    return "".join(line for line in lines if not line.strip().startswith(dropped))
 
 
 def _wait_listening(port: int, popen: subprocess.Popen[bytes], log: Path) -> None:
@@ -67,20 +80,21 @@ def _wait_listening(port: int, popen: subprocess.Popen[bytes], log: Path) -> Non
 
 @contextlib.contextmanager
 def balancing(replicas: Sequence[str]) -> Generator[Balancer]:
-    """HAProxy with CONFIG in front of three replicas (`host:port` each); stopped when the block ends."""
-    if len(replicas) != len(NAMES):
-        raise ValueError(f"the example configuration balances {len(NAMES)} replicas, not {len(replicas)}")
+    """HAProxy with CONFIG in front of one to three replicas (`host:port` each); stopped when the block ends."""
+    config = render(len(replicas))
     port = _free_port()
+    named = dict(zip(NAMES, replicas, strict=False))
     env = {**os.environ, "CANON_LB_BIND": f"127.0.0.1:{port}"}
-    env |= {f"CANON_REPLICA_{name.upper()}": address for name, address in zip(NAMES, replicas, strict=True)}
+    env |= {f"CANON_REPLICA_{name.upper()}": address for name, address in named.items()}
     with tempfile.TemporaryDirectory(prefix="canon-haproxy-") as folder:
+        (Path(folder) / "haproxy.cfg").write_text(config, encoding="utf-8")
         log = Path(folder) / "haproxy.log"
         with log.open("wb") as out:
-            popen = subprocess.Popen([_haproxy(), "-db", "-f", str(CONFIG)], env=env, cwd=folder,
+            popen = subprocess.Popen([_haproxy(), "-db", "-f", "haproxy.cfg"], env=env, cwd=folder,
                                      stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
             try:
                 _wait_listening(port, popen, log)
-                yield Balancer(f"http://127.0.0.1:{port}", dict(zip(NAMES, replicas, strict=True)))
+                yield Balancer(f"http://127.0.0.1:{port}", named, popen.pid)
             finally:
                 popen.terminate()
                 try:

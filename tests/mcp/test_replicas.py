@@ -14,6 +14,7 @@ import itertools
 import json
 import time
 from collections.abc import AsyncGenerator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import anyio
@@ -84,7 +85,11 @@ def replicas(postgres_server: Server, tmp_path_factory: pytest.TempPathFactory) 
     try:
         with contextlib.ExitStack() as running:
             first = running.enter_context(serving(database, cwd=folder))  # creates and seeds the store
-            others = [running.enter_context(serving(database, cwd=folder)) for _ in range(2)]
+            starting = [serving(database, cwd=folder) for _ in range(2)]
+            for context in starting:
+                running.push(context.__exit__)
+            with ThreadPoolExecutor(len(starting)) as pool:  # the other two start side by side
+                others = list(pool.map(lambda context: context.__enter__(), starting))
             yield Replicas(database, (first, others[0], others[1]), writer)
     finally:
         postgres_server.drop_database(database)
