@@ -3,14 +3,15 @@
 The follower wakes on PostgreSQL's NOTIFY (sent in the write transaction, heard on a listening connection of the
 process's own), so here its fallback tick is set far beyond the deadline: only a notice can deliver in time. A
 commit whose notice is lost is still delivered, by the fallback tick, within its bound; a listening session that
-is killed is replaced. The real-process version of these promises is tests/mcp/test_replicas.py.
+is killed is replaced; a model change made elsewhere is served before it is heard of. The real-process version
+of these promises is tests/mcp/test_replicas.py.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import anyio
@@ -25,6 +26,7 @@ from core.records import Change
 from core.store.pg_notices import APPLICATION_NAME
 from core.store.postgres import PostgresStore
 from core.uris import node_uri
+from tests.core.test_store import changed_model, with_optional_team_budget
 from tests.mcp.conftest import DEADLINE_S, pumping, touch_node
 from tests.postgres_server import Server
 
@@ -42,22 +44,38 @@ class Unannounced(PostgresStore):
         return None
 
 
-@pytest.fixture
-def database(postgres_server: Server) -> Iterator[str]:
-    url = postgres_server.new_database()
-    yield url
-    postgres_server.drop_database(url)
+@contextmanager
+def seeded(server: Server) -> Iterator[tuple[str, Instance]]:
+    """A new database, and a seeded instance on it: the replica whose feed a test follows."""
+    url = server.new_database()
+    try:
+        instance = open_instance(Config(store=url))
+        try:
+            yield url, instance
+        finally:
+            instance.close()
+    finally:
+        server.drop_database(url)
 
 
-@pytest.fixture
-def replica(database: str) -> Iterator[Instance]:
-    """A seeded instance on the database: the replica whose feed the test follows."""
-    instance = open_instance(Config(store=database))
-    yield instance
-    instance.close()
+@pytest.fixture(scope="module")
+def shared(postgres_server: Server) -> Iterator[tuple[str, Instance]]:
+    """The module's database and replica: the tests only add revisions (one that changes the model has its own)."""
+    with seeded(postgres_server) as made:
+        yield made
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
+def database(shared: tuple[str, Instance]) -> str:
+    return shared[0]
+
+
+@pytest.fixture(scope="module")
+def replica(shared: tuple[str, Instance]) -> Instance:
+    return shared[1]
+
+
+@pytest.fixture(scope="module")
 def writer(database: str, replica: Instance, model: Model) -> Iterator[PostgresStore]:
     """Another process's store on the same database (opened after the replica seeded it)."""
     store = PostgresStore.open(database, model)
@@ -138,6 +156,23 @@ async def test_a_killed_listening_session_is_replaced_and_notices_wake_the_repli
             while (change := await anext(changes)).revision != revision:
                 pass
     assert change.key == PAYMENTS
+
+
+async def test_a_model_change_made_by_another_process_is_served_by_the_replica_when_it_is_heard(
+    postgres_server: Server,
+) -> None:
+    with seeded(postgres_server) as (database, replica):
+        newer = changed_model(replica.model, with_optional_team_budget)
+        assert replica.index is not None
+        feed = ChangeFeed(replica.index, fallback_s=NEVER_S, on_model_change=replica.reload_model)
+        async with pumping(feed), feed.watch(None) as changes:
+            await until_listening(database)
+            other = await anyio.to_thread.run_sync(PostgresStore.open, database, newer)  # adopts the newer model
+            other.close()
+            with anyio.fail_after(DEADLINE_S):
+                change = await anext(changes)
+            assert change.kind == "model"
+            assert replica.model.version == newer.version  # served by the time anyone hears of it
 
 
 def test_closing_the_store_ends_its_listening_sessions(database: str, model: Model) -> None:
