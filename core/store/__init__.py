@@ -14,7 +14,8 @@ every backend:
   `changed()` says whether another process committed since the last call, for a follower that wants to
   skip even that lookup; `notices(wake)` calls `wake` (from any thread) soon after any process commits, so a
   follower need not poll often, and returns the function that stops it, or None where the backend sends no
-  notices (SQLite: a follower polls `changed()`, which costs no I/O); a notice is a hint, the log the truth;
+  notices (SQLite: a follower reads the revision on a short tick, a local read); a notice is a hint, the log the
+  truth;
 * `uncontended()` lets a caller that must not wait (an event loop) read by key without waiting: True only if
   the block's reads wait for no other thread (SQLite: on the connection if it is free, else on a read-only
   connection in one read transaction for the block), every read in the block seeing one state no older than the
