@@ -575,15 +575,16 @@ def _percentiles(values: list[float]) -> dict[str, float | None]:
     return {"p50": round(cuts[49], 2), "p90": round(cuts[89], 2), "p99": round(cuts[98], 2)}
 
 
-async def measure(server: Server, token: str, revision: str, client: str, n: int, args: argparse.Namespace
-                  ) -> dict[str, Any]:  # fmt: skip
+async def measure(server: Server, token: str, revision: str, client: str, n: int, args: argparse.Namespace,
+                  write_to: Server | None = None) -> dict[str, Any]:  # fmt: skip
+    """The listeners on `server`; the writes through `write_to` (another replica of its store), else `server`."""
     heard = Heard(n)
     rss_idle = memory_mib(server.pid, "VmRSS")
     processes = min(args.client_processes, n)
     connect_started = time.monotonic()
     async with (
         listener_processes(server.url, revision, client, n, processes, heard) as children,
-        writer_client(server.url, revision, token) as writer,
+        writer_client((write_to or server).url, revision, token) as writer,
     ):
         with anyio.move_on_after(60 + n * 0.2):
             await heard.settled.wait()

@@ -3,8 +3,11 @@ subscriptions, and anything later). Surfaces subscribe here; none syncs the inde
 
 The index calls `ChangeFeed.collect` (from whatever thread synced it) with every batch of committed changes,
 whoever committed them. `ChangeFeed.pump` runs in the server's event loop: it wakes at once when this process
-commits and otherwise syncs the index on a short tick, so commits by *other processes* are noticed too. Each
-batch it delivers is a `Batch`: the changes in commit order and the resource URIs they touch (`uris_of`).
+commits, and commits by *other processes* (replicas on one PostgreSQL database, servers on one SQLite file) are
+noticed by syncing the index: at once on the store's notice of a commit (`Store.notices`: PostgreSQL's
+LISTEN/NOTIFY) with a slow fallback tick in case a notice is lost, or on a short tick where the store sends none
+(SQLite). Each batch it delivers is a `Batch`: the changes in commit order and the resource URIs they touch
+(`uris_of`).
 
 Two ways to hear it:
 
@@ -93,10 +96,14 @@ class ChangeFeed:
     """The committed changes of one store, as batches to subscribers and streams to watchers (see the module doc)."""
 
     def __init__(
-        self, index: GraphIndex, *, tick_s: float = 0.05, on_model_change: Callable[[], object] | None = None
-    ) -> None:
+        self, index: GraphIndex, *, tick_s: float = 0.05, fallback_s: float = 1.0,
+        on_model_change: Callable[[], object] | None = None,
+    ) -> None:  # fmt: skip
+        """`tick_s`: how often the pump syncs where the store sends no notices; `fallback_s`: where it does (the
+        bound on how late a commit whose notice was lost is delivered)."""
         self.index = index
         self.tick_s = tick_s
+        self.fallback_s = fallback_s
         self.on_model_change = on_model_change
         self._pending: deque[Change] = deque()
         self._loop: asyncio.AbstractEventLoop | None = None  # the pump's, while it runs
@@ -133,17 +140,25 @@ class ChangeFeed:
         """Index listener: queue changes for the event loop (deque appends are thread-safe) and wake the pump, so a
         change committed in this process is delivered at once rather than at the next tick."""
         self._pending.extend(changes)
+        self._poke()
+
+    def _poke(self) -> None:
+        """Wake the pump, from any thread (the loop's own included)."""
         loop, wake = self._loop, self._wake
         if loop is not None and wake is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(wake.set)  # safe from any thread, the loop's own included
+            loop.call_soon_threadsafe(wake.set)
 
     async def pump(self) -> None:
         """Forever: sync the index, then deliver what was collected. Run it in the server's task group.
 
-        It wakes when this process commits (`collect`) and otherwise every `tick_s`, which is how changes
-        committed by *other* processes (seen only by syncing the index) are noticed.
+        It wakes when this process commits (`collect`), when the store notices a commit by another process
+        (`Store.notices`), and otherwise every `fallback_s` (with notices) or `tick_s` (without): changes
+        committed by *other* processes are seen only by syncing the index, and the tick bounds how late one whose
+        notice was lost is delivered.
         """
         self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
+        stop_notices = self.index.store.notices(self._poke)
+        tick = self.tick_s if stop_notices is None else self.fallback_s
         try:
             while True:
                 try:
@@ -151,10 +166,12 @@ class ChangeFeed:
                     await self.flush()
                 except Exception:  # the pump must outlive any one bad delivery; log and go on
                     log.exception("delivering change events failed")
-                with anyio.move_on_after(self.tick_s):
+                with anyio.move_on_after(tick):
                     await self._wake.wait()
                 self._wake.clear()
         finally:
+            if stop_notices is not None:
+                stop_notices()
             self._loop = self._wake = None
 
     async def flush(self) -> None:

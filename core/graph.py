@@ -166,9 +166,7 @@ class GraphIndex:
         every call makes first never turns away a read that must not wait (`uncontended`)."""
         if self.store.revision() == self._applied:  # the revision only grows: current now means nothing to apply
             return []
-        with self._lock:
-            if self.store.revision() == self._applied:
-                return []
+        with self._lock:  # another sync may have applied them meanwhile: then the first page is empty
             applied: list[Change] = []
             while page := self.store.changes(self._applied, _PAGE):
                 if page[0].revision != self._applied + 1:  # revisions are gap-free: the log was compacted past us
@@ -176,6 +174,8 @@ class GraphIndex:
                     break
                 self.apply(page)
                 applied += page
+                if len(page) < _PAGE:  # the last page: one query fewer (on PostgreSQL, a round trip)
+                    break
             listeners = list(self._listeners)
         if applied:
             for listener in listeners:

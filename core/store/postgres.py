@@ -45,6 +45,7 @@ from core.store.common import (
     state_access,
     utc_now,
 )
+from core.store.pg_notices import Listener, announce
 from core.store.pg_sql import change_filter, node_filter, search_text
 from core.store.retention import Compaction, Retention, compaction_floor, cutoff
 from core.validation import StateView, Write, plan
@@ -208,6 +209,7 @@ class PostgresStore:
         self._lock = threading.Lock()
         self._writing = threading.local()  # .db: this thread's write transaction connection
         self._seen = -1  # the revision `changed()` last saw
+        self._listeners: list[Listener] = []  # `notices`' threads, stopped by `close`
 
     # -- opening -----------------------------------------------------------------------------------------------
     @classmethod
@@ -316,6 +318,7 @@ class PostgresStore:
                 (revision, utc_now(), principal, model.id, Json(model_info(previous)) if previous else None,
                  Json(model_info(model.document))),
             )  # fmt: skip
+            self._announce(db, revision)
             self._model = model
 
     # -- reading -----------------------------------------------------------------------------------------------
@@ -347,6 +350,19 @@ class PostgresStore:
                 return False
             self._seen = revision
             return True
+
+    def notices(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call `wake` (on a thread of its own) whenever any process commits a change, by LISTEN on a connection
+        outside the pool (`core.store.pg_notices`); returns the function that stops listening."""
+        listener = Listener(self._url, wake, self._location)
+        self._listeners.append(listener)
+
+        def stop() -> None:
+            listener.stop()
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return stop
 
     @contextmanager
     def uncontended(self) -> Generator[bool]:
@@ -525,6 +541,8 @@ class PostgresStore:
                     progress("writing", done, len(writes))
             self._flush(cursor, node_rows, edge_rows)
             _copy(cursor, f"changes ({_CHANGE_ALL})", change_rows)
+        if changes:
+            self._announce(db, changes[-1].revision)
         return changes
 
     def _node_row(self, n: Node) -> tuple[Any, ...]:
@@ -564,6 +582,11 @@ class PostgresStore:
             )
         node_rows.clear()
         edge_rows.clear()
+
+    @staticmethod
+    def _announce(db: psycopg.Connection[Any], revision: int) -> None:
+        """Notify every replica's listener once this write transaction commits (`core.store.pg_notices`)."""
+        announce(db, revision)
 
     # -- the text index ----------------------------------------------------------------------------------------
     def _ensure_text_index(self) -> None:
@@ -690,6 +713,10 @@ class PostgresStore:
         )
 
     def close(self) -> None:
+        for listener in self._listeners:
+            listener.stop()
+        for listener in self._listeners:
+            listener.join(timeout=1)
         self._pool.close()
 
     # -- plumbing ----------------------------------------------------------------------------------------------

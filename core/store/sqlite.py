@@ -422,6 +422,10 @@ class SQLiteStore:
             self._data_version = version
             return True
 
+    def notices(self, wake: Callable[[], None]) -> Callable[[], None] | None:
+        """None: SQLite sends no notices; a follower checks the revision on a short tick (a local read)."""
+        return None
+
     def node(self, id: str) -> Node | None:
         rows = self._read(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE id = ?", (id,))
         return _node(rows[0]) if rows else None

@@ -47,7 +47,7 @@ from core.mcp.surface import McpEndpoint, McpSurface
 from core.operations import PutNode
 from core.principal import LOCAL
 from core.records import Node
-from core.store.sqlite import SQLiteStore
+from core.store import Store
 from core.surfaces import discover
 from tests.conftest import FASTPATH_VAR, run_canon
 from tests.conftest import copy_store as copy_store  # re-exported: MCP tests import it from here
@@ -62,7 +62,7 @@ DEADLINE_S = 5.0
 
 
 # -- stores and instances (`seed_template`, `instance`, `shared_instance`: tests/conftest.py) ---------------------
-def touch_node(store: SQLiteStore, node_id: str) -> int:
+def touch_node(store: Store, node_id: str) -> int:
     """Commit a change to one node's properties (a new revision of it); return the store revision."""
     node = store.node(node_id)
     assert node is not None
