@@ -322,8 +322,10 @@ def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = (), 
         )
         for d in documents
     )
-    for tool in tools:  # a broken definition must fail at start-up, never at call time
-        checks.check(tool.input_schema)
+    for document, tool in zip(documents, tools, strict=True):  # a broken definition fails at start-up, not later
+        # checked as derived before the served data's ids are filled into its descriptions: filling text in changes
+        # no schema's validity, and the check is then remembered for every store on this model (core.schema_checks)
+        checks.check(derive(document["inputSchema"], model))
         checks.check(tool.output_schema)
         checks.check(tool.typed_output_schema)
     return Registry(model, tools, _resources(model), _templates(examples), examples)

@@ -27,6 +27,21 @@ def test_a_second_build_on_the_same_cache_checks_nothing_and_gives_the_same_tool
     assert [t.to_json() for t in rebuilt.tools] == [t.to_json() for t in built.tools]
 
 
+def test_a_registry_for_another_stores_data_finds_its_checks_remembered(tmp_path: Path) -> None:
+    """Descriptions name the served data's ids (`core.examples`), which differ from store to store; the checks do
+    not depend on them, so a server on a new store of the same model starts without checking again."""
+    from core.examples import Examples
+
+    model = load_model()
+    first = SchemaChecks(tmp_path)
+    build_registry(model, checks=first)
+    other = Examples(type="Team", id="team-someone-else", edge="owns", target_type="Service", target="svc-other")
+    second = SchemaChecks(tmp_path)
+    described = build_registry(model, examples=other, checks=second)
+    assert "team-someone-else" in json.dumps([t.to_json() for t in described.tools])
+    assert second.checked == 0
+
+
 def test_a_changed_model_file_is_checked_again_and_a_broken_one_still_fails(tmp_path: Path) -> None:
     document = json.loads(default_model_path().read_text(encoding="utf-8"))
     file = tmp_path / "model.json"
