@@ -141,6 +141,7 @@ def test_stdio_answers_initialize_without_importing_what_it_does_not_need(seed_t
 
 def _heaviest_neighbourhoods(instance: Instance, count: int) -> list[str]:
     """The ids of the `count` nodes whose default get_neighbors page is the largest object."""
+    assert instance.index is not None
     with instance.index.reading() as view:
         ids = sorted(view.graph.nodes)
     size = {i: len(json.dumps(instance.dispatcher.call_tool(LOCAL, "test", "get_neighbors", {"id": i}).as_json()))
