@@ -128,3 +128,14 @@ async def test_both_revisions_advertise_prompts_whose_list_never_changes(shared_
     assert modern["capabilities"]["prompts"] == {"listChanged": False}
     assert "completions" in legacy["capabilities"]
     assert "completions" in modern["capabilities"]
+
+
+async def test_a_prompt_is_served_over_http_on_the_modern_revision(shared_instance: Instance) -> None:
+    async with asgi_http(shared_instance) as http:
+        headers, body = modern_request("prompts/get", {"name": "onboard_type", "arguments": {"type": "Team"}})
+        headers["Mcp-Name"] = "onboard_type"
+        answer = await http.post("/mcp", json=body, headers=headers)
+
+    assert answer.status_code == 200, answer.text
+    [message] = answer.json()["result"]["messages"]
+    assert message["content"]["text"].startswith("Teach me the Team nodes of the northwind graph")
