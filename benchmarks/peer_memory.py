@@ -100,21 +100,26 @@ def write_canon_store(tmp: Path, nodes: list[dict[str, Any]], edges: list[dict[s
     return store
 
 
-def _observations(properties: dict[str, Any]) -> list[str]:
+def _observations(properties: dict[str, Any], scalars: bool = False) -> list[str]:
+    """ "key: value" for every string or list-of-strings property, and with `scalars` every number and boolean too
+    (as JSON: "tier: 1", "oncall: true")."""
     out = []
     for key, value in properties.items():
         if isinstance(value, str):
             out.append(f"{key}: {value}")
         elif isinstance(value, list) and all(isinstance(v, str) for v in value):
             out.append(f"{key}: {', '.join(value)}")
+        elif scalars and isinstance(value, bool | int | float):
+            out.append(f"{key}: {json.dumps(value)}")
     return out
 
 
-def write_memory_file(tmp: Path, nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> Path:
+def write_memory_file(tmp: Path, nodes: list[dict[str, Any]], edges: list[dict[str, Any]], *,
+                      scalars: bool = False) -> Path:  # fmt: skip
     """server-memory's storage format (see `loadGraph` in its dist/index.js): one JSON object a line."""
     path = tmp / "memory.jsonl"
     entities = [{"type": "entity", "name": n["id"], "entityType": n["type"],
-                 "observations": _observations(n["properties"])} for n in nodes]  # fmt: skip
+                 "observations": _observations(n["properties"], scalars)} for n in nodes]  # fmt: skip
     relations = [{"type": "relation", "from": e["source"], "to": e["target"], "relationType": e["type"]}
                  for e in edges]  # fmt: skip
     _write_jsonl(path, [*entities, *relations])

@@ -16,12 +16,13 @@ from typing import Any
 from core.access import change_for
 from core.dispatch import CallContext
 from core.errors import NotFoundError
+from core.model import Model
 from core.paging import decode_cursor, encode_cursor
 from core.registry import ResourceDefinition, type_schema
 from core.store import NodeQuery
 from core.uris import CHANGES_URI, MODEL_URI, NODE_TEMPLATE, node_of, node_uri, type_of
 
-__all__ = ["ResourceContent", "complete", "list_resources", "read_resource"]
+__all__ = ["ResourceContent", "complete", "complete_ids", "complete_types", "list_resources", "read_resource"]
 
 PAGE = 100
 MAX_COMPLETIONS = 100
@@ -93,12 +94,21 @@ def complete(
     if template != NODE_TEMPLATE:
         raise NotFoundError("resource template", template)
     if argument == "type":
-        names = [n for n in ctx.model.node_types if n.lower().startswith(value.lower())]
-        return names[:MAX_COMPLETIONS], len(names), len(names) > MAX_COMPLETIONS
+        return complete_types(ctx.model, value)
     if argument == "id":
-        node_type = context.get("type")
-        query = NodeQuery(node_type if node_type in ctx.model.node_types else None, id_prefix=value or None,
-                          sight=ctx.sight)  # fmt: skip
-        nodes, total = ctx.store.find_nodes(query, after=None, limit=MAX_COMPLETIONS)
-        return [n.id for n in nodes], total, total > len(nodes)
+        return complete_ids(ctx, value, context.get("type"))
     raise NotFoundError("template argument", argument)
+
+
+def complete_types(model: Model, value: str) -> tuple[list[str], int, bool]:
+    """Node type names starting with `value` (any case): (values, total, whether there are more)."""
+    names = [n for n in model.node_types if n.lower().startswith(value.lower())]
+    return names[:MAX_COMPLETIONS], len(names), len(names) > MAX_COMPLETIONS
+
+
+def complete_ids(ctx: CallContext, value: str, node_type: str | None = None) -> tuple[list[str], int, bool]:
+    """Ids starting with `value` of the nodes the caller may read (of `node_type`, when it is a type)."""
+    known = node_type if node_type in ctx.model.node_types else None
+    nodes, total = ctx.store.find_nodes(NodeQuery(known, id_prefix=value or None, sight=ctx.sight), after=None,
+                                        limit=MAX_COMPLETIONS)  # fmt: skip
+    return [n.id for n in nodes], total, total > len(nodes)

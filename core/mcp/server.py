@@ -13,6 +13,9 @@ one MCP method onto the dispatcher and its answer back; errors map in one table:
 | other resource/completion  | -32602 with the error's message (ForbiddenError included,    |
 |                            | with data.code "forbidden")                                  |
 
+Prompts (`core.prompts`): prompts/list, prompts/get (rendered through the dispatcher, refusals mapped as for
+resources) and completion/complete of their arguments; the list never changes, so its capability says so.
+
 Every handler runs as the principal `principal_of` gives for the request (the transport decides: the local
 principal on stdio, the bearer token's principal or anonymous on HTTP), so tools/list shows only the tools
 that principal may call and every read goes through its sight.
@@ -45,6 +48,8 @@ from core.mcp.client_log import ClientLog
 from core.mcp.events import EventFanout
 from core.mcp.revisions import SUPPORTED_VERSIONS, Negotiate
 from core.principal import Principal
+from core.prompts import PROMPTS, PromptDefinition, prompt, render
+from core.prompts import complete as complete_prompt
 from core.registry import ToolDefinition
 from core.resources import complete, read_resource
 from core.resources import list_resources as resource_page
@@ -294,24 +299,39 @@ def build_server(current: Current, fanout: EventFanout, principal_of: PrincipalO
         return types.EmptyResult()
 
     async def completion(ctx: ServerRequestContext[Any], params: types.CompleteRequestParams) -> types.CompleteResult:
-        ref = params.ref
-        if not isinstance(ref, types.ResourceTemplateReference):
-            raise MCPError(types.INVALID_PARAMS, f"No prompt {ref.name!r}: canon serves no prompts.")
-        template = ref.uri
-        context = dict(params.context.arguments or {}) if params.context is not None else {}
-        arg = params.argument
-        values, total, more = await _run(ctx, "completion/complete", template,
-                                         lambda c: complete(c, template, arg.name, arg.value, context))  # fmt: skip
+        ref, arg = params.ref, params.argument
+        if isinstance(ref, types.PromptReference):
+            name = ref.name
+            values, total, more = await _run(ctx, "completion/complete", name,
+                                             lambda c: complete_prompt(c, name, arg.name, arg.value))  # fmt: skip
+        else:
+            template = ref.uri
+            context = dict(params.context.arguments or {}) if params.context is not None else {}
+            values, total, more = await _run(ctx, "completion/complete", template,
+                                             lambda c: complete(c, template, arg.name, arg.value, context))  # fmt: skip
         return types.CompleteResult(completion=types.Completion(values=values, total=total, has_more=more))
+
+    async def list_prompts(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[_prompt(p) for p in PROMPTS])
+
+    async def get_prompt(ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        name, arguments = params.name, dict(params.arguments or {})
+        text = await _run(ctx, "prompts/get", name, lambda c: render(c, name, arguments, prefix))
+        message = types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))
+        return types.GetPromptResult(description=prompt(name).description, messages=[message])
 
     async def set_level(ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams) -> types.EmptyResult:
         client_log.set_level(ctx, params.level)  # the SDK serves this method on 2025-11-25 only
         return types.EmptyResult()
 
     async def discover(ctx: ServerRequestContext[Any], params: types.RequestParams | None) -> types.DiscoverResult:
-        # logging is deprecated in 2026-07-28 and not served there (core.mcp.client_log): not advertised either
+        # logging is deprecated in 2026-07-28 and not served there (core.mcp.client_log): not advertised either; the
+        # prompt list is the same for every model, so it never changes (the SDK would say it may)
         capabilities = server.get_capabilities(protocol_version=ctx.protocol_version)
-        capabilities = capabilities.model_copy(update={"logging": None})
+        unchanging = types.PromptsCapability(list_changed=False)
+        capabilities = capabilities.model_copy(update={"logging": None, "prompts": unchanging})
         return types.DiscoverResult(
             supported_versions=SUPPORTED_VERSIONS,
             capabilities=capabilities,
@@ -368,6 +388,8 @@ def build_server(current: Current, fanout: EventFanout, principal_of: PrincipalO
         on_unsubscribe_resource=unsubscribe,
         on_subscriptions_listen=_HonestListen(ListenHandler(fanout.bus), readable),
         on_completion=completion,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
     )
     # without the SDK's own span per message: it names a tool as the client spelt it (anything a client sends);
     # canon's one span per call is core.tracing's, with `[tracing] enabled`
@@ -380,6 +402,13 @@ def build_server(current: Current, fanout: EventFanout, principal_of: PrincipalO
     server.add_request_handler("server/discover", types.RequestParams, discover)
     server.calls = calls
     return server
+
+
+def _prompt(definition: PromptDefinition) -> types.Prompt:
+    arguments = [types.PromptArgument(name=a.name, description=a.description, required=True)
+                 for a in definition.arguments]  # fmt: skip
+    return types.Prompt(name=definition.name, title=definition.title, description=definition.description,
+                        arguments=arguments)  # fmt: skip
 
 
 def _call_result(result: ToolResult, structured: bool = True) -> dict[str, Any]:
@@ -427,8 +456,9 @@ class _RememberLegacy:
 class _HonestListen:
     """The SDK's listen handler, honouring only what canon serves and the caller may read.
 
-    The SDK acknowledges every requested kind; canon has no prompts, so it never offers them, and a resource
-    subscription the caller may not read (or that does not exist) is dropped before the SDK sees it.
+    The SDK acknowledges every requested kind; canon's prompt list never changes (`core.prompts`), so it never
+    offers its list_changed, and a resource subscription the caller may not read (or that does not exist) is dropped
+    before the SDK sees it.
     """
 
     def __init__(self, inner: ListenHandler,

@@ -13,7 +13,7 @@ from core.paging import decode_cursor, encode_cursor, page
 def get_audit_log(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     if ctx.audit is not None:
         ctx.audit.flush()  # include every call made before this one
-    limit = args.get("limit", 50)
+    limit = args["limit"]
     query = AuditQuery(args.get("principal"), args.get("target"), args.get("outcome"), args.get("surface"),
                        utc(args.get("since")))  # fmt: skip
     before = decode_cursor("get_audit_log", args, int)

@@ -21,10 +21,10 @@ POSITION = {"after": int, "until": int, "total": int}  # the last revision sent,
 
 @handler("get_changes")
 def get_changes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    limit = args.get("limit", 100)
+    limit = args["limit"]
     position: dict[str, int] | None = decode_cursor("get_changes", args, POSITION)
     if position is None:
-        after, until = args.get("since", 0), ctx.store.revision()
+        after, until = args["since"], ctx.store.revision()
         check_since(after, ctx.store.changes_floor())
         total = ctx.store.count_changes(after, sight=ctx.sight, until=until)
     else:

@@ -29,7 +29,7 @@ def find_nodes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     node_type = ctx.model.node_types.get(args["type"]) if "type" in args else None
     conditions = parse_where(args.get("where", {}), node_type, tool="find_nodes")
     query = NodeQuery(args.get("type"), conditions, args.get("text"), text_fields(ctx), sight=ctx.sight)
-    limit = args.get("limit", 10)
+    limit = args["limit"]
     after = decode_cursor("find_nodes", args, str)
     revision = ctx.index.revision
     nodes, total = ctx.store.find_nodes(query, after=after, limit=limit + 1)

@@ -237,7 +237,7 @@ def query_graph(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     unknown = [name for name in returned if name not in variables]
     if unknown:
         raise InvalidArgumentsError("query_graph", [Problem("/return", f"unknown variable(s): {', '.join(unknown)}")])
-    limit = args.get("limit", 20)
+    limit = args["limit"]
     with ctx.index.reading() as view:
         ctx.check_time()  # the call may have waited its time out already (for a worker thread, a sync)
         revision = view.revision

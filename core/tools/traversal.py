@@ -59,9 +59,9 @@ def _edges_json(ctx: CallContext, refs: list[EdgeRef]) -> list[dict[str, Any]]:
 
 @handler("get_neighbors")
 def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    origin, depth = args["id"], args.get("depth", 1)
-    direction, types = args.get("direction", "both"), frozenset(args.get("edge_types", []))
-    limit = args.get("limit", 8)
+    origin, depth = args["id"], args["depth"]
+    direction, types = args["direction"], frozenset(args.get("edge_types", []))
+    limit = args["limit"]
     with ctx.index.reading() as view:
         ctx.check_time()  # the call may have waited its time out already (for a worker thread, a sync)
         graph, revision = view.graph, view.revision
@@ -119,8 +119,8 @@ def _distances(
 @handler("find_paths")
 def find_paths(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     source, target = args["source"], args["target"]
-    direction, types = args.get("direction", "both"), frozenset(args.get("edge_types", []))
-    max_depth, limit = args.get("max_depth", 4), args.get("limit", 5)
+    direction, types = args["direction"], frozenset(args.get("edge_types", []))
+    max_depth, limit = args["max_depth"], args["limit"]
     with ctx.index.reading() as view:
         ctx.check_time()  # the call may have waited its time out already (for a worker thread, a sync)
         graph, revision = view.graph, view.revision

@@ -3,7 +3,8 @@
 Every type is made at start-up from the registry with `type()` and `strawberry.type` (inputs with
 `strawberry.input`); nothing here is written by hand for one model. What each schema becomes:
 
-* `string`/`integer`/`number`/`boolean` -> `String`/`Int`/`Float`/`Boolean`; `["T", "null"]` -> nullable `T`;
+* `string`/`integer`/`number`/`boolean` -> `String`/`Int`/`Float`/`Boolean`; `["T", "null"]` and `anyOf` of `T` and
+  `{"type": "null"}` -> nullable `T`;
   `const` -> the const's scalar; an array -> a list of its items.
 * `enum` of strings that are all GraphQL names -> a GraphQL enum, one per value set (the first place a set is
   seen names it: the `$defs` name, else the property name, else owner + property); other enums -> `String`.
@@ -118,6 +119,19 @@ class Mapped:
     json_fallback: bool = False
 
 
+def _or_null(schema: Mapping[str, Any]) -> dict[str, Any] | None:
+    """`S` of `{"anyOf": [S, {"type": "null"}]}` (the portable spelling of a nullable `S`), with the schema's other
+    keywords; None for any other schema."""
+    branches: Any = schema.get("anyOf")
+    if not isinstance(branches, list) or len(branches) != 2 or NULL not in branches:  # pyright: ignore[reportUnknownArgumentType]
+        return None
+    [real] = [b for b in branches if b != NULL]  # pyright: ignore[reportUnknownVariableType]
+    return {**{k: v for k, v in schema.items() if k != "anyOf"}, **real}
+
+
+NULL = {"type": "null"}
+
+
 def _nullable(value: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda v: None if v is None else value(v)
 
@@ -197,8 +211,12 @@ class TypeMapper:
     def nullable_in(self, schema: Mapping[str, Any], root: Mapping[str, Any]) -> bool:
         resolved, _ = self.resolve(schema, root)
         types = resolved.get("type")
-        return (isinstance(types, list) and "null" in types) or (
-            "enum" in resolved and None in resolved["enum"]  # pyright: ignore[reportUnknownMemberType]
+        return (
+            (isinstance(types, list) and "null" in types)
+            or _or_null(resolved) is not None
+            or (
+                "enum" in resolved and None in resolved["enum"]  # pyright: ignore[reportUnknownMemberType]
+            )
         )
 
     def map(self, schema: Mapping[str, Any], root: Mapping[str, Any], hint: str, where: str, *,
@@ -210,6 +228,9 @@ class TypeMapper:
             if shaped is not None:
                 return shaped
         resolved, def_name = self.resolve(schema, root)
+        maybe = _or_null(resolved)
+        if maybe is not None:  # nullability is the field's (`nullable_in`)
+            return self.map(maybe, root, hint, where, output=output)
         if any(k in resolved for k in UNSUPPORTED):
             kind = next(k for k in UNSUPPORTED if k in resolved)
             return self.fallback(where, f"{kind} has no GraphQL equivalent")

@@ -13,6 +13,7 @@ URL layout (root-relative, so the files are the same wherever canon is served; w
     /types/<Name>.md               a node type: properties, edges, JSON Schema, its public nodes (bounded)
     /nodes/<Type>/<id>.md          a public node and its public neighbours, grouped by edge type
     /resources/<name>.md           a resource or template: URI, how to read it, its content (bounded)
+    /prompts/<name>.md             a prompt: its arguments and how to get it over MCP
 
 Pages are rendered on first request and kept until the store's revision changes, so repeated crawler hits
 cost a dictionary lookup; each answer carries an ETag (a digest of its bytes) and honours If-None-Match.
@@ -104,7 +105,8 @@ class LlmsSurface:
 
     name: str = "llms"
     cors: bool = True  # crawlers' and pages' reads from other origins are answered (core.http.cors)
-    paths: tuple[str, ...] = ("/llms.txt", "/llms-full.txt", "/tools/", "/types/", "/nodes/", "/resources/")
+    paths: tuple[str, ...] = ("/llms.txt", "/llms-full.txt", "/tools/", "/types/", "/nodes/", "/resources/",
+                              "/prompts/")  # fmt: skip
     max_nodes: int = 200  # public nodes listed in llms.txt, shared between the types
     max_full_nodes: int = 100  # node pages inlined in llms-full.txt
     max_type_nodes: int = 100  # public nodes listed on a node type's page

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from core.principal import ANONYMOUS, ROLES
+from core.prompts import PROMPTS, PromptDefinition
 from core.registry import Registry, ResourceDefinition, ToolDefinition
 from core.resources import read_resource
 from core.surfaces import SurfaceHost
@@ -135,6 +136,7 @@ class Site:
             return self.node_page(node_type, id) if id and "/" not in id else None
         pages: dict[str, Callable[[str], str | None]] = {
             "tools": self.tool_page, "types": self.type_page, "resources": self.resource_page,
+            "prompts": self.prompt_page,
         }  # fmt: skip
         return pages[section](rest) if section in pages and rest and "/" not in rest else None
 
@@ -208,9 +210,10 @@ class Site:
             for name, t in self.model.node_types.items()
         ]
         resources = [Link(r.name, f"/resources/{r.name}.md", self._resource_note(r)) for r in self._all_resources()]
+        prompts = [Link(p.name, f"/prompts/{p.name}.md", p.description) for p in PROMPTS]
         nodes = [self._node_link(n) for n in self._listed_nodes(self.bounds.max_nodes)]
         return self._render("llms.txt.j2", **self._intro(), tools=tools, types=types, resources=resources,
-                            nodes=nodes)  # fmt: skip
+                            prompts=prompts, nodes=nodes)  # fmt: skip
 
     def llms_full(self) -> str:
         pages: list[tuple[str, str | None]] = [(f"/tools/{t.name}.md", self.tool_page(t.name, 1))
@@ -218,6 +221,7 @@ class Site:
         pages += [(f"/types/{name}.md", self.type_page(name, 1)) for name in self.model.node_types]
         pages += [(f"/resources/{r.name}.md", self.resource_page(r.name, 1, inline=False))
                   for r in self._all_resources()]  # fmt: skip
+        pages += [(f"/prompts/{p.name}.md", self.prompt_page(p.name, 1)) for p in PROMPTS]
         for node in self._listed_nodes(self.bounds.max_full_nodes):
             pages.append((node_url(node["type"], node["id"]), self._node_text(node["type"], node["id"], 1)))
         return self._render("full.txt.j2", **self._intro(), pages=[(url, text) for url, text in pages if text])
@@ -326,6 +330,13 @@ class Site:
         yield from groups
 
     # -- resources -----------------------------------------------------------------------------------------------
+    # -- prompts ---------------------------------------------------------------------------------------------------
+    def prompt_page(self, name: str, shift: int = 0) -> str | None:
+        definition = next((p for p in PROMPTS if p.name == name), None)
+        if definition is None:
+            return None
+        return self._render("prompt.md.j2", h=_headings(shift), prompt=definition, get=_prompt_get(definition))
+
     def _all_resources(self) -> tuple[ResourceDefinition, ...]:
         return (*self.registry.resources, *self.registry.templates)
 
@@ -364,6 +375,11 @@ class Site:
         if len(text) > self.bounds.max_resource_chars:
             return None, len(text)
         return text, 0
+
+
+def _prompt_get(definition: PromptDefinition) -> dict[str, Any]:
+    """A `prompts/get` request's params for `definition`, its arguments as placeholders."""
+    return {"name": definition.name, "arguments": {a.name: f"<{a.name}>" for a in definition.arguments}}
 
 
 def _headings(shift: int) -> Callable[[int], str]:

@@ -30,7 +30,8 @@ def _mcp_json_server() -> list[str]:
 
 
 def _inspect(node22: Path, tmp_path: Path, *method: str, strict: bool = False) -> dict[str, Any]:
-    """Run one Inspector CLI method against canon as `.mcp.json` launches it; its JSON result."""
+    """Run one Inspector CLI method against canon as `.mcp.json` launches it; its JSON envelope: `result`, and with
+    `strict` on tools/list, `schemaFindings` when the tool schemas have portability findings of any severity."""
     store = tmp_path / "canon.db"
     repo_store_existed = (REPO / "canon.db").exists()
     command = [node22, INSPECTOR / "index.js", "--cli", "--protocol-era", "modern", "--format", "json", "-q",
@@ -43,23 +44,24 @@ def _inspect(node22: Path, tmp_path: Path, *method: str, strict: bool = False) -
     assert (REPO / "canon.db").exists() == repo_store_existed, "the server wrote a store into the repository root"
     envelope: dict[str, Any] = json.loads(finished.stdout)  # --format json: {"result": ...} or {"error": ...}
     assert "result" in envelope, f"inspector answered {envelope}"
-    result: dict[str, Any] = envelope["result"]
-    return result
+    return envelope
 
 
 @pytest.mark.slow
-def test_inspector_lists_every_tool_with_portable_schemas(node22: Path, tmp_path: Path) -> None:
-    # --strict: exit 6 if any tool schema has an error-severity portability problem (warnings are allowed)
-    listed = _inspect(node22, tmp_path, "--method", "tools/list", strict=True)
+def test_inspector_lists_every_tool_with_portable_schemas_and_no_warning(node22: Path, tmp_path: Path) -> None:
+    # --strict: exit 6 on an error-severity portability problem, and every finding (warnings too) in the envelope
+    envelope = _inspect(node22, tmp_path, "--method", "tools/list", strict=True)
+    listed = envelope["result"]
 
     assert [tool["name"] for tool in listed["tools"]] == list(TOOLS)  # stdio: the local admin sees them all
     assert all(tool["inputSchema"]["type"] == "object" and tool["outputSchema"] for tool in listed["tools"])
+    assert envelope.get("schemaFindings", []) == []  # no type unions, untyped schemas or remote $refs
 
 
 @pytest.mark.slow
 def test_inspector_calls_get_node_in_the_modern_era(node22: Path, tmp_path: Path) -> None:
     called = _inspect(node22, tmp_path, "--method", "tools/call", "--tool-name", "get_node",
-                      "--tool-arg", "id=team-payments")  # fmt: skip
+                      "--tool-arg", "id=team-payments")["result"]  # fmt: skip
 
     assert called["isError"] is False
     assert called["structuredContent"]["node"]["id"] == "team-payments"
@@ -69,7 +71,7 @@ def test_inspector_calls_get_node_in_the_modern_era(node22: Path, tmp_path: Path
 
 @pytest.mark.slow
 def test_inspector_reads_a_node_resource_in_the_modern_era(node22: Path, tmp_path: Path) -> None:
-    read = _inspect(node22, tmp_path, "--method", "resources/read", "--uri", NODE_URI)
+    read = _inspect(node22, tmp_path, "--method", "resources/read", "--uri", NODE_URI)["result"]
 
     [content] = read["contents"]
     assert content["uri"] == NODE_URI

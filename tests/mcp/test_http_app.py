@@ -44,7 +44,7 @@ async def test_discover_lists_both_revisions_and_the_change_capabilities(shared_
     assert capabilities["resources"]["subscribe"] is True
     assert capabilities["resources"]["listChanged"] is True
     assert "completions" in capabilities
-    assert "prompts" not in capabilities
+    assert capabilities["prompts"] == {"listChanged": False}  # the same three prompts whatever the model
     assert result["instructions"]
     assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "canon"
     assert result["cacheScope"] == "public"  # the same for every caller

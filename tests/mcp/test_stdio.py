@@ -17,6 +17,7 @@ import pytest
 
 from core.instance import Instance
 from core.mcp.revisions import BATCH, SUPPORTED_VERSIONS
+from core.principal import LOCAL
 from tests.mcp.conftest import LEGACY, asgi_http, copy_store, envelope, modern_request
 
 pytestmark = pytest.mark.anyio
@@ -44,16 +45,30 @@ class Stdio:
 
     def ask(self, message: Any) -> dict[str, Any]:
         """Send one line; the answer line (waiting at most 30 s: a cold start imports the SDK)."""
-        self.send(message)
-        answer: dict[str, Any] = json.loads(self.lines.get(timeout=30))
+        answer: dict[str, Any] = json.loads(self.ask_line(message))
         return answer
+
+    def ask_line(self, message: Any) -> str:
+        """Send one line; the answer line as it came, without its newline."""
+        self.send(message)
+        return self.lines.get(timeout=30).rstrip("\n")
 
 
 @pytest.fixture
 def stdio(seed_template: Path, tmp_path: Path) -> Iterator[Stdio]:
+    yield from _serving(seed_template, tmp_path)
+
+
+@pytest.fixture
+def agent_stdio(seed_template: Path, tmp_path: Path) -> Iterator[Stdio]:
+    """`canon serve --stdio --profile agent`."""
+    yield from _serving(seed_template, tmp_path, "--profile", "agent")
+
+
+def _serving(seed_template: Path, tmp_path: Path, *options: str) -> Iterator[Stdio]:
     store = copy_store(seed_template, tmp_path / "canon.db")
     env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
-    popen = subprocess.Popen([sys.executable, "-m", "core.cli", "--store", str(store), "serve", "--stdio"],
+    popen = subprocess.Popen([sys.executable, "-m", "core.cli", "--store", str(store), "serve", "--stdio", *options],
                              cwd=tmp_path, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, text=True)  # fmt: skip
     process = Stdio(popen)
@@ -122,3 +137,33 @@ def test_stdio_answers_initialize_without_importing_what_it_does_not_need(seed_t
     imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     assert "core.mcp.server" in imported  # the listing is real
     assert sorted(m for m in imported if any(m == p or m.startswith(f"{p}.") for p in NOT_FOR_STDIO)) == []
+
+
+def _heaviest_neighbourhoods(instance: Instance, count: int) -> list[str]:
+    """The ids of the `count` nodes whose default get_neighbors page is the largest object."""
+    assert instance.index is not None
+    with instance.index.reading() as view:
+        ids = sorted(view.graph.nodes)
+    size = {i: len(json.dumps(instance.dispatcher.call_tool(LOCAL, "test", "get_neighbors", {"id": i}).as_json()))
+            for i in ids}  # fmt: skip
+    return sorted(ids, key=lambda i: size[i], reverse=True)[:count]
+
+
+def test_the_agent_profile_answers_the_two_heaviest_nodes_default_reads_within_8_kb_a_line(
+    agent_stdio: Stdio, shared_instance: Instance
+) -> None:
+    agent_stdio.ask(initialize(LEGACY, 1))
+    agent_stdio.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    heaviest = _heaviest_neighbourhoods(shared_instance, 2)
+    calls = [(tool, node_id) for node_id in heaviest for tool in ("get_neighbors", "get_node")]
+
+    lines = [agent_stdio.ask_line({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                                   "params": {"name": tool, "arguments": {"id": node_id}}})
+             for n, (tool, node_id) in enumerate(calls, start=2)]  # fmt: skip
+
+    for (tool, node_id), line in zip(calls, lines, strict=True):
+        result = json.loads(line)["result"]
+        assert result["isError"] is False, result
+        assert len(line.encode()) <= 8 * 1024, (tool, node_id, len(line.encode()))
+    pages = [json.loads(json.loads(line)["result"]["content"][0]["text"]) for line in lines[::2]]
+    assert all(page["truncated"] and page["next_cursor"] for page in pages)  # the rest is a page away, said so

@@ -15,12 +15,13 @@ from llms_txt import parse_llms_file  # pyright: ignore[reportMissingTypeStubs]
 
 from core.instance import Instance
 from core.principal import ANONYMOUS, LOCAL
+from core.prompts import PROMPTS
 from core.records import Node
 from core.surfaces import claims, host_for
 from generators.llms.app import LlmsSurface, share, surface
 from tests.generators.conftest import asgi, live, token
 
-SECTIONS = ["Tools", "Node types", "Resources", "Nodes", "Optional"]
+SECTIONS = ["Tools", "Node types", "Resources", "Prompts", "Nodes", "Optional"]
 OTHER_SURFACES = {"/openapi.json", "/schema.graphql"}  # linked from Optional, served by the REST and GraphQL surfaces
 LINK = re.compile(r"\]\((/[^)\s]*)\)")
 
@@ -124,6 +125,16 @@ def test_every_registry_tool_and_resource_is_linked_and_nothing_else(
     assert resources == [(r.name, f"/resources/{r.name}.md") for r in everything]
     types = [link["url"] for link in sections["Node types"]]
     assert types == [f"/types/{name}.md" for name in gen_instance.model.node_types]
+    prompts = [(link["title"], link["url"]) for link in sections["Prompts"]]
+    assert prompts == [(p.name, f"/prompts/{p.name}.md") for p in PROMPTS]
+
+
+def test_prompt_pages_name_the_arguments_and_how_to_get_the_prompt(crawls: tuple[Crawl, Crawl]) -> None:
+    page = crawls[0].pages["/prompts/explain_node.md"].text
+
+    assert page.startswith("# explain_node\n")
+    assert "- `id` (required): The node's id. `completion/complete` offers node ids by prefix." in page
+    assert '`{"name": "explain_node", "arguments": {"id": "<id>"}}`' in page
 
 
 def test_the_nodes_section_lists_every_public_node_when_they_fit(
@@ -284,6 +295,8 @@ def test_llms_full_inlines_every_page_under_one_h1(crawls: tuple[Crawl, Crawl], 
         assert f"source: /tools/{tool.name}.md\n\n## {tool.name}\n" in full
     for name in gen_instance.model.node_types:
         assert f"source: /types/{name}.md\n\n## {name}\n" in full
+    for prompt in PROMPTS:
+        assert f"source: /prompts/{prompt.name}.md\n\n## {prompt.name}\n" in full
     nodes = re.findall(r"^source: /nodes/", full, re.MULTILINE)
     assert len(nodes) == surface.max_full_nodes
 

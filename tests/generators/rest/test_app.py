@@ -184,6 +184,7 @@ def test_clashing_definition_names_get_their_own_component_and_shared_ones_are_s
     gen_instance: Instance,
 ) -> None:
     slug = {"type": "integer"}  # the model's Slug is a string
+    defs = json.loads(json.dumps(gen_instance.registry.tool("find_nodes").input_schema["$defs"]))
     extra = {
         "name": "count_slugs", "title": "Count", "description": "A test tool.", "execution": "worker",
         "annotations": {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
@@ -191,8 +192,7 @@ def test_clashing_definition_names_get_their_own_component_and_shared_ones_are_s
         "permission": "read", "advanced": False, "surface": {"rest": {"method": "POST", "path": "/count"}},
         "inputSchema": {"type": "object", "properties": {"s": {"$ref": "#/$defs/Slug"}}, "$defs": {"Slug": slug}},
         "outputSchema": {"type": "object", "properties": {"n": {"$ref": "#/$defs/condition"}},
-                         "$defs": {"condition": json.loads(json.dumps(
-                             gen_instance.registry.tool("find_nodes").input_schema["$defs"]["condition"]))}},
+                         "$defs": defs},
     }  # fmt: skip
     registry: Registry = build_registry(gen_instance.model, [extra])
     doc = openapi_document(registry)
@@ -200,7 +200,8 @@ def test_clashing_definition_names_get_their_own_component_and_shared_ones_are_s
     schemas = doc["components"]["schemas"]
     assert schemas["Slug_2"] == slug
     assert schemas["Slug"]["type"] == "string"
-    assert not any(name.startswith("condition_") for name in schemas)  # identical definitions: stored once
+    shared = ("condition_", "bound_", "scalar_", "value_")
+    assert not any(name.startswith(shared) for name in schemas)  # identical definitions: stored once
     op = doc["paths"]["/api/count"]["post"]
     tool = registry.tool("count_slugs")
     assert unhoist(doc, op) == (tool.input_schema, tool.output_schema)
