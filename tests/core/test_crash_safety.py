@@ -19,8 +19,12 @@ from typing import IO, Any
 
 import pytest
 
+from core.audit import AuditQuery
+from core.config import Config
 from core.errors import StoreUnavailableError
+from core.instance import open_instance
 from core.model import Model, default_model_path
+from core.principal import LOCAL
 from core.store import Store, open_store
 from core.store.sqlite import SQLiteStore
 from core.synthetic import write_synthetic
@@ -268,4 +272,33 @@ def test_a_read_after_a_postgresql_restart_is_answered_on_a_fresh_connection(
         assert result.revision == revision + 3
     finally:
         store.close()
+        restartable_postgres.drop_database(url)
+
+
+def test_tool_calls_after_a_postgresql_restart_are_answered_and_audited(restartable_postgres: Server) -> None:
+    url = restartable_postgres.new_database()
+    instance = open_instance(Config(store=url))  # seeded
+    try:
+        dispatcher = instance.dispatcher
+        assert not dispatcher.call_tool(LOCAL, "test", "get_node", {"id": "svc-checkout-api"}).is_error
+        restartable_postgres.restart("fast")
+        read = dispatcher.call_tool(LOCAL, "test", "get_node", {"id": "svc-checkout-api"})
+        assert read.as_json()["node"]["id"] == "svc-checkout-api"
+        team = {
+            "id": "team-after-restart",
+            "type": "Team",
+            "properties": {"name": "After", "slug": "after", "mission": "Exist after a restart.", "area": "platform"},
+        }
+        written = dispatcher.call_tool(LOCAL, "test", "upsert_node", team)
+        assert written.as_json()["created"] is True
+        assert instance.store.node("team-after-restart") is not None
+    finally:
+        instance.close()
+    reopened = open_store(url, instance.store.model)
+    try:
+        outcomes = reopened.audit_records(AuditQuery(principal=LOCAL.name), before=None, limit=10)[0]
+        assert [(r["target"], r["outcome"]) for r in reversed(outcomes)] == [
+            ("get_node", "ok"), ("get_node", "ok"), ("upsert_node", "ok")]  # fmt: skip
+    finally:
+        reopened.close()
         restartable_postgres.drop_database(url)
