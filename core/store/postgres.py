@@ -38,6 +38,7 @@ from core.store import AUDIT_FIELDS, CommitResult, NodeQuery, StoreDump, StoreSt
 from core.store.common import (
     Bulk,
     Discard,
+    audit_page,
     dumps,
     edge_ends,
     model_info,
@@ -603,23 +604,7 @@ class PostgresStore:
             )  # fmt: skip
 
     def audit_records(self, query: AuditQuery, *, before: int | None, limit: int) -> tuple[list[dict[str, Any]], int]:
-        clauses, params = ["true"], list[Any]()
-        for column in ("principal", "target", "outcome", "surface"):
-            value = getattr(query, column)
-            if value is not None:
-                clauses.append(f"{column} = %s")
-                params.append(value)
-        if query.since is not None:
-            clauses.append("at >= %s")
-            params.append(query.since)
-        where = " AND ".join(clauses)
-        rows = self._read(
-            f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE {where} AND id < %s ORDER BY id DESC LIMIT %s",
-            [*params, before if before is not None else 2**63 - 1, limit],
-        )
-        total = int(self._read(f"SELECT count(*) FROM audit WHERE {where}", params)[0][0])
-        names = _AUDIT_COLUMNS.split(", ")
-        return [dict(zip(names, row, strict=True)) for row in rows], total
+        return audit_page(self._read, query, AUDIT_FIELDS, before=before, limit=limit, mark="%s")
 
     # -- moving between stores -------------------------------------------------------------------------------
     def dump(self) -> StoreDump:
