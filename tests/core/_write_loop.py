@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from core.model import load_model
 from core.operations import Operation, PutEdge, PutNode
@@ -39,6 +40,16 @@ def batch(writer: str, number: int) -> list[Operation]:
     """Batch `number` of `writer`: two Persons, the first reporting to the second."""
     first, second = _person(writer, number, "a"), _person(writer, number, "b")
     return [PutNode(first), PutNode(second), PutEdge(Edge("reports_to", first.id, second.id))]
+
+
+def batch_arguments(writer: str, number: int) -> dict[str, Any]:
+    """`batch` as `write_batch`'s arguments (the body of `POST /api/batch`)."""
+    first, second = _person(writer, number, "a"), _person(writer, number, "b")
+    return {"operations": [
+        {"op": "upsert_node", "id": first.id, "type": "Person", "properties": dict(first.properties)},
+        {"op": "upsert_node", "id": second.id, "type": "Person", "properties": dict(second.properties)},
+        {"op": "upsert_edge", "type": "reports_to", "source": first.id, "target": second.id},
+    ]}  # fmt: skip
 
 
 def batch_ids(writer: str, number: int) -> tuple[str, str]:

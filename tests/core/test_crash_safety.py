@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import httpx2
 import pytest
 
 from core.audit import AuditQuery
@@ -28,7 +29,8 @@ from core.principal import LOCAL
 from core.store import Store, open_store
 from core.store.sqlite import SQLiteStore
 from core.synthetic import write_synthetic
-from tests.core._write_loop import PRINCIPAL, batch, batch_ids, batches_present, missing_parts
+from tests.core._write_loop import PRINCIPAL, batch, batch_arguments, batch_ids, batches_present, missing_parts
+from tests.mcp.conftest import create_token, serving
 from tests.postgres_server import Server
 
 pytestmark = pytest.mark.both_backends
@@ -168,6 +170,44 @@ def test_sigkill_during_a_write_loop_loses_no_acknowledged_write_and_half_applie
     try:
         _assert_whole_batches(store, "child", acks)
         assert store.revision() >= acks[-1][0]
+        _assert_consistent(store)
+    finally:
+        store.close()
+
+
+def test_sigkill_of_a_serving_replica_during_http_writes_loses_no_acknowledged_batch(
+    store_location: str | Path, model: Model, tmp_path: Path
+) -> None:
+    open_store(store_location, model).close()  # the model recorded, nothing seeded
+    token = create_token(tmp_path, "writer", "admin")
+    acks: list[tuple[int, int]] = []
+    failures: list[str] = []
+    with serving(store_location, cwd=tmp_path) as replica:
+        client = httpx2.Client(base_url=replica.base, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+        def write() -> None:
+            for number in range(10_000):  # until the kill breaks the connection
+                try:
+                    answer = client.post("/api/batch", json=batch_arguments("http", number))
+                except httpx2.TransportError:
+                    return
+                if answer.status_code != 200:
+                    failures.append(f"{answer.status_code} {answer.text[:300]}")
+                    return
+                acks.append((answer.json()["revision"], number))
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        _wait_until(lambda: len(acks) >= 30 or bool(failures) or not writer.is_alive(), "30 acknowledged batches")
+        replica.popen.send_signal(signal.SIGKILL)
+        writer.join(timeout=DEADLINE_S)
+        client.close()
+    assert failures == []
+    assert len(acks) >= 30
+    assert replica.popen.returncode == -signal.SIGKILL
+    store = open_store(store_location, model)
+    try:
+        _assert_whole_batches(store, "http", acks)
         _assert_consistent(store)
     finally:
         store.close()
