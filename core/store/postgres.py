@@ -735,7 +735,7 @@ class PostgresStore:
 
     def _iterate(self, sql: str, params: Sequence[Any], convert: Callable[[Any], Any]) -> Iterator[Any]:
         """Stream rows from one snapshot through a server-side cursor on a connection of its own."""
-        with self._pool.connection() as db, db.transaction(), db.cursor(name="canon_iterate") as cursor:
+        with self._begun() as db, db.cursor(name="canon_iterate") as cursor:
             cursor.itersize = 2000
             cursor.execute(sql, params)  # pyright: ignore[reportArgumentType]
             for row in cursor:

@@ -306,6 +306,7 @@ def test_a_read_after_a_postgresql_restart_is_answered_on_a_fresh_connection(
     try:
         revision = store.revision()
         restartable_postgres.restart("fast")  # every connection of the store's pool is dropped
+        assert list(store.iter_nodes()) == []  # a streamed read: its BEGIN meets a dropped connection
         assert store.revision() == revision
         assert store.node("person-nobody") is None
         result = store.commit(batch("after", 0), principal=PRINCIPAL)
