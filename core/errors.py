@@ -16,6 +16,7 @@ caller would naturally catch::
      ├── LimitExceededError(RuntimeError)   a query went past a bound (work, time)    .limit .value
      ├── GoneError(LookupError)             a change-log cursor older than is kept    .since .oldest
      └── StoreError(RuntimeError)           the store cannot be opened or migrated    .path
+          └── StoreUnavailableError         the database server cannot be reached now .path
 
 A :class:`Problem` names *where* (file, JSON pointer, line) and *what* (message). Errors that hold several
 problems list all of them, so a user fixes a bad input in one pass.
@@ -39,6 +40,7 @@ __all__ = [
     "NotFoundError",
     "Problem",
     "StoreError",
+    "StoreUnavailableError",
     "UnknownToolError",
     "ValidationError",
 ]
@@ -162,6 +164,12 @@ class StoreError(CanonError, RuntimeError):
     def __init__(self, message: str, *, path: str) -> None:
         super().__init__(message)
         self.path = path
+
+
+class StoreUnavailableError(StoreError):
+    """The store's database server cannot be reached now (it is restarting, say): try again once it is back."""
+
+    code = "unavailable"
 
 
 class InvalidArgumentsError(ValidationError):

@@ -233,7 +233,9 @@ class _Planner:
         if current is not None and current.type != node.type:
             self.problem(index, ["type"], f"node {node.id!r} is a {current.type}; a node's type cannot change")
         key_value = node.properties.get(node_type.key)
-        if isinstance(key_value, str):
+        if isinstance(key_value, str) and "\x00" in key_value:  # a key is looked up as text, which holds no NUL
+            self.problem(index, ["properties", node_type.key], f"a key ({node_type.key}) cannot hold the NUL character")
+        elif isinstance(key_value, str):
             owner = self._key_owner(node.type, key_value)
             if owner is not None and owner != node.id:
                 self.problem(

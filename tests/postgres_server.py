@@ -71,6 +71,14 @@ class Server:
         return server
 
     @classmethod
+    def start_own(cls) -> Server:
+        """A throwaway server of the caller's own even when `$CANON_TEST_DATABASE_URL` names one: for a test
+        that restarts it."""
+        server = cls._start_cluster()
+        server._make_template()
+        return server
+
+    @classmethod
     def _start_cluster(cls) -> Server:
         bin_dir = _bin_dir()
         directory = Path(tempfile.mkdtemp(prefix="canon-pg-"))
@@ -110,11 +118,14 @@ class Server:
 
         PostgresStore.open_empty(_with_database(self.url, TEMPLATE), load_model()).close()  # canon's tables, no model
 
-    def new_database(self) -> str:
-        """A new empty database (with pg_trgm); its URL."""
+    def new_database(self, *, synchronous_commit: bool = False) -> str:
+        """A new empty database (with pg_trgm); its URL. With `synchronous_commit`, a commit returns only once it
+        is in the WAL on disk (the server's setting is off), so it survives an immediate restart."""
         name = f"canon_test_{os.getpid()}_{next(_numbers)}"
         with psycopg.connect(self.url, autocommit=True) as db:
             db.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")  # pyright: ignore[reportArgumentType, reportCallIssue]
+            if synchronous_commit:
+                db.execute(f"ALTER DATABASE {name} SET synchronous_commit = on")  # pyright: ignore[reportArgumentType, reportCallIssue]
         self.databases.append(name)
         return _with_database(self.url, name)
 
@@ -122,6 +133,15 @@ class Server:
         name = urlsplit(url).path.lstrip("/")
         with psycopg.connect(self.url, autocommit=True) as db:
             db.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")  # pyright: ignore[reportArgumentType, reportCallIssue]
+
+    def restart(self, mode: str = "fast") -> None:
+        """Restart the server on the same port, as `pg_ctl restart -m MODE` does: `fast` ends every session and
+        shuts down cleanly; `immediate` kills every server process, so the start recovers from the WAL (a
+        crash)."""
+        if self.directory is None:
+            raise RuntimeError("Only a server the tests started can be restarted (see Server.start_own).")
+        self._run(str(_bin_dir() / "pg_ctl"), "-D", str(self.directory / "data"), "-l", str(self.directory / "log"),
+                  "-m", mode, "-w", "-t", "60", "restart")  # fmt: skip
 
     def stop(self) -> None:
         if self.directory is None:

@@ -1,6 +1,6 @@
 """What every store backend shares: timestamps, JSON text, re-validating every stored record under a model (what
-adopting a model does, and what `canon model diff` reports), the names of stored records in problems, and the
-batch-by-batch writer of a bulk import (`Bulk`)."""
+adopting a model does, and what `canon model diff` reports), the names of stored records in problems, a page of
+the audit log (`audit_page`), and the batch-by-batch writer of a bulk import (`Bulk`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from core.audit import AuditQuery
 from core.documents import pointer
 from core.errors import ModelError, Problem, ValidationError
 from core.model import Model
@@ -27,6 +28,7 @@ __all__ = [
     "Discard",
     "EmptyView",
     "RecordCheck",
+    "audit_page",
     "check_records",
     "dumps",
     "edge_ends",
@@ -133,6 +135,35 @@ def state_access(kind: str, state: Mapping[str, Any] | None) -> tuple[str | None
         return None, None
     readers = state.get("readers")
     return state.get("visibility"), dumps(list(readers)) if readers else None
+
+
+def audit_page(
+    read: Callable[[str, Sequence[Any]], list[Any]],
+    query: AuditQuery,
+    fields: Sequence[str],
+    *,
+    before: int | None,
+    limit: int,
+    mark: str,
+) -> tuple[list[dict[str, Any]], int]:
+    """One page of the audit records `query` selects, newest first (ids below `before`), and how many match in
+    all: the same SQL on every backend but for its parameter marker `mark` ("?" in SQLite, "%s" in psycopg)."""
+    clauses, params = ["1 = 1"], list[Any]()
+    for column in ("principal", "target", "outcome", "surface"):
+        value = getattr(query, column)
+        if value is not None:
+            clauses.append(f"{column} = {mark}")
+            params.append(value)
+    if query.since is not None:
+        clauses.append(f"at >= {mark}")
+        params.append(query.since)
+    where = " AND ".join(clauses)
+    rows = read(
+        f"SELECT {', '.join(fields)} FROM audit WHERE {where} AND id < {mark} ORDER BY id DESC LIMIT {mark}",
+        [*params, before if before is not None else 2**63 - 1, limit],
+    )
+    total = int(read(f"SELECT count(*) FROM audit WHERE {where}", params)[0][0])
+    return [dict(zip(fields, row, strict=True)) for row in rows], total
 
 
 class Discard(Exception):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any, LiteralString
@@ -29,7 +29,7 @@ from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from core.audit import AuditQuery, AuditRecord
-from core.errors import StoreError
+from core.errors import StoreError, StoreUnavailableError
 from core.model import Model, parse_model
 from core.model_version import check_successor
 from core.operations import Operation
@@ -38,6 +38,7 @@ from core.store import AUDIT_FIELDS, CommitResult, NodeQuery, StoreDump, StoreSt
 from core.store.common import (
     Bulk,
     Discard,
+    audit_page,
     dumps,
     edge_ends,
     model_info,
@@ -617,7 +618,7 @@ class PostgresStore:
 
     # -- the audit log ----------------------------------------------------------------------------------------
     def append_audit(self, records: Sequence[AuditRecord]) -> None:
-        with self._pool.connection() as db, db.transaction(), db.cursor() as cursor:
+        with self._begun() as db, db.cursor() as cursor:
             cursor.executemany(
                 "INSERT INTO audit (at, principal, surface, action, target, arguments_digest, outcome, revision, "
                 "duration_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
@@ -626,23 +627,7 @@ class PostgresStore:
             )  # fmt: skip
 
     def audit_records(self, query: AuditQuery, *, before: int | None, limit: int) -> tuple[list[dict[str, Any]], int]:
-        clauses, params = ["true"], list[Any]()
-        for column in ("principal", "target", "outcome", "surface"):
-            value = getattr(query, column)
-            if value is not None:
-                clauses.append(f"{column} = %s")
-                params.append(value)
-        if query.since is not None:
-            clauses.append("at >= %s")
-            params.append(query.since)
-        where = " AND ".join(clauses)
-        rows = self._read(
-            f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE {where} AND id < %s ORDER BY id DESC LIMIT %s",
-            [*params, before if before is not None else 2**63 - 1, limit],
-        )
-        total = int(self._read(f"SELECT count(*) FROM audit WHERE {where}", params)[0][0])
-        names = _AUDIT_COLUMNS.split(", ")
-        return [dict(zip(names, row, strict=True)) for row in rows], total
+        return audit_page(self._read, query, AUDIT_FIELDS, before=before, limit=limit, mark="%s")
 
     # -- moving between stores -------------------------------------------------------------------------------
     def dump(self) -> StoreDump:
@@ -727,8 +712,9 @@ class PostgresStore:
         if current is not None:
             yield current
             return
+        db: psycopg.Connection[Any] | None = None
         try:
-            with self._pool.connection() as db, db.transaction():
+            with self._begun() as db:
                 db.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
                 self._writing.db = db
                 try:
@@ -736,18 +722,70 @@ class PostgresStore:
                 finally:
                     self._writing.db = None
         except psycopg.OperationalError as exc:
+            if db is not None and db.broken:  # the server went away (if in COMMIT: outcome unknown)
+                raise self._lost(exc) from exc
             raise StoreError(f"The store {self.location} cannot be written: {exc}.", path=self.location) from exc
 
+    @contextmanager
+    def _begun(self) -> Generator[psycopg.Connection[Any]]:
+        """A pool connection in a transaction. A connection the server dropped while idle in the pool (it
+        restarted) fails at BEGIN, before anything was sent: then the pool is rid of every such connection and a
+        fresh one is tried, once."""
+        for attempt in (1, 2):
+            with ExitStack() as stack:
+                db = stack.enter_context(self._connection())
+                try:
+                    stack.enter_context(db.transaction())
+                except psycopg.OperationalError as exc:
+                    if attempt == 2 or not db.broken:
+                        raise self._lost(exc) from exc
+                    self._pool.check()
+                    continue
+                yield db
+                return
+
+    @contextmanager
+    def _connection(self) -> Generator[psycopg.Connection[Any]]:
+        """A connection of the pool, or `StoreUnavailableError` when none comes within the pool's timeout (the
+        server is down, or every connection is busy)."""
+        try:
+            with self._pool.connection() as db:
+                yield db
+        except PoolTimeout as exc:
+            raise self._lost(exc) from exc
+
+    def _lost(self, exc: Exception) -> StoreUnavailableError:
+        """The error for a server that cannot be reached; the pool is rid of connections it dropped, so the
+        next call gets fresh ones once it is back."""
+        if isinstance(exc, psycopg.OperationalError):
+            self._pool.check()
+        return StoreUnavailableError(
+            f"The store {self.location} is unavailable (its database server cannot be reached: {exc}); "
+            "try again once it is back.",
+            path=self.location,
+        )
+
     def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        """One statement's rows. A read is safe to repeat: one that meets a dropped connection (the server
+        restarted) is tried once more on a fresh one."""
         current: psycopg.Connection[Any] | None = getattr(self._writing, "db", None)
         if current is not None:
             return current.execute(sql, params).fetchall()  # pyright: ignore[reportArgumentType]
-        with self._pool.connection() as db:
-            return db.execute(sql, params).fetchall()  # pyright: ignore[reportArgumentType]
+        for attempt in (1, 2):
+            with self._connection() as db:
+                try:
+                    return db.execute(sql, params).fetchall()  # pyright: ignore[reportArgumentType]
+                except psycopg.OperationalError as exc:
+                    if not db.broken:
+                        raise
+                    if attempt == 2:
+                        raise self._lost(exc) from exc
+            self._pool.check()
+        raise AssertionError("unreachable")
 
     def _iterate(self, sql: str, params: Sequence[Any], convert: Callable[[Any], Any]) -> Iterator[Any]:
         """Stream rows from one snapshot through a server-side cursor on a connection of its own."""
-        with self._pool.connection() as db, db.transaction(), db.cursor(name="canon_iterate") as cursor:
+        with self._begun() as db, db.cursor(name="canon_iterate") as cursor:
             cursor.itersize = 2000
             cursor.execute(sql, params)  # pyright: ignore[reportArgumentType]
             for row in cursor:

@@ -33,6 +33,7 @@ from core.store import AUDIT_FIELDS, CommitResult, NodeQuery, StoreDump, StoreSt
 from core.store.common import (
     Bulk,
     Discard,
+    audit_page,
     dumps,
     edge_ends,
     model_info,
@@ -732,24 +733,7 @@ class SQLiteStore:
 
     def audit_records(self, query: AuditQuery, *, before: int | None, limit: int) -> tuple[list[dict[str, Any]], int]:
         """One page of audit records, newest first (ids below `before`), and how many match in all."""
-        clauses, params = ["1"], list[Any]()
-        for column in ("principal", "target", "outcome", "surface"):
-            value = getattr(query, column)
-            if value is not None:
-                clauses.append(f"{column} = ?")
-                params.append(value)
-        if query.since is not None:
-            clauses.append("at >= ?")
-            params.append(query.since)
-        where = " AND ".join(clauses)
-        columns = ", ".join(AUDIT_FIELDS)
-        rows = self._read(
-            f"SELECT {columns} FROM audit WHERE {where} AND id < ? ORDER BY id DESC LIMIT ?",
-            [*params, before if before is not None else 2**63 - 1, limit],
-        )
-        total = int(self._read(f"SELECT count(*) FROM audit WHERE {where}", params)[0][0])
-        names = columns.split(", ")
-        return [dict(zip(names, row, strict=True)) for row in rows], total
+        return audit_page(self._read, query, AUDIT_FIELDS, before=before, limit=limit, mark="?")
 
     # -- moving between stores -------------------------------------------------------------------------------
     def dump(self) -> StoreDump:

@@ -1,4 +1,5 @@
-"""`where` conditions mean one thing everywhere: `Condition.matches` (the reference) and the SQLite filter agree.
+"""`where` conditions mean one thing everywhere: `Condition.matches` (the reference) and each backend's filter (SQLite
+and PostgreSQL: the module runs on both) agree.
 
 hypothesis is not installed, so the agreement is checked over a deterministic grid instead: every operator on
 every listed Service property, with values of the property's own type and of the other JSON types, over the
@@ -8,6 +9,7 @@ seeded Services plus a few crafted ones with missing properties and awkward text
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,8 +19,9 @@ from core.interchange import import_path
 from core.model import Model, default_seed_path
 from core.operations import PutNode
 from core.records import Node
-from core.store import NodeQuery
-from core.store.sqlite import SQLiteStore
+from core.store import NodeQuery, Store, open_store
+
+pytestmark = pytest.mark.both_backends
 
 EDGE = "svc-zz-edge"  # every optional property, awkward text
 BARE = "svc-zz-bare"  # only the required properties
@@ -52,9 +55,9 @@ _NODES: dict[tuple[int, str], list[Node]] = {}  # the module's store does not ch
 
 
 @pytest.fixture(scope="module")
-def graph(tmp_path_factory: pytest.TempPathFactory, model: Model) -> Iterator[SQLiteStore]:
+def graph(module_store_location: str | Path, model: Model) -> Iterator[Store]:
     """The seed data plus the crafted nodes; the module only reads it after that."""
-    opened = SQLiteStore.open(tmp_path_factory.mktemp("conditions") / "canon.db", model)
+    opened = open_store(module_store_location, model)
     import_path(opened, default_seed_path(), principal="test:seed")
     opened.commit([PutNode(n) for n in CRAFTED], principal="test:conditions")
     yield opened
@@ -62,13 +65,13 @@ def graph(tmp_path_factory: pytest.TempPathFactory, model: Model) -> Iterator[SQ
     opened.close()
 
 
-def sql_ids(store: SQLiteStore, node_type: str, *conditions: Condition) -> set[str]:
+def sql_ids(store: Store, node_type: str, *conditions: Condition) -> set[str]:
     nodes, total = store.find_nodes(NodeQuery(node_type, conditions), after=None, limit=1000)
     assert total == len(nodes)  # the limit is above every type's size, so the page is the whole answer
     return {n.id for n in nodes}
 
 
-def python_ids(store: SQLiteStore, node_type: str, *conditions: Condition) -> set[str]:
+def python_ids(store: Store, node_type: str, *conditions: Condition) -> set[str]:
     nodes = _NODES.get((id(store), node_type))
     if nodes is None:
         nodes = _NODES[(id(store), node_type)] = list(store.iter_nodes(node_type))
@@ -157,8 +160,8 @@ CASES: list[tuple[str, str, Condition, bool]] = [
     CASES,
     ids=[f"{c.property}-{c.op}-{c.value!r}-{node_id}" for _, node_id, c, _ in CASES],
 )
-def test_a_condition_means_the_same_in_python_and_in_sqlite(
-    graph: SQLiteStore, node_type: str, node_id: str, condition: Condition, expected: bool
+def test_a_condition_means_the_same_in_python_and_in_the_store_s_query(
+    graph: Store, node_type: str, node_id: str, condition: Condition, expected: bool
 ) -> None:
     node = graph.node(node_id)
     assert node is not None
@@ -200,7 +203,7 @@ def grid_values(prop: str, op: str) -> list[Any]:
 
 @pytest.mark.parametrize("op", OPERATORS)
 @pytest.mark.parametrize("prop", SERVICE_PROPERTIES)
-def test_python_and_sqlite_select_the_same_services(graph: SQLiteStore, prop: str, op: str) -> None:
+def test_python_and_the_store_s_query_select_the_same_services(graph: Store, prop: str, op: str) -> None:
     disagreements: list[str] = []
     for value in grid_values(prop, op):
         condition = Condition(prop, op, value)
@@ -215,7 +218,7 @@ def test_python_and_sqlite_select_the_same_services(graph: SQLiteStore, prop: st
 
 
 @pytest.mark.parametrize("op", OPERATORS)
-def test_the_grid_selects_some_services_and_not_others_for_every_operator(graph: SQLiteStore, op: str) -> None:
+def test_the_grid_selects_some_services_and_not_others_for_every_operator(graph: Store, op: str) -> None:
     everything = {n.id for n in graph.iter_nodes("Service")}
     sizes = {
         len(python_ids(graph, "Service", Condition(prop, op, value)))
@@ -227,7 +230,7 @@ def test_the_grid_selects_some_services_and_not_others_for_every_operator(graph:
     assert any(0 < size < len(everything) for size in sizes)
 
 
-def test_several_conditions_must_all_hold_on_both_sides(graph: SQLiteStore) -> None:
+def test_several_conditions_must_all_hold_on_both_sides(graph: Store) -> None:
     conditions = (
         Condition("tier", "eq", 1),
         Condition("lifecycle", "ne", "deprecated"),
@@ -242,14 +245,14 @@ def test_several_conditions_must_all_hold_on_both_sides(graph: SQLiteStore) -> N
     assert expected < python_ids(graph, "Service", conditions[0])
 
 
-def test_an_array_value_compared_to_a_string_property_matches_nothing_rather_than_failing(graph: SQLiteStore) -> None:
+def test_an_array_value_compared_to_a_string_property_matches_nothing_rather_than_failing(graph: Store) -> None:
     for op, value in (("eq", ["production"]), ("ne", ["production"]), ("in", [["production"], "retired"])):
         condition = Condition("lifecycle", op, value)
 
         assert sql_ids(graph, "Service", condition) == python_ids(graph, "Service", condition), op
 
 
-def test_a_number_contained_in_a_string_property_means_the_same_on_both_sides(graph: SQLiteStore) -> None:
+def test_a_number_contained_in_a_string_property_means_the_same_on_both_sides(graph: Store) -> None:
     condition = Condition("description", "contains", 50)  # EDGE's description says "Routes 50% of traffic"
 
     assert sql_ids(graph, "Service", condition) == python_ids(graph, "Service", condition)
@@ -262,7 +265,7 @@ def text_fields(model: Model) -> Mapping[str, tuple[str, ...]]:
     return {name: t.text for name, t in model.node_types.items()}
 
 
-def python_text_ids(store: SQLiteStore, model: Model, needle: str) -> set[str]:
+def python_text_ids(store: Store, model: Model, needle: str) -> set[str]:
     fields = text_fields(model)
     return {
         n.id
@@ -276,14 +279,14 @@ def python_text_ids(store: SQLiteStore, model: Model, needle: str) -> set[str]:
     ["%", "_", "50%", "5%", "c_t", "f_c", "r_x", "%_", "\\", "checkout", "CHECKOUT", "müller", "MÜLLER", "ärger",
      "ÄRGER", "Zoë Ä"],
 )  # fmt: skip
-def test_text_search_is_a_literal_case_insensitive_substring(graph: SQLiteStore, model: Model, needle: str) -> None:
+def test_text_search_is_a_literal_case_insensitive_substring(graph: Store, model: Model, needle: str) -> None:
     nodes, total = graph.find_nodes(NodeQuery(text=needle, text_fields=text_fields(model)), after=None, limit=1000)
 
     assert {n.id for n in nodes} == python_text_ids(graph, model, needle)
     assert total == len(nodes)
 
 
-def test_percent_and_underscore_in_text_search_are_not_wildcards(graph: SQLiteStore, model: Model) -> None:
+def test_percent_and_underscore_in_text_search_are_not_wildcards(graph: Store, model: Model) -> None:
     def found(text: str) -> set[str]:
         nodes, _ = graph.find_nodes(
             NodeQuery("Service", text=text, text_fields=text_fields(model)), after=None, limit=1000

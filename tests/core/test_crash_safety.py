@@ -1,4 +1,6 @@
-"""A process killed with SIGKILL leaves the store consistent: no partial import, no lost acknowledged write."""
+"""Crashes leave the store consistent, on both backends: a process killed with SIGKILL leaves no partial import and
+loses no acknowledged write, and writers across a PostgreSQL restart get a clear error, recover once it is back, and
+lose nothing they were told was written; no batch is ever half applied and the change log has no gap."""
 
 from __future__ import annotations
 
@@ -10,14 +12,28 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import httpx2
 import pytest
 
-from core.model import default_model_path, load_model
+from core.audit import AuditQuery
+from core.config import Config
+from core.errors import StoreUnavailableError
+from core.instance import open_instance
+from core.model import Model, default_model_path
+from core.principal import LOCAL
+from core.store import Store, open_store
 from core.store.sqlite import SQLiteStore
 from core.synthetic import write_synthetic
+from tests.core._write_loop import PRINCIPAL, batch, batch_arguments, batch_ids, batches_present, missing_parts
+from tests.mcp.conftest import create_token, serving
+from tests.postgres_server import Server
+
+pytestmark = pytest.mark.both_backends
 
 HERE = Path(__file__).resolve().parent
 DEADLINE_S = 60.0
@@ -33,30 +49,37 @@ def _stop(proc: subprocess.Popen[Any]) -> None:
     proc.wait(timeout=30)
 
 
+def _assert_consistent(store: Store) -> None:
+    """The change log numbers every change 1, 2, 3... with no gap, and (SQLite) the file is sound."""
+    revisions = [change.revision for change in store.changes(0, 10**9)]
+    assert revisions == list(range(1, len(revisions) + 1))
+    assert store.revision() == len(revisions)
+    if isinstance(store, SQLiteStore):
+        assert store.integrity_check() == "ok"
+
+
+def _assert_whole_batches(store: Store, writer: str, acknowledged: list[tuple[int, int]]) -> None:
+    """Every acknowledged batch is there at its revision, and every batch that is there at all is whole."""
+    numbers = sorted({number for _, number in acknowledged} | set(batches_present(store, writer)))
+    assert {n: parts for n in numbers if (parts := missing_parts(store, writer, n))} == {}
+    for revision, number in acknowledged:
+        edge = store.edge("reports_to", *batch_ids(writer, number))
+        assert edge is not None
+        assert edge.revision == revision
+
+
 @pytest.mark.slow
-def test_sigkill_during_a_large_import_leaves_no_partial_import(tmp_path: Path) -> None:
+def test_sigkill_during_a_large_import_leaves_no_partial_import(
+    store_location: str | Path, model: Model, tmp_path: Path
+) -> None:
     data = tmp_path / "synthetic.jsonl"
     write_synthetic(data, 20_000)
-    store_path = tmp_path / "canon.db"
     # --model given explicitly: a new store is not seeded, so it holds only what the import writes
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "core.cli",
-            "--model",
-            str(default_model_path()),
-            "--store",
-            str(store_path),
-            "import",
-            str(data),
-            "--progress",
-        ],
-        cwd=tmp_path,
-        env=_clean_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+        [sys.executable, "-m", "core.cli", "--model", str(default_model_path()), "--store", str(store_location),
+         "import", str(data), "--progress"],
+        cwd=tmp_path, env=_clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
     seen = b""
     try:
         assert proc.stderr is not None
@@ -78,11 +101,12 @@ def test_sigkill_during_a_large_import_leaves_no_partial_import(tmp_path: Path) 
             proc.stderr.close()
 
     assert returncode == -signal.SIGKILL
-    store = SQLiteStore.open(store_path, load_model())
+    store = open_store(store_location, model)
     try:
         stats = store.stats()
         assert (stats.nodes, stats.edges) == (0, 0)
-        assert store.integrity_check() == "ok"
+        assert [change.op for change in store.changes(0, 10)] == ["model"]  # the import left no change
+        _assert_consistent(store)
     finally:
         store.close()
 
@@ -100,30 +124,32 @@ def _line_reader(stream: IO[str], lines: queue.Queue[str | None]) -> threading.T
     return thread
 
 
-def test_sigkill_during_a_write_loop_loses_no_acknowledged_write(tmp_path: Path) -> None:
-    store_path = tmp_path / "canon.db"
+def _ack(line: str) -> tuple[int, int]:
+    word, revision, number = line.split()
+    assert word == "ack"
+    return int(revision), int(number)
+
+
+def test_sigkill_during_a_write_loop_loses_no_acknowledged_write_and_half_applies_no_batch(
+    store_location: str | Path, model: Model, tmp_path: Path
+) -> None:
+    open_store(store_location, model).close()  # the model recorded before the child starts writing
     proc = subprocess.Popen(
-        [sys.executable, str(HERE / "_write_loop.py"), str(store_path)],
-        cwd=tmp_path,
-        env=_clean_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    acks: list[tuple[int, str]] = []
+        [sys.executable, str(HERE / "_write_loop.py"), str(store_location)],
+        cwd=tmp_path, env=_clean_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    acks: list[tuple[int, int]] = []
     lines: queue.Queue[str | None] = queue.Queue()
     try:
         assert proc.stdout is not None
         reader = _line_reader(proc.stdout, lines)
         deadline = time.monotonic() + DEADLINE_S
-        while len(acks) < 200:
+        while len(acks) < 100:
             remaining = deadline - time.monotonic()
             assert remaining > 0, f"only {len(acks)} acks within {DEADLINE_S} s"
             line = lines.get(timeout=remaining)
             assert line is not None, f"the writer exited after {len(acks)} acks (exit {proc.poll()})"
-            word, revision, node_id = line.split()
-            assert word == "ack"
-            acks.append((int(revision), node_id))
+            acks.append(_ack(line))
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
         reader.join(timeout=30)
@@ -133,24 +159,187 @@ def test_sigkill_during_a_write_loop_loses_no_acknowledged_write(tmp_path: Path)
             proc.stdout.close()
 
     # complete lines printed before the kill landed are acknowledged writes too
-    while True:
-        try:
-            line = lines.get_nowait()
-        except queue.Empty:
-            break
+    while not lines.empty():
+        line = lines.get_nowait()
         if line is None or not line.endswith("\n"):
             break
-        word, revision, node_id = line.split()
-        acks.append((int(revision), node_id))
+        acks.append(_ack(line))
 
     assert proc.returncode == -signal.SIGKILL
-    store = SQLiteStore.open(store_path, load_model())
+    store = open_store(store_location, model)
     try:
-        found = store.nodes([node_id for _, node_id in acks])
-        missing = [node_id for _, node_id in acks if node_id not in found]
-        assert missing == []
-        assert all(found[node_id].revision == revision for revision, node_id in acks)
+        _assert_whole_batches(store, "child", acks)
         assert store.revision() >= acks[-1][0]
-        assert store.integrity_check() == "ok"
+        _assert_consistent(store)
     finally:
         store.close()
+
+
+def test_sigkill_of_a_serving_replica_during_http_writes_loses_no_acknowledged_batch(
+    store_location: str | Path, model: Model, tmp_path: Path
+) -> None:
+    open_store(store_location, model).close()  # the model recorded, nothing seeded
+    token = create_token(tmp_path, "writer", "admin")
+    acks: list[tuple[int, int]] = []
+    failures: list[str] = []
+    with serving(store_location, cwd=tmp_path) as replica:
+        client = httpx2.Client(base_url=replica.base, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+        def write() -> None:
+            for number in range(10_000):  # until the kill breaks the connection
+                try:
+                    answer = client.post("/api/batch", json=batch_arguments("http", number))
+                except httpx2.TransportError:
+                    return
+                if answer.status_code != 200:
+                    failures.append(f"{answer.status_code} {answer.text[:300]}")
+                    return
+                acks.append((answer.json()["revision"], number))
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        _wait_until(lambda: len(acks) >= 30 or bool(failures) or not writer.is_alive(), "30 acknowledged batches")
+        replica.popen.send_signal(signal.SIGKILL)
+        writer.join(timeout=DEADLINE_S)
+        client.close()
+    assert failures == []
+    assert len(acks) >= 30
+    assert replica.popen.returncode == -signal.SIGKILL
+    store = open_store(store_location, model)
+    try:
+        _assert_whole_batches(store, "http", acks)
+        _assert_consistent(store)
+    finally:
+        store.close()
+
+
+# -- PostgreSQL restarted under writers ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def restartable_postgres() -> Iterator[Server]:
+    """A PostgreSQL server of this module's own, since the tests restart it."""
+    server = Server.start_own()
+    yield server
+    server.stop()
+
+
+@dataclass
+class _Writer:
+    """A thread committing batch after batch until told to stop, noting each acknowledgement and each error."""
+
+    store: Store
+    name: str
+    stop: threading.Event
+    acks: list[tuple[int, int]] = field(default_factory=list[tuple[int, int]])
+    unavailable: list[StoreUnavailableError] = field(default_factory=list[StoreUnavailableError])
+    unexpected: list[BaseException] = field(default_factory=list[BaseException])
+    thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._run, name=f"writer-{self.name}", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        number = 0
+        while not self.stop.is_set():
+            try:
+                result = self.store.commit(batch(self.name, number), principal=PRINCIPAL)
+                self.acks.append((result.revision, number))
+            except StoreUnavailableError as exc:
+                self.unavailable.append(exc)
+            except Exception as exc:  # noqa: BLE001 - anything else is the failure this test looks for
+                self.unexpected.append(exc)
+                return
+            number += 1
+
+
+def _wait_until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {DEADLINE_S} s: {what}"
+        time.sleep(0.01)  # polling with a deadline
+
+
+@pytest.mark.parametrize("mode", ["fast", "immediate"])
+def test_writers_across_a_postgresql_restart_get_clear_errors_recover_and_lose_no_acknowledged_write(
+    restartable_postgres: Server, model: Model, mode: str
+) -> None:
+    url = restartable_postgres.new_database(synchronous_commit=True)
+    store = open_store(url, model)
+    stop = threading.Event()
+    writers = [_Writer(store, f"w{n}", stop) for n in range(3)]
+    try:
+        for writer in writers:
+            writer.start()
+        _wait_until(lambda: all(len(w.acks) >= 10 for w in writers), "every writer has written 10 batches")
+        restartable_postgres.restart(mode)
+        after = [len(w.acks) for w in writers]
+        _wait_until(lambda: all(len(w.acks) >= n + 10 or w.unexpected for w, n in zip(writers, after, strict=True)),
+                    "every writer has written 10 more batches after the restart")  # fmt: skip
+    finally:
+        stop.set()
+        for writer in writers:
+            assert writer.thread is not None
+            writer.thread.join(timeout=DEADLINE_S)
+        store.close()
+
+    assert [repr(exc) for w in writers for exc in w.unexpected] == []
+    for error in (exc for w in writers for exc in w.unavailable):
+        assert error.code == "unavailable"
+        assert error.path == store.location
+    reopened = open_store(url, model)
+    try:
+        for writer in writers:
+            _assert_whole_batches(reopened, writer.name, writer.acks)
+        _assert_consistent(reopened)
+    finally:
+        reopened.close()
+        restartable_postgres.drop_database(url)
+
+
+def test_a_read_after_a_postgresql_restart_is_answered_on_a_fresh_connection(
+    restartable_postgres: Server, model: Model
+) -> None:
+    url = restartable_postgres.new_database()
+    store = open_store(url, model)
+    try:
+        revision = store.revision()
+        restartable_postgres.restart("fast")  # every connection of the store's pool is dropped
+        assert list(store.iter_nodes()) == []  # a streamed read: its BEGIN meets a dropped connection
+        assert store.revision() == revision
+        assert store.node("person-nobody") is None
+        result = store.commit(batch("after", 0), principal=PRINCIPAL)
+        assert result.revision == revision + 3
+    finally:
+        store.close()
+        restartable_postgres.drop_database(url)
+
+
+def test_tool_calls_after_a_postgresql_restart_are_answered_and_audited(restartable_postgres: Server) -> None:
+    url = restartable_postgres.new_database()
+    instance = open_instance(Config(store=url))  # seeded
+    try:
+        dispatcher = instance.dispatcher
+        assert not dispatcher.call_tool(LOCAL, "test", "get_node", {"id": "svc-checkout-api"}).is_error
+        restartable_postgres.restart("fast")
+        read = dispatcher.call_tool(LOCAL, "test", "get_node", {"id": "svc-checkout-api"})
+        assert read.as_json()["node"]["id"] == "svc-checkout-api"
+        team = {
+            "id": "team-after-restart",
+            "type": "Team",
+            "properties": {"name": "After", "slug": "after", "mission": "Exist after a restart.", "area": "platform"},
+        }
+        written = dispatcher.call_tool(LOCAL, "test", "upsert_node", team)
+        assert written.as_json()["created"] is True
+        assert instance.store.node("team-after-restart") is not None
+    finally:
+        instance.close()
+    reopened = open_store(url, instance.store.model)
+    try:
+        outcomes = reopened.audit_records(AuditQuery(principal=LOCAL.name), before=None, limit=10)[0]
+        assert [(r["target"], r["outcome"]) for r in reversed(outcomes)] == [
+            ("get_node", "ok"), ("get_node", "ok"), ("upsert_node", "ok")]  # fmt: skip
+    finally:
+        reopened.close()
+        restartable_postgres.drop_database(url)

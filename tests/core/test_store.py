@@ -270,6 +270,18 @@ def test_after_a_key_change_the_new_key_is_unique(store: Store, store_location: 
         reopened.close()
 
 
+def test_a_key_holding_the_nul_character_is_refused_alike_on_every_backend(store: Store) -> None:
+    """PostgreSQL text cannot hold NUL, so neither store takes it in a key (a property elsewhere keeps it)."""
+    with pytest.raises(ValidationError) as caught:
+        store.commit([PutNode(Node("term-nul", "GlossaryTerm", {"term": "a\x00b", "definition": "d"}))], principal="t")
+    assert [p.pointer for p in caught.value.problems] == ["/0/properties/term"]
+
+    store.commit([PutNode(Node("term-nul", "GlossaryTerm", {"term": "nul", "definition": "a\x00b"}))], principal="t")
+    stored = store.node("term-nul")
+    assert stored is not None
+    assert stored.properties["definition"] == "a\x00b"
+
+
 def test_changed_is_false_after_our_own_commit(store: Store) -> None:
     store.changed()
     store.commit([PutNode(team("team-a"))], principal="test")
