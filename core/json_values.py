@@ -4,8 +4,9 @@ JSON text canon parses itself goes through `core.documents.parse_json`, which re
 A value can still arrive decoded by a library in front of canon (an SDK, a GraphQL executor, a YAML file), and
 valid JSON can hold what canon cannot store or send back: `value_problems` finds a non-finite number, an integer
 outside the signed 64-bit range (SQLite's, and what most clients can represent exactly), a string that is not
-valid Unicode (a lone surrogate: `"\\ud800"` is valid JSON but cannot be encoded as UTF-8), and nesting past
-`MAX_DEPTH`. Dispatch refuses tool arguments that have any (`invalid_arguments`, with pointers); an import
+valid Unicode (a lone surrogate: `"\\ud800"` is valid JSON but cannot be encoded as UTF-8), a string holding the
+NUL character (PostgreSQL's text cannot hold it, so no store keeps it and no read could match it), and nesting
+past `MAX_DEPTH`. Dispatch refuses tool arguments that have any (`invalid_arguments`, with pointers); an import
 refuses such records.
 """
 
@@ -42,6 +43,8 @@ def value_problems(value: Any, at: str = "") -> list[Problem]:
             for key, member in reversed(list(members.items())):
                 if isinstance(key, str) and _SURROGATE.search(key):
                     problems.append(Problem(where, "a member name is not valid Unicode (it holds a lone surrogate)"))
+                elif isinstance(key, str) and "\x00" in key:
+                    problems.append(Problem(where, "a member name holds the NUL character (U+0000)"))
                 else:
                     stack.append((member, pointer_join(where, [key]), depth + 1))
         elif isinstance(item, list):
@@ -54,6 +57,8 @@ def _scalar_problem(value: Any) -> str | None:
     if isinstance(value, str):
         if not value.isascii() and _SURROGATE.search(value):
             return "not valid Unicode: the text holds a lone surrogate (U+D800 to U+DFFF)"
+        if "\x00" in value:
+            return "the text holds the NUL character (U+0000), which canon does not store"
     elif isinstance(value, float):
         if not math.isfinite(value):
             name = "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
