@@ -224,7 +224,7 @@ def test_get_changes_refuses_a_cursor_the_log_could_not_have_issued(instance: In
 
 
 @pytest.mark.parametrize("text", ["\x00", "a\x00", "team\x00"])  # one, two (no index) and five characters
-def test_an_argument_holding_the_nul_character_is_invalid_before_any_store_sees_it(instance: Instance, text: str) -> None:
+def test_an_argument_holding_the_nul_character_is_invalid_before_a_store_sees_it(instance: Instance, text: str) -> None:
     """PostgreSQL's text cannot hold NUL, so no store keeps it: a search or id holding one is refused up front,
     alike on both backends, instead of matching nothing on one and failing inside the other."""
     for tool, arguments in (("find_nodes", {"text": text}), ("get_node", {"id": text}),
