@@ -32,7 +32,7 @@ from core.surfaces import Surface, discover
 from core.tokens import TokenFile
 
 if TYPE_CHECKING:
-    from core.mcp.server import ServeOptions
+    from core.mcp.options import ServeOptions
 
 __all__ = ["main"]
 
@@ -337,7 +337,7 @@ def _serve(args: argparse.Namespace) -> int:
     config = _config(args)
     config = replace(config, host=args.host or config.host, port=config.port if args.port is None else args.port)
     configure_logging(args.log_level.upper(), config)
-    from core.mcp.server import ServeOptions
+    from core.mcp.options import ServeOptions
 
     options = ServeOptions(profile=args.profile, prefix=args.tool_prefix)
     if not 1 <= args.workers <= 64:

@@ -3,21 +3,29 @@ lines from a real process. The refusals are the very ones canon answers over HTT
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
+import mcp_types as types
 import pytest
+from anyio.streams.memory import MemoryObjectSendStream
+from mcp.shared.message import SessionMessage
 
 from core.instance import Instance
+from core.mcp.handshake import initialize_result
 from core.mcp.revisions import BATCH, SUPPORTED_VERSIONS
-from tests.mcp.conftest import LEGACY, asgi_http, copy_store, envelope, modern_request
+from core.mcp.server import CanonServer
+from core.mcp.stdio_sdk import AnsweredOnce, Item, Opening
+from tests.mcp.conftest import LEGACY, MODERN, Served, asgi_http, copy_store, envelope, modern_request
 
 pytestmark = pytest.mark.anyio
 OLDER = ("2024-11-05", "2025-03-26", "2025-06-18")
@@ -49,13 +57,15 @@ class Stdio:
         return answer
 
 
-@pytest.fixture
-def stdio(seed_template: Path, tmp_path: Path) -> Iterator[Stdio]:
-    store = copy_store(seed_template, tmp_path / "canon.db")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
-    popen = subprocess.Popen([sys.executable, "-m", "core.cli", "--store", str(store), "serve", "--stdio"],
-                             cwd=tmp_path, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+@contextlib.contextmanager
+def spawned(command: list[str], store: Path, cwd: Path, env: dict[str, str] | None = None, *, stderr: Any = None,
+            pass_fds: tuple[int, ...] = ()) -> Generator[Stdio]:  # fmt: skip
+    """`command` (the python arguments before canon's) serving `store` over stdio, killed at the end if still up."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")} | (env or {})
+    popen = subprocess.Popen([sys.executable, *command, "--store", str(store), "serve", "--stdio"], cwd=cwd,
+                             env=clean, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL if stderr is None else stderr, text=True,
+                             pass_fds=pass_fds)  # fmt: skip
     process = Stdio(popen)
     try:
         yield process
@@ -66,6 +76,12 @@ def stdio(seed_template: Path, tmp_path: Path) -> Iterator[Stdio]:
         for pipe in (popen.stdin, popen.stdout):
             if pipe is not None:
                 pipe.close()
+
+
+@pytest.fixture
+def stdio(seed_template: Path, tmp_path: Path) -> Iterator[Stdio]:
+    with spawned(["-m", "core.cli"], copy_store(seed_template, tmp_path / "canon.db"), tmp_path) as process:
+        yield process
 
 
 def initialize(version: str, id_: int) -> dict[str, Any]:
@@ -122,3 +138,127 @@ def test_stdio_answers_initialize_without_importing_what_it_does_not_need(seed_t
     imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     assert "core.mcp.server" in imported  # the listing is real
     assert sorted(m for m in imported if any(m == p or m.startswith(f"{p}.") for p in NOT_FOR_STDIO)) == []
+
+
+# the SDK's import held back until the test lets it go: a meta path finder that blocks on a pipe the test writes
+GATED_CANON = """
+import os, runpy, sys
+
+class HoldTheSdk:
+    held = False
+
+    def find_spec(self, name, path=None, target=None):
+        if name in ("mcp", "mcp_types", "pydantic") and not self.held:
+            self.held = True
+            os.read(int(os.environ["SDK_GATE_FD"]), 1)
+        return None
+
+sys.meta_path.insert(0, HoldTheSdk())
+sys.argv[0] = "canon"
+runpy.run_module("core.cli", run_name="__main__", alter_sys=True)
+"""
+DIFFERS = "differs from the SDK's"  # what core.mcp.stdio_sdk logs if the early answer was not the SDK's
+
+
+def test_stdio_answers_initialize_before_it_imports_the_sdk_then_the_sdk_serves_the_session(
+    seed_template: Path, tmp_path: Path, shared_instance: Instance
+) -> None:
+    """An agent waits for `initialize` at every session start: it is answered while the SDK is still not imported
+    (here, held back until the answer has arrived), and the SDK then serves the rest of the session, having
+    answered the same `initialize` itself, the same way (ADR 0033)."""
+    store = copy_store(seed_template, tmp_path / "canon.db")
+    gate_read, gate_write = os.pipe()
+    with (tmp_path / "stderr.log").open("w") as log, spawned(["-c", GATED_CANON], store, tmp_path,
+            {"SDK_GATE_FD": str(gate_read)}, stderr=log, pass_fds=(gate_read,)) as canon:  # fmt: skip
+        os.close(gate_read)
+        early = canon.ask(initialize(LEGACY, 1))
+        os.write(gate_write, b"go")
+        os.close(gate_write)
+        canon.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        listed = canon.ask({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        pinged = canon.ask({"jsonrpc": "2.0", "id": 1, "method": "ping"})  # the id of initialize, free again
+        assert canon.popen.stdin is not None
+        canon.popen.stdin.close()
+        status = canon.popen.wait(timeout=30)
+    expected = initialize_result(LEGACY, shared_instance.registry.instructions())
+    assert early == {"jsonrpc": "2.0", "id": 1, "result": expected}
+    assert listed["id"] == 2
+    assert "describe_model" in [t["name"] for t in listed["result"]["tools"]]
+    assert pinged == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    assert canon.lines.empty()  # the SDK's own answer to initialize was not sent again
+    assert status == 0
+    assert DIFFERS not in (tmp_path / "stderr.log").read_text()
+
+
+def test_stdio_with_the_fast_path_off_answers_initialize_from_the_sdk_alone_with_the_same_answer(
+    seed_template: Path, tmp_path: Path, shared_instance: Instance
+) -> None:
+    store = copy_store(seed_template, tmp_path / "canon.db")
+    with spawned(["-m", "core.cli"], store, tmp_path, {"CANON_MCP_FASTPATH": "0"}) as canon:
+        answer = canon.ask(initialize(LEGACY, 7))
+    assert answer == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "result": initialize_result(LEGACY, shared_instance.registry.instructions()),
+    }
+
+
+@contextlib.asynccontextmanager
+async def running(server: CanonServer, write: Any) -> AsyncGenerator[MemoryObjectSendStream[Item]]:
+    """The SDK's loop serving one connection of `server` (as on stdio), reading what the block sends, writing to
+    `write`."""
+    send, reads = anyio.create_memory_object_stream[Item](10)
+    async with send, anyio.create_task_group() as tasks:
+        tasks.start_soon(server.run, reads, write, server.create_initialization_options())
+        yield send
+        tasks.cancel_scope.cancel()
+
+
+def message(request: dict[str, Any]) -> SessionMessage:
+    return SessionMessage(types.jsonrpc_message_adapter.validate_python(request))
+
+
+@pytest.mark.parametrize("requested", [LEGACY, MODERN, "2024-11-05"])
+async def test_the_early_initialize_answer_is_the_sdks_for_every_revision_a_client_may_ask_for(
+    served: Served, requested: str
+) -> None:
+    """`core.mcp.handshake` answers `initialize` as the SDK does (the capabilities it derives from canon's handlers,
+    serverInfo, instructions, the negotiated revision): a handler added without its capability there fails here."""
+    writes, received = anyio.create_memory_object_stream[SessionMessage](10)
+    async with received, running(served.server, writes) as send:
+        await send.send(message(initialize(requested, 1)))
+        with anyio.fail_after(10):
+            answer = await received.receive()
+    wire = answer.message.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    assert wire == {"jsonrpc": "2.0", "id": 1,
+                    "result": initialize_result(requested, served.instance.registry.instructions())}  # fmt: skip
+
+
+async def test_the_sdks_answer_to_an_initialize_answered_early_is_compared_and_not_sent_again(
+    served: Served, caplog: pytest.LogCaptureFixture
+) -> None:
+    request = initialize(LEGACY, 1)
+    told = Opening(json.dumps(request).encode(), 1, {"protocolVersion": "1900-01-01"})  # not what the SDK answers
+    writes, received = anyio.create_memory_object_stream[SessionMessage](10)
+    async with received, running(served.server, AnsweredOnce(writes, told)) as send:
+        for sent in (request, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                     {"jsonrpc": "2.0", "id": 1, "method": "ping"}):  # fmt: skip
+            await send.send(message(sent))
+        with anyio.fail_after(10):
+            answer = await received.receive()
+    assert answer.message.model_dump(by_alias=True, exclude_unset=True, mode="json") == {
+        "jsonrpc": "2.0", "id": 1, "result": {}}  # fmt: skip
+    assert [r.levelname for r in caplog.records if DIFFERS in r.getMessage()] == ["ERROR"]
+
+
+def test_the_stdio_entry_imports_neither_the_sdk_nor_an_http_stack(tmp_path: Path) -> None:
+    """What `canon serve --stdio` imports before it answers `initialize`: the command line and the stdio entry,
+    without the SDK (nor pydantic, its types, anyio's friends on the HTTP side) or any HTTP surface."""
+    script = "import sys, core.cli, core.mcp.stdio; print(' '.join(sorted(sys.modules)))"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env,
+                          timeout=60, check=True)  # fmt: skip
+    loaded = done.stdout.split()
+    assert "core.mcp.stdio" in loaded  # the listing is real
+    banned = (*NOT_FOR_STDIO, "mcp", "mcp_types", "pydantic", "pydantic_core", "starlette", "uvicorn", "httpx2")
+    assert [m for m in loaded if any(m == p or m.startswith(f"{p}.") for p in banned)] == []
