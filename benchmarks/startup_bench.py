@@ -13,7 +13,10 @@ stdin at once (as an agent does), and times from spawn to the response line; the
 The servers are interleaved run by run, so load that comes and goes falls on each of them alike. Three canon cases:
 
 * `canon` — the default model on a store that already exists and is seeded, with the schema-check cache of an
-  earlier start (every start after the first on a machine);
+  earlier start (every start after the first on a machine); it answers `initialize` before importing the SDK
+  (ADR 0033);
+* `canon_sdk_answers` — the same, with `CANON_MCP_FASTPATH=0`: the SDK answers `initialize`, as every start did
+  before ADR 0033 (the baseline, in the same run);
 * `canon_first_start` — a new store each run (created and seeded with the sample data) and an empty cache folder
   (`CANON_CACHE`): the first start ever on a machine;
 * `sdk_floor` — benchmarks/echo_server.py, a one-tool server on the same MCP SDK: the start every server built on
@@ -132,11 +135,13 @@ def main() -> None:
         env = {**_canon_env(), "CANON_CACHE": str(cache)}
         seeded = tmp / "seeded.db"
         start(canon_command(seeded), env, tmp / "seed.log")  # creates and seeds the store, fills the cache
-        cases = ("canon", "canon_first_start", "sdk_floor", "server_memory")
+        cases = ("canon", "canon_sdk_answers", "canon_first_start", "sdk_floor", "server_memory")
         samples: dict[str, list[dict[str, float]]] = {case: [] for case in cases}
         memory_env = {**os.environ, "MEMORY_FILE_PATH": str(tmp / "memory.jsonl")}
         for run in range(args.runs):
             samples["canon"].append(start(canon_command(seeded), env, tmp / "canon.log"))
+            samples["canon_sdk_answers"].append(start(canon_command(seeded), {**env, "CANON_MCP_FASTPATH": "0"},
+                                                      tmp / "sdk_answers.log"))  # fmt: skip
             fresh_env = {**env, "CANON_CACHE": str(tmp / f"cache-{run}")}
             samples["canon_first_start"].append(start(canon_command(tmp / f"fresh-{run}.db"), fresh_env,
                                                       tmp / "fresh.log"))  # fmt: skip
@@ -155,6 +160,8 @@ def main() -> None:
         **result,
         "canon_over_memory_initialize": round(result["canon"]["initialize_ms"]["median"] / memory_median, 2),
         "canon_over_sdk_floor_initialize": round(result["canon"]["initialize_ms"]["median"] / floor_median, 2),
+        "canon_sdk_answers_over_memory_initialize": round(
+            result["canon_sdk_answers"]["initialize_ms"]["median"] / memory_median, 2),
         "target_1s_met": result["canon"]["initialize_ms"]["median"] <= 1000,
         "importtime": imports,
     }, indent=1))  # fmt: skip
