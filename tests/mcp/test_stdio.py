@@ -25,7 +25,8 @@ from core.mcp.handshake import initialize_result
 from core.mcp.revisions import BATCH, SUPPORTED_VERSIONS
 from core.mcp.server import CanonServer
 from core.mcp.stdio_sdk import AnsweredOnce, Item, Opening
-from tests.mcp.conftest import LEGACY, MODERN, Served, asgi_http, copy_store, envelope, modern_request
+from tests.mcp.conftest import LEGACY, Served, asgi_http, copy_store, envelope, modern_request
+from tests.mcp.test_handshake import ANSWERED
 
 pytestmark = pytest.mark.anyio
 OLDER = ("2024-11-05", "2025-03-26", "2025-06-18")
@@ -218,20 +219,22 @@ def message(request: dict[str, Any]) -> SessionMessage:
     return SessionMessage(types.jsonrpc_message_adapter.validate_python(request))
 
 
-@pytest.mark.parametrize("requested", [LEGACY, MODERN, "2024-11-05"])
-async def test_the_early_initialize_answer_is_the_sdks_for_every_revision_a_client_may_ask_for(
-    served: Served, requested: str
+@pytest.mark.parametrize("request_", ANSWERED.values(), ids=ANSWERED.keys())
+async def test_the_early_initialize_answer_is_the_sdks_for_every_request_canon_answers_early(
+    served: Served, request_: dict[str, Any]
 ) -> None:
     """`core.mcp.handshake` answers `initialize` as the SDK does (the capabilities it derives from canon's handlers,
-    serverInfo, instructions, the negotiated revision): a handler added without its capability there fails here."""
+    serverInfo, instructions, the negotiated revision), for every revision and request shape it answers early: a
+    handler added without its capability there fails here."""
     writes, received = anyio.create_memory_object_stream[SessionMessage](10)
     async with received, running(served.server, writes) as send:
-        await send.send(message(initialize(requested, 1)))
+        await send.send(message(request_))
         with anyio.fail_after(10):
             answer = await received.receive()
-    wire = answer.message.model_dump(by_alias=True, exclude_unset=True, mode="json")
-    assert wire == {"jsonrpc": "2.0", "id": 1,
-                    "result": initialize_result(requested, served.instance.registry.instructions())}  # fmt: skip
+    requested = request_["params"]["protocolVersion"]
+    assert answer.message.model_dump(by_alias=True, exclude_unset=True, mode="json") == {
+        "jsonrpc": "2.0", "id": request_["id"],
+        "result": initialize_result(requested, served.instance.registry.instructions())}  # fmt: skip
 
 
 async def test_the_sdks_answer_to_an_initialize_answered_early_is_compared_and_not_sent_again(
