@@ -26,10 +26,10 @@ The servers are interleaved run by run, so load that comes and goes falls on eac
 It prints one JSON object: per case the median, min and max milliseconds to `initialize` and to `tools/list`, of
 the CPU time the server had used when its `initialize` answer was read (`initialize_cpu`, from /proc, in clock
 ticks of 10 ms) and of the process's CPU time (user + system, from spawn to exit): CPU times are what load on the
-machine inflates least, so on a busy machine they tell what a quiet one would show better than the clock. The
-load average (1 minute) before and after the run and the core count (compare ratios on a busy machine, not
-absolute times), and the top `--top` modules of `python -X importtime` of one canon start, by cumulative and by
-self time, and which of the HTTP-only modules it imported (none should be).
+machine inflates least, so on a busy machine they tell what a quiet one would show better than the clock. It also
+gives the load average (1 minute) before and after the run and the core count (compare ratios on a busy machine,
+not absolute times), and the top `--top` modules of `python -X importtime` of one canon start, by cumulative and
+by self time, and which of the HTTP-only modules it imported (none should be).
 """
 
 from __future__ import annotations

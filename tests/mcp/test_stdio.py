@@ -1,5 +1,8 @@
 """`canon serve --stdio` on the wire: the revisions it serves, and the answers to lines it refuses, as raw JSON-RPC
-lines from a real process. The refusals are the very ones canon answers over HTTP (`core.mcp.revisions`)."""
+lines from a real process. The refusals are the very ones canon answers over HTTP (`core.mcp.revisions`).
+
+Its start: the opening `initialize` is answered before the SDK is imported, with the SDK's own answer (ADR 0033),
+and nothing of the SDK or an HTTP stack is imported before that."""
 
 from __future__ import annotations
 
