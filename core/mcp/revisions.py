@@ -24,7 +24,7 @@ from typing import Any, Final, cast
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types import INVALID_REQUEST, PROTOCOL_VERSION_META_KEY, UNSUPPORTED_PROTOCOL_VERSION, ErrorData
 
-from core.mcp.handshake import HANDSHAKE, MODERN, negotiate
+from core.mcp.handshake import HANDSHAKE, MODERN, SUPPORTED_VERSIONS, negotiate
 
 __all__ = [
     "BATCH",
@@ -38,7 +38,6 @@ __all__ = [
     "unsupported",
 ]
 
-SUPPORTED_VERSIONS: Final = [MODERN, HANDSHAKE]  # newest first, as `server/discover` and -32022 list them
 BATCH: Final = ErrorData(
     code=INVALID_REQUEST,
     message="JSON-RPC batches are not part of MCP 2025-11-25 or 2026-07-28: send each request as a message of its own.",

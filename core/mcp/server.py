@@ -41,7 +41,7 @@ from core.dispatch import ToolResult
 from core.errors import CanonError, NotFoundError, UnknownToolError
 from core.mcp.client_log import ClientLog
 from core.mcp.events import EventFanout
-from core.mcp.handshake import SERVER_INFO
+from core.mcp.handshake import DISCOVER_CACHE_SCOPE, DISCOVER_TTL_MS, SERVER_INFO
 from core.mcp.options import DEFAULT_OPTIONS, ServeOptions
 from core.mcp.revisions import SUPPORTED_VERSIONS, Negotiate
 from core.principal import Principal
@@ -298,8 +298,8 @@ def build_server(current: Current, fanout: EventFanout, principal_of: PrincipalO
             supported_versions=SUPPORTED_VERSIONS,
             capabilities=capabilities,
             instructions=current().registry.instructions(),
-            ttl_ms=60_000,
-            cache_scope="public",
+            ttl_ms=DISCOVER_TTL_MS,
+            cache_scope=DISCOVER_CACHE_SCOPE,
         )
 
     async def _run(ctx: ServerRequestContext[Any], action: str, target: str, work: Callable[[Any], Any]) -> Any:

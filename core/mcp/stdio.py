@@ -1,14 +1,14 @@
 """MCP over stdio: one process, one client; logs go to stderr only. Its start is what an agent waits for.
 
-An agent spawns `canon serve --stdio` for every session and waits for the answer to its `initialize`. Importing
-the MCP SDK is most of a start (docs/benchmarks.md), and nothing in that answer needs the SDK
-(`core.mcp.handshake`). So (ADR 0033): while a thread imports the SDK side (`core.mcp.stdio_sdk`), this module
-reads the client's first line from the standard input itself, a byte at a time so that nothing behind that line is
-taken from the pipe before the SDK reads it, and if the line is an `initialize` of the plain shape
-`opening_initialize` accepts, answers it at once. The SDK then serves the connection from that line on, in the
-state it would have reached by itself: the line is replayed to it as the first message it reads, and its own answer
-is compared with the one sent and not sent again (`core.mcp.stdio_sdk`). Any other first line is replayed alike,
-and the SDK answers it.
+An agent spawns `canon serve --stdio` for every session and waits for the answer to its opening request
+(`initialize`, or `server/discover` in 2026-07-28). Importing the MCP SDK is most of a start (docs/benchmarks.md),
+and nothing in that answer needs the SDK (`core.mcp.handshake`). So (ADR 0033): while a thread imports the SDK side
+(`core.mcp.stdio_sdk`), this module reads the client's first line from the standard input itself, a byte at a time
+so that nothing behind that line is taken from the pipe before the SDK reads it, and if the line is a request of
+the plain shape `opening_request` accepts, answers it at once. The SDK then serves the connection from that line
+on, in the state it would have reached by itself: the line is replayed to it as the first message it reads, and
+its own answer is compared with the one sent and not sent again (`core.mcp.stdio_sdk`). Any other first line is
+replayed alike, and the SDK answers it.
 
 `[server] mcp_fastpath = false` (`CANON_MCP_FASTPATH=0`) turns this off, as it turns off canon's answers on HTTP:
 the SDK reads every line.
@@ -25,7 +25,7 @@ import os
 import threading
 
 from core.instance import Instance
-from core.mcp.handshake import initialize_result, opening_initialize
+from core.mcp.handshake import early_result, opening_request
 from core.mcp.options import DEFAULT_OPTIONS, ServeOptions
 
 __all__ = ["read_line", "serve_stdio"]
@@ -44,10 +44,10 @@ def serve_stdio(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> 
     loading = threading.Thread(target=_load_sdk_side, name="canon-sdk-import", daemon=True)
     loading.start()  # the SDK is imported while the client's first line is awaited and answered
     line = read_line(STDIN)
-    request = opening_initialize(line)
+    request = opening_request(line)
     answered = None
     if request is not None:
-        answered = initialize_result(request.requested, instance.snapshot.registry.instructions())
+        answered = early_result(request, instance.snapshot.registry.instructions())
         response = {"jsonrpc": "2.0", "id": request.id, "result": answered}
         _write_all(STDOUT, json.dumps(response, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
     loading.join()

@@ -1,9 +1,9 @@
 """MCP over stdio on the SDK: the connection from the client's first line on (`core.mcp.stdio` reads that line).
 
 The first line is replayed to the SDK as the first message it reads, parsed as the SDK's own reader parses a line
-(`Opening`). If `core.mcp.stdio` has already answered it (an `initialize`, ADR 0033), the SDK's answer to it is
-compared with the one sent, an error logged if they differ, and not sent again (`AnsweredOnce`): the SDK's state
-is the one its own answer would have left, and the client hears one answer.
+(`Opening`). If `core.mcp.stdio` has already answered it (an `initialize` or a `server/discover`, ADR 0033), the
+SDK's answer to it is compared with the one sent, an error logged if they differ, and not sent again
+(`AnsweredOnce`): the SDK's state is the one its own answer would have left, and the client hears one answer.
 
 Before the SDK sees a line, canon answers the ones no revision it serves accepts (`screen`): a JSON-RPC batch or a
 line that is no JSON-RPC message (the SDK drops those without a word), and a request naming a revision canon does

@@ -1,4 +1,4 @@
-"""`core.mcp.handshake`: which opening lines canon answers itself on stdio, and that it needs no SDK to do so.
+"""`core.mcp.handshake`: which opening lines canon answers itself on stdio (`initialize`, `server/discover`).
 
 That its answer is the SDK's, for each of these shapes and revisions, is asserted in tests/mcp/test_stdio.py
 against the SDK's own answer."""
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from core.mcp.handshake import Initialize, opening_initialize
+from core.mcp.handshake import OpeningRequest, opening_request
 
 CLIENT = {"name": "agent", "version": "1.0"}
 
@@ -18,6 +18,14 @@ CLIENT = {"name": "agent", "version": "1.0"}
 def request(**params: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": CLIENT} | params}  # fmt: skip
+
+
+VERSION, CAPABILITIES = "io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities"
+
+
+def discover(**meta: Any) -> dict[str, Any]:
+    envelope = {VERSION: "2026-07-28", CAPABILITIES: {}}
+    return {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": envelope | meta}}
 
 
 ANSWERED = {
@@ -28,6 +36,9 @@ ANSWERED = {
     "an older revision": request(protocolVersion="2024-11-05"),
     "a newer revision": request(protocolVersion="2026-07-28"),
     "a string id": request() | {"id": "init-1"},
+    "discover": discover(),
+    "discover with clientInfo": discover(**{"io.modelcontextprotocol/clientInfo": CLIENT}),
+    "discover with capabilities": discover(**{CAPABILITIES: {"sampling": {}}}),
 }
 LEFT_TO_THE_SDK = {
     "tools/list": request() | {"method": "tools/list"},
@@ -44,16 +55,27 @@ LEFT_TO_THE_SDK = {
     "a revision that is no string": request(protocolVersion=20251125),
     "a capability that is no object": request(capabilities={"roots": True}),
     "an unknown parameter": request(extra={}),
+    "discover naming 2025-11-25": discover(**{VERSION: "2025-11-25"}),
+    "discover without client capabilities": {**discover(), "params": {"_meta": {VERSION: "2026-07-28"}}},
+    "discover with another parameter": {**discover(), "params": {**discover()["params"], "cursor": "x"}},
+    "discover with another _meta key": discover(progressToken="p"),
+    "discover without an envelope": {**discover(), "params": {}},
 }
 
 
+def revision_asked(message: dict[str, Any]) -> str:
+    """The revision an opening request asks for: initialize's protocolVersion, else the envelope's."""
+    params = message["params"]
+    return params.get("protocolVersion") or params["_meta"][VERSION]
+
+
 @pytest.mark.parametrize("message", ANSWERED.values(), ids=ANSWERED.keys())
-def test_a_plain_initialize_is_answered_before_the_sdk_reads_it(message: dict[str, Any]) -> None:
+def test_a_plain_opening_request_is_answered_before_the_sdk_reads_it(message: dict[str, Any]) -> None:
     line = json.dumps(message).encode() + b"\n"
-    assert opening_initialize(line) == Initialize(message["id"], message["params"]["protocolVersion"])
+    assert opening_request(line) == OpeningRequest(message["id"], message["method"], revision_asked(message))
 
 
 @pytest.mark.parametrize("message", LEFT_TO_THE_SDK.values(), ids=LEFT_TO_THE_SDK.keys())
 def test_any_other_opening_line_is_left_to_the_sdk(message: Any) -> None:
     line = message if isinstance(message, str) else json.dumps(message)
-    assert opening_initialize(line.encode() + b"\n") is None
+    assert opening_request(line.encode() + b"\n") is None

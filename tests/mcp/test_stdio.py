@@ -24,7 +24,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
 from core.instance import Instance
-from core.mcp.handshake import initialize_result
+from core.mcp.handshake import early_result, initialize_result, opening_request
 from core.mcp.revisions import BATCH, SUPPORTED_VERSIONS
 from core.mcp.server import CanonServer
 from core.mcp.stdio_sdk import AnsweredOnce, Item, Opening
@@ -144,18 +144,35 @@ def test_stdio_answers_initialize_without_importing_what_it_does_not_need(seed_t
     assert sorted(m for m in imported if any(m == p or m.startswith(f"{p}.") for p in NOT_FOR_STDIO)) == []
 
 
-# the SDK's import held back until the test lets it go: a meta path finder that blocks on a pipe the test writes
+# the SDK's import held back until the test lets it go: the first of its packages to be imported waits on a pipe
+# the test writes to before it runs (in its loader, which holds no lock but that package's own)
 GATED_CANON = """
-import os, runpy, sys
+import importlib.machinery, os, runpy, sys
+
+class Held:
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        os.read(int(os.environ["SDK_GATE_FD"]), 1)
+        self.loader.exec_module(module)
 
 class HoldTheSdk:
     held = False
 
     def find_spec(self, name, path=None, target=None):
-        if name in ("mcp", "mcp_types", "pydantic") and not self.held:
-            self.held = True
-            os.read(int(os.environ["SDK_GATE_FD"]), 1)
-        return None
+        if name not in ("mcp", "mcp_types", "pydantic") or self.held:
+            return None
+        self.held = True
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        spec.loader = Held(spec.loader)
+        return spec
 
 sys.meta_path.insert(0, HoldTheSdk())
 sys.argv[0] = "canon"
@@ -223,21 +240,22 @@ def message(request: dict[str, Any]) -> SessionMessage:
 
 
 @pytest.mark.parametrize("request_", ANSWERED.values(), ids=ANSWERED.keys())
-async def test_the_early_initialize_answer_is_the_sdks_for_every_request_canon_answers_early(
+async def test_the_early_answer_is_the_sdks_for_every_opening_request_canon_answers_early(
     served: Served, request_: dict[str, Any]
 ) -> None:
-    """`core.mcp.handshake` answers `initialize` as the SDK does (the capabilities it derives from canon's handlers,
-    serverInfo, instructions, the negotiated revision), for every revision and request shape it answers early: a
-    handler added without its capability there fails here."""
+    """`core.mcp.handshake` answers `initialize` and `server/discover` as the SDK does (the capabilities it derives
+    from canon's handlers, serverInfo, instructions, the negotiated revision), for every revision and request shape
+    it answers early: a handler added without its capability there fails here."""
     writes, received = anyio.create_memory_object_stream[SessionMessage](10)
     async with received, running(served.server, writes) as send:
         await send.send(message(request_))
         with anyio.fail_after(10):
             answer = await received.receive()
-    requested = request_["params"]["protocolVersion"]
+    opening = opening_request(json.dumps(request_).encode())
+    assert opening is not None
     assert answer.message.model_dump(by_alias=True, exclude_unset=True, mode="json") == {
         "jsonrpc": "2.0", "id": request_["id"],
-        "result": initialize_result(requested, served.instance.registry.instructions())}  # fmt: skip
+        "result": early_result(opening, served.instance.registry.instructions())}  # fmt: skip
 
 
 async def test_the_sdks_answer_to_an_initialize_answered_early_is_compared_and_not_sent_again(
