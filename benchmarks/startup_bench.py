@@ -17,6 +17,8 @@ The servers are interleaved run by run, so load that comes and goes falls on eac
   (ADR 0033);
 * `canon_sdk_answers` — the same, with `CANON_MCP_FASTPATH=0`: the SDK answers `initialize`, as every start did
   before ADR 0033 (the baseline, in the same run);
+* `canon_discover`, `canon_discover_sdk_answers` — the same two, opened by a 2026-07-28 client: `server/discover`
+  (its time given as `initialize`), then `tools/list` with the 2026-07-28 envelope;
 * `canon_first_start` — a new store each run (created and seeded with the sample data) and an empty cache folder
   (`CANON_CACHE`): the first start ever on a machine;
 * `sdk_floor` — benchmarks/echo_server.py, a one-tool server on the same MCP SDK: the start every server built on
@@ -53,22 +55,28 @@ from benchmarks.peer_memory import NODE22, PACKAGE, StdioPeer, _canon_env, _cano
 
 REPO = Path(__file__).resolve().parent.parent
 PROTOCOL = "2025-11-25"
+ENVELOPE = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 HTTP_ONLY = ("strawberry", "fastapi", "jinja2", "generators")  # stdio has no use for them
 
 
-def start(command: list[str], env: dict[str, str], log: Path) -> dict[str, float]:
+def start(command: list[str], env: dict[str, str], log: Path, *, modern: bool = False) -> dict[str, float]:
     """One cold start: milliseconds from spawn to the `initialize` answer and to the `tools/list` answer, the
     server's CPU time when the `initialize` answer arrived, and the CPU time (user + system) of the whole process,
-    which load on the machine changes far less than the clock."""
+    which load on the machine changes far less than the clock. `modern`: a 2026-07-28 client, which opens with
+    `server/discover` (timed as `initialize`) and sends its `tools/list` in the envelope."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     peer = StdioPeer(command, env, log)
     try:
-        peer.request("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
-                                    "clientInfo": {"name": "startup-bench", "version": "1"}})  # fmt: skip
+        if modern:
+            peer.request("server/discover", {"_meta": ENVELOPE})
+        else:
+            peer.request("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
+                                        "clientInfo": {"name": "startup-bench", "version": "1"}})  # fmt: skip
         initialized = (time.perf_counter() - peer.started) * 1000
         initialize_cpu = cpu_so_far(peer.proc.pid)
-        peer.notify("notifications/initialized")
-        peer.request("tools/list", {})
+        if not modern:
+            peer.notify("notifications/initialized")
+        peer.request("tools/list", {"_meta": ENVELOPE} if modern else {})
         listed = (time.perf_counter() - peer.started) * 1000
     finally:
         peer.close()
@@ -145,13 +153,17 @@ def main() -> None:
         env = {**_canon_env(), "CANON_CACHE": str(cache)}
         seeded = tmp / "seeded.db"
         start(canon_command(seeded), env, tmp / "seed.log")  # creates and seeds the store, fills the cache
-        cases = ("canon", "canon_sdk_answers", "canon_first_start", "sdk_floor", "server_memory")
+        cases = ("canon", "canon_sdk_answers", "canon_discover", "canon_discover_sdk_answers", "canon_first_start",
+                 "sdk_floor", "server_memory")  # fmt: skip
         samples: dict[str, list[dict[str, float]]] = {case: [] for case in cases}
         memory_env = {**os.environ, "MEMORY_FILE_PATH": str(tmp / "memory.jsonl")}
         for run in range(args.runs):
+            sdk_env = {**env, "CANON_MCP_FASTPATH": "0"}
             samples["canon"].append(start(canon_command(seeded), env, tmp / "canon.log"))
-            samples["canon_sdk_answers"].append(start(canon_command(seeded), {**env, "CANON_MCP_FASTPATH": "0"},
-                                                      tmp / "sdk_answers.log"))  # fmt: skip
+            samples["canon_sdk_answers"].append(start(canon_command(seeded), sdk_env, tmp / "sdk_answers.log"))
+            samples["canon_discover"].append(start(canon_command(seeded), env, tmp / "discover.log", modern=True))
+            samples["canon_discover_sdk_answers"].append(start(canon_command(seeded), sdk_env,
+                                                               tmp / "discover_sdk.log", modern=True))  # fmt: skip
             fresh_env = {**env, "CANON_CACHE": str(tmp / f"cache-{run}")}
             samples["canon_first_start"].append(start(canon_command(tmp / f"fresh-{run}.db"), fresh_env,
                                                       tmp / "fresh.log"))  # fmt: skip
