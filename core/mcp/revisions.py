@@ -11,7 +11,7 @@ revision alone), so both rules live here and both transports apply them before t
   `Negotiate`, a server middleware, applies it on every transport.
 * A request naming an unserved revision gets -32022 `UnsupportedProtocolVersion` with `data.supported` listing
   both revisions (`unsupported`), changes nothing (a stdio connection stays open to either revision), and reaches
-  no handler. `refusal` decides it from a decoded request; `core.mcp.stdio` and `core.mcp.revision_gate` (HTTP)
+  no handler. `refusal` decides it from a decoded request; `core.mcp.stdio_sdk` and `core.mcp.revision_gate` (HTTP)
   both call it.
 * A JSON-RPC batch is not part of either revision: -32600 (`BATCH`).
 """
