@@ -13,18 +13,25 @@ stdin at once (as an agent does), and times from spawn to the response line; the
 The servers are interleaved run by run, so load that comes and goes falls on each of them alike. Three canon cases:
 
 * `canon` — the default model on a store that already exists and is seeded, with the schema-check cache of an
-  earlier start (every start after the first on a machine);
+  earlier start (every start after the first on a machine); it answers `initialize` before importing the SDK
+  (ADR 0036);
+* `canon_sdk_answers` — the same, with `CANON_MCP_FASTPATH=0`: the SDK answers `initialize`, as every start did
+  before ADR 0036 (the baseline, in the same run);
+* `canon_discover`, `canon_discover_sdk_answers` — the same two, opened by a 2026-07-28 client: `server/discover`
+  (its time given as `initialize`), then `tools/list` with the 2026-07-28 envelope;
 * `canon_first_start` — a new store each run (created and seeded with the sample data) and an empty cache folder
   (`CANON_CACHE`): the first start ever on a machine;
 * `sdk_floor` — benchmarks/echo_server.py, a one-tool server on the same MCP SDK: the start every server built on
   this SDK pays (Python, the SDK and its types);
 * and server-memory (pinned by benchmarks/peers, installed there on first use) with an empty memory file, on Node 22.
 
-It prints one JSON object: per case the median, min and max milliseconds to `initialize` and to `tools/list` and of
-the process's CPU time (user + system, from spawn to exit: what load on the machine inflates least), the
-load average (1 minute) before and after the run and the core count (compare ratios on a busy machine, not
-absolute times), and the top `--top` modules of `python -X importtime` of one canon start, by cumulative and by
-self time, and which of the HTTP-only modules it imported (none should be).
+It prints one JSON object: per case the median, min and max milliseconds to `initialize` and to `tools/list`, of
+the CPU time the server had used when its `initialize` answer was read (`initialize_cpu`, from /proc, in clock
+ticks of 10 ms) and of the process's CPU time (user + system, from spawn to exit): CPU times are what load on the
+machine inflates least, so on a busy machine they tell what a quiet one would show better than the clock. It also
+gives the load average (1 minute) before and after the run and the core count (compare ratios on a busy machine,
+not absolute times), and the top `--top` modules of `python -X importtime` of one canon start, by cumulative and
+by self time, and which of the HTTP-only modules it imported (none should be).
 """
 
 from __future__ import annotations
@@ -48,31 +55,45 @@ from benchmarks.peer_memory import NODE22, PACKAGE, StdioPeer, _canon_env, _cano
 
 REPO = Path(__file__).resolve().parent.parent
 PROTOCOL = "2025-11-25"
+ENVELOPE = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 HTTP_ONLY = ("strawberry", "fastapi", "jinja2", "generators")  # stdio has no use for them
 
 
-def start(command: list[str], env: dict[str, str], log: Path) -> dict[str, float]:
-    """One cold start: milliseconds from spawn to the `initialize` answer and to the `tools/list` answer, and the
-    CPU time (user + system) of the whole process, which load on the machine changes far less than the clock."""
+def start(command: list[str], env: dict[str, str], log: Path, *, modern: bool = False) -> dict[str, float]:
+    """One cold start: milliseconds from spawn to the `initialize` answer and to the `tools/list` answer, the
+    server's CPU time when the `initialize` answer arrived, and the CPU time (user + system) of the whole process,
+    which load on the machine changes far less than the clock. `modern`: a 2026-07-28 client, which opens with
+    `server/discover` (timed as `initialize`) and sends its `tools/list` in the envelope."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     peer = StdioPeer(command, env, log)
     try:
-        peer.request("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
-                                    "clientInfo": {"name": "startup-bench", "version": "1"}})  # fmt: skip
+        if modern:
+            peer.request("server/discover", {"_meta": ENVELOPE})
+        else:
+            peer.request("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
+                                        "clientInfo": {"name": "startup-bench", "version": "1"}})  # fmt: skip
         initialized = (time.perf_counter() - peer.started) * 1000
-        peer.notify("notifications/initialized")
-        peer.request("tools/list", {})
+        initialize_cpu = cpu_so_far(peer.proc.pid)
+        if not modern:
+            peer.notify("notifications/initialized")
+        peer.request("tools/list", {"_meta": ENVELOPE} if modern else {})
         listed = (time.perf_counter() - peer.started) * 1000
     finally:
         peer.close()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
-    return {"initialize": initialized, "tools_list": listed, "process_cpu": cpu}
+    return {"initialize": initialized, "initialize_cpu": initialize_cpu, "tools_list": listed, "process_cpu": cpu}
+
+
+def cpu_so_far(pid: int) -> float:
+    """The CPU time (user + system, all threads) process `pid` has used until now, in milliseconds (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def summary(samples: list[dict[str, float]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key in ("initialize", "tools_list", "process_cpu"):
+    for key in ("initialize", "initialize_cpu", "tools_list", "process_cpu"):
         values = [s[key] for s in samples]
         out[f"{key}_ms"] = {"median": round(statistics.median(values), 1), "min": round(min(values), 1),
                             "max": round(max(values), 1)}  # fmt: skip
@@ -132,11 +153,17 @@ def main() -> None:
         env = {**_canon_env(), "CANON_CACHE": str(cache)}
         seeded = tmp / "seeded.db"
         start(canon_command(seeded), env, tmp / "seed.log")  # creates and seeds the store, fills the cache
-        cases = ("canon", "canon_first_start", "sdk_floor", "server_memory")
+        cases = ("canon", "canon_sdk_answers", "canon_discover", "canon_discover_sdk_answers", "canon_first_start",
+                 "sdk_floor", "server_memory")  # fmt: skip
         samples: dict[str, list[dict[str, float]]] = {case: [] for case in cases}
         memory_env = {**os.environ, "MEMORY_FILE_PATH": str(tmp / "memory.jsonl")}
         for run in range(args.runs):
+            sdk_env = {**env, "CANON_MCP_FASTPATH": "0"}
             samples["canon"].append(start(canon_command(seeded), env, tmp / "canon.log"))
+            samples["canon_sdk_answers"].append(start(canon_command(seeded), sdk_env, tmp / "sdk_answers.log"))
+            samples["canon_discover"].append(start(canon_command(seeded), env, tmp / "discover.log", modern=True))
+            samples["canon_discover_sdk_answers"].append(start(canon_command(seeded), sdk_env,
+                                                               tmp / "discover_sdk.log", modern=True))  # fmt: skip
             fresh_env = {**env, "CANON_CACHE": str(tmp / f"cache-{run}")}
             samples["canon_first_start"].append(start(canon_command(tmp / f"fresh-{run}.db"), fresh_env,
                                                       tmp / "fresh.log"))  # fmt: skip
@@ -155,6 +182,8 @@ def main() -> None:
         **result,
         "canon_over_memory_initialize": round(result["canon"]["initialize_ms"]["median"] / memory_median, 2),
         "canon_over_sdk_floor_initialize": round(result["canon"]["initialize_ms"]["median"] / floor_median, 2),
+        "canon_sdk_answers_over_memory_initialize": round(
+            result["canon_sdk_answers"]["initialize_ms"]["median"] / memory_median, 2),
         "target_1s_met": result["canon"]["initialize_ms"]["median"] <= 1000,
         "importtime": imports,
     }, indent=1))  # fmt: skip

@@ -28,11 +28,11 @@ from core.model import check_model, default_model_path, load_model
 from core.progress import ProgressBar
 from core.store import Store, copy_store, open_existing_store, store_exists
 from core.store.retention import Retention
-from core.surfaces import Surface, discover
 from core.tokens import TokenFile
 
 if TYPE_CHECKING:
-    from core.mcp.server import ServeOptions
+    from core.mcp.options import ServeOptions
+    from core.surfaces import Surface
 
 __all__ = ["main"]
 
@@ -337,7 +337,7 @@ def _serve(args: argparse.Namespace) -> int:
     config = _config(args)
     config = replace(config, host=args.host or config.host, port=config.port if args.port is None else args.port)
     configure_logging(args.log_level.upper(), config)
-    from core.mcp.server import ServeOptions
+    from core.mcp.options import ServeOptions
 
     options = ServeOptions(profile=args.profile, prefix=args.tool_prefix)
     if not 1 <= args.workers <= 64:
@@ -371,6 +371,7 @@ def _serve(args: argparse.Namespace) -> int:
 def _surfaces(options: ServeOptions) -> list[Surface]:
     """Every installed surface, in `discover`'s order, MCP presenting the registry as `options` say."""
     from core.mcp.surface import McpSurface
+    from core.surfaces import discover
 
     return [McpSurface(options) if isinstance(s, McpSurface) else s for s in discover()]
 

@@ -7,10 +7,11 @@ revision alone), so both rules live here and both transports apply them before t
 
 * `initialize` asking for a revision canon does not serve is answered with the one handshake revision it does
   serve, 2025-11-25 (the specification's rule: the server answers with a revision it supports, and the client
-  decides whether to go on). `Negotiate`, a server middleware, applies it on every transport.
+  decides whether to go on): `negotiate`, which lives with the rest of the handshake in `core.mcp.handshake`.
+  `Negotiate`, a server middleware, applies it on every transport.
 * A request naming an unserved revision gets -32022 `UnsupportedProtocolVersion` with `data.supported` listing
   both revisions (`unsupported`), changes nothing (a stdio connection stays open to either revision), and reaches
-  no handler. `refusal` decides it from a decoded request; `core.mcp.stdio` and `core.mcp.revision_gate` (HTTP)
+  no handler. `refusal` decides it from a decoded request; `core.mcp.stdio_sdk` and `core.mcp.revision_gate` (HTTP)
   both call it.
 * A JSON-RPC batch is not part of either revision: -32600 (`BATCH`).
 """
@@ -22,6 +23,8 @@ from typing import Any, Final, cast
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types import INVALID_REQUEST, PROTOCOL_VERSION_META_KEY, UNSUPPORTED_PROTOCOL_VERSION, ErrorData
+
+from core.mcp.handshake import HANDSHAKE, MODERN, SUPPORTED_VERSIONS, negotiate
 
 __all__ = [
     "BATCH",
@@ -35,20 +38,10 @@ __all__ = [
     "unsupported",
 ]
 
-MODERN: Final = "2026-07-28"
-HANDSHAKE: Final = "2025-11-25"
-_HANDSHAKES: Final = (HANDSHAKE,)  # the revisions `initialize` negotiates, oldest first
-SUPPORTED_VERSIONS: Final = [MODERN, HANDSHAKE]  # newest first, as `server/discover` and -32022 list them
 BATCH: Final = ErrorData(
     code=INVALID_REQUEST,
     message="JSON-RPC batches are not part of MCP 2025-11-25 or 2026-07-28: send each request as a message of its own.",
 )
-
-
-def negotiate(requested: str) -> str:
-    """The revision `initialize` answers for a client asking for `requested`: the same one if canon serves it
-    through the handshake, otherwise the newest it does (the client then decides whether to go on)."""
-    return requested if requested in _HANDSHAKES else _HANDSHAKES[-1]
 
 
 def unsupported(requested: str) -> ErrorData:

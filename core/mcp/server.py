@@ -28,7 +28,6 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, cast
 
 import anyio
@@ -41,11 +40,12 @@ from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from core import __version__
 from core.dispatch import ToolResult
 from core.errors import CanonError, NotFoundError, UnknownToolError
 from core.mcp.client_log import ClientLog
 from core.mcp.events import EventFanout
+from core.mcp.handshake import DISCOVER_CACHE_SCOPE, DISCOVER_TTL_MS, SERVER_INFO
+from core.mcp.options import DEFAULT_OPTIONS, ServeOptions
 from core.mcp.revisions import SUPPORTED_VERSIONS, Negotiate
 from core.principal import Principal
 from core.prompts import PROMPTS, PromptDefinition, prompt, render
@@ -55,30 +55,12 @@ from core.resources import complete, read_resource
 from core.resources import list_resources as resource_page
 from core.snapshot import PerSnapshot, Snapshot
 
-__all__ = ["SUPPORTED_VERSIONS", "ServeOptions", "build_server"]
+__all__ = ["DEFAULT_OPTIONS", "SUPPORTED_VERSIONS", "ServeOptions", "build_server"]
 
 log = logging.getLogger("canon.mcp")
 RESOURCE_NOT_FOUND_LEGACY = -32002
-CANON_ICON = (
-    "data:image/svg+xml;base64,"
-    + base64.b64encode(
-        b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64" fill="none" stroke="#000" stroke-linecap="round">'
-        b'<path d="M16 16 48 20 30 48Z" stroke-width="3"/><path d="M16 16h0M48 20h0M30 48h0" stroke-width="16"/></svg>'
-    ).decode()
-)
 PrincipalOf = Callable[[ServerRequestContext[Any]], Principal]
 Current = Callable[[], Snapshot]  # the current model's snapshot
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    """How the MCP surface presents the registry."""
-
-    profile: str = "full"  # "agent": the lean tool list and results of ADR 0032 (advanced tools hidden, still callable)
-    prefix: str = ""  # e.g. "canon_": tools are listed as canon_get_node, the only names a call may use
-
-
-DEFAULT_OPTIONS = ServeOptions()
 
 
 def icon_of(glyph: str | None) -> list[types.Icon] | None:
@@ -336,8 +318,8 @@ def build_server(current: Current, fanout: EventFanout, principal_of: PrincipalO
             supported_versions=SUPPORTED_VERSIONS,
             capabilities=capabilities,
             instructions=current().registry.instructions(),
-            ttl_ms=60_000,
-            cache_scope="public",
+            ttl_ms=DISCOVER_TTL_MS,
+            cache_scope=DISCOVER_CACHE_SCOPE,
         )
 
     async def _run(ctx: ServerRequestContext[Any], action: str, target: str, work: Callable[[Any], Any]) -> Any:
@@ -367,12 +349,12 @@ def build_server(current: Current, fanout: EventFanout, principal_of: PrincipalO
 
     private = CacheHint(ttl_ms=0, scope="private")  # results depend on the caller (visibility, roles)
     server = CanonServer(
-        "canon",
-        version=__version__,
-        title="canon",
-        description="A knowledge server for an organisation's canonical model.",
+        SERVER_INFO["name"],
+        version=SERVER_INFO["version"],
+        title=SERVER_INFO["title"],
+        description=SERVER_INFO["description"],
         instructions=current().registry.instructions(),
-        icons=[types.Icon(src=CANON_ICON, mime_type="image/svg+xml", sizes=["64x64"])],
+        icons=[types.Icon.model_validate(icon) for icon in SERVER_INFO["icons"]],
         cache_hints={
             "tools/list": private,
             "resources/list": private,

@@ -1,82 +1,80 @@
-"""MCP over stdio: one process, one client; logs go to stderr only.
+"""MCP over stdio: one process, one client; logs go to stderr only. Its start is what an agent waits for.
 
-Before the SDK sees a line, canon answers the ones no revision it serves accepts (`screen`): a JSON-RPC batch or a
-line that is no JSON-RPC message (the SDK drops those without a word), and a request naming a revision canon does
-not serve (`core.mcp.revisions.refusal`: the same -32022 as over HTTP). A refused request changes nothing: the
-SDK picks the connection's revision from the first request it sees, and it never sees that one.
+An agent spawns `canon serve --stdio` for every session and waits for the answer to its opening request
+(`initialize`, or `server/discover` in 2026-07-28). Importing the MCP SDK is most of a start (docs/benchmarks.md),
+and nothing in that answer needs the SDK (`core.mcp.handshake`). So (ADR 0036): while a thread imports the SDK side
+(`core.mcp.stdio_sdk`), this module reads the client's first line from the standard input itself, a byte at a time
+so that nothing behind that line is taken from the pipe before the SDK reads it, and if the line is a request of
+the plain shape `opening_request` accepts, answers it at once. The SDK then serves the connection from that line
+on, in the state it would have reached by itself: the line is replayed to it as the first message it reads, and
+its own answer is compared with the one sent and not sent again (`core.mcp.stdio_sdk`). Any other first line is
+replayed alike, and the SDK answers it.
+
+`[server] mcp_fastpath = false` (`CANON_MCP_FASTPATH=0`) turns this off, as it turns off canon's answers on HTTP:
+the SDK reads every line.
+
+This module imports nothing of the SDK (a test enforces it); `core.mcp.stdio_sdk` is imported when it is needed.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterable, Awaitable, Callable
+import importlib
+import json
+import os
+import threading
 
-import anyio
-from anyio.streams.memory import MemoryObjectSendStream
-from mcp.server.stdio import stdio_server
-from mcp.shared.message import SessionMessage
-from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, JSONRPCRequest, RequestId
-from pydantic import ValidationError
-
-from core.changes import ChangeFeed
 from core.instance import Instance
-from core.mcp.events import EventFanout
-from core.mcp.revisions import BATCH, refusal
-from core.mcp.server import DEFAULT_OPTIONS, ServeOptions, build_server
+from core.mcp.handshake import early_result, opening_request
+from core.mcp.options import DEFAULT_OPTIONS, ServeOptions
 
-__all__ = ["screen", "serve_stdio"]
+__all__ = ["read_line", "serve_stdio"]
 
-Item = SessionMessage | Exception
+STDIN, STDOUT = 0, 1
+_SDK_SIDE = "core.mcp.stdio_sdk"
 
 
 def serve_stdio(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS) -> None:
     """Serve `instance` on stdin/stdout until the client closes stdin. The caller is the configured local principal."""
-    assert instance.index is not None
-    feed = ChangeFeed(instance.index, on_model_change=instance.reload_model)
-    fanout = EventFanout(feed)
-    local = instance.config.local_principal()
-    # one client: a search answered from the store's indexes runs on the loop too, sparing it the thread hop (about
-    # 0.3 ms of a 2 ms find_nodes), since the loop has nobody else to serve meanwhile
-    server = build_server(lambda: instance.snapshot, fanout, lambda ctx: local, options, surface="mcp-stdio",
-                          single_client=True)  # fmt: skip
+    if not instance.config.mcp_fastpath:
+        from core.mcp.stdio_sdk import Opening, serve_on_sdk
 
-    async def main() -> None:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(feed.pump)
-            async with stdio_server() as (read, write):
-                passed, screened = anyio.create_memory_object_stream[Item]()
-                tasks.start_soon(screen, read, passed, write.send)
-                await server.run(screened, write, server.create_initialization_options())
-            tasks.cancel_scope.cancel()
+        serve_on_sdk(instance, options, Opening())
+        return
+    loading = threading.Thread(target=_load_sdk_side, name="canon-sdk-import", daemon=True)
+    loading.start()  # the SDK is imported while the client's first line is awaited and answered
+    line = read_line(STDIN)
+    request = opening_request(line)
+    answered = None
+    if request is not None:
+        answered = early_result(request, instance.snapshot.registry.instructions())
+        response = {"jsonrpc": "2.0", "id": request.id, "result": answered}
+        _write_all(STDOUT, json.dumps(response, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+    loading.join()
+    from core.mcp.stdio_sdk import Opening, serve_on_sdk
 
-    anyio.run(main)
-
-
-async def screen(lines: AsyncIterable[Item], passed: MemoryObjectSendStream[Item],
-                 answer: Callable[[SessionMessage], Awaitable[None]]) -> None:  # fmt: skip
-    """Pass what arrives on `lines` to `passed` (the SDK's), and `answer` what canon refuses itself."""
-    async with passed:
-        async for item in lines:
-            refused = _refused(item)
-            if refused is None:
-                await passed.send(item)
-                continue
-            request_id, error = refused
-            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                await answer(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+    serve_on_sdk(instance, options, Opening(line, None if request is None else request.id, answered))
 
 
-def _refused(item: Item) -> tuple[RequestId | None, ErrorData] | None:
-    """The id and error canon answers `item` with, or None to pass it to the SDK."""
-    if isinstance(item, ValidationError):  # the line was no JSON-RPC message (the SDK parsed it)
-        problems = item.errors()
-        if any(p["type"] == "json_invalid" for p in problems):
-            return None, ErrorData(code=PARSE_ERROR, message="Parse error: the line is not JSON.")
-        if any(isinstance(p.get("input"), list) for p in problems):
-            return None, BATCH
-        return None, ErrorData(code=INVALID_REQUEST, message="Invalid Request: the line is not a JSON-RPC 2.0 "
-                               "request, notification or response.")  # fmt: skip
-    if isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCRequest):
-        error = refusal(item.message.method, item.message.params)
-        return None if error is None else (item.message.id, error)
-    return None
+def read_line(fd: int) -> bytes:
+    """The next line on `fd`, newline included (without one at the end of the stream; empty at its end), read a byte
+    at a time: whatever follows stays in the pipe for the next reader."""
+    line = bytearray()
+    while not line.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte:
+            break
+        line += byte
+    return bytes(line)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _load_sdk_side() -> None:
+    # an import that fails here fails again, with its traceback, where serve_stdio imports the module itself
+    with contextlib.suppress(Exception):
+        importlib.import_module(_SDK_SIDE)

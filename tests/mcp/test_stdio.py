@@ -1,24 +1,36 @@
 """`canon serve --stdio` on the wire: the revisions it serves, and the answers to lines it refuses, as raw JSON-RPC
-lines from a real process. The refusals are the very ones canon answers over HTTP (`core.mcp.revisions`)."""
+lines from a real process. The refusals are the very ones canon answers over HTTP (`core.mcp.revisions`).
+
+Its start: the opening `initialize` is answered before the SDK is imported, with the SDK's own answer (ADR 0036),
+and nothing of the SDK or an HTTP stack is imported before that."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
+import mcp_types as types
 import pytest
+from anyio.streams.memory import MemoryObjectSendStream
+from mcp.shared.message import SessionMessage
 
 from core.instance import Instance
+from core.mcp.handshake import early_result, initialize_result, opening_request
 from core.mcp.revisions import BATCH, SUPPORTED_VERSIONS
+from core.mcp.server import CanonServer
+from core.mcp.stdio_sdk import AnsweredOnce, Item, Opening
 from core.principal import LOCAL
-from tests.mcp.conftest import LEGACY, asgi_http, copy_store, envelope, modern_request
+from tests.mcp.conftest import LEGACY, Served, asgi_http, copy_store, envelope, modern_request
+from tests.mcp.test_handshake import ANSWERED
 
 pytestmark = pytest.mark.anyio
 OLDER = ("2024-11-05", "2025-03-26", "2025-06-18")
@@ -54,23 +66,16 @@ class Stdio:
         return self.lines.get(timeout=30).rstrip("\n")
 
 
-@pytest.fixture
-def stdio(seed_template: Path, tmp_path: Path) -> Iterator[Stdio]:
-    yield from _serving(seed_template, tmp_path)
-
-
-@pytest.fixture
-def agent_stdio(seed_template: Path, tmp_path: Path) -> Iterator[Stdio]:
-    """`canon serve --stdio --profile agent`."""
-    yield from _serving(seed_template, tmp_path, "--profile", "agent")
-
-
-def _serving(seed_template: Path, tmp_path: Path, *options: str) -> Iterator[Stdio]:
-    store = copy_store(seed_template, tmp_path / "canon.db")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
-    popen = subprocess.Popen([sys.executable, "-m", "core.cli", "--store", str(store), "serve", "--stdio", *options],
-                             cwd=tmp_path, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+@contextlib.contextmanager
+def spawned(command: list[str], store: Path, cwd: Path, env: dict[str, str] | None = None, *, stderr: Any = None,
+            pass_fds: tuple[int, ...] = (), options: tuple[str, ...] = ()) -> Generator[Stdio]:  # fmt: skip
+    """`command` (the python arguments before canon's) serving `store` over stdio with `serve`'s `options`, killed
+    at the end if still up."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")} | (env or {})
+    popen = subprocess.Popen([sys.executable, *command, "--store", str(store), "serve", "--stdio", *options],
+                             cwd=cwd, env=clean, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL if stderr is None else stderr, text=True,
+                             pass_fds=pass_fds)  # fmt: skip
     process = Stdio(popen)
     try:
         yield process
@@ -81,6 +86,20 @@ def _serving(seed_template: Path, tmp_path: Path, *options: str) -> Iterator[Std
         for pipe in (popen.stdin, popen.stdout):
             if pipe is not None:
                 pipe.close()
+
+
+@pytest.fixture
+def stdio(seed_template: Path, tmp_path: Path) -> Iterator[Stdio]:
+    with spawned(["-m", "core.cli"], copy_store(seed_template, tmp_path / "canon.db"), tmp_path) as process:
+        yield process
+
+
+@pytest.fixture
+def agent_stdio(seed_template: Path, tmp_path: Path) -> Iterator[Stdio]:
+    """`canon serve --stdio --profile agent`."""
+    store = copy_store(seed_template, tmp_path / "canon.db")
+    with spawned(["-m", "core.cli"], store, tmp_path, options=("--profile", "agent")) as process:
+        yield process
 
 
 def initialize(version: str, id_: int) -> dict[str, Any]:
@@ -167,3 +186,147 @@ def test_the_agent_profile_answers_the_two_heaviest_nodes_default_reads_within_8
         assert len(line.encode()) <= 8 * 1024, (tool, node_id, len(line.encode()))
     pages = [json.loads(json.loads(line)["result"]["content"][0]["text"]) for line in lines[::2]]
     assert all(page["truncated"] and page["next_cursor"] for page in pages)  # the rest is a page away, said so
+
+
+# the SDK's import held back until the test lets it go: the first of its packages to be imported waits on a pipe
+# the test writes to before it runs (in its loader, which holds no lock but that package's own)
+GATED_CANON = """
+import importlib.machinery, os, runpy, sys
+
+class Held:
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        os.read(int(os.environ["SDK_GATE_FD"]), 1)
+        self.loader.exec_module(module)
+
+class HoldTheSdk:
+    held = False
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in ("mcp", "mcp_types", "pydantic") or self.held:
+            return None
+        self.held = True
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        spec.loader = Held(spec.loader)
+        return spec
+
+sys.meta_path.insert(0, HoldTheSdk())
+sys.argv[0] = "canon"
+runpy.run_module("core.cli", run_name="__main__", alter_sys=True)
+"""
+DIFFERS = "differs from the SDK's"  # what core.mcp.stdio_sdk logs if the early answer was not the SDK's
+
+
+def test_stdio_answers_initialize_before_it_imports_the_sdk_then_the_sdk_serves_the_session(
+    seed_template: Path, tmp_path: Path, shared_instance: Instance
+) -> None:
+    """An agent waits for `initialize` at every session start: it is answered while the SDK is still not imported
+    (here, held back until the answer has arrived), and the SDK then serves the rest of the session, having
+    answered the same `initialize` itself, the same way (ADR 0036)."""
+    store = copy_store(seed_template, tmp_path / "canon.db")
+    gate_read, gate_write = os.pipe()
+    with (tmp_path / "stderr.log").open("w") as log, spawned(["-c", GATED_CANON], store, tmp_path,
+            {"SDK_GATE_FD": str(gate_read)}, stderr=log, pass_fds=(gate_read,)) as canon:  # fmt: skip
+        os.close(gate_read)
+        early = canon.ask(initialize(LEGACY, 1))
+        os.write(gate_write, b"go")
+        os.close(gate_write)
+        canon.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        listed = canon.ask({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        pinged = canon.ask({"jsonrpc": "2.0", "id": 1, "method": "ping"})  # the id of initialize, free again
+        assert canon.popen.stdin is not None
+        canon.popen.stdin.close()
+        status = canon.popen.wait(timeout=30)
+    expected = initialize_result(LEGACY, shared_instance.registry.instructions())
+    assert early == {"jsonrpc": "2.0", "id": 1, "result": expected}
+    assert listed["id"] == 2
+    assert "describe_model" in [t["name"] for t in listed["result"]["tools"]]
+    assert pinged == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    assert canon.lines.empty()  # the SDK's own answer to initialize was not sent again
+    assert status == 0
+    assert DIFFERS not in (tmp_path / "stderr.log").read_text()
+
+
+def test_stdio_with_the_fast_path_off_answers_initialize_from_the_sdk_alone_with_the_same_answer(
+    seed_template: Path, tmp_path: Path, shared_instance: Instance
+) -> None:
+    store = copy_store(seed_template, tmp_path / "canon.db")
+    with spawned(["-m", "core.cli"], store, tmp_path, {"CANON_MCP_FASTPATH": "0"}) as canon:
+        answer = canon.ask(initialize(LEGACY, 7))
+    assert answer == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "result": initialize_result(LEGACY, shared_instance.registry.instructions()),
+    }
+
+
+@contextlib.asynccontextmanager
+async def running(server: CanonServer, write: Any) -> AsyncGenerator[MemoryObjectSendStream[Item]]:
+    """The SDK's loop serving one connection of `server` (as on stdio), reading what the block sends, writing to
+    `write`."""
+    send, reads = anyio.create_memory_object_stream[Item](10)
+    async with send, anyio.create_task_group() as tasks:
+        tasks.start_soon(server.run, reads, write, server.create_initialization_options())
+        yield send
+        tasks.cancel_scope.cancel()
+
+
+def message(request: dict[str, Any]) -> SessionMessage:
+    return SessionMessage(types.jsonrpc_message_adapter.validate_python(request))
+
+
+@pytest.mark.parametrize("request_", ANSWERED.values(), ids=ANSWERED.keys())
+async def test_the_early_answer_is_the_sdks_for_every_opening_request_canon_answers_early(
+    served: Served, request_: dict[str, Any]
+) -> None:
+    """`core.mcp.handshake` answers `initialize` and `server/discover` as the SDK does (the capabilities it derives
+    from canon's handlers, serverInfo, instructions, the negotiated revision), for every revision and request shape
+    it answers early: a handler added without its capability there fails here."""
+    writes, received = anyio.create_memory_object_stream[SessionMessage](10)
+    async with received, running(served.server, writes) as send:
+        await send.send(message(request_))
+        with anyio.fail_after(10):
+            answer = await received.receive()
+    opening = opening_request(json.dumps(request_).encode())
+    assert opening is not None
+    assert answer.message.model_dump(by_alias=True, exclude_unset=True, mode="json") == {
+        "jsonrpc": "2.0", "id": request_["id"],
+        "result": early_result(opening, served.instance.registry.instructions())}  # fmt: skip
+
+
+async def test_the_sdks_answer_to_an_initialize_answered_early_is_compared_and_not_sent_again(
+    served: Served, caplog: pytest.LogCaptureFixture
+) -> None:
+    request = initialize(LEGACY, 1)
+    told = Opening(json.dumps(request).encode(), 1, {"protocolVersion": "1900-01-01"})  # not what the SDK answers
+    writes, received = anyio.create_memory_object_stream[SessionMessage](10)
+    async with received, running(served.server, AnsweredOnce(writes, told)) as send:
+        for sent in (request, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                     {"jsonrpc": "2.0", "id": 1, "method": "ping"}):  # fmt: skip
+            await send.send(message(sent))
+        with anyio.fail_after(10):
+            answer = await received.receive()
+    assert answer.message.model_dump(by_alias=True, exclude_unset=True, mode="json") == {
+        "jsonrpc": "2.0", "id": 1, "result": {}}  # fmt: skip
+    assert [r.levelname for r in caplog.records if DIFFERS in r.getMessage()] == ["ERROR"]
+
+
+def test_the_stdio_entry_imports_neither_the_sdk_nor_an_http_stack(tmp_path: Path) -> None:
+    """What `canon serve --stdio` imports before it answers `initialize`: the command line and the stdio entry,
+    without the SDK (nor pydantic, its types, anyio's friends on the HTTP side) or any HTTP surface."""
+    script = "import sys, core.cli, core.mcp.stdio; print(' '.join(sorted(sys.modules)))"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env,
+                          timeout=60, check=True)  # fmt: skip
+    loaded = done.stdout.split()
+    assert "core.mcp.stdio" in loaded  # the listing is real
+    banned = (*NOT_FOR_STDIO, "mcp", "mcp_types", "pydantic", "pydantic_core", "starlette", "uvicorn", "httpx2")
+    assert [m for m in loaded if any(m == p or m.startswith(f"{p}.") for p in banned)] == []

@@ -28,7 +28,7 @@ from core.config import Config
 from core.http.serve import listening_socket
 from core.instance import Instance, open_instance
 from core.mcp.fastpath.listen_streams import ListenLimits, ListenStreams
-from core.mcp.server import CANON_ICON
+from core.mcp.handshake import CANON_ICON
 from core.uris import node_uri
 from tests.mcp.conftest import (
     DEADLINE_S,

@@ -1,8 +1,9 @@
 """The MCP wire suite with canon's fast path switched off: the plain SDK path it falls back to must pass it too.
 
 The tests chosen are those that serve `/mcp` over HTTP (in-process, under uvicorn or as `canon serve`); the
-in-memory and stdio tests (the fast path is not on their way), the `--workers` process-model tests and the fast
-path's own byte-for-byte tests (which need it on) are left out. It runs in a child `pytest`, because the
+in-memory tests (the fast path is not on their way), the stdio tests (stdio with the switch off has its own, in
+tests/mcp/test_stdio.py), the `--workers` process-model tests and the fast path's own byte-for-byte tests (which
+need it on) are left out. It runs in a child `pytest`, because the
 switch is read once, as canon reads it: `CANON_MCP_FASTPATH=0`.
 """
 
