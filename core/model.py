@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # core.schema_checks imports this module: its digest covers t
     from core.schema_checks import SchemaChecks
 
 __all__ = [
+    "DEPRECATED",
     "INCOMING_SUFFIX",
     "RENAMED_FROM",
     "Cardinality",
@@ -42,6 +43,8 @@ __all__ = [
     "check_model",
     "default_model_path",
     "default_seed_path",
+    "deprecated_description",
+    "deprecation",
     "is_deprecated",
     "load_model",
     "meta_schema",
@@ -55,6 +58,7 @@ Direction = Literal["out", "in"]
 INCOMING_SUFFIX = "_incoming"  # an edge's name seen from its target when the model declares no inverse
 NODE_FIELDS = frozenset(f.name for f in fields(Node))  # what a node shows beside its edges
 
+DEPRECATED = "Deprecated in the model: still served, but do not build new uses on it."
 RENAMED_FROM = "x-canon-renamed-from"  # a type's or property's previous name (`core.model_migration` moves the data)
 
 NODE_TYPE_NAME = ecma_regex(r"^[A-Z][A-Za-z0-9]*$")
@@ -112,7 +116,7 @@ class NodeType:
     @property
     def deprecated(self) -> bool:
         """Whether the type is `deprecated` (JSON Schema meta-data): still served, marked so on every surface."""
-        return self.schema.get("deprecated") is True
+        return is_deprecated(self.schema)
 
 
 @dataclass(frozen=True)
@@ -140,7 +144,7 @@ class EdgeType:
     @property
     def deprecated(self) -> bool:
         """Whether the type is `deprecated` (JSON Schema meta-data): still served, marked so on every surface."""
-        return self.schema.get("deprecated") is True
+        return is_deprecated(self.schema)
 
     @property
     def incoming_name(self) -> str:
@@ -172,6 +176,16 @@ def property_renamed_from(schema: Any) -> str | None:
 def is_deprecated(schema: Any) -> bool:
     """Whether a type's or property's schema says `deprecated: true` (JSON Schema 2020-12 meta-data)."""
     return isinstance(schema, Mapping) and schema.get("deprecated") is True
+
+
+def deprecation(schema: Any) -> str | None:
+    """What every surface says of a deprecated type or property (`DEPRECATED`); None when it is not deprecated."""
+    return DEPRECATED if is_deprecated(schema) else None
+
+
+def deprecated_description(description: str, schema: Any) -> str:
+    """`description`, led by `DEPRECATED` when `schema` is deprecated: how descriptions on every surface say it."""
+    return f"{DEPRECATED} {description}" if is_deprecated(schema) else description
 
 
 @dataclass(frozen=True)
