@@ -166,26 +166,29 @@ def migrate(stored: Mapping[str, Any], model: Model, execute: Execute, sql: Move
     return tuple(moved)
 
 
-def renamed_node(renames: Sequence[Rename], node: Node) -> Node:
-    """`node` as `migrate` leaves it."""
-    type_, props = _renamed(renames, "nodes", node.type, node.properties)
-    return node if (type_, props) == (node.type, node.properties) else replace(node, type=type_, properties=props)
+def renamed_node(renames: Sequence[Rename], node: Node) -> tuple[Node, tuple[Rename, ...]]:
+    """`node` as `migrate` leaves it, and the renames that moved it."""
+    type_, props, applied = _renamed(renames, "nodes", node.type, node.properties)
+    return (replace(node, type=type_, properties=props) if applied else node), applied
 
 
-def renamed_edge(renames: Sequence[Rename], edge: Edge) -> Edge:
-    """`edge` as `migrate` leaves it."""
-    type_, props = _renamed(renames, "edges", edge.type, edge.properties)
-    return edge if (type_, props) == (edge.type, edge.properties) else replace(edge, type=type_, properties=props)
+def renamed_edge(renames: Sequence[Rename], edge: Edge) -> tuple[Edge, tuple[Rename, ...]]:
+    """`edge` as `migrate` leaves it, and the renames that moved it."""
+    type_, props, applied = _renamed(renames, "edges", edge.type, edge.properties)
+    return (replace(edge, type=type_, properties=props) if applied else edge), applied
 
 
 def _renamed(
     renames: Sequence[Rename], table: Table, type_: str, props: Mapping[str, Any]
-) -> tuple[str, Mapping[str, Any]]:
+) -> tuple[str, Mapping[str, Any], tuple[Rename, ...]]:
+    applied: list[Rename] = []
     for r in renames:
         if r.table != table:
             continue
         if r.owner is None and type_ == r.old:
             type_ = r.new
+            applied.append(r)
         elif r.owner == type_ and r.old in props:
             props = {k: v for k, v in props.items() if k != r.old} | {r.new: props[r.old]}
-    return type_, props
+            applied.append(r)
+    return type_, props, tuple(applied)

@@ -14,6 +14,7 @@ from core.audit import AuditQuery, AuditRecord
 from core.conditions import Condition
 from core.errors import ModelError
 from core.model import Model, check_model, parse_model
+from core.model_diff import WRITES, diff_models
 from core.model_migration import Rename, declared_renames, renamed_edge, renamed_node
 from core.records import Edge, Node
 from core.store import NodeQuery, Store, open_store
@@ -273,8 +274,8 @@ def test_renaming_records_in_memory_gives_what_the_store_holds_after_the_move(
     new = evolved(model, "2.0.0", team_to_squad, slug_to_code("Squad"), title_to_job_title, role_to_membership,
                   member_of_to_belongs_to)  # fmt: skip
     renames = declared_renames(model.document, new)
-    expected_nodes: dict[str, Node] = {n.id: renamed_node(renames, n) for n in seeded_store.iter_nodes()}
-    expected_edges: list[Edge] = [renamed_edge(renames, e) for e in seeded_store.iter_edges()]
+    expected_nodes: dict[str, Node] = {n.id: renamed_node(renames, n)[0] for n in seeded_store.iter_nodes()}
+    expected_edges: list[Edge] = [renamed_edge(renames, e)[0] for e in seeded_store.iter_edges()]
     renamed = adopt(new)
     assert {n.id: (n.type, dict(n.properties)) for n in renamed.iter_nodes()} == {
         i: (n.type, dict(n.properties)) for i, n in expected_nodes.items()}  # fmt: skip
@@ -347,3 +348,39 @@ def test_a_rename_that_is_no_valid_name_is_a_meta_schema_problem(model: Model) -
 
     assert "/$defs/Team/x-canon-renamed-from" in _problems(model, lowercase_node_type)
     assert list(_problems(model, helper_renamed)) == ["/$defs/Slug/x-canon-renamed-from"]
+
+
+# -- canon model diff ----------------------------------------------------------------------------------------------
+@pytest.mark.sqlite_only
+def test_model_diff_reports_a_rename_with_the_records_it_moves_and_breaks_the_renamed_surfaces(
+    seeded_store: Store, model: Model
+) -> None:
+    new = evolved(model, "2.0.0", team_to_squad, title_to_job_title)
+    teams = sum(1 for _ in seeded_store.iter_nodes("Team"))
+    people = sum(1 for n in seeded_store.iter_nodes("Person") if "title" in n.properties)
+    report = diff_models(model, new, seeded_store).as_dict()
+    assert report["renames"] == [
+        {"kind": "node type", "from": "Team", "to": "Squad", "type": None},
+        {"kind": "property", "from": "title", "to": "job_title", "type": "Person"},
+    ]
+    assert report["data"]["refused"] == 0
+    assert [m["records"] for m in report["data"]["moved"]] == [teams, people]
+    writes = [f for f in report["findings"] if f["surface"] == WRITES and f["change"].startswith("renamed to")]
+    assert {f["where"]: f["classification"] for f in writes} == {
+        "node type Team": "breaking", "property Person.title": "breaking"}  # fmt: skip
+    assert {s: report["surfaces"][s] for s in ("mcp", "rest", "graphql")} == dict.fromkeys(
+        ("mcp", "rest", "graphql"), "breaking")  # fmt: skip
+
+
+@pytest.mark.sqlite_only
+def test_model_diff_without_the_rename_refuses_the_stored_records_of_the_old_name(
+    seeded_store: Store, model: Model
+) -> None:
+    def team_gone(document: dict[str, Any]) -> None:
+        team_to_squad(document)
+        del document["$defs"]["Squad"]["x-canon-renamed-from"]
+
+    report = diff_models(model, evolved(model, "2.0.0", team_gone), seeded_store)
+    assert report.renames == ()
+    assert report.data is not None
+    assert report.data.refused == sum(1 for _ in seeded_store.iter_nodes("Team"))
