@@ -12,6 +12,8 @@ text index, as every model change does. Baselines, on copies of the same store:
 * the old way: the renamed records (edited in a file beforehand, not timed) imported into a new store, which
   loses the change log and the audit log.
 
+`of_which_the_move_alone` times `migrate` by itself (in a transaction rolled back): what the rename adds.
+
 Each measurement runs in a fresh child process; `peak_rss_mib` is its VmHWM (the interpreter and imports
 included), `rss_before_mib` its VmRSS just before the measured step. Prints one JSON object.
 """
@@ -115,6 +117,28 @@ print(json.dumps({{"seconds": elapsed, "rss_before_mib": before, "peak_rss_mib":
 """
 
 
+def phase_move(store: str, document: str) -> str:
+    """The data move alone: `core.model_migration.migrate` in a transaction that is rolled back, timed."""
+    return f"""
+import json, sqlite3, time
+from pathlib import Path
+from benchmarks.model_rename_bench import _memory
+from core.model import load_model
+from core.model_migration import SQLITE, migrate
+model = load_model(Path({document!r}))
+db = sqlite3.connect({store!r}, isolation_level=None)
+stored = json.loads(db.execute("SELECT value FROM meta WHERE key = 'model'").fetchone()[0])
+before = _memory()["VmRSS"]
+db.execute("BEGIN IMMEDIATE")
+t = time.perf_counter()
+moved = migrate(stored, model, db.execute, SQLITE)
+elapsed = time.perf_counter() - t
+db.execute("ROLLBACK")
+print(json.dumps({{"seconds": elapsed, "rss_before_mib": before, "peak_rss_mib": _memory()["VmHWM"],
+                   "moved": {{str(m.rename): m.records for m in moved}}}}))
+"""
+
+
 def phase_import(data: str, store: str, document: str | None) -> str:
     model = f"Path({document!r})" if document else "None"
     return f"""
@@ -165,6 +189,7 @@ def main() -> None:
         compatible.write_text(json.dumps(compatible_document()), encoding="utf-8")
         store = tmp / "canon.db"
         imported = _child(phase_import(str(data), str(store), None))
+        move = _child(phase_move(str(store), str(renaming)))
         rename = _child(phase_adopt(_copy(store, tmp / "rename.db"), str(renaming)))
         plain = _child(phase_adopt(_copy(store, tmp / "plain.db"), str(compatible)))
         reimport = _child(phase_import(str(renamed_data), str(tmp / "reimport.db"), str(renaming)))
@@ -175,6 +200,7 @@ def main() -> None:
         "renamed": {"Person -> Employee nodes": moved_nodes, "member_of -> belongs_to edges": moved_edges,
                     "Person.title -> job_title values": rename["job_titles"]},
         "rename": _figures(rename),
+        "of_which_the_move_alone": {**_figures(move), "records": move["moved"]},
         "baseline_model_change_without_rename": _figures(plain),
         "baseline_export_edit_reimport": _figures(reimport),
         "rename_vs_plain_model_change": round(rename["seconds"] / plain["seconds"], 2),
