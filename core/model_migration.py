@@ -105,12 +105,15 @@ def declared_renames(stored: Mapping[str, Any], model: Model) -> tuple[Rename, .
     ]
     _refuse_merges(types, defs, model)
     previous = {r.new: r.old for r in types}
+    owners: list[tuple[Table, str, Mapping[str, Any], set[str]]] = [
+        *(("nodes", n, t.properties, old_nodes) for n, t in model.node_types.items()),
+        *(("edges", n, t.properties, old_edges) for n, t in model.edge_types.items()),
+    ]
     properties: list[Rename] = []
-    for table, owners, stored_types in (("nodes", model.node_types, old_nodes), ("edges", model.edge_types, old_edges)):
-        for name, owner in owners.items():
-            before = previous.get(name, name)
-            if before in stored_types:
-                properties += _property_renames(name, owner.properties, defs[before], table)  # type: ignore[arg-type]
+    for table, name, props, stored_types in owners:
+        before = previous.get(name, name)
+        if before in stored_types:
+            properties += _property_renames(name, props, defs[before], table)
     _refuse_merges(properties, defs, model, previous)
     return (*types, *properties)
 
