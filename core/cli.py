@@ -603,6 +603,9 @@ def _print_model_diff(report: dict[str, Any]) -> None:
         print(f"data: {data['refused']} of {data['checked']} stored record(s) would be refused")
         for s in data["sample"]:
             print(f"  {s['id']}{s['pointer']}: {s['message']}")
+        for m in data["moved"]:
+            owner = f"{m['type']}." if m["type"] else ""
+            print(f"  {m['kind']} {owner}{m['from']} -> {owner}{m['to']}: {m['records']} stored record(s) move")
 
 
 def _audit(args: argparse.Namespace) -> int:

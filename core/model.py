@@ -31,7 +31,9 @@ if TYPE_CHECKING:  # core.schema_checks imports this module: its digest covers t
     from core.schema_checks import SchemaChecks
 
 __all__ = [
+    "DEPRECATED",
     "INCOMING_SUFFIX",
+    "RENAMED_FROM",
     "Cardinality",
     "Direction",
     "EdgeEnd",
@@ -41,16 +43,23 @@ __all__ = [
     "check_model",
     "default_model_path",
     "default_seed_path",
+    "deprecated_description",
+    "deprecation",
+    "is_deprecated",
     "load_model",
     "meta_schema",
     "meta_schema_path",
     "parse_model",
+    "property_renamed_from",
 ]
 
 Cardinality = Literal["one-to-one", "one-to-many", "many-to-one", "many-to-many"]
 Direction = Literal["out", "in"]
 INCOMING_SUFFIX = "_incoming"  # an edge's name seen from its target when the model declares no inverse
 NODE_FIELDS = frozenset(f.name for f in fields(Node))  # what a node shows beside its edges
+
+DEPRECATED = "Deprecated in the model: still served, but do not build new uses on it."
+RENAMED_FROM = "x-canon-renamed-from"  # a type's or property's previous name (`core.model_migration` moves the data)
 
 NODE_TYPE_NAME = ecma_regex(r"^[A-Z][A-Za-z0-9]*$")
 EDGE_TYPE_NAME = ecma_regex(r"^[a-z][a-z0-9_]*$")
@@ -99,6 +108,16 @@ class NodeType:
         props: Mapping[str, Any] = self.schema["properties"]
         return props
 
+    @property
+    def renamed_from(self) -> str | None:
+        """The type's previous name, when the model declares a rename (`x-canon-renamed-from`)."""
+        return _renamed_from(self.schema)
+
+    @property
+    def deprecated(self) -> bool:
+        """Whether the type is `deprecated` (JSON Schema meta-data): still served, marked so on every surface."""
+        return is_deprecated(self.schema)
+
 
 @dataclass(frozen=True)
 class EdgeType:
@@ -111,6 +130,21 @@ class EdgeType:
     inverse: str | None = None
     acyclic: bool = False
     icon: str | None = None
+
+    @property
+    def properties(self) -> Mapping[str, Any]:
+        props: Mapping[str, Any] = self.schema["properties"]
+        return props
+
+    @property
+    def renamed_from(self) -> str | None:
+        """The type's previous name, when the model declares a rename (`x-canon-renamed-from`)."""
+        return _renamed_from(self.schema)
+
+    @property
+    def deprecated(self) -> bool:
+        """Whether the type is `deprecated` (JSON Schema meta-data): still served, marked so on every surface."""
+        return is_deprecated(self.schema)
 
     @property
     def incoming_name(self) -> str:
@@ -127,6 +161,31 @@ class EdgeType:
     def one_per_target(self) -> bool:
         """At most one edge of this type enters a node."""
         return self.cardinality in ("one-to-many", "one-to-one")
+
+
+def _renamed_from(schema: Any) -> str | None:
+    value = schema.get(RENAMED_FROM) if isinstance(schema, Mapping) else None
+    return value if isinstance(value, str) else None
+
+
+def property_renamed_from(schema: Any) -> str | None:
+    """A property's previous name, when its schema declares a rename (`x-canon-renamed-from`)."""
+    return _renamed_from(schema)
+
+
+def is_deprecated(schema: Any) -> bool:
+    """Whether a type's or property's schema says `deprecated: true` (JSON Schema 2020-12 meta-data)."""
+    return isinstance(schema, Mapping) and schema.get("deprecated") is True
+
+
+def deprecation(schema: Any) -> str | None:
+    """What every surface says of a deprecated type or property (`DEPRECATED`); None when it is not deprecated."""
+    return DEPRECATED if is_deprecated(schema) else None
+
+
+def deprecated_description(description: str, schema: Any) -> str:
+    """`description`, led by `DEPRECATED` when `schema` is deprecated: how descriptions on every surface say it."""
+    return f"{DEPRECATED} {description}" if is_deprecated(schema) else description
 
 
 @dataclass(frozen=True)
@@ -308,6 +367,45 @@ def _semantic_problems(defs: Mapping[str, Mapping[str, Any]]) -> Iterator[Proble
         elif "x-canon-edge" in definition:
             yield from _edge_problems(name, definition, at, nodes)
     yield from _edge_name_problems(defs)
+    yield from _rename_problems(defs)
+
+
+def _rename_problems(defs: Mapping[str, Mapping[str, Any]]) -> Iterator[Problem]:
+    """A rename names a previous name that is gone from the model, and no two renames claim one previous name; so
+    a model declares no chain or cycle of renames (each rename is one step, one model version)."""
+    claimed: dict[str, str] = {}  # previous type name -> the type renamed from it
+    for name, definition in defs.items():
+        yield from _property_rename_problems(name, definition)
+        old = _renamed_from(definition)
+        if old is None:
+            continue
+        at = pointer(["$defs", name, RENAMED_FROM])
+        if "x-canon-node" not in definition and "x-canon-edge" not in definition:
+            yield Problem(at, f"{name} is neither a node nor an edge type; only types and properties are renamed")
+        elif old in defs:
+            yield Problem(at, f"{name} is renamed from {old!r}, which the model still defines; a model renames a "
+                              "name it no longer has (rename in one step per model version)")  # fmt: skip
+        elif old in claimed:
+            yield Problem(at, f"{name} and {claimed[old]} are both renamed from {old!r}; only one can be")
+        else:
+            claimed[old] = name
+
+
+def _property_rename_problems(name: str, definition: Mapping[str, Any]) -> Iterator[Problem]:
+    props = _object(definition.get("properties"))
+    claimed: dict[str, str] = {}
+    for prop, schema in props.items():
+        old = _renamed_from(schema)
+        if old is None:
+            continue
+        at = pointer(["$defs", name, "properties", prop, RENAMED_FROM])
+        if old in props:
+            yield Problem(at, f"{name}.{prop} is renamed from {old!r}, which {name} still declares; a model renames "
+                              "a name it no longer has (rename in one step per model version)")  # fmt: skip
+        elif old in claimed:
+            yield Problem(at, f"{name}.{prop} and {name}.{claimed[old]} are both renamed from {old!r}; only one can be")
+        else:
+            claimed[old] = prop
 
 
 def _node_problems(

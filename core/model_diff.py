@@ -15,6 +15,11 @@ visibility a node type gives new nodes. They hold for writes on every surface, s
 themselves and reported under `WRITES` (a write accepted before and refused now is breaking; one refused before and
 accepted now is compatible).
 
+A rename the new model declares (`x-canon-renamed-from`, `core.model_migration`) still removes the old name from
+every surface that shows it (each surface reports that), and is listed once more as a rename under `WRITES`: a
+write naming the old name is refused. The stored records move with it when the model is applied, so `DataImpact`
+checks them as moved, and counts the records each rename moves.
+
 Each difference is a `Finding` classified `breaking`, `needs-data-check` or `compatible` (`core.schema_diff`);
 `DataImpact` counts the stored records the new model would refuse, with a sample.
 """
@@ -22,12 +27,15 @@ Each difference is a `Finding` classified `breaking`, `needs-data-check` or `com
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from core.artifacts import MANIFEST, MCP, generate_for
 from core.model import Model
+from core.model_migration import Moved, Rename, declared_renames, renamed_edge, renamed_node
+from core.records import Edge, Node
 from core.registry import type_schema
 from core.schema_diff import (
     BREAKING,
@@ -50,6 +58,7 @@ __all__ = [
     "ModelDiff",
     "diff_artifacts",
     "diff_models",
+    "diff_renames",
     "diff_type_schemas",
     "diff_write_rules",
 ]
@@ -59,15 +68,22 @@ WRITES = "writes"  # the findings about write rules every surface enforces (`dif
 
 @dataclass(frozen=True)
 class DataImpact:
-    """How many stored records the new model refuses, and a sample of them: (record id, JSON pointer, message)."""
+    """How many stored records the new model refuses, and a sample of them: (record id, JSON pointer, message); and
+    how many records each declared rename moves."""
 
     checked: int
     refused: int
     sample: tuple[tuple[str, str, str], ...] = ()
+    moved: tuple[Moved, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {"checked": self.checked, "refused": self.refused,
-                "sample": [{"id": i, "pointer": p, "message": m} for i, p, m in self.sample]}  # fmt: skip
+                "sample": [{"id": i, "pointer": p, "message": m} for i, p, m in self.sample],
+                "moved": [{**_rename_dict(m.rename), "records": m.records} for m in self.moved]}  # fmt: skip
+
+
+def _rename_dict(rename: Rename) -> dict[str, Any]:
+    return {"kind": rename.kind, "from": rename.old, "to": rename.new, "type": rename.owner}
 
 
 @dataclass(frozen=True)
@@ -77,6 +93,7 @@ class ModelDiff:
     findings: tuple[Finding, ...]
     surfaces: tuple[str, ...]  # every surface compared, `mcp` first
     data: DataImpact | None = None
+    renames: tuple[Rename, ...] = ()  # the renames the new model declares against the old
 
     def classification(self, surface: str | None = None) -> Classification:
         """The worst classification on `surface` (None: on any surface)."""
@@ -87,6 +104,7 @@ class ModelDiff:
             "old": self.old, "new": self.new, "classification": self.classification(),
             "surfaces": {s: self.classification(s) for s in self.surfaces},
             "findings": [f.as_dict() for f in self.findings],
+            "renames": [_rename_dict(r) for r in self.renames],
             "data": self.data.as_dict() if self.data else None,
         }  # fmt: skip
 
@@ -95,11 +113,22 @@ def diff_models(old: Model, new: Model, store: Store | None = None, surfaces: li
     """Generate every surface's artifacts for both models and classify every difference (and, given the store,
     check its data against `new`)."""
     surfaces = discover() if surfaces is None else surfaces
+    renames = declared_renames(old.document, new)
     before, after = generate_for(old, surfaces), generate_for(new, surfaces)
-    findings = [*diff_artifacts(before, after, surfaces), *diff_type_schemas(old, new), *diff_write_rules(old, new)]
-    impact = data_impact(store, new) if store is not None else None
+    findings = [*diff_artifacts(before, after, surfaces), *diff_type_schemas(old, new), *diff_write_rules(old, new),
+                *diff_renames(renames)]  # fmt: skip
+    impact = data_impact(store, new, renames=renames) if store is not None else None
     names = (*after, WRITES)
-    return ModelDiff(f"{old.name} {old.version}", f"{new.name} {new.version}", tuple(findings), names, impact)
+    return ModelDiff(f"{old.name} {old.version}", f"{new.name} {new.version}", tuple(findings), names, impact,
+                     renames)  # fmt: skip
+
+
+def diff_renames(renames: Sequence[Rename]) -> list[Finding]:
+    """A declared rename, once per rename: writes naming the old name are refused (breaking), while the stored
+    records move with it when the model is applied."""
+    return [Finding(WRITES, f"{r.kind} {r.owner + '.' if r.owner else ''}{r.old}",
+                    f"renamed to {r.new}; stored records move with it when the model is applied", BREAKING)
+            for r in renames]  # fmt: skip
 
 
 def diff_artifacts(
@@ -212,8 +241,24 @@ def _described(surface: str, where: str, old: Mapping[str, Any], new: Mapping[st
 
 
 # -- data ----------------------------------------------------------------------------------------------------------
-def data_impact(store: Store, model: Model, sample: int = 10) -> DataImpact:
-    """Every stored record checked against `model` as adopting it would (`core.store.common.check_records`, the
-    check the store itself runs); nothing is written."""
-    check = check_records(model, store.iter_nodes(), store.iter_edges())
-    return DataImpact(check.checked, check.refused, check.problems[:sample])
+def data_impact(store: Store, model: Model, sample: int = 10, *, renames: Sequence[Rename] = ()) -> DataImpact:
+    """Every stored record checked against `model` as adopting it would: moved by `renames` first
+    (`core.model_migration`), then checked (`core.store.common.check_records`, the check the store itself runs);
+    nothing is written."""
+    moved: Counter[Rename] = Counter()
+
+    def nodes() -> Iterator[Node]:
+        for node in store.iter_nodes():
+            renamed, applied = renamed_node(renames, node)
+            moved.update(applied)
+            yield renamed
+
+    def edges() -> Iterator[Edge]:
+        for edge in store.iter_edges():
+            renamed, applied = renamed_edge(renames, edge)
+            moved.update(applied)
+            yield renamed
+
+    check = check_records(model, nodes(), edges())
+    return DataImpact(check.checked, check.refused, check.problems[:sample],
+                      tuple(Moved(r, moved[r]) for r in renames))  # fmt: skip

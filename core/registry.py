@@ -28,7 +28,7 @@ from core.dialect import ecma_regex, schema_validator
 from core.documents import pointer
 from core.errors import UnknownToolError
 from core.examples import Examples, instructions
-from core.model import Model
+from core.model import Model, deprecated_description
 from core.schema_checks import SchemaChecks
 from core.schemas import DIALECT, derive
 from core.uris import CHANGES_URI, MODEL_URI, NODE_TEMPLATE, node_uri, type_uri
@@ -94,11 +94,13 @@ class ResourceDefinition:
     uri_template: str | None = None
     subscribable: bool = False
     icon: str | None = None
+    deprecated: bool = False  # the schema of a type the model deprecates
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "title": self.title, "description": self.description}
         out |= {"uri": self.uri} if self.uri else {"uriTemplate": self.uri_template}
-        return out | {"mimeType": self.mime_type, "subscribable": self.subscribable}
+        out |= {"mimeType": self.mime_type, "subscribable": self.subscribable}
+        return out | {"deprecated": True} if self.deprecated else out
 
 
 @dataclass(frozen=True)
@@ -343,20 +345,15 @@ def _resources(model: Model) -> tuple[ResourceDefinition, ...]:
             icon=CHANGES_ICON,
         ),
     ]  # fmt: skip
-    for name, node_type in model.node_types.items():
-        fixed.append(
-            ResourceDefinition(
-                f"type-{name}", f"{name} schema", f"JSON Schema of the {name} node type. {node_type.description}",
-                "application/schema+json", uri=type_uri(name), icon=node_type.icon,
-            )
-        )  # fmt: skip
-    for name, edge_type in model.edge_types.items():
-        fixed.append(
-            ResourceDefinition(
-                f"type-{name}", f"{name} schema", f"JSON Schema of the {name} edge type. {edge_type.description}",
-                "application/schema+json", uri=type_uri(name), icon=edge_type.icon or EDGE_ICON,
-            )
-        )  # fmt: skip
+    for kind, types in (("node", model.node_types), ("edge", model.edge_types)):
+        for name, t in types.items():
+            description = deprecated_description(f"JSON Schema of the {name} {kind} type. {t.description}", t.schema)
+            fixed.append(
+                ResourceDefinition(
+                    f"type-{name}", f"{name} schema", description, "application/schema+json", uri=type_uri(name),
+                    icon=t.icon or (None if kind == "node" else EDGE_ICON), deprecated=t.deprecated,
+                )
+            )  # fmt: skip
     return tuple(fixed)
 
 

@@ -17,6 +17,8 @@ more, and may narrow the values it produces only if every stored record already 
 | bound, length, pattern or format tightened | breaking | needs data check |
 | bound, length, pattern or format loosened | compatible | compatible |
 | description, title, examples, deprecated | compatible | compatible |
+
+`x-canon-renamed-from` is no change of a schema: `core.model_diff` reports the rename it declares.
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ _LOWER_BOUNDS = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minPro
 _UPPER_BOUNDS = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties")
 _HANDLED = frozenset({"type", "enum", "const", "properties", "required", "items", "$ref", "$defs",
                       "additionalProperties", "pattern", "format", "anyOf", "oneOf", "allOf", "x-canon-node",
-                      "x-canon-edge", "x-canon-model", *_LOWER_BOUNDS, *_UPPER_BOUNDS, *_ANNOTATIONS})  # fmt: skip
+                      "x-canon-edge", "x-canon-model", "x-canon-renamed-from", *_LOWER_BOUNDS, *_UPPER_BOUNDS,
+                      *_ANNOTATIONS})  # fmt: skip
 
 
 @dataclass(frozen=True)

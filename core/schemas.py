@@ -22,7 +22,7 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from core.model import Model
+from core.model import EdgeType, Model, NodeType
 from core.records import ID_PATTERN, VISIBILITIES
 from core.uris import type_uri
 
@@ -105,6 +105,15 @@ def _envelopes(model: Model) -> dict[str, Any]:
     return defs
 
 
+def _type_names(schema: dict[str, Any], types: Mapping[str, NodeType] | Mapping[str, EdgeType]) -> dict[str, Any]:
+    """A string enum of type names; its description names the deprecated ones (on every surface that shows it)."""
+    named: dict[str, Any] = {**schema, "type": "string", "enum": list(types)}
+    deprecated = [name for name, t in types.items() if t.deprecated]
+    if deprecated:
+        named["description"] = f"{schema.get('description', '')} Deprecated: {', '.join(deprecated)}.".lstrip()
+    return named
+
+
 def derive(schema: Mapping[str, Any], model: Model, *, typed: bool = True,
            fill: Callable[[str], str] | None = None) -> dict[str, Any]:  # fmt: skip
     """Replace the markers in a static schema; add the definitions a node or edge reference needs: the model's own
@@ -120,9 +129,9 @@ def derive(schema: Mapping[str, Any], model: Model, *, typed: bool = True,
             if fill is not None and isinstance(rest.get("description"), str):
                 rest["description"] = fill(rest["description"])
             if marker == "node-type":
-                return {**rest, "type": "string", "enum": list(model.node_types)}
+                return _type_names(rest, model.node_types)
             if marker == "edge-type":
-                return {**rest, "type": "string", "enum": list(model.edge_types)}
+                return _type_names(rest, model.edge_types)
             if marker in ("node", "edge"):
                 uses_records = True
                 return {**rest, "$ref": f"#/$defs/{_record_def(marker, typed)}"}

@@ -31,6 +31,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from core.audit import AuditQuery, AuditRecord
 from core.errors import StoreError, StoreUnavailableError
 from core.model import Model, parse_model
+from core.model_migration import POSTGRES, migrate
 from core.model_version import check_successor
 from core.operations import Operation
 from core.records import Change, Edge, Node
@@ -298,6 +299,7 @@ class PostgresStore:
                 return
             if row is not None:
                 check_successor(json.loads(row[0]), model)
+                migrate(json.loads(row[0]), model, db.execute, POSTGRES)
                 revalidate(
                     model,
                     (_node(r) for r in db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes ORDER BY id")),

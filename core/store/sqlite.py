@@ -26,6 +26,7 @@ from core.audit import AuditQuery, AuditRecord
 from core.conditions import Condition
 from core.errors import StoreError
 from core.model import Model, parse_model
+from core.model_migration import SQLITE, migrate
 from core.model_version import check_successor
 from core.operations import Operation
 from core.records import Change, Edge, Node, Sight
@@ -337,6 +338,7 @@ class SQLiteStore:
                 return
             if row is not None:
                 check_successor(json.loads(row[0]), model)
+                migrate(json.loads(row[0]), model, db.execute, SQLITE)
                 revalidate(
                     model,
                     (_node(r) for r in db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes ORDER BY id")),

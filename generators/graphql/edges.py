@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 import strawberry
 
-from core.model import EdgeEnd, Model
+from core.model import EdgeEnd, Model, deprecation
 from generators.graphql.types import Mapped, TypeMapper, argument, pascal
 
 __all__ = ["EDGE_LIMIT", "EdgeFields"]
@@ -124,4 +124,5 @@ class EdgeFields:
         what = "leaving this node" if direction == "out" else "arriving at this node"
         named = "" if end.name == edge else f" ({end.name}: {edge} seen from its target)"
         description = f"The {edge} edges {what}{named}, a page at a time, as get_neighbors sees them."
-        return strawberry.field(resolver=resolve, name=end.name, description=description)
+        return strawberry.field(resolver=resolve, name=end.name, description=description,
+                                deprecation_reason=deprecation(end.edge.schema))  # fmt: skip

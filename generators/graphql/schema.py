@@ -43,6 +43,7 @@ from strawberry.types.unset import UNSET
 
 from core.access import change_for, sight_of
 from core.errors import CanonError, LimitExceededError
+from core.model import DEPRECATED
 from core.principal import Principal
 from core.registry import Registry, ResourceDefinition, ToolDefinition
 from core.resources import ResourceContent, read_resource
@@ -271,7 +272,9 @@ class Builder:
 
         _sign(resolve, params, Optional[resource])  # noqa: UP045
         description = f"{entry.title}: {entry.description} ({entry.uri or entry.uri_template})"
-        return name, strawberry.field(resolver=resolve, name=name, description=description), (uri_of, params)
+        reason = DEPRECATED if entry.deprecated else None
+        field = strawberry.field(resolver=resolve, name=name, description=description, deprecation_reason=reason)
+        return name, field, (uri_of, params)
 
     def subscription_field(self, name: str, entry: ResourceDefinition, uri_of: Callable[[Mapping[str, Any]], str],
                            params: list[inspect.Parameter], update: Any) -> Any:  # fmt: skip

@@ -36,7 +36,7 @@ from typing import Annotated, Any, Optional
 import strawberry
 from strawberry.scalars import JSON
 
-from core.model import Model
+from core.model import Model, deprecated_description, deprecation
 
 __all__ = [
     "Fallback",
@@ -306,7 +306,9 @@ class TypeMapper:
             optional = shared or prop not in required or self.nullable_in(sub, root)
             annotations[py] = Optional[mapped.annotation] if optional else mapped.annotation  # noqa: UP045
             default = None if output else strawberry.UNSET
-            namespace[py] = strawberry.field(name=prop, description=sub.get("description"), default=default)
+            reason = deprecation(sub) if output else None  # an input field stays undeprecated: it is still taken
+            namespace[py] = strawberry.field(name=prop, description=sub.get("description"), default=default,
+                                             deprecation_reason=reason)  # fmt: skip
             fields.append((prop, py, mapped))
         cls = type(name, (), {"__annotations__": annotations, **namespace})
         decorate = strawberry.type if output else strawberry.input
@@ -373,15 +375,16 @@ class TypeMapper:
             props = self.map(node_type.schema, self.model.document, cls_name + "Properties", f"{cls_name}.properties",
                              output=True)  # fmt: skip
             self._overrides = {}
+            description = deprecated_description(node_type.description, node_type.schema)
             cls = type(cls_name, (node,), {"__annotations__": {"properties": props.annotation}, "properties": None,
-                                          "__doc__": node_type.description})  # fmt: skip
+                                          "__doc__": description})  # fmt: skip
             self.shapes.nodes[name] = cls
             self.shapes.hydrate_node_by_type[name] = self._system_hydrator(cls, props, NODE_SYSTEM, {"visibility"})
             pending.append((name, cls))
         for name, cls in pending:  # every class exists now: add the edge fields, then make them strawberry types
             for field_name, edge_field in edge_fields(name, self.shapes.nodes).items():
                 setattr(cls, field_name, edge_field)
-            made = strawberry.type(cls, description=self.model.node_types[name].description)
+            made = strawberry.type(cls, description=cls.__doc__)
             self.extra_types.append(made)
 
     def _shared_leaves(self) -> dict[str, Mapped | None]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
+from core.model import deprecated_description
 from core.principal import ANONYMOUS, ROLES
 from core.prompts import PROMPTS, PromptDefinition
 from core.registry import Registry, ResourceDefinition, ToolDefinition
@@ -205,7 +206,8 @@ class Site:
             Link(
                 name,
                 f"/types/{name}.md",
-                f"{first_sentence(t.description)} ({self._public_nodes(name, self.bounds.max_nodes)[1]} public)",
+                f"{deprecated_description(first_sentence(t.description), t.schema)} "
+                f"({self._public_nodes(name, self.bounds.max_nodes)[1]} public)",
             )
             for name, t in self.model.node_types.items()
         ]
@@ -279,14 +281,17 @@ class Site:
         if node_type is None:
             return None
         required = set(node_type.schema.get("required", []))
-        properties = [(p, type_label(s), s.get("description", ""), p in required)
+        properties = [(p, type_label(s), deprecated_description(s.get("description", ""), s).strip(), p in required)
                       for p, s in node_type.properties.items()]  # fmt: skip
-        ends = [(end, [Link(t, f"/types/{t}.md") for t in end.far]) for end in self.model.edge_ends(name)]
-        out = [(end, links) for end, links in ends if end.direction == "out"]
-        into = [(end, links) for end, links in ends if end.direction == "in"]
+        ends = [(end, [Link(t, f"/types/{t}.md") for t in end.far],
+                 deprecated_description(end.edge.description, end.edge.schema))
+                for end in self.model.edge_ends(name)]  # fmt: skip
+        out = [(end, links, about) for end, links, about in ends if end.direction == "out"]
+        into = [(end, links, about) for end, links, about in ends if end.direction == "in"]
         nodes, total = self._public_nodes(name, self.bounds.max_type_nodes)
         return self._render(
             "type.md.j2", h=_headings(shift), name=name, node_type=node_type, properties=properties, out=out,
+            description=deprecated_description(node_type.description, node_type.schema),
             into=into, schema=to_json(node_type.schema), nodes=[self._node_link(n) for n in nodes], total=total,
             more=self._rest("find_nodes"),
         )  # fmt: skip

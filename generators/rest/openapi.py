@@ -317,6 +317,8 @@ def _resource_operation(route: ResourceRoute) -> dict[str, Any]:
         "description": resource.description,
         "tags": ["resources"],
     }
+    if resource.deprecated:
+        op["deprecated"] = True
     if route.variables:
         op["parameters"] = [
             {"name": v, "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
