@@ -59,6 +59,9 @@ def plan_apply(store: Store, model: Model) -> ApplyPlan:
     """The plan for applying `model` to `store`: its current model diffed against `model`, every stored record
     checked (nothing is written)."""
     current = store.follow_model()
+    if current.digest == model.digest:  # nothing to compare: no surface or record changes
+        label = f"{model.name} {model.version}"
+        return ApplyPlan(current, model, ModelDiff(label, label, (), ()))
     return ApplyPlan(current, model, diff_models(current, model, store))
 
 
