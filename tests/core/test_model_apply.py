@@ -5,6 +5,7 @@ writing while a model is applied."""
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 import sys
 import threading
@@ -22,8 +23,10 @@ from core.model_apply import apply_plan, plan_apply
 from core.operations import PutNode
 from core.principal import LOCAL, Principal
 from core.records import Node
+from core.resources import complete, read_resource
 from core.store import Store, copy_store, open_existing_store
 from core.store.common import check_records
+from core.uris import MODEL_AT_TEMPLATE, model_at_uri
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.both_backends
@@ -277,3 +280,31 @@ def test_writers_in_other_processes_validate_every_write_under_the_model_current
             assert stored.properties["area"] == area
     check = check_records(seeded_store.stored_model(), seeded_store.iter_nodes(), seeded_store.iter_edges())
     assert check.refused == 0
+
+
+# -- the model history as a resource -----------------------------------------------------------------------------------
+@pytest.mark.sqlite_only
+def test_the_model_at_a_revision_resource_serves_each_applied_model_and_completes_revisions(
+    instance: Instance, model: Model
+) -> None:
+    first = instance.store.revision()
+    applied = instance.store.apply_model(changed(model, "1.1.0", with_team_budget), principal="admin")
+
+    def read(uri: str) -> dict[str, Any]:
+        content = instance.dispatcher.run(LOCAL, "test", "resources/read", uri, {}, lambda c: read_resource(c, uri))
+        return json.loads(content.text)
+
+    before, after = read(model_at_uri(first)), read(model_at_uri(applied))
+    assert before["x-canon-model"]["version"] == "1.0.0"
+    assert after["x-canon-model"]["version"] == "1.1.0"
+    assert "budget" in after["$defs"]["Team"]["properties"]
+    with pytest.raises(NotFoundError):
+        read(model_at_uri(0))
+    context = instance.dispatcher.context(LOCAL, "test")
+    values, total, _ = complete(context, MODEL_AT_TEMPLATE, "revision", "", {})
+    assert values == [str(applied), str(history_start(instance))]
+    assert total == 2
+
+
+def history_start(instance: Instance) -> int:
+    return instance.store.model_history()[0].revision
