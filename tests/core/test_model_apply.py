@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -308,3 +309,25 @@ def test_the_model_at_a_revision_resource_serves_each_applied_model_and_complete
 
 def history_start(instance: Instance) -> int:
     return instance.store.model_history()[0].revision
+
+
+@pytest.mark.sqlite_only
+def test_a_store_from_before_the_history_starts_it_with_its_recorded_model(
+    seeded_store: Store, store_location: str | Path, model: Model
+) -> None:
+    """Schema version 3 had no history: the migration records the store's model at its last model change."""
+    newer = changed(model, "1.1.0", with_team_budget)
+    applied = seeded_store.apply_model(newer, principal="admin")
+    seeded_store.close()
+    with sqlite3.connect(store_location) as db:  # what a version 3 file holds
+        db.execute("DROP TABLE model_history")
+        db.execute("PRAGMA user_version = 3")
+    db.close()
+
+    reopened = open_existing_store(store_location)
+    try:
+        (entry,) = reopened.model_history()
+        assert (entry.revision, entry.version, entry.principal, entry.summary) == (applied, "1.1.0", "admin", None)
+        assert reopened.model_at(applied).digest == newer.digest
+    finally:
+        reopened.close()
