@@ -249,12 +249,14 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--yes", action="store_true", help="apply without asking (needed when not on a terminal)")
     t.add_argument("--dry-run", action="store_true", help="show the plan and check it; change nothing")
     t.add_argument("--json", action="store_true", help="the plan and the outcome as one JSON object")
+    _store_option(t)
     t.set_defaults(handler=_model_apply)
     t = models.add_parser("log", help="list the models the store has applied, oldest first",
                           description="One line per model the store has recorded: the revision that recorded it, "
                           "its version, when, by whom, and a summary of the change (its classification per "
                           "surface).")  # fmt: skip
     t.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
+    _store_option(t)
     t.set_defaults(handler=_model_log)
     t = models.add_parser(
         "show",
@@ -262,6 +264,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Print the model document the store holds now, or held at revision REV.",
     )
     t.add_argument("--at", type=int, metavar="REV", help="the model in effect at this revision")
+    _store_option(t)
     t.set_defaults(handler=_model_show)
     p = command("audit", _audit, "show the audit log (newest first)",
                 "Show the audit log, newest first: one line per call on every surface, with time, principal, "
@@ -274,6 +277,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=50, help="at most this many records (default: 50)")
     p.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
     return parser
+
+
+def _store_option(parser: argparse.ArgumentParser) -> None:
+    """`--store` after the command too (`canon model apply NEW --store URL`), as before it."""
+    parser.add_argument("--store", type=store_location, default=argparse.SUPPRESS, metavar="PATH|URL",
+                        help="store file or postgresql:// URL (overrides the configuration)")  # fmt: skip
 
 
 def _config(args: argparse.Namespace) -> Config:

@@ -177,7 +177,8 @@ def test_model_apply_applies_a_compatible_change_and_log_show_and_audit_record_i
     assert report["plan"]["classification"] == "compatible"
     assert json.loads(run_canon("stats", cwd=copied).stdout)["model"]["version"] == "1.1.0"
 
-    log = [json.loads(line) for line in run_canon("model", "log", "--json", cwd=copied).stdout.splitlines()]
+    log_lines = run_canon("model", "log", "--json", "--store", "canon.db", cwd=copied).stdout.splitlines()
+    log = [json.loads(line) for line in log_lines]
     assert [(e["version"], e["principal"]) for e in log] == [("1.0.0", "local"), ("1.1.0", "local")]
     assert log[-1]["revision"] == before + 1
     assert log[-1]["summary"]["classification"] == "compatible"
