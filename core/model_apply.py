@@ -57,11 +57,12 @@ class ApplyPlan:
 
 def plan_apply(store: Store, model: Model) -> ApplyPlan:
     """The plan for applying `model` to `store`: its current model diffed against `model`, every stored record
-    checked (nothing is written)."""
+    checked (nothing is written). A model whose version does not rise is refused at once (`ModelError`)."""
     current = store.follow_model()
     if current.digest == model.digest:  # nothing to compare: no surface or record changes
         label = f"{model.name} {model.version}"
         return ApplyPlan(current, model, ModelDiff(label, label, (), ()))
+    check_successor(current.document, model)  # a version that does not rise is refused before the costly diff
     return ApplyPlan(current, model, diff_models(current, model, store))
 
 
