@@ -263,7 +263,15 @@ class PostgresStore:
                 f"The store {_redacted(url)} records no model; create one with 'canon init'.", path=_redacted(url)
             )
         store = cls(url, pool, parse_model(json.loads(row[0]), source=f"{_redacted(url)}#model"))
-        store._model_revision = store._model_head()
+        try:
+            if read_only:
+                store._check_current()
+            else:
+                store._migrate()
+            store._model_revision = store._model_head()
+        except BaseException:
+            store.close()
+            raise
         return store
 
     @staticmethod
@@ -306,6 +314,16 @@ class PostgresStore:
                 for statement in MIGRATIONS[target]:
                     db.execute(statement)
                 db.execute("INSERT INTO canon_schema (version) VALUES (%s)", (target,))
+
+    def _check_current(self) -> None:
+        """Refuse to read a store whose schema is not this canon's (a read-only open cannot migrate it)."""
+        version = self.schema_version()
+        if version != SCHEMA_VERSION:
+            raise StoreError(
+                f"The store {self.location} has schema version {version}, and this canon reads {SCHEMA_VERSION}; "
+                + ("upgrade canon." if version > SCHEMA_VERSION else "run 'canon init' once to migrate it."),
+                path=self.location,
+            )
 
     def schema_version(self) -> int:
         return int(self._read("SELECT max(version) FROM canon_schema", ())[0][0])

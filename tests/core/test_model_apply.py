@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from core.errors import ModelError, NotFoundError, ValidationError
@@ -25,7 +26,7 @@ from core.operations import PutNode
 from core.principal import LOCAL, Principal
 from core.records import Node
 from core.resources import complete, read_resource
-from core.store import Store, copy_store, open_existing_store
+from core.store import Store, copy_store, is_database_url, open_existing_store
 from core.store.common import check_records
 from core.uris import MODEL_AT_TEMPLATE, model_at_uri
 from tests.conftest import REPO
@@ -311,18 +312,27 @@ def history_start(instance: Instance) -> int:
     return instance.store.model_history()[0].revision
 
 
-@pytest.mark.sqlite_only
-def test_a_store_from_before_the_history_starts_it_with_its_recorded_model(
-    seeded_store: Store, store_location: str | Path, model: Model
-) -> None:
-    """Schema version 3 had no history: the migration records the store's model at its last model change."""
-    newer = changed(model, "1.1.0", with_team_budget)
-    applied = seeded_store.apply_model(newer, principal="admin")
-    seeded_store.close()
-    with sqlite3.connect(store_location) as db:  # what a version 3 file holds
+def _without_history(location: str | Path) -> None:
+    """Make the store what it was before the model history: SQLite schema 3, PostgreSQL schema 1."""
+    if is_database_url(location):
+        with psycopg.connect(str(location), autocommit=True) as db:
+            db.execute("DROP TABLE model_history")
+            db.execute("DELETE FROM canon_schema WHERE version = 2")
+        return
+    with sqlite3.connect(location) as db:
         db.execute("DROP TABLE model_history")
         db.execute("PRAGMA user_version = 3")
     db.close()
+
+
+def test_a_store_from_before_the_history_starts_it_with_its_recorded_model(
+    seeded_store: Store, store_location: str | Path, model: Model
+) -> None:
+    """The migration records the store's model at its last model change, by its principal."""
+    newer = changed(model, "1.1.0", with_team_budget)
+    applied = seeded_store.apply_model(newer, principal="admin")
+    seeded_store.close()
+    _without_history(store_location)
 
     reopened = open_existing_store(store_location)
     try:
