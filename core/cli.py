@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from datetime import timedelta
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core import __version__
+from core.audit import AuditRecord
 from core.config import Config, load_config, store_location
 from core.dispatch import OUTCOMES
 from core.errors import CanonError, ConfigError, ModelError, NotFoundError, Problem, StoreError, ValidationError
@@ -27,6 +29,7 @@ from core.interchange import export_graph, import_path
 from core.model import check_model, default_model_path, load_model
 from core.progress import ProgressBar
 from core.store import Store, copy_store, open_existing_store, store_exists
+from core.store.common import utc_now
 from core.store.retention import Retention
 from core.tokens import TokenFile
 
@@ -217,10 +220,12 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--keep-revisions", type=int, metavar="N", help="keep at least the newest N revisions")
     t.add_argument("--changes-days", type=int, metavar="DAYS", help="drop changes older than DAYS days")
     t.set_defaults(handler=_store_compact)
-    p = command("model", _model_usage, "compare models: what a change does to every surface",
+    p = command("model", _model_usage, "change the model on purpose: diff, apply, log, show",
                 "Commands on the model. `canon model diff [OLD] NEW` classifies every change between two model files "
                 "(OLD omitted: the store's current model) as breaking, needs-data-check or compatible on each "
-                "surface (MCP, REST, GraphQL, llms.txt), from what the generators produce for each.")  # fmt: skip
+                "surface (MCP, REST, GraphQL, llms.txt), from what the generators produce for each. `canon model "
+                "apply NEW` shows that plan and applies it to the store in one transaction; `canon model log` lists "
+                "the models the store has applied, `canon model show` prints one.")  # fmt: skip
     models = p.add_subparsers(title="model commands", metavar="ACTION")
     t = models.add_parser("diff", help="classify every change from OLD (or the store's model) to NEW",
                           description="Generate every surface's artifacts for both models and list each difference "
@@ -231,6 +236,36 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--fail-on", choices=("breaking", "needs-data-check"), metavar="LEVEL",
                    help="exit 1 if any change is this severe (breaking, or needs-data-check and worse)")  # fmt: skip
     t.set_defaults(handler=_model_diff)
+    t = models.add_parser("apply", help="apply NEW to the store: show the plan, then change the model",
+                          description="Show the plan (`canon model diff` against the store: every surface's changes "
+                          "and the stored records NEW would refuse), then apply NEW in one transaction, recorded in "
+                          "the change log (a model change, with the principal), the model history and the audit log; "
+                          "every server on the store follows. NEW's version must be higher than the store's; a "
+                          "breaking change needs a higher major version or --allow-breaking; a stored record NEW "
+                          "refuses refuses the change (nothing is changed).")  # fmt: skip
+    t.add_argument("file", type=Path, metavar="NEW", help="the model file to apply")
+    t.add_argument("--allow-breaking", action="store_true",
+                   help="apply a breaking change without a higher major version")  # fmt: skip
+    t.add_argument("--yes", action="store_true", help="apply without asking (needed when not on a terminal)")
+    t.add_argument("--dry-run", action="store_true", help="show the plan and check it; change nothing")
+    t.add_argument("--json", action="store_true", help="the plan and the outcome as one JSON object")
+    _store_option(t)
+    t.set_defaults(handler=_model_apply)
+    t = models.add_parser("log", help="list the models the store has applied, oldest first",
+                          description="One line per model the store has recorded: the revision that recorded it, "
+                          "its version, when, by whom, and a summary of the change (its classification per "
+                          "surface).")  # fmt: skip
+    t.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
+    _store_option(t)
+    t.set_defaults(handler=_model_log)
+    t = models.add_parser(
+        "show",
+        help="print the store's model (now, or at a past revision)",
+        description="Print the model document the store holds now, or held at revision REV.",
+    )
+    t.add_argument("--at", type=int, metavar="REV", help="the model in effect at this revision")
+    _store_option(t)
+    t.set_defaults(handler=_model_show)
     p = command("audit", _audit, "show the audit log (newest first)",
                 "Show the audit log, newest first: one line per call on every surface, with time, principal, "
                 "surface, action, target, outcome, revision and duration. Filters combine.")  # fmt: skip
@@ -242,6 +277,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=50, help="at most this many records (default: 50)")
     p.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
     return parser
+
+
+def _store_option(parser: argparse.ArgumentParser) -> None:
+    """`--store` after the command too (`canon model apply NEW --store URL`), as before it."""
+    parser.add_argument("--store", type=store_location, default=argparse.SUPPRESS, metavar="PATH|URL",
+                        help="store file or postgresql:// URL (overrides the configuration)")  # fmt: skip
 
 
 def _config(args: argparse.Namespace) -> Config:
@@ -377,32 +418,37 @@ def _surfaces(options: ServeOptions) -> list[Surface]:
 
 
 def _check_served_model(config: Config, *, follow: bool) -> None:
-    """Refuse to serve a model file that differs from the store's, unless following it (`--follow-model`) and
-    the change breaks no surface and refuses no stored record (`canon model diff`)."""
+    """Refuse to serve a model file that differs from the store's, unless following it (`--follow-model`): then
+    apply it if the change breaks no surface and refuses no stored record (`canon model diff`)."""
     if not store_exists(config.store):
         return
     wanted = load_model(config.model)
     store = open_existing_store(config.store, read_only=True)
     try:
         stored = store.model
-        if stored.digest == wanted.digest:
-            return
-        change = f"The model {wanted.source} ({wanted.name} {wanted.version}) differs from the store's " \
-                 f"({stored.name} {stored.version})"  # fmt: skip
-        if not follow:
-            raise ConfigError(f"{change}; see the changes with 'canon model diff {wanted.source}', apply it with "
-                              f"'canon --model {wanted.source} init', or serve with --follow-model while developing.",
-                              source="model")  # fmt: skip
-        from core.model_diff import diff_models
-
-        report = diff_models(stored, wanted, store)
     finally:
         store.close()
-    refused = report.data.refused if report.data else 0
-    if report.classification() == "breaking" or refused:
-        raise ConfigError(f"{change} and --follow-model adopts only compatible changes: this one is "
-                          f"{report.classification()} ({refused} stored record(s) refused); see 'canon model diff "
-                          f"{wanted.source}'.", source="--follow-model")  # fmt: skip
+    if stored.digest == wanted.digest:
+        return
+    change = f"The model {wanted.source} ({wanted.name} {wanted.version}) differs from the store's " \
+             f"({stored.name} {stored.version})"  # fmt: skip
+    if not follow:
+        raise ConfigError(f"{change}; see the changes with 'canon model diff {wanted.source}', apply them with "
+                          f"'canon model apply {wanted.source}', or serve with --follow-model while developing.",
+                          source="model")  # fmt: skip
+    from core.model_apply import apply_plan, plan_apply
+
+    store = open_existing_store(config.store)
+    try:
+        plan = plan_apply(store, wanted)
+        refused = plan.diff.data.refused if plan.diff.data else 0
+        if plan.diff.classification() == "breaking" or refused:
+            raise ConfigError(f"{change} and --follow-model adopts only compatible changes: this one is "
+                              f"{plan.diff.classification()} ({refused} stored record(s) refused); see 'canon model "
+                              f"diff {wanted.source}'.", source="--follow-model")  # fmt: skip
+        apply_plan(store, plan, principal=CLI_PRINCIPAL)
+    finally:
+        store.close()
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -562,7 +608,7 @@ def _store_compact(args: argparse.Namespace) -> int:
 
 
 def _model_usage(args: argparse.Namespace) -> int:
-    print("canon model: choose an action: diff (see canon model --help).", file=sys.stderr)
+    print("canon model: choose an action: diff, apply, log or show (see canon model --help).", file=sys.stderr)
     return EXIT_USAGE
 
 
@@ -587,6 +633,72 @@ def _model_diff(args: argparse.Namespace) -> int:
     level = {"breaking": 2, "needs-data-check": 1, "compatible": 0}
     failed = args.fail_on is not None and level[report.classification()] >= level[args.fail_on]
     return EXIT_PROBLEMS if failed else 0
+
+
+def _model_apply(args: argparse.Namespace) -> int:
+    from core.model_apply import apply_plan, check_plan, plan_apply
+
+    model = load_model(args.file)
+    store = open_existing_store(_config(args).store)
+    try:
+        plan = plan_apply(store, model)
+        report: dict[str, Any] = {"plan": plan.as_dict(), "applied": False, "revision": store.revision()}
+        if not args.json:
+            _print_model_diff(plan.diff.as_dict())
+        check_plan(plan, allow_breaking=args.allow_breaking)  # refused before anyone is asked
+        if not (plan.unchanged or args.dry_run):
+            if not (args.yes or _confirmed(f"Apply {plan.diff.new} to {store.location}?")):
+                raise ConfigError("Not applied: confirm on a terminal, or pass --yes.", source="model apply")
+            started = time.monotonic()
+            report["revision"] = apply_plan(store, plan, principal=CLI_PRINCIPAL, allow_breaking=args.allow_breaking)
+            report["applied"] = True
+            store.append_audit([AuditRecord(utc_now(), CLI_PRINCIPAL, "cli", "model/apply", "apply_model",
+                                            model.digest, "ok", report["revision"],
+                                            (time.monotonic() - started) * 1000)])  # fmt: skip
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps(report, indent=2))
+    elif plan.unchanged:
+        print(f"The store's model is {plan.diff.new} already; nothing to apply.")
+    elif report["applied"]:
+        print(f"Applied {plan.diff.new} to {store.location} at revision {report['revision']}.")
+    else:
+        print("The plan can be applied (dry run; nothing was changed).")
+    return 0
+
+
+def _confirmed(question: str) -> bool:
+    """Whether the person at the terminal answers yes (never, when standard input is not a terminal)."""
+    if not sys.stdin.isatty():
+        return False
+    return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+
+
+def _model_log(args: argparse.Namespace) -> int:
+    store = _read_only_store(args)
+    try:
+        history = store.model_history()
+    finally:
+        store.close()
+    for entry in history:
+        if args.json:
+            print(json.dumps(entry.as_dict()))
+            continue
+        summary = entry.summary or {}
+        change = summary.get("classification", "first model" if entry is history[0] else "")
+        print(f"r{entry.revision:<8} {entry.version:<10} {entry.at}  {entry.principal:<16} {change}")
+    return 0
+
+
+def _model_show(args: argparse.Namespace) -> int:
+    store = _read_only_store(args)
+    try:
+        model = store.stored_model() if args.at is None else store.model_at(args.at)
+    finally:
+        store.close()
+    print(json.dumps(model.document, indent=2, ensure_ascii=False))
+    return 0
 
 
 def _print_model_diff(report: dict[str, Any]) -> None:

@@ -128,10 +128,9 @@ class Instance:
         call already running finishes on the snapshot it started with.
         """
         with self._reloading:  # one at a time: a later reload never lands before an earlier one
-            stored = self.store.stored_model()
+            stored = self.store.follow_model()
             if stored.digest == self.model.digest:
                 return False
-            self.store.use_model(stored)
             if self._snapshot is None:
                 self._model = stored
             else:

@@ -31,7 +31,7 @@ from core.examples import Examples, instructions
 from core.model import Model, deprecated_description
 from core.schema_checks import SchemaChecks
 from core.schemas import DIALECT, derive
-from core.uris import CHANGES_URI, MODEL_URI, NODE_TEMPLATE, node_uri, type_uri
+from core.uris import CHANGES_URI, MODEL_AT_TEMPLATE, MODEL_URI, NODE_TEMPLATE, node_uri, type_uri
 
 __all__ = [
     "Execution",
@@ -364,6 +364,12 @@ def _templates(examples: Examples) -> tuple[ResourceDefinition, ...]:
             "store revision it was read at; this resource does not). Subscribe to be told when it changes. "
             f"Example: {node_uri(examples.type, examples.id)}.", "application/json",
             uri_template=NODE_TEMPLATE, subscribable=True, icon=NODE_ICON,
+        ),
+        ResourceDefinition(
+            "model-at", "The model at a revision", "The whole model as it was at a store revision: the model the "
+            "store had applied by then (every applied model is kept; canon model log lists them). Example: "
+            f"{MODEL_AT_TEMPLATE.format(revision=1)}.", "application/schema+json",
+            uri_template=MODEL_AT_TEMPLATE, icon=MODEL_ICON,
         ),
     )  # fmt: skip
 

@@ -1,7 +1,8 @@
 """Reading, listing and completing the registry's resources; every surface serves them through these.
 
-URIs (`core.uris`): the model, each type's schema, the latest changes, and one per node, whose JSON is exactly
-`get_node`'s `node`. The list holds the fixed resources first, then every node in id order, one page at a time.
+URIs (`core.uris`): the model (now, and at any past revision, from the store's model history), each type's schema,
+the latest changes, and one per node, whose JSON is exactly `get_node`'s `node`. The list holds the fixed resources
+first, then every node in id order, one page at a time.
 Everything is read through the caller's sight: nodes it may not see are not listed or completed, reading one is
 a `ForbiddenError`, and the changes resource shows the latest entries as `get_changes` would show them to that
 caller.
@@ -20,7 +21,7 @@ from core.model import Model
 from core.paging import decode_cursor, encode_cursor
 from core.registry import ResourceDefinition, type_schema
 from core.store import NodeQuery
-from core.uris import CHANGES_URI, MODEL_URI, NODE_TEMPLATE, node_of, node_uri, type_of
+from core.uris import CHANGES_URI, MODEL_AT_TEMPLATE, MODEL_URI, NODE_TEMPLATE, model_at_of, node_of, node_uri, type_of
 
 __all__ = ["ResourceContent", "complete", "complete_ids", "complete_types", "list_resources", "read_resource"]
 
@@ -52,6 +53,13 @@ def read_resource(ctx: CallContext, uri: str) -> ResourceContent:
         changes = ctx.store.changes(max(0, revision - PAGE), PAGE, sight=ctx.sight, until=revision)
         items = [change_for(ctx.sight, c) for c in changes]
         return ResourceContent(uri, "application/json", _json({"items": items, "revision": revision}))
+    revision = model_at_of(uri)
+    if revision is not None:
+        try:
+            past = ctx.store.model_at(revision)
+        except NotFoundError:
+            raise NotFoundError("resource", uri) from None
+        return ResourceContent(uri, "application/schema+json", _json(past.document))
     named = node_of(uri)
     if named is not None:
         node = ctx.store.node(named[1])
@@ -90,7 +98,11 @@ def list_resources(ctx: CallContext, cursor: str | None) -> tuple[list[ResourceD
 def complete(
     ctx: CallContext, template: str, argument: str, value: str, context: dict[str, str]
 ) -> tuple[list[str], int, bool]:
-    """Completion values for a template argument: node types by prefix, node ids by prefix (within a type)."""
+    """Completion values for a template argument: node types by prefix, node ids by prefix (within a type), the
+    revisions of the model history by prefix."""
+    if template == MODEL_AT_TEMPLATE and argument == "revision":
+        revisions = [str(e.revision) for e in reversed(ctx.store.model_history()) if str(e.revision).startswith(value)]
+        return revisions[:MAX_COMPLETIONS], len(revisions), len(revisions) > MAX_COMPLETIONS
     if template != NODE_TEMPLATE:
         raise NotFoundError("resource template", template)
     if argument == "type":

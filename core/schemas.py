@@ -85,8 +85,11 @@ def _tagged(kind: str, names: list[str]) -> dict[str, Any]:
 
     The same set as `oneOf` over the envelopes (each has a `const` type), but a validator checks only the branch
     whose type matches instead of every branch: an SDK client validating a `get_node` result against the output
-    schema took 5.2 ms with `oneOf` over the seven node types; see docs/benchmarks.md.
+    schema took 5.2 ms with `oneOf` over the seven node types; see docs/benchmarks.md. A model without types of
+    this kind (no edge types) has no such record: the schema accepts none (an empty `allOf` or `enum` is invalid).
     """
+    if not names:
+        return {"not": {}, "description": f"This model defines no {kind} types."}
     return {
         "type": "object",
         "required": ["type"],

@@ -1,9 +1,10 @@
 """canon's resource URIs, spelled here and nowhere else: the `canon://` scheme, the fixed URIs, and the builders
 and parsers of the others.
 
-* `canon://model`: the whole model; `canon://changes`: the latest change log entries;
+* `canon://model`: the whole model; `canon://model/at/{revision}`: the model in effect at a past revision (the
+  store's model history); `canon://changes`: the latest change log entries;
 * `canon://types/{name}`: one node or edge type's schema;
-* `canon://nodes/{type}/{id}`: one node (the one resource template).
+* `canon://nodes/{type}/{id}`: one node (a resource template, as is the model at a revision).
 
 Surfaces that map URIs onto paths (REST's `/api/resources/<path>`) take the part after the scheme (`path_of`).
 """
@@ -14,9 +15,12 @@ import re
 
 __all__ = [
     "CHANGES_URI",
+    "MODEL_AT_TEMPLATE",
     "MODEL_URI",
     "NODE_TEMPLATE",
     "SCHEME",
+    "model_at_of",
+    "model_at_uri",
     "node_of",
     "node_uri",
     "path_of",
@@ -28,6 +32,8 @@ SCHEME = "canon://"
 MODEL_URI = f"{SCHEME}model"
 CHANGES_URI = f"{SCHEME}changes"
 NODE_TEMPLATE = SCHEME + "nodes/{type}/{id}"
+MODEL_AT_TEMPLATE = MODEL_URI + "/at/{revision}"
+_MODEL_AT = re.compile(rf"^{re.escape(MODEL_URI)}/at/(?P<revision>[0-9]{{1,18}})$")
 _TYPES = f"{SCHEME}types/"
 _NODE = re.compile(rf"^{re.escape(SCHEME)}nodes/(?P<type>[^/]+)/(?P<id>[^/]+)$")
 
@@ -41,6 +47,17 @@ def node_of(uri: str) -> tuple[str, str] | None:
     """The (type, id) a node URI names; None when `uri` is not one."""
     match = _NODE.match(uri)
     return (match["type"], match["id"]) if match else None
+
+
+def model_at_uri(revision: int) -> str:
+    """`canon://model/at/{revision}`: the model in effect at `revision`."""
+    return MODEL_AT_TEMPLATE.format(revision=revision)
+
+
+def model_at_of(uri: str) -> int | None:
+    """The revision a model-at URI names; None when `uri` is not one."""
+    match = _MODEL_AT.match(uri)
+    return int(match["revision"]) if match else None
 
 
 def type_uri(name: str) -> str:

@@ -1,5 +1,5 @@
-"""The model is changed only on purpose: read-only commands, `canon serve` and `canon model diff`, run as a user
-runs them."""
+"""The model is changed only on purpose: read-only commands, `canon serve`, `canon model diff`, `canon model apply`,
+`canon model log` and `canon model show`, run as a user runs them."""
 
 from __future__ import annotations
 
@@ -38,13 +38,35 @@ def _with_team_budget(document: dict[str, Any]) -> None:
     document["$defs"]["Team"]["properties"]["budget"] = {"description": "Yearly budget.", "type": "integer"}
 
 
+def _narrower_team_name(document: dict[str, Any]) -> None:
+    """A breaking change (a shorter maximum) that every seeded team still fits, without a major version."""
+    document["x-canon-model"]["version"] = "1.1.0"
+    document["$defs"]["Team"]["properties"]["name"]["maxLength"] = 60
+
+
+def _same_version_budget(document: dict[str, Any]) -> None:
+    _with_team_budget(document)
+    document["x-canon-model"]["version"] = "1.0.0"
+
+
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("seeded")
     assert run_canon("init", cwd=folder).returncode == EXIT_OK
     _model_file(folder, "breaking.json", _without_team_founded)
     _model_file(folder, "compatible.json", _with_team_budget)
+    _model_file(folder, "narrower.json", _narrower_team_name)
+    _model_file(folder, "same-version.json", _same_version_budget)
     return folder
+
+
+@pytest.fixture
+def copied(seeded: Path, tmp_path: Path) -> Path:
+    """A copy of the seeded folder (store and model files) a test may change."""
+    for path in seeded.iterdir():
+        if path.is_file():
+            (tmp_path / path.name).write_bytes(path.read_bytes())
+    return tmp_path
 
 
 def _digest(path: Path) -> str:
@@ -148,3 +170,76 @@ def test_serve_with_follow_in_the_config_starts_on_a_compatible_change_and_the_s
     assert served.returncode == EXIT_OK, served.stderr  # started, served stdin until its end
     stats = run_canon("stats", cwd=folder)
     assert json.loads(stats.stdout)["model"]["version"] == "1.1.0"
+
+
+def test_model_apply_applies_a_compatible_change_and_log_show_and_audit_record_it(copied: Path) -> None:
+    before = json.loads(run_canon("stats", cwd=copied).stdout)["revision"]
+    applied = run_canon("model", "apply", "--yes", "--json", "compatible.json", cwd=copied)
+    assert applied.returncode == EXIT_OK, applied.stderr
+    report = json.loads(applied.stdout)
+    assert report["applied"] is True
+    assert report["revision"] == before + 1
+    assert report["plan"]["classification"] == "compatible"
+    assert json.loads(run_canon("stats", cwd=copied).stdout)["model"]["version"] == "1.1.0"
+
+    log_lines = run_canon("model", "log", "--json", "--store", "canon.db", cwd=copied).stdout.splitlines()
+    log = [json.loads(line) for line in log_lines]
+    assert [(e["version"], e["principal"]) for e in log] == [("1.0.0", "local"), ("1.1.0", "local")]
+    assert log[-1]["revision"] == before + 1
+    assert log[-1]["summary"]["classification"] == "compatible"
+    assert log[-1]["summary"]["surfaces"]["graphql"] == "compatible"
+    old = json.loads(run_canon("model", "show", "--at", str(before), cwd=copied).stdout)
+    new = json.loads(run_canon("model", "show", cwd=copied).stdout)
+    assert "budget" not in old["$defs"]["Team"]["properties"]
+    assert "budget" in new["$defs"]["Team"]["properties"]
+    audit = run_canon("audit", "--target", "apply_model", "--json", cwd=copied)
+    (record,) = [json.loads(line) for line in audit.stdout.splitlines()]
+    assert (record["principal"], record["surface"], record["outcome"], record["revision"]) == (
+        "local", "cli", "ok", before + 1)  # fmt: skip
+
+
+def test_model_apply_shows_the_plan_and_changes_nothing_unless_confirmed(copied: Path) -> None:
+    before = _digest(copied / "canon.db")
+    result = run_canon("model", "apply", "compatible.json", cwd=copied)  # standard input is no terminal
+    assert result.returncode == EXIT_USAGE
+    assert "--yes" in result.stderr
+    assert ": compatible" in result.stdout.splitlines()[0]  # the plan was shown
+    dry = run_canon("model", "apply", "--dry-run", "compatible.json", cwd=copied)
+    assert dry.returncode == EXIT_OK, dry.stderr
+    assert _digest(copied / "canon.db") == before
+
+
+def test_model_apply_refuses_a_breaking_change_without_a_major_version_unless_allowed(copied: Path) -> None:
+    before = _digest(copied / "canon.db")
+    refused = run_canon("model", "apply", "--yes", "narrower.json", cwd=copied)
+    assert refused.returncode == EXIT_PROBLEMS
+    assert "/x-canon-model/version" in refused.stderr
+    assert _digest(copied / "canon.db") == before
+    allowed = run_canon("model", "apply", "--yes", "--allow-breaking", "narrower.json", cwd=copied)
+    assert allowed.returncode == EXIT_OK, allowed.stderr
+    assert json.loads(run_canon("stats", cwd=copied).stdout)["model"]["version"] == "1.1.0"
+
+
+def test_model_apply_refuses_a_model_stored_records_break_naming_them_and_changes_nothing(copied: Path) -> None:
+    before = _digest(copied / "canon.db")
+    result = run_canon("model", "apply", "--yes", "breaking.json", cwd=copied)  # 2.0.0: major, but teams have 'founded'
+    assert result.returncode == EXIT_PROBLEMS
+    assert "stored record(s) are not valid" in result.stderr
+    assert "team-security/properties: 'founded' is not allowed" in result.stderr  # records and pointers named
+    assert _digest(copied / "canon.db") == before
+
+
+def test_model_apply_refuses_a_changed_model_with_the_same_version(copied: Path) -> None:
+    before = _digest(copied / "canon.db")
+    result = run_canon("model", "apply", "--yes", "same-version.json", cwd=copied)
+    assert result.returncode == EXIT_PROBLEMS
+    assert "/x-canon-model/version" in result.stderr
+    assert _digest(copied / "canon.db") == before
+
+
+def test_init_with_a_differing_model_file_refuses_and_says_to_apply_it(copied: Path) -> None:
+    before = _digest(copied / "canon.db")
+    result = run_canon("--model", "compatible.json", "init", cwd=copied)
+    assert result.returncode == EXIT_PROBLEMS
+    assert "canon model apply compatible.json" in result.stderr
+    assert _digest(copied / "canon.db") == before

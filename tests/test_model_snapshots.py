@@ -52,8 +52,12 @@ def _model(version: str, *properties: str) -> Model:
 
 
 def _adopt_in_another_process(instance: Instance, model: Model) -> None:
-    """What `canon --model new.json init` does in another process: the store adopts the new model."""
-    SQLiteStore.open(Path(instance.store.location), model).close()
+    """What `canon model apply new.json` does in another process: the store applies the new model."""
+    store = SQLiteStore.open_existing(Path(instance.store.location))
+    try:
+        store.apply_model(model, principal="admin")
+    finally:
+        store.close()
 
 
 async def _listed_team_properties(http: httpx2.AsyncClient) -> set[str]:

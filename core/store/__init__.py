@@ -27,6 +27,12 @@ every backend:
   deletion from the audit log), and `changes_floor()` says through which revision the change log was removed, so
   a read from before it is `gone`; `backup(path)` writes a consistent copy while the store serves (SQLite; a
   PostgreSQL store is backed up with pg_dump, and refuses both with a `StoreError` that says so);
+* the model changes only through `apply_model`, in one write transaction: the version must rise
+  (`core.model_version`), every stored record is re-validated under the new model (refused: nothing changes), and
+  the change is recorded in the change log (a `model` change, with the principal) and in the model history
+  (`model_history`, `model_at`); `commit` and `bulk` validate under the model recorded in the store at their
+  transaction, re-reading it if another process applied one, so no write is validated against a stale model;
+  opening a store with a model file that differs from its recorded one is a `ModelError`, not a change;
 * `dump()` reads everything a store holds (model, nodes, edges, change log, audit log) as it is, and `restore`
   writes such a dump into an empty store (of either backend), so `copy_store` moves a store losslessly.
 """
@@ -45,13 +51,13 @@ from core.conditions import Condition
 from core.model import Model
 from core.operations import Operation
 from core.records import Change, Edge, Node, Sight
-from core.store.common import Bulk
+from core.store.common import Bulk, ModelVersion
 from core.store.retention import Compaction, Retention
 from core.validation import StateView
 
 __all__ = [
-    "Bulk", "CommitResult", "NodeQuery", "Store", "StoreDump", "StoreStats", "copy_store", "is_database_url",
-    "open_existing_store", "open_store", "store_exists",
+    "HISTORY_FIELDS", "Bulk", "CommitResult", "ModelVersion", "NodeQuery", "Store", "StoreDump", "StoreStats",
+    "copy_store", "is_database_url", "open_existing_store", "open_store", "store_exists",
 ]  # fmt: skip
 
 
@@ -93,20 +99,22 @@ class StoreStats:
 @dataclass(frozen=True)
 class StoreDump:
     """Everything a store holds, read in order: the model (its canonical JSON), the records, the change log (by
-    revision) and the audit log (by id; each record a tuple of `AUDIT_FIELDS`), and the revision through which
-    the change log was compacted (`changes_floor`: 0 when it holds every revision), so a copy answers `gone` as
-    its source does."""
+    revision), the audit log (by id; each record a tuple of `AUDIT_FIELDS`), the model history (by revision;
+    each entry a tuple of `HISTORY_FIELDS`), and the revision through which the change log was compacted
+    (`changes_floor`: 0 when it holds every revision), so a copy answers `gone` as its source does."""
 
     model: str
     nodes: Iterable[Node]
     edges: Iterable[Edge]
     changes: Iterable[Change]
     audit: Iterable[Sequence[Any]]
+    models: Iterable[Sequence[Any]] = ()
     changes_floor: int = 0
 
 
 AUDIT_FIELDS = ("id", "at", "principal", "surface", "action", "target", "arguments_digest", "outcome", "revision",
                 "duration_ms")  # fmt: skip
+HISTORY_FIELDS = ("revision", "at", "principal", "version", "document", "summary")
 
 
 class Store(Protocol):
@@ -117,7 +125,17 @@ class Store(Protocol):
     @property
     def model(self) -> Model: ...
     def stored_model(self) -> Model: ...
-    def use_model(self, model: Model) -> None: ...
+    def follow_model(self) -> Model: ...
+    def apply_model(
+        self, model: Model, *, principal: str, replaces: str | None = None, summary: Mapping[str, Any] | None = None
+    ) -> int:
+        """Make `model` the store's model (see the module docstring); `replaces`: the digest of the model the
+        caller planned against (refused if another process applied one since); `summary`: what to record of the
+        change in the history. Returns the revision that records it."""
+        ...
+
+    def model_history(self) -> list[ModelVersion]: ...
+    def model_at(self, revision: int) -> Model: ...
     def revision(self) -> int: ...
     def changed(self) -> bool: ...
     def notices(self, wake: Callable[[], None]) -> Callable[[], None] | None: ...
@@ -161,8 +179,8 @@ class Store(Protocol):
 def open_store(location: str | Path, model: Model, *, principal: str = "system") -> Store:
     """Open (creating if needed) the store at `location` for `model`.
 
-    A new store records the model. An existing store recorded with another model adopts the new one only if
-    every stored record is valid under it (a `model` change in the log); otherwise `ModelError` lists why.
+    A new store records the model. An existing store recorded with another model is a `ModelError` that says how
+    to apply it (`Store.apply_model`, `canon model apply`): opening a store never changes its model.
     """
     if is_database_url(location):
         from core.store.postgres import PostgresStore

@@ -1,9 +1,11 @@
 """What every store backend shares: timestamps, JSON text, re-validating every stored record under a model (what
-adopting a model does, and what `canon model diff` reports), the names of stored records in problems, a page of
-the audit log (`audit_page`), and the batch-by-batch writer of a bulk import (`Bulk`)."""
+applying a model does, and what `canon model diff` reports), the refusals of a model change, the entries of the
+model history (`ModelVersion`), the names of stored records in problems, a page of the audit log (`audit_page`),
+and the batch-by-batch writer of a bulk import (`Bulk`)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,12 +29,16 @@ __all__ = [
     "Bulk",
     "Discard",
     "EmptyView",
+    "ModelVersion",
     "RecordCheck",
     "audit_page",
     "check_records",
+    "check_replaced",
     "dumps",
     "edge_ends",
+    "model_differs",
     "model_info",
+    "model_version",
     "record_pointer",
     "revalidate",
     "state_access",
@@ -115,6 +121,54 @@ def revalidate(model: Model, nodes: Iterable[Node], edges: Iterable[Edge], locat
             f"The store {location} holds {len(problems)} problem(s) under the model {model.source}; "
             "fix the data or the model first. Nothing was changed.",
             problems,
+        )
+
+
+@dataclass(frozen=True)
+class ModelVersion:
+    """One entry of a store's model history: the model recorded at `revision` (`summary`: what `canon model apply`
+    recorded of its diff; None for a store's first model)."""
+
+    revision: int
+    at: str
+    principal: str
+    version: str
+    summary: Mapping[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"revision": self.revision, "at": self.at, "principal": self.principal, "version": self.version,
+                "summary": dict(self.summary) if self.summary is not None else None}  # fmt: skip
+
+
+def model_version(row: Sequence[Any]) -> ModelVersion:
+    """A history entry from its row: revision, at, principal, version, summary (JSON text, or None)."""
+    revision, at, principal, version, summary = row
+    parsed = json.loads(summary) if isinstance(summary, str) else summary
+    return ModelVersion(int(revision), str(at), str(principal), str(version), parsed)
+
+
+def model_differs(location: str, recorded: Mapping[str, Any], model: Model) -> ModelError:
+    """The error for opening a store with a model file other than the one it records: a store's model changes only
+    when it is applied."""
+    before = model_info(recorded)
+    source = model.source
+    return ModelError(
+        f"The store {location} records the model {before.get('name')} {before.get('version')}, and {source} "
+        f"({model.name} {model.version}) differs from it; nothing was changed. See the changes with "
+        f"'canon model diff {source}' and apply them with 'canon model apply {source}'.",
+        [Problem("", "differs from the store's model; apply it with 'canon model apply'", file=source)],
+    )
+
+
+def check_replaced(location: str, recorded: str, replaces: str | None) -> None:
+    """Refuse to apply a model planned against another model than the one the store records now (`recorded`, its
+    canonical JSON): another process applied one in between."""
+    if replaces is not None and hashlib.sha256(recorded.encode()).hexdigest() != replaces:
+        current = model_info(json.loads(recorded))
+        raise ModelError(
+            f"The store {location} changed its model to {current.get('name')} {current.get('version')} while this "
+            "change was planned; nothing was changed. Look at the new plan and apply again.",
+            [Problem("/x-canon-model/version", f"the store's model is now {current.get('version')}", file=location)],
         )
 
 

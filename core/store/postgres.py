@@ -8,16 +8,16 @@ transaction (ADR 0022): the transaction runs at READ COMMITTED, and each stateme
 commit made before the lock was granted, so validation reads exactly the state the commit lands on, and
 `max(revision) + 1` numbers the changes without gaps or races. Readers never wait for the lock.
 
-Tables as in the SQLite store (`meta`, `nodes`, `edges`, `changes`, `audit`); `canon_schema` holds the schema
-version, and `MIGRATIONS` upgrades older databases. Properties are `json` (the text as written, key order kept);
-`nodes.search` holds what text search looks in (lowered by Python), indexed with pg_trgm.
+Tables as in the SQLite store (`meta`, `nodes`, `edges`, `changes`, `audit`, `model_history`); `canon_schema` holds
+the schema version, and `MIGRATIONS` upgrades older databases. Properties are `json` (the text as written, key order
+kept); `nodes.search` holds what text search looks in (lowered by Python), indexed with pg_trgm.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -29,20 +29,24 @@ from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from core.audit import AuditQuery, AuditRecord
-from core.errors import StoreError, StoreUnavailableError
+from core.errors import NotFoundError, StoreError, StoreUnavailableError
 from core.model import Model, parse_model
 from core.model_migration import POSTGRES, migrate
 from core.model_version import check_successor
 from core.operations import Operation
 from core.records import Change, Edge, Node
-from core.store import AUDIT_FIELDS, CommitResult, NodeQuery, StoreDump, StoreStats
+from core.store import AUDIT_FIELDS, HISTORY_FIELDS, CommitResult, NodeQuery, StoreDump, StoreStats
 from core.store.common import (
     Bulk,
     Discard,
+    ModelVersion,
     audit_page,
+    check_replaced,
     dumps,
     edge_ends,
+    model_differs,
     model_info,
+    model_version,
     revalidate,
     state_access,
     utc_now,
@@ -54,7 +58,7 @@ from core.validation import StateView, Write, plan
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 WRITE_LOCK = 0x63616E6F6E  # "canon": the advisory lock every write transaction takes first
 POOL_SIZE = 8
 COPY_BATCH = 5000
@@ -98,8 +102,23 @@ BEGIN RAISE EXCEPTION 'the audit log is append-only'; END $$""",
     "FOR EACH STATEMENT EXECUTE FUNCTION canon_audit_append_only()",
 )
 
+_RECORDED_MODEL = (  # the model recorded in `meta`, as a history entry at the last model change (or revision 0)
+    "INSERT INTO model_history SELECT coalesce(max(c.revision), 0), coalesce(max(c.at), "
+    "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')), "
+    "coalesce((SELECT principal FROM changes WHERE kind = 'model' ORDER BY revision DESC LIMIT 1), 'unknown'), "
+    "m.value::json -> 'x-canon-model' ->> 'version', m.value, NULL "
+    "FROM meta AS m LEFT JOIN changes AS c ON c.kind = 'model' WHERE m.key = 'model' GROUP BY m.value"
+)
+_HISTORY: tuple[LiteralString, ...] = (
+    """CREATE TABLE model_history (
+  revision bigint PRIMARY KEY, at text NOT NULL, principal text NOT NULL, version text NOT NULL,
+  document text NOT NULL, summary json
+)""",
+    _RECORDED_MODEL,
+)
+
 # version reached -> the statements that upgrade the previous version to it
-MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {1: _SCHEMA}
+MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {1: _SCHEMA, 2: _HISTORY}
 
 _NODE_COLUMNS = "id, type, visibility, readers, properties, revision, created_at, updated_at, updated_by"
 _EDGE_COLUMNS = "type, source, target, properties, revision, created_at, updated_at, updated_by"
@@ -107,6 +126,7 @@ _CHANGE_COLUMNS = "revision, at, principal, op, kind, key, type, before, after"
 _CHANGE_ALL = (f"{_CHANGE_COLUMNS}, source, target, before_visibility, before_readers, after_visibility, "
                "after_readers")  # fmt: skip
 _AUDIT_COLUMNS = ", ".join(AUDIT_FIELDS)
+_HISTORY_COLUMNS = ", ".join(HISTORY_FIELDS)
 _NODE_ROW = "id, type, key, visibility, readers, properties, revision, created_at, updated_at, updated_by, search"
 _EDGE_ROW = "source, type, target, properties, revision, created_at, updated_at, updated_by"  # `_edge_row`'s order
 
@@ -212,6 +232,7 @@ class PostgresStore:
         self._writing = threading.local()  # .db: this thread's write transaction connection
         self._seen = -1  # the revision `changed()` last saw
         self._listeners: list[Listener] = []  # `notices`' threads, stopped by `close`
+        self._model_revision: int | None = None  # the revision that recorded `_model` (`_model_in`)
 
     # -- opening -----------------------------------------------------------------------------------------------
     @classmethod
@@ -219,7 +240,7 @@ class PostgresStore:
         store = cls(url, _connect(url), model)
         try:
             store._migrate()
-            store._adopt_model(model, principal)
+            store._record_model(model, principal)
             store._ensure_text_index()
         except psycopg.Error as exc:
             store.close()
@@ -245,7 +266,17 @@ class PostgresStore:
             raise StoreError(
                 f"The store {_redacted(url)} records no model; create one with 'canon init'.", path=_redacted(url)
             )
-        return cls(url, pool, parse_model(json.loads(row[0]), source=f"{_redacted(url)}#model"))
+        store = cls(url, pool, parse_model(json.loads(row[0]), source=f"{_redacted(url)}#model"))
+        try:
+            if read_only:
+                store._check_current()
+            else:
+                store._migrate()
+            store._model_revision = store._model_head()
+        except BaseException:
+            store.close()
+            raise
+        return store
 
     @staticmethod
     def exists(url: str) -> bool:
@@ -288,18 +319,45 @@ class PostgresStore:
                     db.execute(statement)
                 db.execute("INSERT INTO canon_schema (version) VALUES (%s)", (target,))
 
+    def _check_current(self) -> None:
+        """Refuse to read a store whose schema is not this canon's (a read-only open cannot migrate it)."""
+        version = self.schema_version()
+        if version != SCHEMA_VERSION:
+            raise StoreError(
+                f"The store {self.location} has schema version {version}, and this canon reads {SCHEMA_VERSION}; "
+                + ("upgrade canon." if version > SCHEMA_VERSION else "run 'canon init' once to migrate it."),
+                path=self.location,
+            )
+
     def schema_version(self) -> int:
         return int(self._read("SELECT max(version) FROM canon_schema", ())[0][0])
 
-    def _adopt_model(self, model: Model, principal: str) -> None:
-        """Record `model` as the store's model, re-validating every stored record if it changed."""
+    def _record_model(self, model: Model, principal: str) -> None:
+        """Record `model` in a store that has none; refuse to open a store whose model differs (`apply_model` is
+        the one way a store's model changes)."""
+        rows = self._read("SELECT value FROM meta WHERE key = 'model'", ())
+        if not rows:
+            self.apply_model(model, principal=principal)
+        elif rows[0][0] != model.canonical_json:
+            raise model_differs(self.location, json.loads(rows[0][0]), model)
+        self._model_revision = self._model_head()
+
+    def apply_model(
+        self, model: Model, *, principal: str, replaces: str | None = None, summary: Mapping[str, Any] | None = None
+    ) -> int:
+        """Make `model` the store's model in one transaction, holding the write lock, and return the revision that
+        records it (the current one if it is the store's model already); see `core.store.Store.apply_model`."""
         with self._transaction() as db:
             row = db.execute("SELECT value FROM meta WHERE key = 'model'").fetchone()
             if row is not None and row[0] == model.canonical_json:
-                return
-            if row is not None:
-                check_successor(json.loads(row[0]), model)
-                migrate(json.loads(row[0]), model, db.execute, POSTGRES)
+                return self._max_revision(db)
+            previous = json.loads(row[0]) if row is not None else None
+            if row is not None and previous is not None:
+                check_replaced(self.location, row[0], replaces)
+                check_successor(previous, model)
+                # rename migrations (core.model_migration) move the data here: after the version check, before
+                # every stored record is re-validated under the new model
+                migrate(previous, model, db.execute, POSTGRES)
                 revalidate(
                     model,
                     (_node(r) for r in db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes ORDER BY id")),
@@ -312,17 +370,53 @@ class PostgresStore:
                         "WHEN 'string' THEN properties ->> %s END WHERE type = %s",
                         (node_type.key, node_type.key, name),
                     )
-            previous = json.loads(row[0]) if row is not None else None
             self._set_meta(db, "model", model.canonical_json)
             self._rebuild_text_index(db, model)
-            revision = self._max_revision(db) + 1
+            revision, at = self._max_revision(db) + 1, utc_now()
             db.execute(
                 f"INSERT INTO changes ({_CHANGE_COLUMNS}) VALUES (%s, %s, %s, 'model', 'model', %s, NULL, %s, %s)",
-                (revision, utc_now(), principal, model.id, Json(model_info(previous)) if previous else None,
+                (revision, at, principal, model.id, Json(model_info(previous)) if previous else None,
                  Json(model_info(model.document))),
             )  # fmt: skip
             self._announce(db, revision)
-            self._model = model
+            db.execute(
+                f"INSERT INTO model_history ({_HISTORY_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)",
+                (revision, at, principal, model.version, model.canonical_json, Json(summary) if summary else None),
+            )
+            self._model, self._model_revision = model, revision
+        return revision
+
+    def model_history(self) -> list[ModelVersion]:
+        """Every model the store recorded, oldest first."""
+        rows = self._read("SELECT revision, at, principal, version, summary FROM model_history ORDER BY revision", ())
+        return [model_version(row) for row in rows]
+
+    def model_at(self, revision: int) -> Model:
+        """The store's model at `revision` (`NotFoundError` before the first one)."""
+        rows = self._read(
+            "SELECT revision, document FROM model_history WHERE revision <= %s ORDER BY revision DESC LIMIT 1",
+            (revision,),
+        )
+        if not rows:
+            raise NotFoundError("model at revision", str(revision))
+        return parse_model(json.loads(rows[0][1]), source=f"{self.location}#model@{rows[0][0]}")
+
+    def _model_head(self, db: psycopg.Connection[Any] | None = None) -> int | None:
+        """The revision that recorded the store's current model (None: no model yet)."""
+        sql: LiteralString = "SELECT max(revision) FROM model_history"
+        row = db.execute(sql).fetchone() if db is not None else self._read(sql, ())[0]
+        return None if row is None or row[0] is None else int(row[0])
+
+    def _model_in(self, db: psycopg.Connection[Any]) -> Model:
+        """The model recorded in the store as of this write transaction (which holds the write lock), re-read if
+        another process applied one since: a write is validated under exactly the model current at its revision."""
+        head = self._model_head(db)
+        if head is not None and head != self._model_revision:
+            row = db.execute("SELECT document FROM model_history WHERE revision = %s", (head,)).fetchone()
+            assert row is not None
+            self._model = parse_model(json.loads(row[0]), source=f"{self.location}#model")
+            self._model_revision = head
+        return self._model
 
     # -- reading -----------------------------------------------------------------------------------------------
     @property
@@ -333,9 +427,16 @@ class PostgresStore:
     def model(self) -> Model:
         return self._model
 
-    def use_model(self, model: Model) -> None:
-        with self._lock:
-            self._model = model
+    def follow_model(self) -> Model:
+        """Re-read the model recorded in the store (another process may have applied one since) and use it from
+        now on for reads as well as writes (a write re-reads it in its transaction anyway); returns it."""
+        rows = self._read("SELECT revision, document FROM model_history ORDER BY revision DESC LIMIT 1", ())
+        if rows and rows[0][0] != self._model_revision:
+            model = parse_model(json.loads(rows[0][1]), source=f"{self.location}#model")
+            with self._lock:
+                if self._model_revision is None or rows[0][0] > self._model_revision:  # never back to an older one
+                    self._model, self._model_revision = model, int(rows[0][0])
+        return self._model
 
     def stored_model(self) -> Model:
         rows = self._read("SELECT value FROM meta WHERE key = 'model'", ())
@@ -474,7 +575,7 @@ class PostgresStore:
                 guard(_View(db), operations)
             base = self._max_revision(db)
             writes = plan(
-                self._model, operations, _View(db), base_revision=base, principal=principal, now=utc_now(),
+                self._model_in(db), operations, _View(db), base_revision=base, principal=principal, now=utc_now(),
                 progress=progress,
             )  # fmt: skip
             changes = [] if dry_run else self._apply(db, writes, principal, progress)
@@ -491,7 +592,7 @@ class PostgresStore:
         try:
             with self._transaction() as db:
                 fetch = (self.nodes, self.edges, self.key_owners)  # on this thread: in this transaction
-                bulk = Bulk(self._model, _View(db), lambda writes: self._apply(db, writes, principal, None),
+                bulk = Bulk(self._model_in(db), _View(db), lambda writes: self._apply(db, writes, principal, None),
                             self._max_revision(db), principal, fetch)  # fmt: skip
                 yield bulk
                 if dry_run:
@@ -639,6 +740,7 @@ class PostgresStore:
             edges=self.iter_edges(),
             changes=self._iterate(f"SELECT {_CHANGE_COLUMNS} FROM changes ORDER BY revision", (), _change),
             audit=self._iterate(f"SELECT {_AUDIT_COLUMNS} FROM audit ORDER BY id", (), _audit_row),
+            models=self._iterate(f"SELECT {_HISTORY_COLUMNS} FROM model_history ORDER BY revision", (), _history_row),
             changes_floor=self.changes_floor(),
         )
 
@@ -660,6 +762,10 @@ class PostgresStore:
                 _copy(cursor, f"audit ({_AUDIT_COLUMNS})", dump.audit)
                 cursor.execute("SELECT setval(pg_get_serial_sequence('audit', 'id'), coalesce(max(id), 0) + 1, false) "
                                "FROM audit")  # fmt: skip
+                _copy(cursor, f"model_history ({_HISTORY_COLUMNS})", map(_history_copy, dump.models))
+            if self._model_head(db) is None:  # a dump without history: the recorded model starts it
+                db.execute(_RECORDED_MODEL)
+            self._model_revision = self._model_head(db)
 
     # -- day-two operations ------------------------------------------------------------------------------------
     def changes_floor(self) -> int:
@@ -817,6 +923,17 @@ def _change_row(c: Change) -> tuple[Any, ...]:
 
 def _audit_row(row: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(row)
+
+
+def _history_row(row: Sequence[Any]) -> tuple[Any, ...]:
+    """A history entry as `StoreDump.models` holds it: the summary as JSON text, as SQLite keeps it."""
+    *fields, summary = row
+    return (*fields, dumps(summary) if summary is not None else None)
+
+
+def _history_copy(row: Sequence[Any]) -> tuple[Any, ...]:
+    *fields, summary = row
+    return (*fields, Json(json.loads(summary)) if summary is not None else None)
 
 
 def _copy(cursor: psycopg.Cursor[Any], table: str, rows: Iterable[Sequence[Any]]) -> None:

@@ -5,8 +5,9 @@ writer, and several processes can share the file. Every commit is one `BEGIN IMM
 validation (`core.validation.plan`) reads a state no other process can change until the commit lands, and
 revisions are assigned without gaps or races.
 
-Tables: `nodes`, `edges`, `changes` (the change log; its primary key is the revision), `audit` and `meta` (store
-version, model, `changes_floor`: the revision through which `compact` removed the change log). `PRAGMA
+Tables: `nodes`, `edges`, `changes` (the change log; its primary key is the revision), `audit`, `meta` (store
+version, the current model, `changes_floor`: the revision through which `compact` removed the change log) and
+`model_history` (every model the store has recorded, keyed by the revision that recorded it). `PRAGMA
 user_version` is the store's schema version; `MIGRATIONS` upgrades older files.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from functools import partial
@@ -24,20 +25,24 @@ from typing import Any
 
 from core.audit import AuditQuery, AuditRecord
 from core.conditions import Condition
-from core.errors import StoreError
+from core.errors import NotFoundError, StoreError
 from core.model import Model, parse_model
 from core.model_migration import SQLITE, migrate
 from core.model_version import check_successor
 from core.operations import Operation
 from core.records import Change, Edge, Node, Sight
-from core.store import AUDIT_FIELDS, CommitResult, NodeQuery, StoreDump, StoreStats
+from core.store import AUDIT_FIELDS, HISTORY_FIELDS, CommitResult, NodeQuery, StoreDump, StoreStats
 from core.store.common import (
     Bulk,
     Discard,
+    ModelVersion,
     audit_page,
+    check_replaced,
     dumps,
     edge_ends,
+    model_differs,
     model_info,
+    model_version,
     revalidate,
     state_access,
     utc_now,
@@ -47,7 +52,7 @@ from core.validation import StateView, Write, plan
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT_S = 60.0
 IDLE_READERS = 4  # read-only connections kept open between reads (more are opened while more threads read at once)
 TEXT_COMPACT_MIN = 100  # node writes in one commit from which the text index may be compacted after it
@@ -111,11 +116,27 @@ _TEXT = (
     "CREATE TABLE node_text_ids (docid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE)",
 )
 
+_RECORDED_MODEL = (  # the model recorded in `meta`, as a history entry at the last model change (or revision 0)
+    "INSERT INTO model_history SELECT coalesce(max(c.revision), 0), "
+    "coalesce(max(c.at), strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), "
+    "coalesce((SELECT principal FROM changes WHERE kind = 'model' ORDER BY revision DESC LIMIT 1), 'unknown'), "
+    "json_extract(m.value, '$.\"x-canon-model\".version'), m.value, NULL "
+    "FROM meta AS m LEFT JOIN changes AS c ON c.kind = 'model' WHERE m.key = 'model' GROUP BY m.value"
+)
+_HISTORY = (
+    """CREATE TABLE model_history (
+  revision INTEGER PRIMARY KEY, at TEXT NOT NULL, principal TEXT NOT NULL, version TEXT NOT NULL,
+  document TEXT NOT NULL, summary TEXT
+)""",
+    _RECORDED_MODEL,
+)
+
 # version reached -> the SQL statements that upgrade the previous version to it
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: tuple(statement for statement in _CREATE.split(";") if statement.strip()),
     2: (*_ACCESS, *_AUDIT),  # visibility columns on the change log; the append-only audit log
     3: _TEXT,  # the trigram index text search uses (filled by `_ensure_text_index`)
+    4: _HISTORY,  # every recorded model, the one recorded so far first
 }
 
 _NODE_COLUMNS = "id, type, visibility, readers, properties, revision, created_at, updated_at, updated_by"
@@ -233,12 +254,13 @@ class SQLiteStore:
         self._readers: list[sqlite3.Connection] | None = []  # idle read-only connections; None once closed
         self._pinned = threading.local()  # .db: this thread's read connection for an `uncontended` block
         self._indexed_fields: tuple[Model | None, dict[str, tuple[str, ...]]] = (None, {})
+        self._model_revision: int | None = None  # the revision that recorded `_model` (`_model_in`)
 
     # -- opening -----------------------------------------------------------------------------------------------
     @classmethod
     def open(cls, path: Path, model: Model, *, principal: str = "system") -> SQLiteStore:
         def prepare(store: SQLiteStore) -> None:
-            store._adopt_model(model, principal)
+            store._record_model(model, principal)
             store._ensure_text_index()
 
         return cls._open(path, model, prepare)
@@ -252,6 +274,7 @@ class SQLiteStore:
 
         def recorded(store: SQLiteStore) -> None:
             store._model = store.stored_model()
+            store._model_revision = store._model_head()
 
         return cls._open(path, None, recorded, read_only=read_only)
 
@@ -330,15 +353,32 @@ class SQLiteStore:
             db.execute("ROLLBACK")
             raise
 
-    def _adopt_model(self, model: Model, principal: str) -> None:
-        """Record `model` as the store's model, re-validating every stored record if it changed."""
+    def _record_model(self, model: Model, principal: str) -> None:
+        """Record `model` in a store that has none; refuse to open a store whose model differs (`apply_model` is
+        the one way a store's model changes)."""
+        row = self._read("SELECT value FROM meta WHERE key = 'model'", ())
+        if not row:
+            self.apply_model(model, principal=principal)
+        elif row[0][0] != model.canonical_json:
+            raise model_differs(self.location, json.loads(row[0][0]), model)
+        self._model_revision = self._model_head()
+
+    def apply_model(
+        self, model: Model, *, principal: str, replaces: str | None = None, summary: Mapping[str, Any] | None = None
+    ) -> int:
+        """Make `model` the store's model in one transaction, and return the revision that records it (the current
+        one if it is the store's model already); see `core.store.Store.apply_model`."""
         with self._transaction() as db:
             row = db.execute("SELECT value FROM meta WHERE key = 'model'").fetchone()
             if row is not None and row[0] == model.canonical_json:
-                return
-            if row is not None:
-                check_successor(json.loads(row[0]), model)
-                migrate(json.loads(row[0]), model, db.execute, SQLITE)
+                return self._max_revision(db)
+            previous = json.loads(row[0]) if row is not None else None
+            if row is not None and previous is not None:
+                check_replaced(self.location, row[0], replaces)
+                check_successor(previous, model)
+                # rename migrations (core.model_migration) move the data here: after the version check, before
+                # every stored record is re-validated under the new model
+                migrate(previous, model, db.execute, SQLITE)
                 revalidate(
                     model,
                     (_node(r) for r in db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes ORDER BY id")),
@@ -351,7 +391,6 @@ class SQLiteStore:
                         (f"$.{node_type.key}", name),
                     )
             at = utc_now()
-            previous = json.loads(row[0]) if row is not None else None
             revision = self._max_revision(db) + 1
             db.execute(
                 "INSERT INTO meta (key, value) VALUES ('model', ?) "
@@ -365,6 +404,42 @@ class SQLiteStore:
                  dumps(model_info(previous)) if previous else None, dumps(model_info(model.document)),
                  None, None, None, None, None, None),
             )  # fmt: skip
+            db.execute(
+                "INSERT INTO model_history VALUES (?, ?, ?, ?, ?, ?)",
+                (revision, at, principal, model.version, model.canonical_json, dumps(summary) if summary else None),
+            )
+            self._model, self._model_revision = model, revision
+        return revision
+
+    def model_history(self) -> list[ModelVersion]:
+        """Every model the store recorded, oldest first."""
+        rows = self._read("SELECT revision, at, principal, version, summary FROM model_history ORDER BY revision", ())
+        return [model_version(row) for row in rows]
+
+    def model_at(self, revision: int) -> Model:
+        """The store's model at `revision` (`NotFoundError` before the first one)."""
+        rows = self._read(
+            "SELECT revision, document FROM model_history WHERE revision <= ? ORDER BY revision DESC LIMIT 1",
+            (revision,),
+        )
+        if not rows:
+            raise NotFoundError("model at revision", str(revision))
+        return parse_model(json.loads(rows[0][1]), source=f"{self._path}#model@{rows[0][0]}")
+
+    def _model_head(self, db: sqlite3.Connection | None = None) -> int | None:
+        """The revision that recorded the store's current model (None: no model yet)."""
+        sql = "SELECT max(revision) FROM model_history"
+        return (db.execute(sql).fetchone() if db is not None else self._read(sql, ())[0])[0]
+
+    def _model_in(self, db: sqlite3.Connection) -> Model:
+        """The model recorded in the store as of this write transaction, re-read if another process applied one
+        since: a write is validated under exactly the model current at its revision, never a stale one."""
+        head = self._model_head(db)
+        if head is not None and head != self._model_revision:
+            (document,) = db.execute("SELECT document FROM model_history WHERE revision = ?", (head,)).fetchone()
+            self._model = parse_model(json.loads(document), source=f"{self._path}#model")
+            self._model_revision = head
+        return self._model
 
     # -- reading -----------------------------------------------------------------------------------------------
     @property
@@ -375,10 +450,16 @@ class SQLiteStore:
     def model(self) -> Model:
         return self._model
 
-    def use_model(self, model: Model) -> None:
-        """Validate later writes under `model` (the store's recorded model, after another process changed it)."""
-        with self._lock:
-            self._model = model
+    def follow_model(self) -> Model:
+        """Re-read the model recorded in the store (another process may have applied one since) and use it from
+        now on for reads as well as writes (a write re-reads it in its transaction anyway); returns it."""
+        rows = self._read("SELECT revision, document FROM model_history ORDER BY revision DESC LIMIT 1", ())
+        if rows and rows[0][0] != self._model_revision:
+            model = parse_model(json.loads(rows[0][1]), source=f"{self._path}#model")
+            with self._lock:
+                if self._model_revision is None or rows[0][0] > self._model_revision:  # never back to an older one
+                    self._model, self._model_revision = model, int(rows[0][0])
+        return self._model
 
     def stored_model(self) -> Model:
         """The model recorded in the store (another process may have changed it)."""
@@ -562,7 +643,7 @@ class SQLiteStore:
                 guard(_View(db), operations)
             base = self._max_revision(db)
             writes = plan(
-                self._model, operations, _View(db), base_revision=base, principal=principal, now=utc_now(),
+                self._model_in(db), operations, _View(db), base_revision=base, principal=principal, now=utc_now(),
                 progress=progress,
             )  # fmt: skip
             changes = [] if dry_run else self._apply(db, writes, principal, progress)
@@ -577,7 +658,7 @@ class SQLiteStore:
             with self._transaction() as db:
                 apply = partial(self._apply, db, principal=principal, progress=None, compact=False)
                 fetch = (self.nodes, self.edges, self.key_owners)  # on this thread: in this transaction
-                bulk = Bulk(self._model, _View(db), apply, self._max_revision(db), principal, fetch)
+                bulk = Bulk(self._model_in(db), _View(db), apply, self._max_revision(db), principal, fetch)
                 yield bulk
                 if dry_run:
                     raise Discard
@@ -745,6 +826,7 @@ class SQLiteStore:
             edges=self.iter_edges(),
             changes=self._iterate(f"SELECT {_CHANGE_COLUMNS} FROM changes ORDER BY revision", (), _change),
             audit=self._iterate(f"SELECT {', '.join(AUDIT_FIELDS)} FROM audit ORDER BY id", (), tuple),
+            models=self._iterate(f"SELECT {', '.join(HISTORY_FIELDS)} FROM model_history ORDER BY revision", (), tuple),
             changes_floor=self.changes_floor(),
         )
 
@@ -764,6 +846,10 @@ class SQLiteStore:
             db.executemany("INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?, ?, ?)", map(_edge_row, dump.edges))
             db.executemany(_CHANGE_INSERT, map(_change_row, dump.changes))
             db.executemany(f"INSERT INTO audit ({', '.join(AUDIT_FIELDS)}) VALUES ({', '.join('?' * 10)})", dump.audit)
+            db.executemany(f"INSERT INTO model_history VALUES ({', '.join('?' * len(HISTORY_FIELDS))})", dump.models)
+            if self._model_head(db) is None:  # a dump without history: the recorded model starts it
+                db.execute(_RECORDED_MODEL)
+            self._model_revision = self._model_head(db)
             self._rebuild_text_index(db, model)
 
     # -- day-two operations ------------------------------------------------------------------------------------

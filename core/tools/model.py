@@ -1,10 +1,12 @@
-"""describe_model: what the graph can hold, and how much it holds."""
+"""describe_model: what the graph can hold, and how much it holds; apply_model: change the model (admins)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from core.dispatch import CallContext, handler
+from core.errors import ModelError, Problem, ValidationError
+from core.model import parse_model
 from core.registry import type_schema
 
 
@@ -51,3 +53,32 @@ def describe_model(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
             entry["schema"] = type_schema(model, e.name)
         edges.append(entry)
     return {"model": info, "node_types": nodes, "edge_types": edges, "revision": revision}
+
+
+@handler("apply_model")
+def apply_model(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    """Plan, check and (unless `dry_run`) apply a model through `core.model_apply`, the path `canon model apply`
+    takes; a refused model is a validation error whose problems point into the arguments or at stored records."""
+    from core.model_apply import apply_plan, check_plan, plan_apply  # the generators' diff: loaded when used
+
+    allow_breaking = bool(args.get("allow_breaking", False))
+    try:
+        model = parse_model(args["model"], source="apply_model")
+        plan = plan_apply(ctx.store, model)
+        check_plan(plan, allow_breaking=allow_breaking)
+        applied = not (plan.unchanged or args.get("dry_run", False))
+        if applied:
+            revision = apply_plan(ctx.store, plan, principal=ctx.principal.name, allow_breaking=allow_breaking)
+            ctx.index.sync()  # the model change reaches this process's change listeners (and its snapshot) now
+        else:
+            revision = ctx.store.revision()
+    except ModelError as exc:
+        raise ValidationError(str(exc), [_in_arguments(p) for p in exc.problems]) from None
+    return {"applied": applied, "unchanged": plan.unchanged, "revision": revision, "plan": plan.diff.as_dict()}
+
+
+def _in_arguments(problem: Problem) -> Problem:
+    """A problem with the model document points into the `model` argument; one with a stored record stays."""
+    if problem.file == "apply_model":
+        return Problem(f"/model{problem.pointer}", problem.message)
+    return Problem(problem.pointer, problem.message)

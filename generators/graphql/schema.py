@@ -90,6 +90,8 @@ FALLBACKS: tuple[Fallback, ...] = (
     Fallback("patch_node(properties:)", "an object of any properties"),
     Fallback("upsert_edge(properties:)", "an object of any properties"),
     Fallback("write_batch(operations:)[]", "oneOf has no GraphQL equivalent"),
+    Fallback("apply_model(model:)", "an object of any properties"),
+    Fallback("ApplyModelResult.plan", "an object of any properties"),
 )
 """Where the built-in tools' schemas fall back to the `JSON` scalar (which field, why); model-dependent ones
 (node or edge properties GraphQL cannot express) are in `build_schema(...).fallbacks`. A test keeps this true."""

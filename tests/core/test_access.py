@@ -28,6 +28,7 @@ from core.config import Config
 from core.dispatch import CallContext, ToolResult
 from core.errors import ForbiddenError, NotFoundError, UnknownToolError
 from core.instance import Instance, open_instance
+from core.model import load_model
 from core.operations import DeleteNode, Operation, PutEdge, PutNode
 from core.principal import ANONYMOUS, Principal
 from core.records import Change, Edge, Node, Visibility
@@ -739,6 +740,7 @@ PERMISSION = {  # docs/operations/security.md, "What a principal may do: roles"
     ),
     **dict.fromkeys(["upsert_node", "patch_node", "delete_node", "upsert_edge", "delete_edge", "write_batch"], "write"),
     "get_audit_log": "admin",
+    "apply_model": "admin",
 }
 GRANTED = {
     "anonymous": {"read"},
@@ -765,6 +767,7 @@ VALID = {  # arguments a caller with the role could use (on public nodes), so on
     "delete_edge": {"type": "member_of", "source": PERSON, "target": TEAM},
     "write_batch": {"operations": [{"op": "delete_edge", "type": "member_of", "source": PERSON, "target": TEAM}]},
     "get_audit_log": {"limit": 5},
+    "apply_model": {"model": load_model().document, "dry_run": True},  # the store's own model: an empty plan
 }  # fmt: skip
 
 

@@ -441,3 +441,24 @@ def test_an_edge_type_resource_takes_the_models_edge_icon_and_a_default_otherwis
     assert icons["canon://model"]
     assert icons["canon://changes"]
     assert all(t.icon for t in registry.templates)
+
+
+def test_a_model_without_edge_types_builds_a_registry_and_every_surface(model: Model) -> None:
+    """`canon.Edge` of a model with no edge types accepts no edge instead of being an invalid empty `allOf`."""
+    from core.artifacts import generate_for
+    from core.surfaces import discover
+
+    document: dict[str, Any] = json.loads(json.dumps(model.document))
+    document["$defs"] = {name: d for name, d in document["$defs"].items() if "x-canon-edge" not in d}
+    nodes_only = parse_model(document, source="nodes-only.json")
+    assert not nodes_only.edge_types
+
+    built = build_registry(nodes_only)
+    artifacts = generate_for(nodes_only, discover())
+
+    schemas = [s for t in built.tools for s in (t.input_schema, t.typed_output_schema) if s]
+    edges = [s["$defs"]["canon.Edge"] for s in schemas if "canon.Edge" in s.get("$defs", {})]
+    assert edges  # the union some schema refers to, even with no edge types
+    for edge in edges:
+        assert not Draft202012Validator(edge).is_valid({"type": "member_of", "source": "a", "target": "b"})
+    assert {"mcp", "rest", "graphql", "llms"} <= set(artifacts)

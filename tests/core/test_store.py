@@ -158,12 +158,13 @@ def test_committed_data_survives_closing_and_reopening(store_location: str | Pat
         again.close()
 
 
-def test_opening_with_a_compatible_model_records_a_model_change(
+def test_applying_a_compatible_model_records_a_model_change(
     seeded_store: Store, store_location: str | Path, model: Model
 ) -> None:
     before = seeded_store.revision()
     newer = changed_model(model, with_optional_team_budget)
-    reopened = open_store(store_location, newer, principal="admin")
+    assert seeded_store.apply_model(newer, principal="admin") == before + 1
+    reopened = open_store(store_location, newer)
     try:
         assert reopened.revision() == before + 1
         (change,) = reopened.changes(before, 10)
@@ -173,19 +174,30 @@ def test_opening_with_a_compatible_model_records_a_model_change(
         assert change.after is not None
         assert change.after["version"] == "1.1.0"
         assert reopened.stored_model().digest == newer.digest
-        assert reopened.model is newer
+        assert seeded_store.model is newer
         assert reopened.stats().nodes == seeded_store.stats().nodes
     finally:
         reopened.close()
 
 
-def test_opening_with_an_incompatible_model_is_a_model_error_and_changes_nothing(
+def test_opening_with_a_differing_model_is_a_model_error_and_changes_nothing(
+    seeded_store: Store, store_location: str | Path, model: Model
+) -> None:
+    before = seeded_store.revision()
+    with pytest.raises(ModelError) as caught:
+        open_store(store_location, changed_model(model, with_optional_team_budget))
+    assert "canon model apply" in str(caught.value)  # the message is the feature: it says how to apply it
+    assert seeded_store.revision() == before
+    assert seeded_store.stored_model().digest == model.digest
+
+
+def test_applying_an_incompatible_model_is_a_model_error_and_changes_nothing(
     seeded_store: Store, store_location: str | Path, model: Model
 ) -> None:
     before_revision, before_stats = seeded_store.revision(), seeded_store.stats()
     before_model = seeded_store.stored_model().canonical_json
     with pytest.raises(ModelError) as caught:
-        open_store(store_location, changed_model(model, with_required_team_budget))
+        seeded_store.apply_model(changed_model(model, with_required_team_budget), principal="admin")
     assert caught.value.problems
     assert {p.file for p in caught.value.problems} == {seeded_store.location}
     assert any(p.pointer.endswith("/properties") for p in caught.value.problems)  # 'budget' is required
@@ -201,14 +213,14 @@ def test_an_incompatible_model_error_names_each_stored_record_it_refuses(
     """One problem per stored record the new model refuses, saying which record it is, and no follow-on noise."""
     teams = sorted(n.id for n in seeded_store.iter_nodes("Team"))
     with pytest.raises(ModelError) as caught:
-        open_store(store_location, changed_model(model, with_required_team_budget))
+        seeded_store.apply_model(changed_model(model, with_required_team_budget), principal="admin")
     problems = caught.value.problems
     assert len(problems) == len(teams)
     for team_id in teams:
         assert any(team_id in p.pointer or team_id in p.message for p in problems), team_id
 
 
-def test_opening_with_a_model_that_drops_a_used_type_is_a_model_error(
+def test_applying_a_model_that_drops_a_used_type_is_a_model_error(
     seeded_store: Store, store_location: str | Path, model: Model
 ) -> None:
     def without_glossary(document: dict[str, Any]) -> None:
@@ -219,7 +231,7 @@ def test_opening_with_a_model_that_drops_a_used_type_is_a_model_error(
 
     before = seeded_store.revision()
     with pytest.raises(ModelError):
-        open_store(store_location, changed_model(model, without_glossary))
+        seeded_store.apply_model(changed_model(model, without_glossary), principal="admin")
     assert seeded_store.revision() == before
 
 
@@ -233,7 +245,7 @@ def test_a_changed_model_with_an_equal_or_lower_version_is_refused_and_changes_n
 
     before = seeded_store.revision()
     with pytest.raises(ModelError) as caught:
-        open_store(store_location, changed_model(model, same_version_new_property))
+        seeded_store.apply_model(changed_model(model, same_version_new_property), principal="admin")
     assert [p.pointer for p in caught.value.problems] == ["/x-canon-model/version"]
     assert seeded_store.revision() == before
     assert seeded_store.stored_model().digest == model.digest
@@ -258,16 +270,13 @@ def test_after_a_key_change_the_new_key_is_unique(store: Store, store_location: 
         document["x-canon-model"]["version"] = "1.1.0"
         document["$defs"]["Team"]["x-canon-node"]["key"] = "name"
 
-    reopened = open_store(store_location, changed_model(model, key_is_name))
-    try:
-        # a different team may now use the old team's slug as its name...
-        reopened.commit([PutNode(team("team-c", name="a"))], principal="test")
-        # ...but not the old team's name
-        with pytest.raises(ValidationError) as caught:
-            reopened.commit([PutNode(team("team-b", name="A"))], principal="test")
-        assert [p.pointer for p in caught.value.problems] == ["/0/properties/name"]
-    finally:
-        reopened.close()
+    store.apply_model(changed_model(model, key_is_name), principal="admin")
+    # a different team may now use the old team's slug as its name...
+    store.commit([PutNode(team("team-c", name="a"))], principal="test")
+    # ...but not the old team's name
+    with pytest.raises(ValidationError) as caught:
+        store.commit([PutNode(team("team-b", name="A"))], principal="test")
+    assert [p.pointer for p in caught.value.problems] == ["/0/properties/name"]
 
 
 def test_a_key_holding_the_nul_character_is_refused_alike_on_every_backend(store: Store) -> None:

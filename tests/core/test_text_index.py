@@ -96,6 +96,7 @@ def test_a_model_with_other_text_properties_rebuilds_the_index(
         "x-canon-node": {**document["$defs"]["Team"]["x-canon-node"], "text": ["slug"]},
     }}}  # fmt: skip
     other = parse_model(changed, source="test")
+    seeded_store.apply_model(other, principal="test")
     seeded_store.close()
 
     store = open_store(store_location, other)

@@ -11,7 +11,7 @@ import pytest
 
 from core.instance import Instance
 from core.mcp.server import ServeOptions
-from core.model import Model
+from core.model import Model, load_model
 from core.registry import build_registry
 from tests.mcp.conftest import asgi_http, modern_request, serve
 from tests.mcp.test_mcp_tools import structured
@@ -23,10 +23,13 @@ ADVANCED_CALLS: dict[str, dict[str, Any]] = {
     "query_graph": {"match": [{"node": "t", "id": "team-payments"}, {"edge": "owns", "from": "t", "to": "s"}]},
     "write_batch": {"operations": [{"op": "patch_node", "id": "team-payments", "properties": {}}], "dry_run": True},
     "get_audit_log": {"limit": 1},
+    "apply_model": {"model": load_model().document, "dry_run": True},  # the store's own model: an empty plan
 }
 
 
-def test_the_advanced_tools_are_find_paths_query_graph_write_batch_and_get_audit_log(model: Model) -> None:
+def test_the_advanced_tools_are_find_paths_query_graph_write_batch_get_audit_log_and_apply_model(
+    model: Model,
+) -> None:
     assert [t.name for t in build_registry(model).tools if t.advanced] == list(ADVANCED_CALLS)  # registry order
 
 

@@ -9,7 +9,7 @@ import mcp
 import mcp_types as types
 import pytest
 
-from core.uris import NODE_TEMPLATE
+from core.uris import MODEL_AT_TEMPLATE, NODE_TEMPLATE
 from tests.mcp.conftest import MODERN, Served
 
 pytestmark = pytest.mark.anyio
@@ -64,12 +64,13 @@ async def test_resources_list_describes_a_node_by_its_display_property(served: S
         assert resource.mime_type == "application/json"
 
 
-async def test_templates_list_has_the_node_template(served: Served, revision: str) -> None:
+async def test_templates_list_has_the_node_template_and_the_model_at_a_revision(served: Served, revision: str) -> None:
     async with served.client(revision) as client:
         templates = (await client.list_resource_templates()).resource_templates
 
-    assert [t.uri_template for t in templates] == [NODE_TEMPLATE] == ["canon://nodes/{type}/{id}"]
-    assert templates[0].mime_type == "application/json"
+    assert [t.uri_template for t in templates] == [NODE_TEMPLATE, MODEL_AT_TEMPLATE]
+    assert [NODE_TEMPLATE, MODEL_AT_TEMPLATE] == ["canon://nodes/{type}/{id}", "canon://model/at/{revision}"]
+    assert [t.mime_type for t in templates] == ["application/json", "application/schema+json"]
 
 
 async def test_read_model_resource_is_the_model_document(served: Served, revision: str) -> None:
@@ -184,13 +185,13 @@ async def test_every_listed_resource_and_the_node_template_carry_an_icon(served:
     for entry in [*listed, *templates]:
         assert entry.icons, f"{entry.name} has no icon"
         assert entry.icons[0].src.startswith(("data:", "https:"))
-    [template] = templates
-    assert template.uri_template == NODE_TEMPLATE
+    assert [t.uri_template for t in templates] == [NODE_TEMPLATE, MODEL_AT_TEMPLATE]
 
 
 async def test_the_node_template_describes_what_reading_it_gives(served: Served, revision: str) -> None:
     async with served.client(revision) as client:
-        [template] = (await client.list_resource_templates()).resource_templates
+        [template] = [t for t in (await client.list_resource_templates()).resource_templates
+                      if t.uri_template == NODE_TEMPLATE]  # fmt: skip
         read = await client.read_resource("canon://nodes/Team/team-payments")
         called = await client.call_tool("get_node", {"id": "team-payments"})
 

@@ -36,8 +36,12 @@ def _extended() -> Model:
 
 
 def _adopt_in_another_process(path: Path) -> None:
-    """What `canon --model new.json init` does in another process: the store adopts the new model."""
-    SQLiteStore.open(path, _extended()).close()
+    """What `canon model apply new.json` does in another process: the store applies the new model."""
+    store = SQLiteStore.open_existing(path)
+    try:
+        store.apply_model(_extended(), principal="admin")
+    finally:
+        store.close()
 
 
 def _serve(instance: Instance) -> tuple[Any, ChangeFeed]:
