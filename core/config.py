@@ -66,6 +66,7 @@ class Config:
     max_streams: int = 10_000  # open change streams per process, of each kind (listen, 2025-11-25 GET)
     stream_backlog: int = 1_024  # events waiting for a client that stopped reading, before its stream is ended
     mcp_fastpath: bool = True  # canon answers parts of the MCP SDK's HTTP transport itself (core.mcp.fastpath)
+    walk_workers: int | None = None  # walk worker processes (core.walkers); None: one per core but one; 0: none
     ui_assets: Path | None = None  # other browser assets for /docs and /graphql at /ui-assets/ (None: canon's own)
     tokens: Path = Path("canon-tokens.json")  # hashed bearer tokens (canon token create/revoke)
     cache: Path | None = None  # what canon remembers between starts (core.schema_checks); None: nothing
@@ -168,6 +169,7 @@ _KEYS = [
     ("server", "max_streams", "max_streams"),
     ("server", "stream_backlog", "stream_backlog"),
     ("server", "mcp_fastpath", "mcp_fastpath"),
+    ("server", "walk_workers", "walk_workers"),
     ("server", "ui_assets", "ui_assets"),
     ("metrics", "enabled", "metrics"),
     ("metrics", "protected", "metrics_protected"),

@@ -25,6 +25,7 @@ from core.snapshot import Snapshot
 from core.store import Store, is_database_url, open_store, store_exists
 from core.tokens import TokenFile
 from core.tools import Toolset
+from core.walkers import Walkers, workers_for
 
 if TYPE_CHECKING:
     from core.metrics import Metrics
@@ -62,12 +63,24 @@ class Instance:
             self._audit = AuditLog(store.append_audit)  # written by a background thread until `close()`
             examples = Examples.of_store(model, store)
             registry = registry or build_registry(model, self.tools.definitions, examples, checks=self._checks)
-            dispatcher = Dispatcher(registry, store, index, self.tools.all_handlers(), audit=self._audit)
+            dispatcher = Dispatcher(registry, store, index, self.tools.all_handlers(), audit=self._audit,
+                                    walkers=self._walkers(config))  # fmt: skip
             self._snapshot = Snapshot(dispatcher.registry, dispatcher)
             if config.tracing:  # imported only then: a process that traces nothing loads no tracing code
                 from core.tracing import CallSpans
 
                 dispatcher.audit_hooks.append(CallSpans())
+
+    @staticmethod
+    def _walkers(config: Config) -> Walkers | None:
+        """The walk worker pool `[server] walk_workers` asks for (started on the first walk), or None."""
+        count = workers_for(config.walk_workers)
+        return Walkers(config.store, count) if count > 0 else None
+
+    @property
+    def walkers(self) -> Walkers | None:
+        """The walk worker processes (core.walkers), if walks run in them."""
+        return None if self._snapshot is None else self._snapshot.dispatcher.walkers
 
     @property
     def snapshot(self) -> Snapshot:
@@ -141,8 +154,10 @@ class Instance:
             return True
 
     def close(self) -> None:
-        """Flush the audit log and close the store."""
+        """Stop the walk workers, flush the audit log and close the store."""
         try:
+            if self.walkers is not None:
+                self.walkers.close()
             if self._audit is not None:
                 self._audit.close()
         finally:
