@@ -15,7 +15,8 @@ caller would naturally catch::
      ├── ForbiddenError(PermissionError)    the caller may not call that or see that  .kind .key
      ├── LimitExceededError(RuntimeError)   a query went past a bound (work, time)    .limit .value
      ├── GoneError(LookupError)             a change-log cursor older than is kept    .since .oldest
-     └── StoreError(RuntimeError)           the store cannot be opened or migrated    .path
+     ├── StoreError(RuntimeError)           the store cannot be opened or migrated    .path
+     └── UnavailableError(RuntimeError)     what answers the call stopped; call again
 
 A :class:`Problem` names *where* (file, JSON pointer, line) and *what* (message). Errors that hold several
 problems list all of them, so a user fixes a bad input in one pass.
@@ -39,6 +40,7 @@ __all__ = [
     "NotFoundError",
     "Problem",
     "StoreError",
+    "UnavailableError",
     "UnknownToolError",
     "ValidationError",
 ]
@@ -162,6 +164,13 @@ class StoreError(CanonError, RuntimeError):
     def __init__(self, message: str, *, path: str) -> None:
         super().__init__(message)
         self.path = path
+
+
+class UnavailableError(CanonError, RuntimeError):
+    """The process answering a call (a walk worker, core.walkers) stopped before it answered; it is being replaced,
+    so the same call may be made again."""
+
+    code = "unavailable"
 
 
 class InvalidArgumentsError(ValidationError):

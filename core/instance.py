@@ -129,6 +129,10 @@ class Instance:
                           "process's index has not applied yet.",
                           lambda: max(0, self.store.revision() - index.revision))  # fmt: skip
             metrics.gauge("canon_audit_queue_depth", "Audit records queued for the writer thread.", audit.pending)
+            walkers = self.walkers
+            if walkers is not None:
+                metrics.gauge("canon_walk_workers_ready", "Walk worker processes that have loaded their graph and "
+                              "take walks (they start on the first walk).", lambda: walkers.ready_count)  # fmt: skip
             self.snapshot.dispatcher.audit_hooks.append(metrics.observe)
             self._metrics = metrics
         return self._metrics

@@ -12,7 +12,7 @@ pipe, off its interpreter.
 * Visibility: the worker walks with the caller's sight (`core.access.sight_of` of the request's principal).
 * Time: the worker bounds the walk by the call's deadline itself (the handlers' `check_time`); a worker that has
   not answered one second past it is killed and replaced, and the call answers `limit_exceeded` (`time_s`).
-* A worker that dies mid-walk is replaced, and the call answers `unavailable` (`WalkerLostError`), never hangs.
+* A worker that dies mid-walk is replaced, and the call answers `unavailable` (`UnavailableError`), never hangs.
 * Until a worker has started (it loads the graph first), when a worker died idle, or when the serving process runs
   another model than the store's recorded one (in the middle of a model change), the walk runs in the serving
   process as before (`core.priority`'s turns).
@@ -40,7 +40,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from core.errors import CanonError
+from core.errors import CanonError, UnavailableError
 from core.principal import Principal
 
 if TYPE_CHECKING:
@@ -48,17 +48,11 @@ if TYPE_CHECKING:
     from core.graph import GraphIndex
     from core.store import Store
 
-__all__ = ["Hold", "WalkRequest", "WalkerLostError", "Walkers", "workers_for"]
+__all__ = ["Hold", "WalkRequest", "Walkers", "workers_for"]
 
 log = logging.getLogger("canon.walkers")
 GRACE_S = 1.0  # how long past a call's deadline a worker may take to answer before it is killed
 BOOT_TIMEOUT_S = 600.0  # loading the graph: 1,000,000 nodes take about 25 s (core.graph)
-
-
-class WalkerLostError(CanonError, RuntimeError):
-    """The walk worker answering a call stopped before it answered (killed, or out of memory)."""
-
-    code = "unavailable"
 
 
 def workers_for(setting: int | None) -> int:
@@ -143,7 +137,7 @@ class Walkers:
     def walk(self, ctx: CallContext, tool: str, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
         """The value of `tool`'s handler for `arguments`, run in a worker; None when no worker can take it now (it
         runs in this process then). Raises what the handler raised, `ctx.out_of_time()` past the deadline, and
-        `WalkerLostError` if the worker died meanwhile."""
+        `UnavailableError` if the worker died meanwhile."""
         self._start()
         if self._ready == 0:
             return None
@@ -166,7 +160,7 @@ class Walkers:
             raise ctx.out_of_time() from None
         except _Lost:
             status = self._replace(worker)
-            raise WalkerLostError(
+            raise UnavailableError(
                 f"The walk worker (process {worker.pid}) stopped during this {tool} call ({status}); a new one is "
                 "starting: call again."
             ) from None
@@ -209,6 +203,11 @@ class Walkers:
         deadline = time.monotonic() + timeout
         with self._changed:
             return self._changed.wait_for(lambda: self._ready >= self._count, max(0.0, deadline - time.monotonic()))
+
+    @property
+    def ready_count(self) -> int:
+        """Workers that have loaded their graph and take walks."""
+        return self._ready
 
     def pids(self) -> list[int]:
         """The process ids of the live workers."""

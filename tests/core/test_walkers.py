@@ -17,12 +17,12 @@ import pytest
 
 from core.config import Config, load_config
 from core.dispatch import Dispatcher, ToolResult
-from core.errors import ForbiddenError, LimitExceededError
+from core.errors import ForbiddenError, LimitExceededError, UnavailableError
 from core.instance import Instance, open_instance
 from core.operations import PutEdge, PutNode
 from core.principal import LOCAL, Principal
 from core.records import Edge, Node
-from core.walkers import WalkerLostError, Walkers
+from core.walkers import Walkers
 
 pytestmark = pytest.mark.both_backends
 
@@ -163,7 +163,7 @@ def test_a_worker_killed_mid_walk_gives_a_clear_error_and_the_next_walk_is_answe
     thread.join(WAIT_S)
 
     (result,) = results
-    assert isinstance(result.error, WalkerLostError), result.as_json()
+    assert isinstance(result.error, UnavailableError), result.as_json()
     error = result.as_json()["error"]
     assert error["code"] == "unavailable"
     assert f"process {hold.pid}" in error["message"]
