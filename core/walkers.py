@@ -27,23 +27,22 @@ from __future__ import annotations
 import logging
 import os
 import queue
-import socket
-import subprocess
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Mapping
 from contextlib import closing
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from core.errors import CanonError, UnavailableError
 from core.principal import Principal
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the process machinery is imported with the first worker: a process that never walks needs none
+    import subprocess
+    from multiprocessing.connection import Connection
+
     from core.dispatch import CallContext, Handler
     from core.graph import GraphIndex
     from core.store import Store
@@ -237,6 +236,10 @@ class Walkers:
 
     def _spawn(self) -> None:
         """Start one worker; a thread waits for it to load its graph, then offers it to calls."""
+        import socket
+        import subprocess
+        from multiprocessing.connection import Connection
+
         ours, theirs = socket.socketpair()
         with theirs:
             process = subprocess.Popen(
@@ -288,6 +291,8 @@ class Walkers:
 
 def _stop(worker: _Worker, *, kill: bool = False) -> str:
     """End `worker`: close its pipe (which ends it), kill it if asked or if it lingers; how it ended."""
+    import subprocess
+
     worker.conn.close()
     if kill and worker.process.poll() is None:
         worker.process.kill()
@@ -344,6 +349,8 @@ def _serve(conn: Connection) -> None:
 def _run(conn: Connection, store: Store, index: GraphIndex, request: WalkRequest) -> tuple[Any, ...]:
     """The answer to one request: ("ok", value), ("error", class, args, attributes), ("elsewhere",) when the
     serving process runs another model than the store's, or ("failed", traceback)."""
+    import traceback
+
     from core.access import sight_of
     from core.dispatch import CallContext
     from core.registry import Registry
@@ -374,6 +381,8 @@ def _run(conn: Connection, store: Store, index: GraphIndex, request: WalkRequest
 
 def main(argv: list[str]) -> int:
     """`python -m core.walkers FD`: a walk worker on the pipe inherited as file descriptor FD."""
+    from multiprocessing.connection import Connection
+
     _serve(Connection(int(argv[1])))
     return 0
 
