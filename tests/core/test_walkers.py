@@ -22,6 +22,7 @@ from core.instance import Instance, open_instance
 from core.operations import PutEdge, PutNode
 from core.principal import LOCAL, Principal
 from core.records import Edge, Node
+from core.tools import HANDLERS
 from core.walkers import Walkers
 
 pytestmark = pytest.mark.both_backends
@@ -226,3 +227,13 @@ def _until(condition: Any, timeout: float = WAIT_S) -> None:
     while not condition():
         assert time.monotonic() < deadline, "the condition did not hold in time"
         time.sleep(0.01)
+
+
+@pytest.mark.sqlite_only("which handlers a worker runs does not depend on the store")
+def test_a_worker_runs_only_canons_own_walk_handlers() -> None:
+    def elsewhere(ctx: object, arguments: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    assert Walkers.serves("get_neighbors", HANDLERS["get_neighbors"])
+    assert not Walkers.serves("get_neighbors", elsewhere)  # a tools folder's handler runs in the serving process
+    assert not Walkers.serves("regional_walk", elsewhere)
