@@ -19,7 +19,7 @@ pipe, off its interpreter.
 
 Workers start on the first walk, not with the instance, so a process that never walks starts none. A worker runs
 `python -m core.walkers`; its pipe is inherited, and it ends when the pipe closes (the serving process closing
-the pool, or dying).
+the pool, or dying), not on Ctrl-C. Its stdout goes nowhere (on stdio the server's stdout is the MCP channel).
 """
 
 from __future__ import annotations
@@ -244,8 +244,10 @@ class Walkers:
         with theirs:
             process = subprocess.Popen(
                 [sys.executable, "-m", "core.walkers", str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-            )  # fmt: skip
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,  # never the server's: on stdio, that is the MCP channel (stderr is shared)
+            )
         worker = _Worker(process, Connection(ours.detach()))
         with self._lock:
             if self._closed:
@@ -380,9 +382,12 @@ def _run(conn: Connection, store: Store, index: GraphIndex, request: WalkRequest
 
 
 def main(argv: list[str]) -> int:
-    """`python -m core.walkers FD`: a walk worker on the pipe inherited as file descriptor FD."""
+    """`python -m core.walkers FD`: a walk worker on the pipe inherited as file descriptor FD. It ignores Ctrl-C
+    (the terminal sends it to the whole process group): it ends when the serving process closes the pipe."""
+    import signal
     from multiprocessing.connection import Connection
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _serve(Connection(int(argv[1])))
     return 0
 
