@@ -24,6 +24,7 @@ the pool, or dying), not on Ctrl-C. Its stdout goes nowhere (on stdio the server
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import queue
@@ -338,6 +339,8 @@ def _serve(conn: Connection) -> None:
     except Exception as exc:  # noqa: BLE001 - said to the serving process, which then runs walks itself
         conn.send(("failed", f"{type(exc).__name__}: {exc}"))
         return
+    gc.collect()  # the graph lives as long as the worker: out of the cyclic collector's full collections, as in
+    gc.freeze()  # the serving process (core.http.serve), or every walk's garbage makes them walk the graph again
     conn.send(("ready", index.revision))
     with closing(store):
         while True:
