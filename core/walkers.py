@@ -51,15 +51,19 @@ if TYPE_CHECKING:  # the process machinery is imported with the first worker: a 
 __all__ = ["Hold", "WalkRequest", "Walkers", "workers_for"]
 
 log = logging.getLogger("canon.walkers")
+NICENESS = 10  # a worker's scheduling priority below the serving process's: cheap reads get a core first
 GRACE_S = 1.0  # how long past a call's deadline a worker may take to answer before it is killed
 BOOT_TIMEOUT_S = 600.0  # loading the graph: 1,000,000 nodes take about 25 s (core.graph)
 
 
 def workers_for(setting: int | None) -> int:
     """How many walk workers `[server] walk_workers` asks for: None is one per core but one (at least one), so a
-    core stays with the serving process; 0 is none (walks run in the serving process)."""
+    core stays with the serving process, on POSIX systems (none elsewhere); 0 is none (walks run in the serving
+    process)."""
     if setting is not None:
         return setting
+    if os.name != "posix":  # a worker inherits its pipe by file descriptor and lowers its priority: POSIX only
+        return 0
     return max(1, (os.cpu_count() or 1) - 1)
 
 
@@ -386,11 +390,14 @@ def _run(conn: Connection, store: Store, index: GraphIndex, request: WalkRequest
 
 def main(argv: list[str]) -> int:
     """`python -m core.walkers FD`: a walk worker on the pipe inherited as file descriptor FD. It ignores Ctrl-C
-    (the terminal sends it to the whole process group): it ends when the serving process closes the pipe."""
+    (the terminal sends it to the whole process group): it ends when the serving process closes the pipe. It runs
+    `NICENESS` below the serving process, so when cores are short the operating system runs the serving process's
+    cheap reads first and walks with what is left."""
     import signal
     from multiprocessing.connection import Connection
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.nice(NICENESS)
     _serve(Connection(int(argv[1])))
     return 0
 
