@@ -23,7 +23,7 @@ from core.operations import PutEdge, PutNode
 from core.principal import LOCAL, Principal
 from core.records import Edge, Node
 from core.tools import HANDLERS
-from core.walkers import Walkers
+from core.walkers import NICENESS, Walkers
 
 pytestmark = pytest.mark.both_backends
 
@@ -191,6 +191,11 @@ def test_get_node_answers_while_a_walk_is_held_in_a_worker(instance: Instance, w
         thread.join(WAIT_S)
     (result,) = results
     assert result.value is not None
+
+
+def test_a_worker_runs_at_a_lower_scheduling_priority_than_the_serving_process(walkers: Walkers) -> None:
+    (pid,) = walkers.pids()
+    assert psutil.Process(pid).nice() == min(19, os.nice(0) + NICENESS)
 
 
 def test_closing_the_instance_stops_its_workers(module_store_location: str | Path) -> None:
