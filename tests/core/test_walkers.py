@@ -3,6 +3,7 @@ visibility (the visibility of each walk is also checked both ways in tests/core/
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import signal
@@ -19,9 +20,11 @@ from core.config import Config, load_config
 from core.dispatch import Dispatcher, ToolResult
 from core.errors import ForbiddenError, LimitExceededError, UnavailableError
 from core.instance import Instance, open_instance
+from core.model import parse_model
 from core.operations import PutEdge, PutNode
 from core.principal import LOCAL, Principal
 from core.records import Edge, Node
+from core.store import open_store
 from core.tools import HANDLERS
 from core.walkers import NICENESS, Walkers
 
@@ -232,6 +235,32 @@ def _until(condition: Any, timeout: float = WAIT_S) -> None:
     while not condition():
         assert time.monotonic() < deadline, "the condition did not hold in time"
         time.sleep(0.01)
+
+
+@pytest.mark.sqlite_only("the worker's check of the model does not depend on the store")
+def test_a_walk_under_another_model_than_the_workers_runs_in_the_serving_process_until_it_reloads(
+    tmp_path: Path,
+) -> None:
+    opened = open_instance(Config(store=tmp_path / "canon.db", walk_workers=1))
+    try:
+        document = copy.deepcopy(dict(opened.model.document))
+        document["x-canon-model"]["version"] = "1.1.0"
+        document["$defs"]["Team"]["properties"]["budget"] = {"description": "Yearly budget.", "type": "integer"}
+        # another process changes the model; the worker, started after, opens the store on the new one
+        open_store(tmp_path / "canon.db", parse_model(document, source="budget.schema.json")).close()
+        pool = opened.walkers
+        assert pool is not None
+        assert pool.ready(BOOT_S)
+        answered = pool.answered
+
+        assert walk(opened.dispatcher, "get_neighbors", {"id": SERVICE}).value is not None
+        assert pool.answered == answered  # this process still serves the model before: the walk ran here
+
+        assert opened.reload_model()
+        assert walk(opened.dispatcher, "get_neighbors", {"id": SERVICE}).value is not None
+        assert pool.answered == answered + 1
+    finally:
+        opened.close()
 
 
 @pytest.mark.sqlite_only("which handlers a worker runs does not depend on the store")
