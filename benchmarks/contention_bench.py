@@ -7,7 +7,8 @@ It starts `canon serve` on 127.0.0.1 (one process, Streamable HTTP, 2026-07-28) 
 one client's `get_node`, one call at a time on a kept-alive connection, twice: quiet, then while `--heavy` other
 clients (threads of another process, each with its own connection) loop heavy patterns: `get_neighbors` at depth 3,
 `find_paths` up to 6 hops, and `query_graph` patterns of two and three edge terms over every person. The heavy
-clients keep running until the loaded sample is taken. Reports get_node p50/p90/p99 quiet and loaded with the
+clients keep running until the loaded sample is taken. A server with walk worker processes (core.walkers) is
+timed once they have loaded their graph (its /metrics say so). Reports get_node p50/p90/p99 quiet and loaded with the
 loaded/quiet ratios (the target: within 2x), and the heavy calls' count, rate (calls answered per second while
 they ran: what the walks get), outcomes and slowest wall time (the bound: the call's 10 s time limit, whatever the
 load). Prints one JSON object.
@@ -27,6 +28,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import httpx2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -96,14 +99,29 @@ def heavy_clients(url: str, token: str, nodes: int, heavy: int, stop: Any, start
     results.put(([t for thread in threads for t in thread.times], outcomes))
 
 
+def walk_workers_ready(mcp_url: str, timeout: float = 300) -> int | None:
+    """Wait until the server's walk workers (core.walkers) have loaded their graph, as its metrics say; how many
+    there are (None: a server without walk workers, such as one from before them)."""
+    metrics = mcp_url.removesuffix("/mcp") + "/metrics"
+    deadline = time.monotonic() + timeout
+    while True:
+        found = re.search(r"^canon_walk_workers_ready (\d+)", httpx2.get(metrics, timeout=30).text, re.MULTILINE)
+        if found is None:
+            return None
+        if int(found[1]) > 0 or time.monotonic() > deadline:
+            return int(found[1])
+        time.sleep(0.2)
+
+
 def run(store: Path, nodes: int, heavy: int, calls: int) -> dict[str, Any]:
     token = admin_token(store, "bench")
     canon = [sys.executable, "-m", "core.cli", "--store", str(store), "serve", "--log-level", "warning"]
     get_node = {"name": "get_node", "arguments": {"id": f"person-{nodes // 3:07d}"}}
     with peer(canon, "http", MODERN, store.parent, token) as server:
-        for call in heavy_patterns(nodes):  # warm every path once
+        for call in heavy_patterns(nodes):  # warm every path once (and start the walk workers, if any)
             with contextlib.suppress(RuntimeError):
                 server.request("tools/call", call)
+        workers = walk_workers_ready(server.url)
         quiet = percentiles(sampled(lambda: server.request("tools/call", get_node), calls))
         context = multiprocessing.get_context("spawn")
         stop, started, results = context.Event(), context.Event(), context.Queue()
@@ -125,6 +143,7 @@ def run(store: Path, nodes: int, heavy: int, calls: int) -> dict[str, Any]:
                    "max_ms": round(walls[-1], 1)} if walls else {}  # fmt: skip
     ratios = {f"{k.removesuffix('_ms')}_ratio": round(loaded[k] / quiet[k], 2) for k in quiet}
     return {
+        "walk_workers": workers,
         "get_node quiet": quiet,
         f"get_node under {heavy} heavy clients": loaded | ratios,
         "heavy calls": heavy_calls,

@@ -77,6 +77,7 @@ class Config:
     public_url: str | None = None  # where clients reach canon, prefix included: the base of links (no final "/")
     root_path: str = ""  # the path prefix requests arrive under ("" or "/kb": no final "/")
     trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-* headers are believed (addresses, networks)
+    walk_workers: int | None = None  # walk worker processes (core.walkers); None: one per core but one; 0: none
     ui_assets: Path | None = None  # other browser assets for /docs and /graphql at /ui-assets/ (None: canon's own)
     tokens: Path = Path("canon-tokens.json")  # hashed bearer tokens (canon token create/revoke)
     cache: Path | None = None  # what canon remembers between starts (core.schema_checks); None: nothing
@@ -179,6 +180,7 @@ _KEYS = [
     ("server", "max_streams", "max_streams"),
     ("server", "stream_backlog", "stream_backlog"),
     ("server", "mcp_fastpath", "mcp_fastpath"),
+    ("server", "walk_workers", "walk_workers"),
     ("server", "ui_assets", "ui_assets"),
     ("server", "allowed_hosts", "allowed_hosts"),
     ("server", "allowed_origins", "allowed_origins"),

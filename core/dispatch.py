@@ -9,7 +9,8 @@
                          → an error *result* with JSON pointers; then the schema's top-level defaults are filled
                          in, so every surface makes the same call
       → execute          under a wall-time bound; handlers read through the caller's `sight` (core.access);
-                         a walk (`@walk`) waits for its turn first: one at a time (core.priority)
+                         a walk runs in a walk worker process when the dispatcher has them (core.walkers),
+                         else here once its turn comes: one at a time (core.priority)
       → audit            every hook gets one record: who, where, what, outcome, revision, duration
       → result           one JSON object, which surfaces send as structured content and as text
 
@@ -18,7 +19,9 @@ that may wait, `walk` taking turns with other walks, `point` (one record by its 
 (a search the store answers from its indexes). `call_tool_now` is the same path for a caller that must not wait
 (an event loop): it runs a `point` tool on the calling thread when the index and the store are free and current at
 that instant, and otherwise declines (None), so the caller hands the call to a thread that may wait. A caller with
-one client (stdio) may ask it to run `indexed` tools the same way.
+one client (stdio) may ask it to run `indexed` tools the same way. A `walk` tool's handler runs in a walk worker
+process when there is one (`core.walkers`): the serving process authorises, validates, audits and shapes the call
+as for any other, and waits for the handler's value off its interpreter.
 
 A handler is bound to its tool where it is written: `@handler("get_node")` marks the function, and whoever
 collects a toolset (`core.tools`) finds the marked functions of its modules.
@@ -40,7 +43,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from core.access import may_call, require_node, require_tool, sight_of
 from core.audit import AuditLog, AuditRecord
@@ -62,6 +65,9 @@ from core.projection import shape
 from core.records import Node, Sight
 from core.registry import Registry, ToolDefinition
 from core.store import Store
+
+if TYPE_CHECKING:
+    from core.walkers import Walkers
 
 __all__ = [
     "OUTCOMES",
@@ -201,6 +207,7 @@ class Dispatcher:
     audit_hooks: list[Callable[[AuditRecord], None]] = field(default_factory=list[Callable[[AuditRecord], None]])
     audit: AuditLog | None = None  # the store's audit log, when this dispatcher keeps one
     priority: Priority = field(default_factory=Priority)  # walks take turns: cheap calls before walks
+    walkers: Walkers | None = None  # walk worker processes (core.walkers); None: walks run in this process
 
     def __post_init__(self) -> None:
         names = {t.name for t in self.registry.tools}
@@ -291,13 +298,7 @@ class Dispatcher:
             defaults = self.registry.input_defaults(tool.name)
             full = {**copy.deepcopy(defaults), **args} if defaults else dict(args)
             handler, ctx = self.handlers[tool.name], self.context(principal, surface, received)
-            if tool.execution == "walk":
-                with self.priority.walk(ctx.deadline) as turn:
-                    if not turn:  # its time ran out waiting for its turn
-                        raise ctx.out_of_time()
-                    value = handler(ctx, full)
-            else:
-                value = handler(ctx, full)
+            value = self._walk(handler, ctx, tool.name, full) if tool.execution == "walk" else handler(ctx, full)
             outcome = "ok"
             return ToolResult(tool.name, shape(value, full, self.registry.model))
         except CanonError as exc:
@@ -305,6 +306,18 @@ class Dispatcher:
             return ToolResult(tool.name, None, exc)
         finally:
             self._audit(principal, surface, "tools/call", name, args, outcome, started)
+
+    def _walk(self, handler: Handler, ctx: CallContext, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """A walk's value: from a walk worker when there is one for it (core.walkers), else run here when its turn
+        comes (core.priority)."""
+        if self.walkers is not None and self.walkers.serves(name, handler):
+            value = self.walkers.walk(ctx, name, arguments)
+            if value is not None:
+                return value
+        with self.priority.walk(ctx.deadline) as turn:
+            if not turn:  # its time ran out waiting for its turn
+                raise ctx.out_of_time()
+            return handler(ctx, arguments)
 
     def run(self, principal: Principal, surface: str, action: str, target: str, arguments: Mapping[str, Any],
             work: Callable[[CallContext], Any], *, needs: str | None = "read") -> Any:  # fmt: skip

@@ -15,8 +15,9 @@ caller would naturally catch::
      ├── ForbiddenError(PermissionError)    the caller may not call that or see that  .kind .key
      ├── LimitExceededError(RuntimeError)   a query went past a bound (work, time)    .limit .value
      ├── GoneError(LookupError)             a change-log cursor older than is kept    .since .oldest
-     └── StoreError(RuntimeError)           the store cannot be opened or migrated    .path
-          └── StoreUnavailableError         the database server cannot be reached now .path
+     ├── StoreError(RuntimeError)           the store cannot be opened or migrated    .path
+     │    └── StoreUnavailableError         the database server cannot be reached now .path
+     └── UnavailableError(RuntimeError)     what answers the call stopped; call again
 
 A :class:`Problem` names *where* (file, JSON pointer, line) and *what* (message). Errors that hold several
 problems list all of them, so a user fixes a bad input in one pass.
@@ -41,6 +42,7 @@ __all__ = [
     "Problem",
     "StoreError",
     "StoreUnavailableError",
+    "UnavailableError",
     "UnknownToolError",
     "ValidationError",
 ]
@@ -168,6 +170,13 @@ class StoreError(CanonError, RuntimeError):
 
 class StoreUnavailableError(StoreError):
     """The store's database server cannot be reached now (it is restarting, say): try again once it is back."""
+
+    code = "unavailable"
+
+
+class UnavailableError(CanonError, RuntimeError):
+    """The process answering a call (a walk worker, core.walkers) stopped before it answered; it is being replaced,
+    so the same call may be made again."""
 
     code = "unavailable"
 

@@ -170,7 +170,11 @@ class GraphIndex:
             applied: list[Change] = []
             while page := self.store.changes(self._applied, _PAGE):
                 if page[0].revision != self._applied + 1:  # revisions are gap-free: the log was compacted past us
-                    self._reload(page[0].revision)
+                    log.warning("the change log was compacted past this process's graph index (at revision %d, the "
+                                "log starts at %d): reloading it from the store; changes %d-%d were not delivered to "
+                                "subscribers", self._applied, page[0].revision, self._applied + 1,
+                                page[0].revision - 1)  # fmt: skip
+                    self.reload()
                     break
                 self.apply(page)
                 applied += page
@@ -182,15 +186,13 @@ class GraphIndex:
                 listener(applied)
         return applied
 
-    def _reload(self, oldest: int) -> None:
-        """Load the index afresh from the store: `canon store compact` removed changes this index had not applied.
+    def reload(self) -> None:
+        """Load the index afresh from the store: after `canon store compact` removed changes it had not applied, or
+        after a model change that renamed types (`core.model_migration` moves records without a change each).
 
         Views already handed out keep the state they were taken on; the next one is the store's. Listeners are not
-        told of the changes that are gone (they cannot be: the log no longer holds them), and this is logged.
+        told of anything (the changes that are gone cannot be told; a rename is the model change they hear of).
         """
-        log.warning("the change log was compacted past this process's graph index (at revision %d, the log starts at "
-                    "%d): reloading the index from the store; changes %d-%d were not delivered to subscribers",
-                    self._applied, oldest, self._applied + 1, oldest - 1)  # fmt: skip
         fresh = GraphIndex.build(self.store)
         with self._pins:
             self._nodes, self._succ, self._pred = fresh._nodes, fresh._succ, fresh._pred

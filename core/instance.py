@@ -19,12 +19,14 @@ from core.examples import Examples
 from core.graph import GraphIndex
 from core.interchange import import_path
 from core.model import Model, default_seed_path, load_model
+from core.model_migration import renames_types
 from core.registry import Registry, build_registry
 from core.schema_checks import SchemaChecks
 from core.snapshot import Snapshot
 from core.store import Store, is_database_url, open_store, store_exists
 from core.tokens import TokenFile
 from core.tools import Toolset
+from core.walkers import Walkers, workers_for
 
 if TYPE_CHECKING:
     from core.metrics import Metrics
@@ -62,12 +64,24 @@ class Instance:
             self._audit = AuditLog(store.append_audit)  # written by a background thread until `close()`
             examples = Examples.of_store(model, store)
             registry = registry or build_registry(model, self.tools.definitions, examples, checks=self._checks)
-            dispatcher = Dispatcher(registry, store, index, self.tools.all_handlers(), audit=self._audit)
+            dispatcher = Dispatcher(registry, store, index, self.tools.all_handlers(), audit=self._audit,
+                                    walkers=self._walkers(config))  # fmt: skip
             self._snapshot = Snapshot(dispatcher.registry, dispatcher)
             if config.tracing:  # imported only then: a process that traces nothing loads no tracing code
                 from core.tracing import CallSpans
 
                 dispatcher.audit_hooks.append(CallSpans())
+
+    @staticmethod
+    def _walkers(config: Config) -> Walkers | None:
+        """The walk worker pool `[server] walk_workers` asks for (started on the first walk), or None."""
+        count = workers_for(config.walk_workers)
+        return Walkers(config.store, count) if count > 0 else None
+
+    @property
+    def walkers(self) -> Walkers | None:
+        """The walk worker processes (core.walkers), if walks run in them."""
+        return None if self._snapshot is None else self._snapshot.dispatcher.walkers
 
     @property
     def snapshot(self) -> Snapshot:
@@ -116,6 +130,10 @@ class Instance:
                           "process's index has not applied yet.",
                           lambda: max(0, self.store.revision() - index.revision))  # fmt: skip
             metrics.gauge("canon_audit_queue_depth", "Audit records queued for the writer thread.", audit.pending)
+            walkers = self.walkers
+            if walkers is not None:
+                metrics.gauge("canon_walk_workers_ready", "Walk worker processes that have loaded their graph and "
+                              "take walks (they start on the first walk).", lambda: walkers.ready_count)  # fmt: skip
             self.snapshot.dispatcher.audit_hooks.append(metrics.observe)
             self._metrics = metrics
         return self._metrics
@@ -131,6 +149,8 @@ class Instance:
             stored = self.store.follow_model()
             if stored.digest == self.model.digest:
                 return False
+            if self.index is not None and renames_types(self.model, stored):
+                self.index.reload()  # the records moved to the new type names without a change each
             if self._snapshot is None:
                 self._model = stored
             else:
@@ -140,8 +160,10 @@ class Instance:
             return True
 
     def close(self) -> None:
-        """Flush the audit log and close the store."""
+        """Stop the walk workers, flush the audit log and close the store."""
         try:
+            if self.walkers is not None:
+                self.walkers.close()
             if self._audit is not None:
                 self._audit.close()
         finally:

@@ -33,6 +33,7 @@ __all__ = [
     "migrate",
     "renamed_edge",
     "renamed_node",
+    "renames_types",
 ]
 
 RenameKind = Literal["node type", "edge type", "property"]
@@ -154,6 +155,12 @@ def _refuse_merges(
     if problems:
         raise ModelError(f"The model {model.source} renames onto names the store already uses. Nothing was changed.",
                          problems)  # fmt: skip
+
+
+def renames_types(before: Model, after: Model) -> bool:
+    """Whether adopting `after` in place of `before` renames a node or an edge type (what a graph index keys by:
+    it must load the moved records again, since they moved without a change each)."""
+    return any(r.kind != "property" for r in declared_renames(before.document, after))
 
 
 def migrate(stored: Mapping[str, Any], model: Model, execute: Execute, sql: MoveSql) -> tuple[Moved, ...]:

@@ -164,7 +164,7 @@ def may_see(who: Principal, visibility: str, readers: Iterable[str]) -> bool:
 
 
 def build(location: str | Path) -> Instance:
-    instance = open_instance(Config(store=location, seed=False))
+    instance = open_instance(Config(store=location, seed=False, walk_workers=0))
     try:
         for operations in HISTORY:
             instance.store.commit(operations, principal="test")
@@ -264,6 +264,25 @@ def instance(module_store_location: str | Path) -> Iterator[Instance]:
     opened = build(module_store_location)
     yield opened
     opened.close()
+
+
+@pytest.fixture(scope="module", params=["in-process", "worker"])
+def walking(
+    instance: Instance, module_store_location: str | Path, request: pytest.FixtureRequest
+) -> Iterator[Instance]:
+    """The shared instance, whose walks run in the process; or another on its store whose walks run in a walk
+    worker process (core.walkers): a walk's visibility is the caller's either way."""
+    if request.param == "in-process":
+        yield instance
+        return
+    opened = open_instance(Config(store=module_store_location, walk_workers=1))
+    try:
+        assert opened.walkers is not None
+        assert opened.walkers.ready(60), "the walk worker did not start"
+        yield opened
+        assert opened.walkers.answered > 0
+    finally:
+        opened.close()
 
 
 @pytest.fixture(scope="module")
@@ -409,17 +428,17 @@ ORIGINS = [(TEAM, 2), (PERSON, 3), (INSIDE, 2), (ALICE_DOC, 2), (OPS_SVC, 2), (H
 @pytest.mark.parametrize(("origin", "depth"), ORIGINS, ids=[o for o, _ in ORIGINS])
 @pytest.mark.parametrize("who", CALLERS, ids=names(CALLERS))
 def test_get_neighbors_walks_only_through_visible_nodes(
-    instance: Instance, truth: Truth, who: Principal, origin: str, depth: int
+    walking: Instance, truth: Truth, who: Principal, origin: str, depth: int
 ) -> None:
     arguments = {"id": origin, "depth": depth, "limit": 4}
     if origin not in truth.seen(who):
-        body = refusal(instance, who, "get_neighbors", arguments)
+        body = refusal(walking, who, "get_neighbors", arguments)
         assert (body["code"], body["key"]) == ("forbidden" if origin in truth.nodes else "not_found", origin)
         return
     reached = nx.single_source_shortest_path_length(truth.topology(who), origin, cutoff=depth)
     expected = {id_: hops for id_, hops in reached.items() if id_ != origin}
 
-    pages = all_pages(instance, who, "get_neighbors", arguments)
+    pages = all_pages(walking, who, "get_neighbors", arguments)
 
     items = [item for page in pages for item in page["items"]]
     assert {i["node"]["id"]: i["depth"] for i in items} == expected
@@ -439,17 +458,17 @@ PAIRS = [(PERSON, INSIDE), (TEAM, FLIPPED), (PERSON, TERMS[0]), (TERMS[0], TERMS
 @pytest.mark.parametrize(("source", "target"), PAIRS, ids=[f"{s}--{t}" for s, t in PAIRS])
 @pytest.mark.parametrize("who", CALLERS, ids=names(CALLERS))
 def test_find_paths_finds_only_paths_through_visible_nodes(
-    instance: Instance, truth: Truth, who: Principal, source: str, target: str
+    walking: Instance, truth: Truth, who: Principal, source: str, target: str
 ) -> None:
     arguments = {"source": source, "target": target, "max_depth": 4, "limit": 3}
     for end in (source, target):
         if end not in truth.seen(who):
-            body = refusal(instance, who, "find_paths", arguments)
+            body = refusal(walking, who, "find_paths", arguments)
             assert (body["code"], body["key"]) == ("forbidden" if end in truth.nodes else "not_found", end)
             return
     expected = {tuple(p) for p in nx.all_simple_paths(truth.topology(who), source, target, cutoff=4)}
 
-    pages = all_pages(instance, who, "find_paths", arguments)
+    pages = all_pages(walking, who, "find_paths", arguments)
 
     found = [item for page in pages for item in page["items"]]
     assert {tuple(p["nodes"]) for p in found} == expected
@@ -512,12 +531,12 @@ QUERIES: list[tuple[str, dict[str, Any], Callable[[list[Edge]], Rows]]] = [
 @pytest.mark.parametrize(("arguments", "rows"), [q[1:] for q in QUERIES], ids=[q[0] for q in QUERIES])
 @pytest.mark.parametrize("who", CALLERS, ids=names(CALLERS))
 def test_query_graph_binds_and_counts_only_visible_nodes(
-    instance: Instance, truth: Truth, who: Principal, arguments: dict[str, Any], rows: Callable[[list[Edge]], Rows]
+    walking: Instance, truth: Truth, who: Principal, arguments: dict[str, Any], rows: Callable[[list[Edge]], Rows]
 ) -> None:
     expected = rows(truth.seen_edges(who))
     returned: list[str] = arguments.get("return", ["s", "d"] if arguments["match"][0].get("type") else ["a", "b"])
 
-    pages = all_pages(instance, who, "query_graph", {**arguments, "limit": 25})
+    pages = all_pages(walking, who, "query_graph", {**arguments, "limit": 25})
 
     found = [tuple(row[name]["id"] for name in returned) for page in pages for row in page["items"]]
     assert set(found) == expected

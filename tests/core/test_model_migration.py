@@ -17,7 +17,7 @@ from core.model import Model, check_model, parse_model
 from core.model_diff import WRITES, diff_models
 from core.model_migration import Rename, declared_renames, renamed_edge, renamed_node
 from core.records import Edge, Node
-from core.store import NodeQuery, Store, open_store
+from core.store import NodeQuery, Store, open_existing_store
 
 pytestmark = pytest.mark.both_backends
 
@@ -87,11 +87,12 @@ def role_to_membership(document: dict[str, Any]) -> None:
 
 @pytest.fixture
 def adopt(store_location: str | Path) -> Iterator[Callable[[Model], Store]]:
-    """Open the test's store on a new model (adopting it, with its renames); closes what it opened."""
+    """Open the test's store and apply a new model to it (with its renames); closes what it opened."""
     opened: list[Store] = []
 
     def open_on(model: Model) -> Store:
-        opened.append(open_store(store_location, model, principal="user:admin"))
+        opened.append(open_existing_store(store_location))
+        opened[-1].apply_model(model, principal="user:admin")
         return opened[-1]
 
     yield open_on
@@ -235,7 +236,7 @@ def test_a_rename_already_applied_moves_nothing_when_a_later_model_keeps_it(
 
 # -- refusals roll back the move -----------------------------------------------------------------------------------
 def test_a_rename_whose_data_the_new_model_refuses_changes_nothing(
-    seeded_store: Store, model: Model, store_location: str | Path
+    seeded_store: Store, model: Model, adopt: Callable[[Model], Store]
 ) -> None:
     def squads_need_budget(document: dict[str, Any]) -> None:
         document["$defs"]["Squad"]["properties"]["budget"] = {"description": "Budget.", "type": "integer"}
@@ -243,7 +244,7 @@ def test_a_rename_whose_data_the_new_model_refuses_changes_nothing(
 
     revision, teams = seeded_store.revision(), sorted(n.id for n in seeded_store.iter_nodes("Team"))
     with pytest.raises(ModelError):
-        open_store(store_location, evolved(model, "2.0.0", team_to_squad, squads_need_budget))
+        adopt(evolved(model, "2.0.0", team_to_squad, squads_need_budget))
     assert sorted(n.id for n in seeded_store.iter_nodes("Team")) == teams
     assert list(seeded_store.iter_nodes("Squad")) == []
     assert seeded_store.revision() == revision
@@ -251,7 +252,7 @@ def test_a_rename_whose_data_the_new_model_refuses_changes_nothing(
 
 
 def test_a_rename_onto_a_name_the_store_still_has_is_refused_naming_where(
-    seeded_store: Store, model: Model, store_location: str | Path
+    seeded_store: Store, model: Model, adopt: Callable[[Model], Store]
 ) -> None:
     def handle_from_title(document: dict[str, Any]) -> None:
         person = document["$defs"]["Person"]
@@ -261,7 +262,7 @@ def test_a_rename_onto_a_name_the_store_still_has_is_refused_naming_where(
         person["properties"]["handle"]["x-canon-renamed-from"] = "title"
 
     with pytest.raises(ModelError) as caught:
-        open_store(store_location, evolved(model, "2.0.0", handle_from_title))
+        adopt(evolved(model, "2.0.0", handle_from_title))
     (problem,) = caught.value.problems
     assert problem.pointer == "/$defs/Person/properties/handle/x-canon-renamed-from"
     assert seeded_store.stored_model().digest == model.digest
@@ -384,3 +385,35 @@ def test_model_diff_without_the_rename_refuses_the_stored_records_of_the_old_nam
     assert report.renames == ()
     assert report.data is not None
     assert report.data.refused == sum(1 for _ in seeded_store.iter_nodes("Team"))
+
+
+# -- a running server follows a rename applied elsewhere --------------------------------------------------------------
+def test_a_server_follows_a_type_rename_applied_by_another_process_with_its_graph_index(
+    tmp_path: Path, model: Model
+) -> None:
+    """The records move to the new type name in the applying transaction, without a change each: a running
+    server that hears of the model change loads its graph index again, so walks and counts use the new name."""
+    from core.config import Config
+    from core.instance import open_instance
+    from core.principal import Principal
+
+    config = Config(store=tmp_path / "canon.db", tokens=tmp_path / "tokens.json", walk_workers=0)
+    server = open_instance(config)  # seeded with the sample data
+    try:
+        team = next(server.store.iter_nodes("Team")).id
+        elsewhere = open_existing_store(config.store)
+        try:
+            elsewhere.apply_model(evolved(model, "2.0.0", team_to_squad), principal="user:admin")
+        finally:
+            elsewhere.close()
+        assert server.reload_model()
+        assert server.index is not None
+        assert server.index.graph.nodes[team]["type"] == "Squad"
+        admin = Principal("ada", frozenset({"admin"}))
+        described = server.dispatcher.call_tool(admin, "test", "describe_model", {}).as_json()
+        counts = {t["name"]: t["count"] for t in described["node_types"]}
+        assert counts["Squad"] > 0  # the index's counts, by the new name
+        neighbours = server.dispatcher.call_tool(admin, "test", "get_neighbors", {"id": team}).as_json()
+        assert neighbours["total"] > 0
+    finally:
+        server.close()

@@ -167,8 +167,11 @@ async def test_a_model_change_made_by_another_process_is_served_by_the_replica_w
         feed = ChangeFeed(replica.index, fallback_s=NEVER_S, on_model_change=replica.reload_model)
         async with pumping(feed), feed.watch(None) as changes:
             await until_listening(database)
-            other = await anyio.to_thread.run_sync(PostgresStore.open, database, newer)  # adopts the newer model
-            other.close()
+            other = await anyio.to_thread.run_sync(PostgresStore.open_existing, database)
+            try:
+                await anyio.to_thread.run_sync(lambda: other.apply_model(newer, principal="user:admin"))
+            finally:
+                other.close()
             with anyio.fail_after(DEADLINE_S):
                 change = await anext(changes)
             assert change.kind == "model"

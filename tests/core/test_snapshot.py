@@ -27,7 +27,7 @@ def test_evolving_a_snapshot_leaves_it_as_it_was_and_shares_everything_but_the_r
     after = before.evolve(build_registry(instance.model))
     assert before.dispatcher.registry is before.registry
     assert after.dispatcher.registry is after.registry is not before.registry
-    shared = ("store", "index", "handlers", "audit_hooks", "audit", "priority")
+    shared = ("store", "index", "handlers", "audit_hooks", "audit", "priority", "walkers")
     assert all(getattr(after.dispatcher, name) is getattr(before.dispatcher, name) for name in shared)
 
 

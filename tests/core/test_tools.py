@@ -27,9 +27,26 @@ SERVICE = "svc-checkout-api"
 @pytest.fixture(scope="module")
 def instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
     """A seeded instance shared by the module: every tool here only reads."""
-    opened = open_instance(Config(store=tmp_path_factory.mktemp("tools") / "canon.db"))
+    opened = open_instance(Config(store=tmp_path_factory.mktemp("tools") / "canon.db", walk_workers=0))
     yield opened
     opened.close()
+
+
+@pytest.fixture(scope="module", params=["in-process", "worker"])
+def walking(instance: Instance, request: pytest.FixtureRequest) -> Iterator[Instance]:
+    """The shared instance, whose walks run in the process; or another on its store whose walks run in a walk
+    worker process (core.walkers), with the same answers."""
+    if request.param == "in-process":
+        yield instance
+        return
+    opened = open_instance(Config(store=instance.config.store, walk_workers=1))
+    try:
+        assert opened.walkers is not None
+        assert opened.walkers.ready(60), "the walk worker did not start"
+        yield opened
+        assert opened.walkers.answered > 0
+    finally:
+        opened.close()
 
 
 @pytest.fixture(scope="module")
@@ -262,9 +279,9 @@ def expected_depths(store: Store, origin: str, direction: str, depth: int, types
 
 @pytest.mark.parametrize("direction", ["out", "in", "both"])
 def test_get_neighbors_follows_only_edges_in_the_given_direction(
-    instance: Instance, store: Store, direction: str
+    walking: Instance, store: Store, direction: str
 ) -> None:
-    items, pages = neighbours(instance, {"id": ORIGIN, "direction": direction})
+    items, pages = neighbours(walking, {"id": ORIGIN, "direction": direction})
 
     assert items
     for item in items:
@@ -292,10 +309,10 @@ def test_get_neighbors_follows_only_the_given_edge_types(instance: Instance, sto
 
 @pytest.mark.parametrize("direction", ["out", "in", "both"])
 def test_get_neighbors_at_depth_two_lists_nearer_nodes_first_and_counts_every_node(
-    instance: Instance, store: Store, direction: str
+    walking: Instance, store: Store, direction: str
 ) -> None:
     origin = PERSON if direction == "out" else ORIGIN
-    items, pages = neighbours(instance, {"id": origin, "direction": direction, "depth": 2})
+    items, pages = neighbours(walking, {"id": origin, "direction": direction, "depth": 2})
     depths = [i["depth"] for i in items]
 
     assert depths == sorted(depths)
@@ -344,12 +361,12 @@ def paths(instance: Instance, arguments: dict[str, Any]) -> list[dict[str, Any]]
     ids=["both", "out", "in", "edge-types"],
 )
 def test_find_paths_returns_every_simple_path_shortest_first(
-    instance: Instance, store: Store, arguments: dict[str, Any]
+    walking: Instance, store: Store, arguments: dict[str, Any]
 ) -> None:
     direction = arguments.get("direction", "both")
     types = set(arguments.get("edge_types", []))
 
-    found = paths(instance, arguments)
+    found = paths(walking, arguments)
 
     assert found
     lengths = [len(p["edges"]) for p in found]
@@ -402,7 +419,7 @@ def all_rows(instance: Instance, arguments: dict[str, Any]) -> tuple[list[dict[s
     return [row for page in pages for row in page["items"]], pages
 
 
-def test_query_graph_chain_returns_exactly_the_bindings_in_the_store(instance: Instance, store: Store) -> None:
+def test_query_graph_chain_returns_exactly_the_bindings_in_the_store(walking: Instance, store: Store) -> None:
     managers = {n.id for n in store.iter_nodes("Person") if n.properties["role"] == "engineering_manager"}
     services = {n.id for n in store.iter_nodes("Service")}
     edges = list(store.iter_edges())
@@ -421,7 +438,7 @@ def test_query_graph_chain_returns_exactly_the_bindings_in_the_store(instance: I
         {"node": "p", "type": "Person", "where": {"role": "engineering_manager"}},
     ]
 
-    rows, pages = all_rows(instance, {"match": pattern})
+    rows, pages = all_rows(walking, {"match": pattern})
 
     assert {(r["p"]["id"], r["t"]["id"], r["s"]["id"]) for r in rows} == expected
     assert len(rows) == len(expected) > 0
