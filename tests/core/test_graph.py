@@ -19,9 +19,11 @@ from core.model import Model
 from core.operations import DeleteEdge, DeleteNode, PutEdge, PutNode
 from core.records import Change, Edge, Node, Sight
 from core.store.sqlite import SQLiteStore
+from tests.core._write_loop import batch_ids
 
 HERE = Path(__file__).resolve().parent
 TEAM = "team-leadership"  # a team in the seed data
+LOOPED = [batch_ids("child", n)[0] for n in range(4)]  # a Person of each of _write_loop.py's first batches
 PERSON = "person-lena-fischer"  # a person with many edges in the seed data
 
 
@@ -196,13 +198,13 @@ def test_sync_applies_changes_committed_by_another_process(store_path: Path, mod
     reader = SQLiteStore.open(store_path, model)
     try:
         index = GraphIndex.build(reader)
-        assert {"person-loop-00000", "person-loop-00001"} <= set(index.graph)
+        assert {LOOPED[0], LOOPED[1]} <= set(index.graph)
         write_loop(4)  # re-puts the first two unchanged, then adds two more
 
         applied = index.sync()
 
-        assert {c.key for c in applied} >= {"person-loop-00002", "person-loop-00003"}
-        assert {"person-loop-00002", "person-loop-00003"} <= set(index.graph)
+        assert {c.key for c in applied} >= {LOOPED[2], LOOPED[3]}
+        assert {LOOPED[2], LOOPED[3]} <= set(index.graph)
         assert index.revision == reader.revision()
     finally:
         reader.close()
@@ -381,15 +383,15 @@ def test_a_sync_of_another_process_write_completes_while_a_reader_is_mid_walk(st
             syncing.start()
             syncing.join(10)
             assert not syncing.is_alive()  # the sync did not wait for the reader
-            assert {"person-loop-00002", "person-loop-00003"} <= set(index.graph)
+            assert {LOOPED[2], LOOPED[3]} <= set(index.graph)
             assert index.revision == store.revision()
             with index.reading() as later:
-                assert "person-loop-00003" in later.graph
+                assert LOOPED[3] in later.graph
         finally:
             finish.set()
             reader.join(10)
         assert seen["after"] == seen["before"]
-        assert "person-loop-00003" not in seen["before"][2]
+        assert LOOPED[3] not in seen["before"][2]
         assert seen["before"][0] < index.revision
         _assert_mirrors(index, store)
     finally:

@@ -24,7 +24,7 @@ from core.model import parse_model
 from core.operations import PutEdge, PutNode
 from core.principal import LOCAL, Principal
 from core.records import Edge, Node
-from core.store import open_store
+from core.store import open_existing_store
 from core.tools import HANDLERS
 from core.walkers import NICENESS, Walkers
 
@@ -247,7 +247,11 @@ def test_a_walk_under_another_model_than_the_workers_runs_in_the_serving_process
         document["x-canon-model"]["version"] = "1.1.0"
         document["$defs"]["Team"]["properties"]["budget"] = {"description": "Yearly budget.", "type": "integer"}
         # another process changes the model; the worker, started after, opens the store on the new one
-        open_store(tmp_path / "canon.db", parse_model(document, source="budget.schema.json")).close()
+        elsewhere = open_existing_store(tmp_path / "canon.db")
+        try:
+            elsewhere.apply_model(parse_model(document, source="budget.schema.json"), principal="test")
+        finally:
+            elsewhere.close()
         pool = opened.walkers
         assert pool is not None
         assert pool.ready(BOOT_S)

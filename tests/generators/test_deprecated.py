@@ -23,6 +23,7 @@ from core.mcp.server import DEFAULT_OPTIONS, build_server
 from core.model import DEPRECATED, Model, load_model, parse_model
 from core.model_diff import diff_models
 from core.principal import LOCAL
+from core.store import open_existing_store
 from tests.conftest import copy_store
 from tests.generators.conftest import asgi
 
@@ -52,6 +53,11 @@ def deprecated_instance(
     model_file.write_text(deprecated_model.canonical_json, encoding="utf-8")
     config = Config(store=copy_store(seed_template, folder / "canon.db"), model=model_file,
                     tokens=folder / "tokens.json")  # fmt: skip
+    store = open_existing_store(config.store)
+    try:
+        store.apply_model(deprecated_model, principal="test")  # a model changes only by apply
+    finally:
+        store.close()
     instance = open_instance(config)
     yield instance
     instance.close()
