@@ -90,8 +90,29 @@ def meta_schema() -> dict[str, Any]:
     return document
 
 
+class _TypeSchema:
+    """What node and edge types read from their schema alike."""
+
+    schema: Mapping[str, Any]
+
+    @property
+    def properties(self) -> Mapping[str, Any]:
+        props: Mapping[str, Any] = self.schema["properties"]
+        return props
+
+    @property
+    def renamed_from(self) -> str | None:
+        """The type's previous name, when the model declares a rename (`x-canon-renamed-from`)."""
+        return _renamed_from(self.schema)
+
+    @property
+    def deprecated(self) -> bool:
+        """Whether the type is `deprecated` (JSON Schema meta-data): still served, marked so on every surface."""
+        return is_deprecated(self.schema)
+
+
 @dataclass(frozen=True)
-class NodeType:
+class NodeType(_TypeSchema):
     name: str
     schema: Mapping[str, Any]
     key: str
@@ -103,24 +124,9 @@ class NodeType:
     visibility: Visibility = "internal"  # what a new node gets when its write gives neither visibility nor readers
     readers: tuple[str, ...] = ()  # ... and its readers (only with visibility restricted)
 
-    @property
-    def properties(self) -> Mapping[str, Any]:
-        props: Mapping[str, Any] = self.schema["properties"]
-        return props
-
-    @property
-    def renamed_from(self) -> str | None:
-        """The type's previous name, when the model declares a rename (`x-canon-renamed-from`)."""
-        return _renamed_from(self.schema)
-
-    @property
-    def deprecated(self) -> bool:
-        """Whether the type is `deprecated` (JSON Schema meta-data): still served, marked so on every surface."""
-        return is_deprecated(self.schema)
-
 
 @dataclass(frozen=True)
-class EdgeType:
+class EdgeType(_TypeSchema):
     name: str
     schema: Mapping[str, Any]
     sources: frozenset[str]
@@ -130,21 +136,6 @@ class EdgeType:
     inverse: str | None = None
     acyclic: bool = False
     icon: str | None = None
-
-    @property
-    def properties(self) -> Mapping[str, Any]:
-        props: Mapping[str, Any] = self.schema["properties"]
-        return props
-
-    @property
-    def renamed_from(self) -> str | None:
-        """The type's previous name, when the model declares a rename (`x-canon-renamed-from`)."""
-        return _renamed_from(self.schema)
-
-    @property
-    def deprecated(self) -> bool:
-        """Whether the type is `deprecated` (JSON Schema meta-data): still served, marked so on every surface."""
-        return is_deprecated(self.schema)
 
     @property
     def incoming_name(self) -> str:
