@@ -3,6 +3,7 @@
     python benchmarks/backends_bench.py --nodes 100000                    # a throwaway PostgreSQL server
     CANON_TEST_DATABASE_URL=postgresql://canon@localhost/postgres python benchmarks/backends_bench.py
     python benchmarks/backends_bench.py --nodes 1000000 --no-reads         # the import only
+    python benchmarks/backends_bench.py --nodes 1000000 --no-reads --backends postgresql   # one backend
 
 The same `canon synth` file is imported into a new SQLite file and a new PostgreSQL database (`canon import`, in
 a child process each: wall clock, canon's CPU time, records/s, peak resident memory of the canon process; the
@@ -13,7 +14,8 @@ nodes; p50 and p99 in milliseconds, and the PostgreSQL/SQLite ratio of each, mea
 
 The PostgreSQL server is the tests' (tests/postgres_server.py): a throwaway cluster with fsync and synchronous commit
 off (SQLite keeps its full sync), or the server `$CANON_TEST_DATABASE_URL` names, on which the benchmark creates
-(and drops) its databases. Prints one JSON object.
+(and drops) its databases. Prints each import's figures to stderr as it ends, then one JSON object. Interrupted
+(Ctrl-C or SIGTERM), it stops the import it is running and the throwaway server, and removes its files.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -71,7 +74,12 @@ def _import(store: str, data: Path) -> dict[str, Any]:
                str(data), "--no-progress"]  # fmt: skip
     started = time.perf_counter()
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    except BaseException:  # interrupted: the import must not outlive the benchmark (nor hold the server open)
+        proc.kill()
+        proc.wait()
+        raise
     seconds = time.perf_counter() - started
     proc.returncode = os.waitstatus_to_exitcode(status)
     errors = proc.stderr.read().decode(errors="replace") if proc.stderr is not None else ""
@@ -95,7 +103,7 @@ def _ratios(sqlite: dict[str, Any], postgres: dict[str, Any]) -> dict[str, Any]:
             for label, row in sqlite.items()}  # fmt: skip
 
 
-def run(nodes: int, calls: int, reads: bool, folder: Path) -> dict[str, Any]:
+def run(nodes: int, calls: int, reads: bool, backends: list[str], folder: Path) -> dict[str, Any]:
     from core.synthetic import write_synthetic
     from tests.postgres_server import Server
 
@@ -103,7 +111,8 @@ def run(nodes: int, calls: int, reads: bool, folder: Path) -> dict[str, Any]:
     node_count, edge_count = write_synthetic(data, nodes)
     server = Server.start()
     try:
-        stores = {"sqlite": str(folder / "canon.db"), "postgresql": server.new_database()}
+        every = {"sqlite": lambda: str(folder / "canon.db"), "postgresql": server.new_database}
+        stores = {backend: every[backend]() for backend in backends}
         result: dict[str, Any] = {"nodes": node_count, "edges": edge_count, "records": node_count + edge_count,
                                   "load_average_at_start": os.getloadavg(), "import": {}}  # fmt: skip
         for backend, store in stores.items():
@@ -113,8 +122,9 @@ def run(nodes: int, calls: int, reads: bool, folder: Path) -> dict[str, Any]:
             print(f"import into {backend}: {json.dumps(measured)}", file=sys.stderr, flush=True)
         if reads:
             measured = {backend: _reads(store, calls) for backend, store in stores.items()}
-            ratios = _ratios(measured["sqlite"], measured["postgresql"])
-            result["reads"] = {**measured, "postgresql_over_sqlite": ratios}
+            result["reads"] = measured
+            if len(measured) == 2:
+                result["reads"]["postgresql_over_sqlite"] = _ratios(measured["sqlite"], measured["postgresql"])
         result["load_average_at_end"] = os.getloadavg()
         return result
     finally:
@@ -126,10 +136,17 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=100_000, help="synthetic graph size (about 3 edges per node)")
     parser.add_argument("--calls", type=int, default=300, help="calls per read scenario")
     parser.add_argument("--no-reads", dest="reads", action="store_false", help="measure the imports only")
+    parser.add_argument("--backends", default="sqlite,postgresql",
+                        help="comma-separated, in order (default: sqlite,postgresql; ratios need both)")  # fmt: skip
     args = parser.parse_args()
+    backends = [backend.strip() for backend in args.backends.split(",") if backend.strip()]
+    unknown = sorted(set(backends) - {"sqlite", "postgresql"})
+    if unknown or not backends:
+        parser.error(f"--backends: unknown {', '.join(unknown) or '(none given)'}; choose from sqlite, postgresql")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # unwind: stop the server, remove files
     sys.path.insert(0, str(ROOT))
     with tempfile.TemporaryDirectory() as folder:
-        print(json.dumps(run(args.nodes, args.calls, args.reads, Path(folder)), indent=1))
+        print(json.dumps(run(args.nodes, args.calls, args.reads, backends, Path(folder)), indent=1))
 
 
 if __name__ == "__main__":
