@@ -93,7 +93,7 @@ def sees_change(sight: Sight | None, change: Change, graph: nx.MultiDiGraph[str]
 
     A model change: always. A node change: its state before or after is visible (`change_for` hides the other
     one). An edge change: both its ends are visible now, by `graph` (the index). `Store.changes` applies the
-    same rule in its query (`core.store.sqlite._change_filter`); a test holds the two to agreement.
+    same rule in its query (`core.store.sql.change_filter`); a test holds the two to agreement.
     """
     if sight is None or change.kind == "model":
         return True

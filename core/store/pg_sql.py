@@ -1,9 +1,10 @@
-"""PostgreSQL's SQL for canon's queries: node filters (conditions, visibility, text), the change feed's visibility.
+"""PostgreSQL's SQL for canon's queries: visibility, conditions on properties, the text search.
 
-Each builder returns a condition and its parameters (psycopg's `%s` placeholders); every value is a bound
-parameter, and the only names interpolated are property names, which the model's meta-schema restricts to
-identifiers. Each agrees with the rule it compiles: `Condition.matches`, `Sight.sees`, and the text search of
-`NodeQuery.text` (the SQLite store's compiler, `core.store.sqlite`, compiles the same rules for SQLite).
+The pieces `core.store.sql` builds `find_nodes`' and the change feed's conditions from (`DIALECT`), as
+`core.store.sqlite_sql` holds SQLite's. Each returns a condition and its parameters (psycopg's `%s`
+placeholders); every value is a bound parameter, and the only names interpolated are property names, which the
+model's meta-schema restricts to identifiers. Each agrees with the rule it compiles: `Condition.matches`,
+`Sight.sees`, and the text search of `NodeQuery.text`.
 
 Properties are stored as `json` (the text as written, so key order survives); a condition reads one property
 with `->` and checks its JSON type before casting it, in a CASE, since PostgreSQL does not promise to evaluate
@@ -13,13 +14,15 @@ the operands of AND in order.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from core.conditions import Condition
 from core.records import Sight
 from core.store import NodeQuery
+from core.store.sql import Dialect
 
-__all__ = ["change_filter", "like_pattern", "node_filter", "search_text", "sight_sql"]
+__all__ = ["DIALECT", "like_pattern", "search_text", "sight_sql"]
 
 # How a text property is lowered in SQL where the stored search text cannot answer: ICU's root locale lowers
 # beyond ASCII as Python's str.lower does (a few special cases, such as a dotted capital I, differ).
@@ -34,23 +37,6 @@ def sight_sql(sight: Sight, visibility: str = "visibility", readers: str = "read
     return f"({sql} OR ({visibility} = 'restricted' AND {readers} ?| %s))", [sorted(sight.levels), sorted(sight.tags)]
 
 
-def change_filter(since: int, sight: Sight | None, until: int | None) -> tuple[str, list[Any]]:
-    """The changes after `since` (up to `until`) that `sight` may see something of (as `core.store.sqlite`'s)."""
-    clauses, params = ["revision > %s"], list[Any]([since])
-    if until is not None:
-        clauses.append("revision <= %s")
-        params.append(until)
-    if sight is not None:
-        before, before_params = sight_sql(sight, "before_visibility", "before_readers")
-        after, after_params = sight_sql(sight, "after_visibility", "after_readers")
-        end, end_params = sight_sql(sight, "n.visibility", "n.readers")
-        ends = " AND ".join(f"EXISTS (SELECT 1 FROM nodes n WHERE n.id = changes.{column} AND {end})"
-                            for column in ("source", "target"))  # fmt: skip
-        clauses.append(f"(kind = 'model' OR (kind = 'node' AND ({before} OR {after})) OR (kind = 'edge' AND {ends}))")
-        params += [*before_params, *after_params, *end_params, *end_params]
-    return " AND ".join(clauses), params
-
-
 def search_text(properties: Any, fields: tuple[str, ...]) -> str:
     """What a node's text search looks in: its type's text properties, lowered by Python, one per line (NUL
     characters, which PostgreSQL text cannot hold, are left out)."""
@@ -61,35 +47,6 @@ def search_text(properties: Any, fields: tuple[str, ...]) -> str:
 def like_pattern(needle: str) -> str:
     """A LIKE pattern for "contains `needle`" (its wildcards and the escape character escaped)."""
     return "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
-def node_filter(query: NodeQuery, key_property: str | None, *, indexed: bool) -> tuple[str, list[Any]]:
-    """The condition selecting the nodes of `query`; `indexed`: the `search` column holds exactly
-    `query.text_fields`, so a text search is answered from it (by the trigram index)."""
-    clauses, params = ["true"], list[Any]()
-    if query.sight is not None:
-        sql, values = sight_sql(query.sight)
-        clauses.append(sql)
-        params += values
-    if query.id_prefix:
-        clauses.append("id >= %s AND id < %s")
-        params += [query.id_prefix, query.id_prefix + "\U0010ffff"]
-    for c in query.conditions:
-        sql, values = _condition_sql(c)
-        clauses.append(sql)
-        params += values
-        keys = [c.value] if c.op == "eq" else c.value if c.op == "in" else None
-        if query.type is not None and c.property == key_property and keys and all(isinstance(k, str) for k in keys):
-            clauses.append("key = ANY(%s)")
-            params.append(list(keys))
-    if query.type is not None:
-        clauses.append("type = %s")
-        params.append(query.type)
-    if query.text:
-        sql, values = _text_filter(query, indexed)
-        clauses.append(sql)
-        params += values
-    return " AND ".join(clauses), params
 
 
 def _text_filter(query: NodeQuery, indexed: bool) -> tuple[str, list[Any]]:
@@ -165,3 +122,17 @@ def _equals_sql(value: str, v: Any) -> tuple[str, list[Any]]:
         return f"(CASE {kind} WHEN 'number' THEN ({value} #>> '{{}}')::numeric = %s ELSE false END)", [v]
     kinds = "('array', 'object')"
     return f"(CASE WHEN {kind} IN {kinds} THEN {value}::jsonb = %s::jsonb ELSE false END)", [json.dumps(v)]
+
+
+def _key_in(keys: Sequence[str]) -> tuple[str, list[Any]]:
+    return "key = ANY(%s)", [list(keys)]
+
+
+def _type_is(query: NodeQuery, by_key: bool) -> str:
+    return "type = %s"
+
+
+DIALECT = Dialect(
+    mark="%s", true="true", sight=sight_sql, condition=_condition_sql, key_in=_key_in, type_is=_type_is,
+    text=_text_filter,
+)  # fmt: skip

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import Any, LiteralString
 from urllib.parse import urlsplit, urlunsplit
@@ -28,33 +27,28 @@ import psycopg
 from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from core.audit import AuditQuery, AuditRecord
-from core.errors import NotFoundError, StoreError, StoreUnavailableError
+from core.audit import AuditRecord
+from core.errors import StoreError, StoreUnavailableError
 from core.model import Model, parse_model
-from core.model_migration import POSTGRES, migrate
-from core.model_version import check_successor
-from core.operations import Operation
+from core.model_migration import POSTGRES
 from core.records import Change, Edge, Node
-from core.store import AUDIT_FIELDS, HISTORY_FIELDS, CommitResult, NodeQuery, StoreDump, StoreStats
-from core.store.common import (
-    Bulk,
-    Discard,
-    ModelVersion,
-    audit_page,
-    check_replaced,
-    dumps,
-    edge_ends,
-    model_differs,
-    model_info,
-    model_version,
-    revalidate,
-    state_access,
-    utc_now,
-)
+from core.store import StoreDump, StoreStats
+from core.store.common import Bulk, Discard, dumps, utc_now
 from core.store.pg_notices import Listener, announce
-from core.store.pg_sql import change_filter, node_filter, search_text
-from core.store.retention import Compaction, Retention, compaction_floor, cutoff
-from core.validation import StateView, Write, plan
+from core.store.pg_sql import DIALECT, search_text
+from core.store.sql import (
+    AUDIT_COLUMNS,
+    CHANGE_ALL,
+    EDGE_COLUMNS,
+    EDGE_ROW,
+    HISTORY_COLUMNS,
+    NODE_COLUMNS,
+    SQLStore,
+    change_row,
+    edge_row,
+    text_fields_json,
+)
+from core.validation import Write
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 
@@ -120,15 +114,7 @@ _HISTORY: tuple[LiteralString, ...] = (
 # version reached -> the statements that upgrade the previous version to it
 MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {1: _SCHEMA, 2: _HISTORY}
 
-_NODE_COLUMNS = "id, type, visibility, readers, properties, revision, created_at, updated_at, updated_by"
-_EDGE_COLUMNS = "type, source, target, properties, revision, created_at, updated_at, updated_by"
-_CHANGE_COLUMNS = "revision, at, principal, op, kind, key, type, before, after"
-_CHANGE_ALL = (f"{_CHANGE_COLUMNS}, source, target, before_visibility, before_readers, after_visibility, "
-               "after_readers")  # fmt: skip
-_AUDIT_COLUMNS = ", ".join(AUDIT_FIELDS)
-_HISTORY_COLUMNS = ", ".join(HISTORY_FIELDS)
 _NODE_ROW = "id, type, key, visibility, readers, properties, revision, created_at, updated_at, updated_by, search"
-_EDGE_ROW = "source, type, target, properties, revision, created_at, updated_at, updated_by"  # `_edge_row`'s order
 
 
 def _connect(url: str, *, read_only: bool = False) -> ConnectionPool[psycopg.Connection[Any]]:
@@ -188,7 +174,7 @@ class _View:
         self.db = db
 
     def node(self, id: str) -> Node | None:
-        row = self.db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE id = %s", (id,)).fetchone()
+        row = self.db.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = %s", (id,)).fetchone()
         return _node(row) if row else None
 
     def node_id_by_key(self, type: str, key: str) -> str | None:
@@ -197,7 +183,7 @@ class _View:
 
     def edge(self, type: str, source: str, target: str) -> Edge | None:
         row = self.db.execute(
-            f"SELECT {_EDGE_COLUMNS} FROM edges WHERE source = %s AND type = %s AND target = %s",
+            f"SELECT {EDGE_COLUMNS} FROM edges WHERE source = %s AND type = %s AND target = %s",
             (source, type, target),
         ).fetchone()
         return _edge(row) if row else None
@@ -212,16 +198,19 @@ class _View:
 
     def incident_edges(self, id: str) -> list[Edge]:
         rows = self.db.execute(
-            f"SELECT {_EDGE_COLUMNS} FROM edges WHERE source = %s "
-            f"UNION ALL SELECT {_EDGE_COLUMNS} FROM edges WHERE target = %s AND source <> %s",
+            f"SELECT {EDGE_COLUMNS} FROM edges WHERE source = %s "
+            f"UNION ALL SELECT {EDGE_COLUMNS} FROM edges WHERE target = %s AND source <> %s",
             (id, id, id),
         )
         return [_edge(r) for r in rows]
 
 
-class PostgresStore:
+class PostgresStore(SQLStore):
     """A canon store in one PostgreSQL database. Thread-safe: each read and each write transaction takes a
     connection of the pool; a thread inside a write transaction reads on that transaction's connection."""
+
+    DIALECT = DIALECT
+    MOVES = POSTGRES
 
     def __init__(self, url: str, pool: ConnectionPool[psycopg.Connection[Any]], model: Model) -> None:
         self._url = url
@@ -332,120 +321,46 @@ class PostgresStore:
     def schema_version(self) -> int:
         return int(self._read("SELECT max(version) FROM canon_schema", ())[0][0])
 
-    def _record_model(self, model: Model, principal: str) -> None:
-        """Record `model` in a store that has none; refuse to open a store whose model differs (`apply_model` is
-        the one way a store's model changes)."""
-        rows = self._read("SELECT value FROM meta WHERE key = 'model'", ())
-        if not rows:
-            self.apply_model(model, principal=principal)
-        elif rows[0][0] != model.canonical_json:
-            raise model_differs(self.location, json.loads(rows[0][0]), model)
-        self._model_revision = self._model_head()
-
-    def apply_model(
-        self, model: Model, *, principal: str, replaces: str | None = None, summary: Mapping[str, Any] | None = None
-    ) -> int:
-        """Make `model` the store's model in one transaction, holding the write lock, and return the revision that
-        records it (the current one if it is the store's model already); see `core.store.Store.apply_model`."""
-        with self._transaction() as db:
-            row = db.execute("SELECT value FROM meta WHERE key = 'model'").fetchone()
-            if row is not None and row[0] == model.canonical_json:
-                return self._max_revision(db)
-            previous = json.loads(row[0]) if row is not None else None
-            if row is not None and previous is not None:
-                check_replaced(self.location, row[0], replaces)
-                check_successor(previous, model)
-                # rename migrations (core.model_migration) move the data here: after the version check, before
-                # every stored record is re-validated under the new model
-                migrate(previous, model, db.execute, POSTGRES)
-                revalidate(
-                    model,
-                    (_node(r) for r in db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes ORDER BY id")),
-                    (_edge(r) for r in db.execute(f"SELECT {_EDGE_COLUMNS} FROM edges ORDER BY source, type, target")),
-                    self.location,
-                )
-                for name, node_type in model.node_types.items():  # a type's key property may have changed
-                    db.execute(
-                        "UPDATE nodes SET key = CASE json_typeof(properties -> %s) "
-                        "WHEN 'string' THEN properties ->> %s END WHERE type = %s",
-                        (node_type.key, node_type.key, name),
-                    )
-            self._set_meta(db, "model", model.canonical_json)
-            self._rebuild_text_index(db, model)
-            revision, at = self._max_revision(db) + 1, utc_now()
-            db.execute(
-                f"INSERT INTO changes ({_CHANGE_COLUMNS}) VALUES (%s, %s, %s, 'model', 'model', %s, NULL, %s, %s)",
-                (revision, at, principal, model.id, Json(model_info(previous)) if previous else None,
-                 Json(model_info(model.document))),
-            )  # fmt: skip
-            self._announce(db, revision)
-            db.execute(
-                f"INSERT INTO model_history ({_HISTORY_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)",
-                (revision, at, principal, model.version, model.canonical_json, Json(summary) if summary else None),
-            )
-            self._model, self._model_revision = model, revision
-        return revision
-
-    def model_history(self) -> list[ModelVersion]:
-        """Every model the store recorded, oldest first."""
-        rows = self._read("SELECT revision, at, principal, version, summary FROM model_history ORDER BY revision", ())
-        return [model_version(row) for row in rows]
-
-    def model_at(self, revision: int) -> Model:
-        """The store's model at `revision` (`NotFoundError` before the first one)."""
-        rows = self._read(
-            "SELECT revision, document FROM model_history WHERE revision <= %s ORDER BY revision DESC LIMIT 1",
-            (revision,),
-        )
-        if not rows:
-            raise NotFoundError("model at revision", str(revision))
-        return parse_model(json.loads(rows[0][1]), source=f"{self.location}#model@{rows[0][0]}")
-
-    def _model_head(self, db: psycopg.Connection[Any] | None = None) -> int | None:
-        """The revision that recorded the store's current model (None: no model yet)."""
-        sql: LiteralString = "SELECT max(revision) FROM model_history"
-        row = db.execute(sql).fetchone() if db is not None else self._read(sql, ())[0]
-        return None if row is None or row[0] is None else int(row[0])
-
-    def _model_in(self, db: psycopg.Connection[Any]) -> Model:
-        """The model recorded in the store as of this write transaction (which holds the write lock), re-read if
-        another process applied one since: a write is validated under exactly the model current at its revision."""
-        head = self._model_head(db)
-        if head is not None and head != self._model_revision:
-            row = db.execute("SELECT document FROM model_history WHERE revision = %s", (head,)).fetchone()
-            assert row is not None
-            self._model = parse_model(json.loads(row[0]), source=f"{self.location}#model")
-            self._model_revision = head
-        return self._model
-
     # -- reading -----------------------------------------------------------------------------------------------
     @property
     def location(self) -> str:
         return self._location
 
-    @property
-    def model(self) -> Model:
-        return self._model
+    to_node = staticmethod(_node)
+    to_edge = staticmethod(_edge)
+    to_change = staticmethod(_change)
 
-    def follow_model(self) -> Model:
-        """Re-read the model recorded in the store (another process may have applied one since) and use it from
-        now on for reads as well as writes (a write re-reads it in its transaction anyway); returns it."""
-        rows = self._read("SELECT revision, document FROM model_history ORDER BY revision DESC LIMIT 1", ())
-        if rows and rows[0][0] != self._model_revision:
-            model = parse_model(json.loads(rows[0][1]), source=f"{self.location}#model")
-            with self._lock:
-                if self._model_revision is None or rows[0][0] > self._model_revision:  # never back to an older one
-                    self._model, self._model_revision = model, int(rows[0][0])
-        return self._model
+    @staticmethod
+    def to_history(row: Any) -> tuple[Any, ...]:
+        """A history entry as `StoreDump.models` holds it: the summary (a `json` column here) as JSON text."""
+        *fields, summary = row
+        return (*fields, dumps(summary) if summary is not None else None)
 
-    def stored_model(self) -> Model:
-        rows = self._read("SELECT value FROM meta WHERE key = 'model'", ())
-        if not rows:
-            raise StoreError(f"The store {self.location} records no model.", path=self.location)
-        return parse_model(json.loads(rows[0][0]), source=f"{self.location}#model")
+    def _view(self, db: psycopg.Connection[Any]) -> _View:
+        return _View(db)
 
-    def revision(self) -> int:
-        return int(self._read("SELECT coalesce(max(revision), 0) FROM changes", ())[0][0])
+    def _json(self, value: Any) -> Json:
+        return Json(value)
+
+    def _update_keys(self, db: psycopg.Connection[Any], model: Model) -> None:
+        for name, node_type in model.node_types.items():
+            db.execute(
+                "UPDATE nodes SET key = CASE json_typeof(properties -> %s) WHEN 'string' THEN properties ->> %s END "
+                "WHERE type = %s",
+                (node_type.key, node_type.key, name),
+            )
+
+    @contextmanager
+    def _audit_writable(self, db: psycopg.Connection[Any]) -> Generator[None]:
+        """The append-only trigger is disabled inside the write transaction only (transactional DDL: no other
+        transaction ever sees it off, and appends wait for the commit)."""
+        db.execute("ALTER TABLE audit DISABLE TRIGGER audit_no_change")
+        yield
+        db.execute("ALTER TABLE audit ENABLE TRIGGER audit_no_change")
+
+    def _committed(self, revision: int) -> None:
+        with self._lock:  # our own commit is no news for `changed()`
+            self._seen = revision
 
     def changed(self) -> bool:
         revision = self.revision()
@@ -473,12 +388,8 @@ class PostgresStore:
         """Always False: every read here waits on the network."""
         yield False
 
-    def node(self, id: str) -> Node | None:
-        rows = self._read(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE id = %s", (id,))
-        return _node(rows[0]) if rows else None
-
     def nodes(self, ids: Sequence[str]) -> dict[str, Node]:
-        rows = self._read(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE id = ANY(%s)", (list(ids),))
+        rows = self._read(f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = ANY(%s)", (list(ids),))
         return {n.id: n for n in map(_node, rows)}
 
     def key_owners(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
@@ -490,63 +401,19 @@ class PostgresStore:
         rows = self._read(sql, ([k[0] for k in keys], [k[1] for k in keys]))
         return {(type_, key): id_ for type_, key, id_ in rows}
 
-    def edge(self, type: str, source: str, target: str) -> Edge | None:
-        rows = self._read(
-            f"SELECT {_EDGE_COLUMNS} FROM edges WHERE source = %s AND type = %s AND target = %s",
-            (source, type, target),
-        )
-        return _edge(rows[0]) if rows else None
-
     def edges(self, refs: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str], Edge]:
         if not refs:
             return {}
-        columns = ", ".join(f"e.{c}" for c in _EDGE_COLUMNS.split(", "))
+        columns = ", ".join(f"e.{c}" for c in EDGE_COLUMNS.split(", "))
         sql = (f"SELECT {columns} FROM unnest(%s::text[], %s::text[], %s::text[]) AS w (type, source, target) "
                "JOIN edges e ON e.source = w.source AND e.type = w.type AND e.target = w.target")  # fmt: skip
         rows = self._read(sql, ([r[0] for r in refs], [r[1] for r in refs], [r[2] for r in refs]))
         return {(e.type, e.source, e.target): e for e in map(_edge, rows)}
 
-    def iter_nodes(self, type: str | None = None) -> Iterator[Node]:
-        if type is None:
-            yield from self._iterate(f"SELECT {_NODE_COLUMNS} FROM nodes ORDER BY id", (), _node)
-        else:
-            yield from self._iterate(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE type = %s ORDER BY id", (type,), _node)
-
-    def iter_edges(self) -> Iterator[Edge]:
-        yield from self._iterate(f"SELECT {_EDGE_COLUMNS} FROM edges ORDER BY source, type, target", (), _edge)
-
-    def iter_topology(self) -> Iterator[tuple[str, str, str]]:
-        yield from self._iterate("SELECT type, source, target FROM edges", (), tuple)
-
     def iter_node_heads(self) -> Iterator[tuple[str, str, str, tuple[str, ...]]]:
         yield from self._iterate(
             "SELECT id, type, visibility, readers FROM nodes", (), lambda r: (r[0], r[1], r[2], tuple(r[3] or ()))
         )
-
-    def find_nodes(self, query: NodeQuery, *, after: str | None, limit: int) -> tuple[list[Node], int]:
-        node_type = self._model.node_types.get(query.type) if query.type is not None else None
-        key_property = node_type.key if node_type is not None else None
-        indexed = query.text_fields == {name: t.text for name, t in self._model.node_types.items()}
-        where, params = node_filter(query, key_property, indexed=indexed)
-        rows = self._read(
-            f"SELECT {_NODE_COLUMNS} FROM nodes WHERE {where} AND id > %s ORDER BY id LIMIT %s",
-            [*params, after or "", limit],
-        )
-        if after is None and len(rows) < limit:
-            total = len(rows)
-        else:
-            total = int(self._read(f"SELECT count(*) FROM nodes WHERE {where}", params)[0][0])
-        return [_node(r) for r in rows], total
-
-    def count_changes(self, since: int, *, sight: Any = None, until: int | None = None) -> int:
-        where, params = change_filter(since, sight, until)
-        return int(self._read(f"SELECT count(*) FROM changes WHERE {where}", params)[0][0])
-
-    def changes(self, since: int, limit: int, *, sight: Any = None, until: int | None = None) -> list[Change]:
-        where, params = change_filter(since, sight, until)
-        rows = self._read(f"SELECT {_CHANGE_COLUMNS} FROM changes WHERE {where} ORDER BY revision LIMIT %s",
-                          [*params, limit])  # fmt: skip
-        return [_change(r) for r in rows]
 
     def stats(self) -> StoreStats:
         by_type = {t: int(n) for t, n in self._read("SELECT type, count(*) FROM nodes GROUP BY type ORDER BY type", ())}
@@ -560,31 +427,6 @@ class PostgresStore:
                           edges_by_type, int(size))  # fmt: skip
 
     # -- writing -----------------------------------------------------------------------------------------------
-    def commit(
-        self,
-        operations: Sequence[Operation],
-        *,
-        principal: str,
-        dry_run: bool = False,
-        progress: Callable[[str, int, int], None] | None = None,
-        guard: Callable[[StateView, Sequence[Operation]], None] | None = None,
-    ) -> CommitResult:
-        """Validate and commit a batch in one transaction, holding the write lock; see `core.validation.plan`."""
-        with self._transaction() as db:
-            if guard is not None:
-                guard(_View(db), operations)
-            base = self._max_revision(db)
-            writes = plan(
-                self._model_in(db), operations, _View(db), base_revision=base, principal=principal, now=utc_now(),
-                progress=progress,
-            )  # fmt: skip
-            changes = [] if dry_run else self._apply(db, writes, principal, progress)
-        made_by = tuple(w.index for w in writes) if changes else ()
-        revision = changes[-1].revision if changes else base
-        with self._lock:  # our own commit is no news for `changed()`
-            self._seen = revision
-        return CommitResult(revision, tuple(changes), made_by)
-
     @contextmanager
     def bulk(self, *, principal: str, dry_run: bool = False) -> Generator[Bulk]:
         """One write transaction fed batch by batch (an import; `Bulk`), holding the write lock: committed when
@@ -621,7 +463,7 @@ class PostgresStore:
                 if isinstance(w.after, Node):
                     node_rows.append((w.before is None, self._node_row(w.after)))
                 elif isinstance(w.after, Edge):
-                    edge_rows.append((w.before is None, _edge_row(w.after)))
+                    edge_rows.append((w.before is None, edge_row(w.after)))
                 else:  # a delete: earlier puts in this batch land first
                     self._flush(cursor, node_rows, edge_rows)
                     if isinstance(w.before, Node):
@@ -644,7 +486,7 @@ class PostgresStore:
                 if progress is not None and (done % 1000 == 0 or done == len(writes)):
                     progress("writing", done, len(writes))
             self._flush(cursor, node_rows, edge_rows)
-            _copy(cursor, f"changes ({_CHANGE_ALL})", change_rows)
+            _copy(cursor, f"changes ({CHANGE_ALL})", change_rows)
         if changes:
             self._announce(db, changes[-1].revision)
         return changes
@@ -665,7 +507,7 @@ class PostgresStore:
         """Write the pending puts: new records by COPY, then changed ones by upsert (a record is new at its first
         put in the batch, so its later puts follow it)."""
         _copy(cursor, f"nodes ({_NODE_ROW})", [row for new, row in node_rows if new])
-        _copy(cursor, f"edges ({_EDGE_ROW})", [row for new, row in edge_rows if new])
+        _copy(cursor, f"edges ({EDGE_ROW})", [row for new, row in edge_rows if new])
         changed_nodes = [row for new, row in node_rows if not new]
         if changed_nodes:
             cursor.executemany(
@@ -679,7 +521,7 @@ class PostgresStore:
         changed_edges = [row for new, row in edge_rows if not new]
         if changed_edges:
             cursor.executemany(
-                f"INSERT INTO edges ({_EDGE_ROW}) VALUES (%s, %s, %s, %s::json, %s, %s, %s, %s) "
+                f"INSERT INTO edges ({EDGE_ROW}) VALUES (%s, %s, %s, %s::json, %s, %s, %s, %s) "
                 "ON CONFLICT (source, type, target) DO UPDATE SET properties = excluded.properties, "
                 "revision = excluded.revision, updated_at = excluded.updated_at, updated_by = excluded.updated_by",
                 changed_edges,
@@ -687,20 +529,11 @@ class PostgresStore:
         node_rows.clear()
         edge_rows.clear()
 
-    @staticmethod
-    def _announce(db: psycopg.Connection[Any], revision: int) -> None:
+    def _announce(self, db: psycopg.Connection[Any], revision: int) -> None:
         """Notify every replica's listener once this write transaction commits (`core.store.pg_notices`)."""
         announce(db, revision)
 
     # -- the text index ----------------------------------------------------------------------------------------
-    def _ensure_text_index(self) -> None:
-        fields = _text_fields_json(self._model)
-        rows = self._read("SELECT value FROM meta WHERE key = 'text_index'", ())
-        if rows and rows[0][0] == fields:
-            return
-        with self._transaction() as db:
-            self._rebuild_text_index(db, self._model)
-
     def _rebuild_text_index(self, db: psycopg.Connection[Any], model: Model) -> None:
         """Recompute every node's search text for `model`'s text properties."""
         with db.cursor() as cursor:
@@ -710,14 +543,7 @@ class PostgresStore:
                     "UPDATE nodes SET search = %s WHERE id = %s",
                     [(search_text(properties, node_type.text), id_) for id_, properties in rows],
                 )
-        self._set_meta(db, "text_index", _text_fields_json(model))
-
-    @staticmethod
-    def _set_meta(db: psycopg.Connection[Any], key: str, value: str) -> None:
-        db.execute(
-            "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )
+        self._set_meta(db, "text_index", text_fields_json(model))
 
     # -- the audit log ----------------------------------------------------------------------------------------
     def append_audit(self, records: Sequence[AuditRecord]) -> None:
@@ -729,21 +555,7 @@ class PostgresStore:
                   r.duration_ms) for r in records],
             )  # fmt: skip
 
-    def audit_records(self, query: AuditQuery, *, before: int | None, limit: int) -> tuple[list[dict[str, Any]], int]:
-        return audit_page(self._read, query, AUDIT_FIELDS, before=before, limit=limit, mark="%s")
-
     # -- moving between stores -------------------------------------------------------------------------------
-    def dump(self) -> StoreDump:
-        return StoreDump(
-            model=self._read("SELECT value FROM meta WHERE key = 'model'", ())[0][0],
-            nodes=self.iter_nodes(),
-            edges=self.iter_edges(),
-            changes=self._iterate(f"SELECT {_CHANGE_COLUMNS} FROM changes ORDER BY revision", (), _change),
-            audit=self._iterate(f"SELECT {_AUDIT_COLUMNS} FROM audit ORDER BY id", (), _audit_row),
-            models=self._iterate(f"SELECT {_HISTORY_COLUMNS} FROM model_history ORDER BY revision", (), _history_row),
-            changes_floor=self.changes_floor(),
-        )
-
     def restore(self, dump: StoreDump) -> None:
         """Load `dump` into this store, which must hold nothing yet, in one transaction (with COPY)."""
         model = parse_model(json.loads(dump.model), source=f"{self.location}#model")
@@ -752,52 +564,22 @@ class PostgresStore:
                 raise StoreError(f"The store {self.location} is not empty; copy into a new store.", path=self.location)
             self._model = model
             self._set_meta(db, "model", dump.model)
-            self._set_meta(db, "text_index", _text_fields_json(model))
+            self._set_meta(db, "text_index", text_fields_json(model))
             if dump.changes_floor:
                 self._set_meta(db, "changes_floor", str(dump.changes_floor))
             with db.cursor() as cursor:
                 _copy(cursor, f"nodes ({_NODE_ROW})", map(self._node_row, dump.nodes))
-                _copy(cursor, f"edges ({_EDGE_ROW})", map(_edge_row, dump.edges))
-                _copy(cursor, f"changes ({_CHANGE_ALL})", map(_change_row, dump.changes))
-                _copy(cursor, f"audit ({_AUDIT_COLUMNS})", dump.audit)
+                _copy(cursor, f"edges ({EDGE_ROW})", map(edge_row, dump.edges))
+                _copy(cursor, f"changes ({CHANGE_ALL})", map(change_row, dump.changes))
+                _copy(cursor, f"audit ({AUDIT_COLUMNS})", dump.audit)
                 cursor.execute("SELECT setval(pg_get_serial_sequence('audit', 'id'), coalesce(max(id), 0) + 1, false) "
                                "FROM audit")  # fmt: skip
-                _copy(cursor, f"model_history ({_HISTORY_COLUMNS})", map(_history_copy, dump.models))
+                _copy(cursor, f"model_history ({HISTORY_COLUMNS})", map(_history_copy, dump.models))
             if self._model_head(db) is None:  # a dump without history: the recorded model starts it
                 db.execute(_RECORDED_MODEL)
             self._model_revision = self._model_head(db)
 
     # -- day-two operations ------------------------------------------------------------------------------------
-    def changes_floor(self) -> int:
-        """The revision through which `compact` removed the change log (0: it holds every revision)."""
-        rows = self._read("SELECT value FROM meta WHERE key = 'changes_floor'", ())
-        return int(rows[0][0]) if rows else 0
-
-    def compact(self, retention: Retention, now: datetime | None = None) -> Compaction:
-        """Remove what `retention` lets go, in one write transaction. The audit log's append-only trigger is
-        disabled inside that transaction only (transactional DDL: no other transaction ever sees it off, and
-        appends wait for the commit)."""
-        with self._transaction() as db:
-            row = db.execute("SELECT value FROM meta WHERE key = 'changes_floor'").fetchone()
-            floor = int(row[0]) if row else 0
-
-            def newest_before(at: str) -> int:
-                found = db.execute("SELECT coalesce(max(revision), 0) FROM changes WHERE at < %s", (at,)).fetchone()
-                return int(found[0]) if found else 0
-
-            target = compaction_floor(retention, self._max_revision(db), newest_before, now)
-            removed = 0
-            if target > floor:
-                removed = db.execute("DELETE FROM changes WHERE revision <= %s", (target,)).rowcount
-                self._set_meta(db, "changes_floor", str(target))
-                floor = target
-            audit = 0
-            if retention.audit_days is not None:
-                db.execute("ALTER TABLE audit DISABLE TRIGGER audit_no_change")
-                audit = db.execute("DELETE FROM audit WHERE at < %s", (cutoff(retention.audit_days, now),)).rowcount
-                db.execute("ALTER TABLE audit ENABLE TRIGGER audit_no_change")
-        return Compaction(removed, audit, floor + 1)
-
     def backup(self, target: Path) -> None:
         raise StoreError(
             "canon store backup copies SQLite stores; back up a PostgreSQL store with pg_dump (a consistent "
@@ -903,32 +685,6 @@ class PostgresStore:
     def _max_revision(db: psycopg.Connection[Any]) -> int:
         row = db.execute("SELECT coalesce(max(revision), 0) FROM changes").fetchone()
         return int(row[0]) if row else 0
-
-
-def _text_fields_json(model: Model) -> str:
-    return json.dumps({name: list(t.text) for name, t in model.node_types.items()}, sort_keys=True)
-
-
-def _edge_row(e: Edge) -> tuple[Any, ...]:
-    return (e.source, e.type, e.target, dumps(dict(e.properties)), e.revision, e.created_at, e.updated_at,
-            e.updated_by)  # fmt: skip
-
-
-def _change_row(c: Change) -> tuple[Any, ...]:
-    ends = edge_ends(c.key) if c.kind == "edge" else (None, None)
-    return (c.revision, c.at, c.principal, c.op, c.kind, c.key, c.type,
-            dumps(c.before) if c.before is not None else None, dumps(c.after) if c.after is not None else None,
-            *ends, *state_access(c.kind, c.before), *state_access(c.kind, c.after))  # fmt: skip
-
-
-def _audit_row(row: Sequence[Any]) -> tuple[Any, ...]:
-    return tuple(row)
-
-
-def _history_row(row: Sequence[Any]) -> tuple[Any, ...]:
-    """A history entry as `StoreDump.models` holds it: the summary as JSON text, as SQLite keeps it."""
-    *fields, summary = row
-    return (*fields, dumps(summary) if summary is not None else None)
 
 
 def _history_copy(row: Sequence[Any]) -> tuple[Any, ...]:

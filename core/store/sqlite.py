@@ -16,39 +16,32 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from core.audit import AuditQuery, AuditRecord
-from core.conditions import Condition
-from core.errors import NotFoundError, StoreError
+from core.audit import AuditRecord
+from core.errors import StoreError
 from core.model import Model, parse_model
-from core.model_migration import SQLITE, migrate
-from core.model_version import check_successor
-from core.operations import Operation
-from core.records import Change, Edge, Node, Sight
-from core.store import AUDIT_FIELDS, HISTORY_FIELDS, CommitResult, NodeQuery, StoreDump, StoreStats
-from core.store.common import (
-    Bulk,
-    Discard,
-    ModelVersion,
-    audit_page,
-    check_replaced,
-    dumps,
-    edge_ends,
-    model_differs,
-    model_info,
-    model_version,
-    revalidate,
-    state_access,
-    utc_now,
+from core.model_migration import SQLITE
+from core.records import Change, Edge, Node
+from core.store import StoreDump, StoreStats
+from core.store.common import Bulk, Discard, dumps, utc_now
+from core.store.sql import (
+    AUDIT_COLUMNS,
+    CHANGE_ALL,
+    EDGE_COLUMNS,
+    HISTORY_COLUMNS,
+    NODE_COLUMNS,
+    SQLStore,
+    change_row,
+    edge_row,
+    text_fields_json,
 )
-from core.store.retention import Compaction, Retention, compaction_floor, cutoff
-from core.validation import StateView, Write, plan
+from core.store.sqlite_sql import DIALECT, text_sql
+from core.validation import Write
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
@@ -78,7 +71,7 @@ CREATE TABLE changes (
 );
 """
 
-_ACCESS = (  # who may see a change, in columns the change feed filters on in SQL (see `_change_sight_sql`)
+_ACCESS = (  # who may see a change, in columns the change feed filters on in SQL (see `core.store.sql.change_filter`)
     *(f"ALTER TABLE changes ADD COLUMN {column} TEXT" for column in (
         "source", "target", "before_visibility", "before_readers", "after_visibility", "after_readers")),
     "UPDATE changes SET before_visibility = json_extract(before, '$.visibility'), "
@@ -139,13 +132,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     4: _HISTORY,  # every recorded model, the one recorded so far first
 }
 
-_NODE_COLUMNS = "id, type, visibility, readers, properties, revision, created_at, updated_at, updated_by"
-_EDGE_COLUMNS = "type, source, target, properties, revision, created_at, updated_at, updated_by"
-_CHANGE_COLUMNS = "revision, at, principal, op, kind, key, type, before, after"
-_CHANGE_INSERT = (
-    "INSERT INTO changes (revision, at, principal, op, kind, key, type, before, after, source, target, "
-    "before_visibility, before_readers, after_visibility, after_readers) VALUES (" + ", ".join("?" * 15) + ")"
-)
+_CHANGE_INSERT = f"INSERT INTO changes ({CHANGE_ALL}) VALUES ({', '.join('?' * 15)})"
 
 
 def _lower(value: Any) -> Any:
@@ -201,7 +188,7 @@ class _View:
         self.db = db
 
     def node(self, id: str) -> Node | None:
-        row = self.db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE id = ?", (id,)).fetchone()
+        row = self.db.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = ?", (id,)).fetchone()
         return _node(row) if row else None
 
     def node_id_by_key(self, type: str, key: str) -> str | None:
@@ -210,7 +197,7 @@ class _View:
 
     def edge(self, type: str, source: str, target: str) -> Edge | None:
         row = self.db.execute(
-            f"SELECT {_EDGE_COLUMNS} FROM edges WHERE source = ? AND type = ? AND target = ?", (source, type, target)
+            f"SELECT {EDGE_COLUMNS} FROM edges WHERE source = ? AND type = ? AND target = ?", (source, type, target)
         ).fetchone()
         return _edge(row) if row else None
 
@@ -224,14 +211,14 @@ class _View:
 
     def incident_edges(self, id: str) -> list[Edge]:
         rows = self.db.execute(
-            f"SELECT {_EDGE_COLUMNS} FROM edges WHERE source = ? "
-            f"UNION SELECT {_EDGE_COLUMNS} FROM edges WHERE target = ?",
+            f"SELECT {EDGE_COLUMNS} FROM edges WHERE source = ? "
+            f"UNION SELECT {EDGE_COLUMNS} FROM edges WHERE target = ?",
             (id, id),
         )
         return [_edge(r) for r in rows]
 
 
-class SQLiteStore:
+class SQLiteStore(SQLStore):
     """A canon store in one SQLite file. Thread-safe: one connection for writes, serialised by a lock; a read
     takes it when it is free and otherwise a read-only connection of its own (ADR 0020), so no read waits for
     another thread's read or write.
@@ -241,6 +228,9 @@ class SQLiteStore:
     the main connection would. A thread in a write transaction holds the main connection, so its reads see its
     own uncommitted writes.
     """
+
+    DIALECT = DIALECT
+    MOVES = SQLITE
 
     def __init__(self, path: Path, db: sqlite3.Connection, model: Model | None) -> None:
         self._path = path
@@ -253,7 +243,6 @@ class SQLiteStore:
         self._readers_lock = threading.Lock()
         self._readers: list[sqlite3.Connection] | None = []  # idle read-only connections; None once closed
         self._pinned = threading.local()  # .db: this thread's read connection for an `uncontended` block
-        self._indexed_fields: tuple[Model | None, dict[str, tuple[str, ...]]] = (None, {})
         self._model_revision: int | None = None  # the revision that recorded `_model` (`_model_in`)
 
     # -- opening -----------------------------------------------------------------------------------------------
@@ -353,121 +342,41 @@ class SQLiteStore:
             db.execute("ROLLBACK")
             raise
 
-    def _record_model(self, model: Model, principal: str) -> None:
-        """Record `model` in a store that has none; refuse to open a store whose model differs (`apply_model` is
-        the one way a store's model changes)."""
-        row = self._read("SELECT value FROM meta WHERE key = 'model'", ())
-        if not row:
-            self.apply_model(model, principal=principal)
-        elif row[0][0] != model.canonical_json:
-            raise model_differs(self.location, json.loads(row[0][0]), model)
-        self._model_revision = self._model_head()
-
-    def apply_model(
-        self, model: Model, *, principal: str, replaces: str | None = None, summary: Mapping[str, Any] | None = None
-    ) -> int:
-        """Make `model` the store's model in one transaction, and return the revision that records it (the current
-        one if it is the store's model already); see `core.store.Store.apply_model`."""
-        with self._transaction() as db:
-            row = db.execute("SELECT value FROM meta WHERE key = 'model'").fetchone()
-            if row is not None and row[0] == model.canonical_json:
-                return self._max_revision(db)
-            previous = json.loads(row[0]) if row is not None else None
-            if row is not None and previous is not None:
-                check_replaced(self.location, row[0], replaces)
-                check_successor(previous, model)
-                # rename migrations (core.model_migration) move the data here: after the version check, before
-                # every stored record is re-validated under the new model
-                migrate(previous, model, db.execute, SQLITE)
-                revalidate(
-                    model,
-                    (_node(r) for r in db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes ORDER BY id")),
-                    (_edge(r) for r in db.execute(f"SELECT {_EDGE_COLUMNS} FROM edges ORDER BY source, type, target")),
-                    str(self._path),
-                )
-                for name, node_type in model.node_types.items():  # a type's key property may have changed
-                    db.execute(
-                        "UPDATE nodes SET key = json_extract(properties, ?) WHERE type = ?",
-                        (f"$.{node_type.key}", name),
-                    )
-            at = utc_now()
-            revision = self._max_revision(db) + 1
-            db.execute(
-                "INSERT INTO meta (key, value) VALUES ('model', ?) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (model.canonical_json,),
-            )
-            self._rebuild_text_index(db, model)
-            db.execute(
-                _CHANGE_INSERT,
-                (revision, at, principal, "model", "model", model.id, None,
-                 dumps(model_info(previous)) if previous else None, dumps(model_info(model.document)),
-                 None, None, None, None, None, None),
-            )  # fmt: skip
-            db.execute(
-                "INSERT INTO model_history VALUES (?, ?, ?, ?, ?, ?)",
-                (revision, at, principal, model.version, model.canonical_json, dumps(summary) if summary else None),
-            )
-            self._model, self._model_revision = model, revision
-        return revision
-
-    def model_history(self) -> list[ModelVersion]:
-        """Every model the store recorded, oldest first."""
-        rows = self._read("SELECT revision, at, principal, version, summary FROM model_history ORDER BY revision", ())
-        return [model_version(row) for row in rows]
-
-    def model_at(self, revision: int) -> Model:
-        """The store's model at `revision` (`NotFoundError` before the first one)."""
-        rows = self._read(
-            "SELECT revision, document FROM model_history WHERE revision <= ? ORDER BY revision DESC LIMIT 1",
-            (revision,),
-        )
-        if not rows:
-            raise NotFoundError("model at revision", str(revision))
-        return parse_model(json.loads(rows[0][1]), source=f"{self._path}#model@{rows[0][0]}")
-
-    def _model_head(self, db: sqlite3.Connection | None = None) -> int | None:
-        """The revision that recorded the store's current model (None: no model yet)."""
-        sql = "SELECT max(revision) FROM model_history"
-        return (db.execute(sql).fetchone() if db is not None else self._read(sql, ())[0])[0]
-
-    def _model_in(self, db: sqlite3.Connection) -> Model:
-        """The model recorded in the store as of this write transaction, re-read if another process applied one
-        since: a write is validated under exactly the model current at its revision, never a stale one."""
-        head = self._model_head(db)
-        if head is not None and head != self._model_revision:
-            (document,) = db.execute("SELECT document FROM model_history WHERE revision = ?", (head,)).fetchone()
-            self._model = parse_model(json.loads(document), source=f"{self._path}#model")
-            self._model_revision = head
-        return self._model
-
     # -- reading -----------------------------------------------------------------------------------------------
     @property
     def location(self) -> str:
         return str(self._path)
 
-    @property
-    def model(self) -> Model:
-        return self._model
+    to_node = staticmethod(_node)
+    to_edge = staticmethod(_edge)
+    to_change = staticmethod(_change)
 
-    def follow_model(self) -> Model:
-        """Re-read the model recorded in the store (another process may have applied one since) and use it from
-        now on for reads as well as writes (a write re-reads it in its transaction anyway); returns it."""
-        rows = self._read("SELECT revision, document FROM model_history ORDER BY revision DESC LIMIT 1", ())
-        if rows and rows[0][0] != self._model_revision:
-            model = parse_model(json.loads(rows[0][1]), source=f"{self._path}#model")
-            with self._lock:
-                if self._model_revision is None or rows[0][0] > self._model_revision:  # never back to an older one
-                    self._model, self._model_revision = model, int(rows[0][0])
-        return self._model
+    def _to_nodes(self, rows: Sequence[Any]) -> list[Node]:
+        return _nodes(rows)
 
-    def stored_model(self) -> Model:
-        """The model recorded in the store (another process may have changed it)."""
-        row = self._read("SELECT value FROM meta WHERE key = 'model'", ())[0]
-        return parse_model(json.loads(row[0]), source=f"{self._path}#model")
+    def _view(self, db: sqlite3.Connection) -> _View:
+        return _View(db)
 
-    def revision(self) -> int:
-        return int(self._read("SELECT coalesce(max(revision), 0) FROM changes", ())[0][0])
+    def _json(self, value: Any) -> str:
+        return dumps(value)
+
+    def _update_keys(self, db: sqlite3.Connection, model: Model) -> None:
+        for name, node_type in model.node_types.items():
+            db.execute(
+                "UPDATE nodes SET key = json_extract(properties, ?) WHERE type = ?", (f"$.{node_type.key}", name)
+            )
+
+    def _announce(self, db: sqlite3.Connection, revision: int) -> None:
+        """Nothing: SQLite sends no notices; a follower sees the file's `data_version` move (`changed`)."""
+
+    def _committed(self, revision: int) -> None:
+        """Nothing: `_transaction` notes the `data_version` our own commit leaves."""
+
+    @contextmanager
+    def _audit_writable(self, db: sqlite3.Connection) -> Generator[None]:
+        db.execute("DROP TRIGGER audit_no_delete")
+        yield
+        db.execute(_AUDIT_NO_DELETE)
 
     @contextmanager
     def uncontended(self) -> Generator[bool]:
@@ -510,16 +419,12 @@ class SQLiteStore:
         """None: SQLite sends no notices; a follower checks the revision on a short tick (a local read)."""
         return None
 
-    def node(self, id: str) -> Node | None:
-        rows = self._read(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE id = ?", (id,))
-        return _node(rows[0]) if rows else None
-
     def nodes(self, ids: Sequence[str]) -> dict[str, Node]:
         found: dict[str, Node] = {}
         for start in range(0, len(ids), 500):
             chunk = list(ids[start : start + 500])
             marks = ",".join("?" * len(chunk))
-            for node in _nodes(self._read(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE id IN ({marks})", chunk)):
+            for node in _nodes(self._read(f"SELECT {NODE_COLUMNS} FROM nodes WHERE id IN ({marks})", chunk)):
                 found[node.id] = node
         return found
 
@@ -535,17 +440,11 @@ class SQLiteStore:
                 found[(type_, key)] = id_
         return found
 
-    def edge(self, type: str, source: str, target: str) -> Edge | None:
-        rows = self._read(
-            f"SELECT {_EDGE_COLUMNS} FROM edges WHERE source = ? AND type = ? AND target = ?", (source, type, target)
-        )
-        return _edge(rows[0]) if rows else None
-
     def edges(self, refs: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str], Edge]:
         """The stored edges among `refs` ((type, source, target) each), by ref: one primary-key lookup each, in
         one query per 300 refs."""
         found: dict[tuple[str, str, str], Edge] = {}
-        columns = ", ".join(f"e.{c}" for c in _EDGE_COLUMNS.split(", "))
+        columns = ", ".join(f"e.{c}" for c in EDGE_COLUMNS.split(", "))
         for start in range(0, len(refs), 300):
             chunk = refs[start : start + 300]
             wanted = ", ".join("(?, ?, ?)" for _ in chunk)
@@ -556,19 +455,6 @@ class SQLiteStore:
                 found[(edge.type, edge.source, edge.target)] = edge
         return found
 
-    def iter_nodes(self, type: str | None = None) -> Iterator[Node]:
-        if type is None:
-            yield from self._iterate(f"SELECT {_NODE_COLUMNS} FROM nodes ORDER BY id", (), _node)
-        else:
-            yield from self._iterate(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE type = ? ORDER BY id", (type,), _node)
-
-    def iter_edges(self) -> Iterator[Edge]:
-        yield from self._iterate(f"SELECT {_EDGE_COLUMNS} FROM edges ORDER BY source, type, target", (), _edge)
-
-    def iter_topology(self) -> Iterator[tuple[str, str, str]]:
-        """(type, source, target) of every edge, cheaper than `iter_edges` for building an index."""
-        yield from self._iterate("SELECT type, source, target FROM edges", (), tuple)
-
     def iter_node_heads(self) -> Iterator[tuple[str, str, str, tuple[str, ...]]]:
         """(id, type, visibility, readers) of every node."""
         yield from self._iterate(
@@ -576,38 +462,6 @@ class SQLiteStore:
             (),
             lambda r: (r[0], r[1], r[2], tuple(json.loads(r[3])) if r[3] else ()),
         )
-
-    def find_nodes(self, query: NodeQuery, *, after: str | None, limit: int) -> tuple[list[Node], int]:
-        """One page of matching nodes in id order (after the id `after`) and how many match in all."""
-        node_type = self._model.node_types.get(query.type) if query.type is not None else None
-        key_property = node_type.key if node_type is not None else None
-        where, params = _node_filter(query, key_property, indexed=query.text_fields == self._text_fields())
-        rows = self._read(
-            f"SELECT {_NODE_COLUMNS} FROM nodes WHERE {where} AND id > ? ORDER BY id LIMIT ?",
-            [*params, after or "", limit],
-        )
-        if after is None and len(rows) < limit:  # the first page holds every match: no need to count again
-            total = len(rows)
-        else:
-            total = self._read(f"SELECT count(*) FROM nodes WHERE {where}", params)[0][0]
-        return _nodes(rows), int(total)
-
-    def _text_fields(self) -> dict[str, tuple[str, ...]]:
-        """The text properties of each node type that the text index holds (this store's model's)."""
-        model = self._model
-        if self._indexed_fields[0] is not model:
-            self._indexed_fields = (model, {name: t.text for name, t in model.node_types.items()})
-        return self._indexed_fields[1]
-
-    def count_changes(self, since: int, *, sight: Sight | None = None, until: int | None = None) -> int:
-        where, params = _change_filter(since, sight, until)
-        return int(self._read(f"SELECT count(*) FROM changes WHERE {where}", params)[0][0])
-
-    def changes(self, since: int, limit: int, *, sight: Sight | None = None, until: int | None = None) -> list[Change]:
-        where, params = _change_filter(since, sight, until)
-        rows = self._read(f"SELECT {_CHANGE_COLUMNS} FROM changes WHERE {where} ORDER BY revision LIMIT ?",
-                          [*params, limit])  # fmt: skip
-        return [_change(r) for r in rows]
 
     def stats(self) -> StoreStats:
         with self._lock:
@@ -625,31 +479,6 @@ class SQLiteStore:
         return str(self._read("PRAGMA integrity_check", ())[0][0])
 
     # -- writing -----------------------------------------------------------------------------------------------
-    def commit(
-        self,
-        operations: Sequence[Operation],
-        *,
-        principal: str,
-        dry_run: bool = False,
-        progress: Callable[[str, int, int], None] | None = None,
-        guard: Callable[[StateView, Sequence[Operation]], None] | None = None,
-    ) -> CommitResult:
-        """Validate and commit a batch in one transaction; see `core.validation.plan` for the rules.
-
-        `guard` (authorisation) runs first, inside the same transaction, on the same state `plan` reads.
-        """
-        with self._transaction() as db:
-            if guard is not None:
-                guard(_View(db), operations)
-            base = self._max_revision(db)
-            writes = plan(
-                self._model_in(db), operations, _View(db), base_revision=base, principal=principal, now=utc_now(),
-                progress=progress,
-            )  # fmt: skip
-            changes = [] if dry_run else self._apply(db, writes, principal, progress)
-        made_by = tuple(w.index for w in writes) if changes else ()
-        return CommitResult(changes[-1].revision if changes else base, tuple(changes), made_by)
-
     @contextmanager
     def bulk(self, *, principal: str, dry_run: bool = False) -> Generator[Bulk]:
         """One write transaction fed batch by batch (an import; `Bulk`): committed when the block ends, rolled back
@@ -732,7 +561,7 @@ class SQLiteStore:
         else:
             docid = int(row[0])
             db.execute("DELETE FROM node_text WHERE rowid = ?", (docid,))
-        expression = _text_sql({type: self._model.node_types[type].text})
+        expression = text_sql({type: self._model.node_types[type].text})
         db.execute(f"INSERT INTO node_text (rowid, text) SELECT ?, {expression} FROM nodes WHERE id = ?", (docid, id))
 
     @staticmethod
@@ -756,29 +585,15 @@ class SQLiteStore:
         if row is not None:
             db.execute("DELETE FROM node_text WHERE rowid = ?", (row[0],))
 
-    def _ensure_text_index(self) -> None:
-        """Build the text index if it was built for other text properties (or never: a store from before v3)."""
-        fields = _text_fields_json(self._model)
-        row = self._read("SELECT value FROM meta WHERE key = 'text_index'", ())
-        if row and row[0][0] == fields:
-            return
-        with self._transaction() as db:
-            self._rebuild_text_index(db, self._model)
-
-    @staticmethod
-    def _rebuild_text_index(db: sqlite3.Connection, model: Model) -> None:
+    def _rebuild_text_index(self, db: sqlite3.Connection, model: Model) -> None:
         db.execute("DELETE FROM node_text")
         db.execute("DELETE FROM node_text_ids")
         db.execute("INSERT INTO node_text_ids (id) SELECT id FROM nodes ORDER BY id")
-        expression = _text_sql({name: t.text for name, t in model.node_types.items()})
+        expression = text_sql({name: t.text for name, t in model.node_types.items()})
         db.execute(f"INSERT INTO node_text (rowid, text) SELECT m.docid, {expression} "
                    "FROM nodes JOIN node_text_ids m ON m.id = nodes.id")  # fmt: skip
         db.execute("INSERT INTO node_text (node_text) VALUES ('optimize')")
-        db.execute(
-            "INSERT INTO meta (key, value) VALUES ('text_index', ?) "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (_text_fields_json(model),),
-        )
+        self._set_meta(db, "text_index", text_fields_json(model))
 
     def _put_edge(self, db: sqlite3.Connection, e: Edge) -> None:
         db.execute(
@@ -814,22 +629,7 @@ class SQLiteStore:
                 raise
             db.execute("COMMIT")
 
-    def audit_records(self, query: AuditQuery, *, before: int | None, limit: int) -> tuple[list[dict[str, Any]], int]:
-        """One page of audit records, newest first (ids below `before`), and how many match in all."""
-        return audit_page(self._read, query, AUDIT_FIELDS, before=before, limit=limit, mark="?")
-
     # -- moving between stores -------------------------------------------------------------------------------
-    def dump(self) -> StoreDump:
-        return StoreDump(
-            model=self._read("SELECT value FROM meta WHERE key = 'model'", ())[0][0],
-            nodes=self.iter_nodes(),
-            edges=self.iter_edges(),
-            changes=self._iterate(f"SELECT {_CHANGE_COLUMNS} FROM changes ORDER BY revision", (), _change),
-            audit=self._iterate(f"SELECT {', '.join(AUDIT_FIELDS)} FROM audit ORDER BY id", (), tuple),
-            models=self._iterate(f"SELECT {', '.join(HISTORY_FIELDS)} FROM model_history ORDER BY revision", (), tuple),
-            changes_floor=self.changes_floor(),
-        )
-
     def restore(self, dump: StoreDump) -> None:
         """Load `dump` into this store, which must hold nothing yet, in one transaction."""
         model = parse_model(json.loads(dump.model), source=f"{self._path}#model")
@@ -843,44 +643,16 @@ class SQLiteStore:
             db.executemany(
                 "INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (self._node_row(n) for n in dump.nodes)
             )
-            db.executemany("INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?, ?, ?)", map(_edge_row, dump.edges))
-            db.executemany(_CHANGE_INSERT, map(_change_row, dump.changes))
-            db.executemany(f"INSERT INTO audit ({', '.join(AUDIT_FIELDS)}) VALUES ({', '.join('?' * 10)})", dump.audit)
-            db.executemany(f"INSERT INTO model_history VALUES ({', '.join('?' * len(HISTORY_FIELDS))})", dump.models)
+            db.executemany("INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?, ?, ?)", map(edge_row, dump.edges))
+            db.executemany(_CHANGE_INSERT, map(change_row, dump.changes))
+            db.executemany(f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES ({', '.join('?' * 10)})", dump.audit)
+            db.executemany(f"INSERT INTO model_history ({HISTORY_COLUMNS}) VALUES ({', '.join('?' * 6)})", dump.models)
             if self._model_head(db) is None:  # a dump without history: the recorded model starts it
                 db.execute(_RECORDED_MODEL)
             self._model_revision = self._model_head(db)
             self._rebuild_text_index(db, model)
 
     # -- day-two operations ------------------------------------------------------------------------------------
-    def changes_floor(self) -> int:
-        """The revision through which `compact` removed the change log (0: it holds every revision)."""
-        rows = self._read("SELECT value FROM meta WHERE key = 'changes_floor'", ())
-        return int(rows[0][0]) if rows else 0
-
-    def compact(self, retention: Retention, now: datetime | None = None) -> Compaction:
-        """Remove what `retention` lets go, in one write transaction (the audit log's append-only triggers are
-        lifted for that transaction only)."""
-        with self._transaction() as db:
-            floor = int((db.execute("SELECT value FROM meta WHERE key = 'changes_floor'").fetchone() or ("0",))[0])
-            target = compaction_floor(
-                retention, self._max_revision(db),
-                lambda at: int(db.execute("SELECT coalesce(max(revision), 0) FROM changes WHERE at < ?", (at,))
-                               .fetchone()[0]), now,
-            )  # fmt: skip
-            removed = 0
-            if target > floor:
-                removed = db.execute("DELETE FROM changes WHERE revision <= ?", (target,)).rowcount
-                db.execute("INSERT INTO meta (key, value) VALUES ('changes_floor', ?) "
-                           "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(target),))  # fmt: skip
-                floor = target
-            audit = 0
-            if retention.audit_days is not None:
-                db.execute("DROP TRIGGER audit_no_delete")
-                audit = db.execute("DELETE FROM audit WHERE at < ?", (cutoff(retention.audit_days, now),)).rowcount
-                db.execute(_AUDIT_NO_DELETE)
-        return Compaction(removed, audit, floor + 1)
-
     def backup(self, target: Path) -> None:
         """Copy the store into the new file `target` with SQLite's online backup: one consistent state, while
         other connections read and write. Written beside `target` first, so `target` is whole or absent."""
@@ -985,193 +757,8 @@ class SQLiteStore:
         return int(db.execute("SELECT coalesce(max(revision), 0) FROM changes").fetchone()[0])
 
 
-def _sight_sql(sight: Sight, visibility: str = "visibility", readers: str = "nodes.readers") -> tuple[str, list[Any]]:
-    """The SQL condition true when `sight` sees a record with these visibility and readers columns (readers: a
-    JSON array or NULL); agrees with `Sight.sees`."""
-    levels = sorted(sight.levels)
-    sql = f"{visibility} IN ({','.join('?' * len(levels))})"
-    if not sight.tags:
-        return sql, list(levels)
-    named = f"SELECT 1 FROM json_each({readers}) WHERE value IN ({','.join('?' * len(sight.tags))})"
-    return f"({sql} OR ({visibility} = 'restricted' AND EXISTS ({named})))", [*levels, *sight.tags]
-
-
-def _text_sql(fields: dict[str, tuple[str, ...]]) -> str:
-    """The SQL expression (over a `nodes` row) of a node's searchable text: its type's text properties, each as
-    `canon_lower(json_extract(...))` renders it for LIKE, one per line."""
-    cases: list[str] = []
-    for type_name, names in sorted(fields.items()):
-        parts = " || char(10) || ".join(f"coalesce(canon_lower(json_extract(properties, '$.{f}')), '')" for f in names)
-        cases.append(f"WHEN '{type_name}' THEN {parts or repr('')}")
-    return f"(CASE type {' '.join(cases)} ELSE '' END)"
-
-
-def _text_fields_json(model: Model) -> str:
-    return json.dumps({name: list(t.text) for name, t in model.node_types.items()}, sort_keys=True)
-
-
-def _change_filter(since: int, sight: Sight | None, until: int | None) -> tuple[str, list[Any]]:
-    """The changes after `since` (up to `until`) that `sight` may see something of.
-
-    A node change: its state before or after is visible (`core.access.change_for` hides the other one). An edge
-    change: both ends are visible now, by the nodes table. A model change: always.
-    """
-    clauses, params = ["revision > ?"], list[Any]([since])
-    if until is not None:
-        clauses.append("revision <= ?")
-        params.append(until)
-    if sight is not None:
-        before, before_params = _sight_sql(sight, "before_visibility", "before_readers")
-        after, after_params = _sight_sql(sight, "after_visibility", "after_readers")
-        end, end_params = _sight_sql(sight, "n.visibility", "n.readers")
-        ends = " AND ".join(f"EXISTS (SELECT 1 FROM nodes n WHERE n.id = changes.{column} AND {end})"
-                            for column in ("source", "target"))  # fmt: skip
-        clauses.append(f"(kind = 'model' OR (kind = 'node' AND ({before} OR {after})) OR (kind = 'edge' AND {ends}))")
-        params += [*before_params, *after_params, *end_params, *end_params]
-    return " AND ".join(clauses), params
-
-
-def _edge_row(e: Edge) -> tuple[Any, ...]:
-    return (e.source, e.type, e.target, dumps(dict(e.properties)), e.revision, e.created_at, e.updated_at,
-            e.updated_by)  # fmt: skip
-
-
-def _change_row(c: Change) -> tuple[Any, ...]:
-    """A logged change as `_CHANGE_INSERT`'s parameters (its access columns derived as `_apply` writes them)."""
-    ends = edge_ends(c.key) if c.kind == "edge" else (None, None)
-    return (c.revision, c.at, c.principal, c.op, c.kind, c.key, c.type,
-            dumps(c.before) if c.before is not None else None, dumps(c.after) if c.after is not None else None,
-            *ends, *state_access(c.kind, c.before), *state_access(c.kind, c.after))  # fmt: skip
-
-
 def _access(record: Node | Edge | None) -> tuple[str | None, str | None]:
     """A node state's (visibility, readers as JSON) for the change log's access columns."""
     if not isinstance(record, Node):
         return None, None
     return record.visibility, dumps(list(record.readers)) if record.readers else None
-
-
-def _node_filter(query: NodeQuery, key_property: str | None = None, *, indexed: bool = False) -> tuple[str, list[Any]]:
-    """The SQL condition (and its parameters) selecting the nodes of `query`; agrees with `Condition.matches`.
-
-    An equality (or `in`) on the type's key property with text values also says `key = ?` (`key IN (...)`): the
-    `key` column holds exactly that text, so the answer is the same, found through the unique (type, key) index
-    instead of a scan of the type (`email = …` among 100,000 people).
-
-    `indexed`: the text index holds exactly `query.text_fields` (see `_text_filter`). When the text index
-    proposes the candidates, the type is written `+type`, so the search starts from those few nodes rather than
-    from every node of the type in id order (unless a key property condition finds the node by key anyway)."""
-    clauses, params = ["1"], list[Any]()
-    if query.sight is not None:
-        sql, values = _sight_sql(query.sight)
-        clauses.append(sql)
-        params += values
-    if query.id_prefix:
-        clauses.append("id >= ? AND id < ?")
-        params += [query.id_prefix, query.id_prefix + "\U0010ffff"]
-    by_key = False
-    for c in query.conditions:
-        sql, values = _condition_sql(c)
-        clauses.append(sql)
-        params += values
-        keys = [c.value] if c.op == "eq" else c.value if c.op == "in" else None
-        if query.type is not None and c.property == key_property and keys and all(isinstance(k, str) for k in keys):
-            clauses.append(f"key IN ({', '.join('?' * len(keys))})")
-            params += keys
-            by_key = True
-    if query.type is not None:
-        clauses.append("+type = ?" if _from_text_index(query.text) and not by_key else "type = ?")
-        params.append(query.type)
-    if query.text:
-        sql, values = _text_filter(query, indexed)
-        clauses.append(sql)
-        params += values
-    return " AND ".join(clauses), params
-
-
-def _text_filter(query: NodeQuery, indexed: bool) -> tuple[str, list[Any]]:
-    """The nodes whose text properties (`query.text_fields` of their type) hold `query.text`, ignoring case.
-
-    The index (`node_text`) holds each node's text properties, lowered as `canon_lower` lowers them, one per line.
-    A needle of 3 or more characters without a line break is in one of those properties exactly when it is in
-    that text, so when the index holds the query's properties (`indexed`) the answer comes from the index alone:
-    the nodes holding every trigram of a cover of the needle (`_trigram_cover`), then `instr` on their indexed
-    text. Otherwise the index only proposes candidates (below 3 characters, every node is one), and each is
-    checked property by property.
-    """
-    lowered = query.text.lower() if query.text else ""
-    candidates = "id IN (SELECT m.id FROM node_text_ids m WHERE m.docid IN (SELECT rowid FROM node_text WHERE {}))"
-    if _from_text_index(lowered):
-        if indexed and "\n" not in lowered:
-            return candidates.format("node_text MATCH ? AND instr(text, ?) > 0"), [_trigram_cover(lowered), lowered]
-        clauses, params = [candidates.format("node_text MATCH ?")], list[Any]([_trigram_cover(lowered)])
-    else:
-        clauses, params = [], list[Any]()
-    groups: list[str] = []
-    for type_name, fields in sorted(query.text_fields.items()):
-        if query.type is not None and type_name != query.type:
-            continue
-        # instr, not LIKE: a LIKE pattern ends at its first NUL, so '%<NUL>%' would match every text
-        found = " OR ".join(f"instr(canon_lower(json_extract(properties, '$.{f}')), ?) > 0" for f in fields)
-        if found:
-            groups.append(f"(+type = ? AND ({found}))")  # +: never drive the search from the type index
-            params += [type_name, *([lowered] * len(fields))]
-    clauses.append("(" + (" OR ".join(groups) or "0") + ")")
-    return " AND ".join(clauses), params
-
-
-def _from_text_index(text: str | None) -> bool:
-    """Whether the text index proposes the candidates of a search for `text`: it needs a trigram."""
-    return text is not None and len(text.lower()) >= 3 and "\x00" not in text
-
-
-def _trigram_cover(needle: str) -> str:
-    """An FTS5 query for the nodes whose indexed text holds every trigram of a cover of `needle` (3 or more
-    characters): consecutive trigrams that do not overlap, and the last one. Every text holding the needle holds
-    these, and a few trigrams cost less to look up than all of them (each is one list of nodes to merge)."""
-    grams = [needle[i : i + 3] for i in range(0, len(needle) - 2, 3)]
-    grams.append(needle[-3:])
-    return " AND ".join('"' + g.replace('"', '""') + '"' for g in dict.fromkeys(grams))
-
-
-def _condition_sql(c: Condition) -> tuple[str, list[Any]]:
-    path = f"'$.{c.property}'"  # property names are validated identifiers
-    value = f"json_extract(properties, {path})"
-    kind = f"json_type(properties, {path})"
-    if c.op == "exists":
-        return (f"{kind} IS NOT NULL" if c.value else f"{kind} IS NULL"), []
-    if c.op in ("eq", "ne", "in"):
-        values = c.value if c.op == "in" else [c.value]
-        same = " OR ".join(_equals_sql(value, kind, v) for v in values) or "0"
-        params = [_sql_value(v) for v in values if not isinstance(v, bool) and v is not None]
-        if c.op == "ne":
-            return f"({kind} IS NULL OR NOT ({same}))", params
-        return f"({same})", params
-    if c.op == "contains":
-        if isinstance(c.value, str):
-            text_match = f"({kind} = 'text' AND instr(canon_lower({value}), canon_lower(?)) > 0)"
-            each_text = f"SELECT 1 FROM json_each(properties, {path}) WHERE type = 'text' AND value = ?"
-            member = f"({kind} = 'array' AND EXISTS ({each_text}))"
-            return f"({text_match} OR {member})", [c.value, c.value]
-        each = f"SELECT 1 FROM json_each(properties, {path}) AS e WHERE {_equals_sql('e.value', 'e.type', c.value)}"
-        params = [] if isinstance(c.value, bool) else [c.value]
-        return f"({kind} = 'array' AND EXISTS ({each}))", params
-    operator = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}[c.op]
-    types = "('text')" if isinstance(c.value, str) else "('integer', 'real')"
-    return f"({kind} IN {types} AND {value} {operator} ?)", [c.value]
-
-
-def _equals_sql(value: str, kind: str, v: Any) -> str:
-    if isinstance(v, bool):
-        return f"{kind} = '{'true' if v else 'false'}'"
-    if v is None:
-        return f"{kind} = 'null'"
-    if isinstance(v, str):
-        return f"({kind} = 'text' AND {value} = ?)"
-    if isinstance(v, int | float):
-        return f"({kind} IN ('integer', 'real') AND {value} = ?)"
-    return f"({kind} IN ('array', 'object') AND json({value}) = json(?))"  # compare as canonical JSON
-
-
-def _sql_value(v: Any) -> Any:
-    return json.dumps(v, separators=(",", ":")) if isinstance(v, list | dict) else v

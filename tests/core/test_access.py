@@ -587,9 +587,9 @@ LOOKALIKES = [
 
 @pytest.mark.parametrize("who", [*EVERYONE, *LOOKALIKES], ids=names([*EVERYONE, *LOOKALIKES]))
 def test_the_store_s_change_filter_and_sees_change_select_the_same_entries(instance: Instance, who: Principal) -> None:
-    """`Store.changes` decides in SQL (`_change_filter`) what `core.access.sees_change` decides for change events
-    (subscriptions): over the whole history (every visibility, a flip, a deletion and its edges, the model) both
-    pick the same entries for every principal."""
+    """`Store.changes` decides in SQL (`core.store.sql.change_filter`) what `core.access.sees_change` decides for
+    change events (subscriptions): over the whole history (every visibility, a flip, a deletion and its edges,
+    the model) both pick the same entries for every principal."""
     assert instance.index is not None
     instance.index.sync()
     sight = sight_of(who)

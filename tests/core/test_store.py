@@ -68,6 +68,26 @@ def test_a_new_store_records_its_model_as_the_first_change(store: Store, model: 
     assert store.revision() == 1
 
 
+def test_a_store_that_records_no_model_yet_says_so(store_location: str | Path, model: Model) -> None:
+    """A store made for a copy records its model only with the copy: until then both backends name the gap, in
+    the same error."""
+    from core.errors import StoreError
+    from core.store.postgres import PostgresStore
+    from core.store.sqlite import SQLiteStore
+
+    if isinstance(store_location, Path):
+        empty: Store = SQLiteStore.open_empty(store_location, model)
+    else:
+        empty = PostgresStore.open_empty(store_location, model)
+    try:
+        with pytest.raises(StoreError, match="records no model"):
+            empty.stored_model()
+        assert empty.model_history() == []
+        assert empty.revision() == 0
+    finally:
+        empty.close()
+
+
 def test_revisions_are_strictly_increasing_one_per_change(store: Store) -> None:
     results = [
         store.commit([PutNode(person("person-a")), PutNode(team("team-a"))], principal="test"),

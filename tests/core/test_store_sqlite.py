@@ -141,7 +141,8 @@ def test_integrity_check_is_ok(seeded_store: SQLiteStore) -> None:
 def test_an_equality_on_the_key_property_is_found_through_the_key_index(seeded_store: SQLiteStore) -> None:
     from core.conditions import Condition
     from core.store import NodeQuery
-    from core.store.sqlite import _node_filter
+    from core.store.sql import node_filter
+    from core.store.sqlite_sql import DIALECT
 
     email = "ingrid.halvorsen@northwind.example"
 
@@ -156,8 +157,10 @@ def test_an_equality_on_the_key_property_is_found_through_the_key_index(seeded_s
     assert ids(Condition("email", "in", [])) == []
     assert ids(Condition("email", "ne", email))[:1] != ["person-ingrid-halvorsen"]
 
-    where, params = _node_filter(NodeQuery("Person", (Condition("email", "eq", email),)), "email")
+    query = NodeQuery("Person", (Condition("email", "eq", email),))
+    where, params = node_filter(DIALECT, query, "email", indexed=False)
     plan = seeded_store._read(f"EXPLAIN QUERY PLAN SELECT id FROM nodes WHERE {where}", params)
     assert "nodes_type_key" in " ".join(str(row) for row in plan)
-    where, params = _node_filter(NodeQuery("Person", (Condition("name", "eq", "Ingrid Halvorsen"),)), "email")
+    query = NodeQuery("Person", (Condition("name", "eq", "Ingrid Halvorsen"),))
+    where, params = node_filter(DIALECT, query, "email", indexed=False)
     assert "key IN" not in where  # other properties are not the key

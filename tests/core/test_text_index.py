@@ -149,9 +149,10 @@ def test_a_bulk_write_leaves_the_index_in_one_segment(seeded_store: SQLiteStore)
 
 @pytest.mark.parametrize("needle", ["pay", "team"])
 def test_a_long_needle_is_answered_from_the_index(seeded_store: SQLiteStore, needle: str) -> None:
-    from core.store.sqlite import _node_filter  # pyright: ignore[reportPrivateUsage]
+    from core.store.sql import node_filter
+    from core.store.sqlite_sql import DIALECT
 
-    where, params = _node_filter(NodeQuery(text=needle, text_fields={"Team": ("name",)}))
+    where, params = node_filter(DIALECT, NodeQuery(text=needle, text_fields={"Team": ("name",)}), None, indexed=False)
     plan = seeded_store._read(f"EXPLAIN QUERY PLAN SELECT id FROM nodes WHERE {where}", params)  # pyright: ignore[reportPrivateUsage]
     assert any("node_text" in str(row) for row in plan)
 
@@ -159,10 +160,11 @@ def test_a_long_needle_is_answered_from_the_index(seeded_store: SQLiteStore, nee
 def test_a_typed_search_starts_from_the_text_index_not_from_every_node_of_the_type(
     seeded_store: SQLiteStore, model: Model
 ) -> None:
-    from core.store.sqlite import _node_filter  # pyright: ignore[reportPrivateUsage]
+    from core.store.sql import node_filter
+    from core.store.sqlite_sql import DIALECT
 
     query = NodeQuery("Person", text="payments", text_fields=_fields(model))
-    where, params = _node_filter(query, "email", indexed=True)
+    where, params = node_filter(DIALECT, query, "email", indexed=True)
     sql = f"EXPLAIN QUERY PLAN SELECT id FROM nodes WHERE {where} AND id > ? ORDER BY id LIMIT ?"
     plan = [str(row[3]) for row in seeded_store._read(sql, [*params, "", 21])]  # pyright: ignore[reportPrivateUsage]
     assert "nodes_type" not in plan[0], plan  # not a walk over every Person in id order

@@ -1,0 +1,503 @@
+"""What the SQLite and the PostgreSQL store do alike, written once over the SQL both speak (ADR 0040).
+
+`SQLStore` is the base of both stores: the model history (recording, applying, following and reading back a
+model), the reads and the change feed, a commit, the audit log's page and compaction. A backend gives it its
+plumbing (connections, transactions, streaming), its row converters and its `Dialect`: the parameter marker and
+the few pieces of SQL that differ (visibility, conditions on properties, the key shortcut, the text search).
+`node_filter` and `change_filter` build the WHERE clause of `find_nodes` and of the change feed from those
+pieces, so the shape of each rule (which clauses, in which order, with which parameters) is written here only.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar, LiteralString
+
+from core.audit import AuditQuery
+from core.conditions import Condition
+from core.errors import NotFoundError, StoreError
+from core.model import Model, parse_model
+from core.model_migration import MoveSql, migrate
+from core.model_version import check_successor
+from core.operations import Operation
+from core.records import Change, Edge, Node, Sight
+from core.store import AUDIT_FIELDS, HISTORY_FIELDS, CommitResult, NodeQuery, StoreDump
+from core.store.common import (
+    ModelVersion,
+    audit_page,
+    check_replaced,
+    dumps,
+    edge_ends,
+    model_differs,
+    model_info,
+    model_version,
+    revalidate,
+    state_access,
+    utc_now,
+)
+from core.store.retention import Compaction, Retention, compaction_floor, cutoff
+from core.validation import StateView, Write, plan
+
+__all__ = ["Dialect", "SQLStore", "change_filter", "change_row", "edge_row", "node_filter", "text_fields_json"]
+
+NODE_COLUMNS = "id, type, visibility, readers, properties, revision, created_at, updated_at, updated_by"
+EDGE_COLUMNS = "type, source, target, properties, revision, created_at, updated_at, updated_by"
+CHANGE_COLUMNS = "revision, at, principal, op, kind, key, type, before, after"
+CHANGE_ALL = (f"{CHANGE_COLUMNS}, source, target, before_visibility, before_readers, after_visibility, "
+              "after_readers")  # fmt: skip
+AUDIT_COLUMNS = ", ".join(AUDIT_FIELDS)
+HISTORY_COLUMNS = ", ".join(HISTORY_FIELDS)
+EDGE_ROW = "source, type, target, properties, revision, created_at, updated_at, updated_by"  # `edge_row`'s order
+
+Clause = tuple[str, list[Any]]  # a piece of SQL and its parameters, in order
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """The SQL that differs between the backends, for `node_filter`, `change_filter` and `SQLStore`."""
+
+    mark: LiteralString  # the parameter placeholder: "?" or "%s"
+    true: str  # a condition that always holds
+    sight: Callable[[Sight, str, str], Clause]  # (sight, visibility column, readers column): the sight sees it
+    condition: Callable[[Condition], Clause]  # a node's properties meet the condition (`Condition.matches`)
+    key_in: Callable[[Sequence[str]], Clause]  # the node's `key` column is one of these
+    type_is: Callable[[NodeQuery, bool], str]  # the node is of `query.type` (bool: a key condition finds it)
+    text: Callable[[NodeQuery, bool], Clause]  # the node holds `query.text` (bool: the text index holds exactly
+    #                                             `query.text_fields`)
+
+
+def node_filter(dialect: Dialect, query: NodeQuery, key_property: str | None, *, indexed: bool) -> Clause:
+    """The condition (and its parameters) selecting the nodes of `query`; agrees with `Condition.matches`,
+    `Sight.sees` and the text search of `NodeQuery.text`.
+
+    An equality (or `in`) on the type's key property with text values also says `key IN (...)`: the `key`
+    column holds exactly that text, so the answer is the same, found through the unique (type, key) index
+    instead of a scan of the type (`email = …` among 100,000 people)."""
+    clauses, params = [dialect.true], list[Any]()
+    if query.sight is not None:
+        sql, values = dialect.sight(query.sight, "visibility", "readers")
+        clauses.append(sql)
+        params += values
+    if query.id_prefix:
+        clauses.append(f"id >= {dialect.mark} AND id < {dialect.mark}")
+        params += [query.id_prefix, query.id_prefix + "\U0010ffff"]
+    by_key = False
+    for c in query.conditions:
+        sql, values = dialect.condition(c)
+        clauses.append(sql)
+        params += values
+        keys = [c.value] if c.op == "eq" else c.value if c.op == "in" else None
+        if query.type is not None and c.property == key_property and keys and all(isinstance(k, str) for k in keys):
+            sql, values = dialect.key_in(keys)
+            clauses.append(sql)
+            params += values
+            by_key = True
+    if query.type is not None:
+        clauses.append(dialect.type_is(query, by_key))
+        params.append(query.type)
+    if query.text:
+        sql, values = dialect.text(query, indexed)
+        clauses.append(sql)
+        params += values
+    return " AND ".join(clauses), params
+
+
+def change_filter(dialect: Dialect, since: int, sight: Sight | None, until: int | None) -> Clause:
+    """The changes after `since` (up to `until`) that `sight` may see something of.
+
+    A node change: its state before or after is visible (`core.access.change_for` hides the other one). An edge
+    change: both ends are visible now, by the nodes table. A model change: always. `core.access.sees_change`
+    decides the same for one change; a test holds the two to agreement."""
+    clauses, params = [f"revision > {dialect.mark}"], list[Any]([since])
+    if until is not None:
+        clauses.append(f"revision <= {dialect.mark}")
+        params.append(until)
+    if sight is not None:
+        before, before_params = dialect.sight(sight, "before_visibility", "before_readers")
+        after, after_params = dialect.sight(sight, "after_visibility", "after_readers")
+        end, end_params = dialect.sight(sight, "n.visibility", "n.readers")
+        ends = " AND ".join(f"EXISTS (SELECT 1 FROM nodes n WHERE n.id = changes.{column} AND {end})"
+                            for column in ("source", "target"))  # fmt: skip
+        clauses.append(f"(kind = 'model' OR (kind = 'node' AND ({before} OR {after})) OR (kind = 'edge' AND {ends}))")
+        params += [*before_params, *after_params, *end_params, *end_params]
+    return " AND ".join(clauses), params
+
+
+def text_fields_json(model: Model) -> str:
+    """The text properties of each node type, as the store records what its text index holds."""
+    return json.dumps({name: list(t.text) for name, t in model.node_types.items()}, sort_keys=True)
+
+
+def edge_row(e: Edge) -> tuple[Any, ...]:
+    """An edge in `EDGE_ROW`'s order, its properties as JSON text."""
+    return (e.source, e.type, e.target, dumps(dict(e.properties)), e.revision, e.created_at, e.updated_at,
+            e.updated_by)  # fmt: skip
+
+
+def change_row(c: Change) -> tuple[Any, ...]:
+    """A logged change in `CHANGE_ALL`'s order (its access columns derived as a commit writes them)."""
+    ends = edge_ends(c.key) if c.kind == "edge" else (None, None)
+    return (c.revision, c.at, c.principal, c.op, c.kind, c.key, c.type,
+            dumps(c.before) if c.before is not None else None, dumps(c.after) if c.after is not None else None,
+            *ends, *state_access(c.kind, c.before), *state_access(c.kind, c.after))  # fmt: skip
+
+
+class SQLStore(ABC):
+    """The part of a canon store that is the same over SQLite and PostgreSQL (see the module's text).
+
+    Each subclass sets `_model`, `_model_revision` and `_lock` in its constructor and provides the abstract
+    methods; a write transaction's connection (`_transaction`) is used as `db.execute(sql, params)`."""
+
+    DIALECT: ClassVar[Dialect]
+    MOVES: ClassVar[MoveSql]  # how a declared rename moves stored records (`core.model_migration`)
+
+    _model: Model
+    _model_revision: int | None  # the revision that recorded `_model` (`_model_in`)
+    _lock: threading.Lock | threading.RLock
+    _indexed_fields: tuple[Model | None, dict[str, tuple[str, ...]]] = (None, {})
+
+    # -- what each backend provides ------------------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def location(self) -> str: ...
+
+    @abstractmethod
+    def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        """Every row of one statement (inside this thread's write transaction, if it is in one)."""
+
+    @abstractmethod
+    def _iterate(self, sql: str, params: Sequence[Any], convert: Callable[[Any], Any]) -> Iterator[Any]:
+        """Rows of one statement streamed from one snapshot, each through `convert`."""
+
+    @abstractmethod
+    def _transaction(self) -> AbstractContextManager[Any]:
+        """A write transaction (one at a time across every process on the store): committed when the block
+        ends, rolled back if it raises."""
+
+    @staticmethod
+    @abstractmethod
+    def _max_revision(db: Any) -> int: ...
+
+    @abstractmethod
+    def _rebuild_text_index(self, db: Any, model: Model) -> None: ...
+
+    @abstractmethod
+    def _update_keys(self, db: Any, model: Model) -> None:
+        """Set every node's `key` column from its type's key property under `model`."""
+
+    @abstractmethod
+    def _json(self, value: Any) -> Any:
+        """`value` as a parameter of a JSON column."""
+
+    @abstractmethod
+    def _audit_writable(self, db: Any) -> AbstractContextManager[None]:
+        """Lift the audit log's append-only rule inside this write transaction only (for `compact`)."""
+
+    @abstractmethod
+    def _view(self, db: Any) -> StateView: ...
+
+    @abstractmethod
+    def _apply(
+        self, db: Any, writes: list[Write], principal: str, progress: Callable[[str, int, int], None] | None
+    ) -> list[Change]: ...
+
+    @staticmethod
+    @abstractmethod
+    def to_node(row: Any) -> Node:
+        """A node from a row of `NODE_COLUMNS`."""
+
+    @staticmethod
+    @abstractmethod
+    def to_edge(row: Any) -> Edge:
+        """An edge from a row of `EDGE_COLUMNS`."""
+
+    @staticmethod
+    @abstractmethod
+    def to_change(row: Any) -> Change:
+        """A change from a row of `CHANGE_COLUMNS`."""
+
+    def _to_nodes(self, rows: Sequence[Any]) -> list[Node]:
+        return [self.to_node(row) for row in rows]
+
+    @abstractmethod
+    def _announce(self, db: Any, revision: int) -> None:
+        """Tell other processes, once this write transaction commits, that `revision` is in (if the backend
+        can)."""
+
+    @abstractmethod
+    def _committed(self, revision: int) -> None:
+        """This process's own commit reached `revision` (no news for `changed()`)."""
+
+    # -- the model ---------------------------------------------------------------------------------------------
+    @property
+    def model(self) -> Model:
+        return self._model
+
+    def _record_model(self, model: Model, principal: str) -> None:
+        """Record `model` in a store that has none; refuse to open a store whose model differs (`apply_model` is
+        the one way a store's model changes)."""
+        rows = self._read("SELECT value FROM meta WHERE key = 'model'", ())
+        if not rows:
+            self.apply_model(model, principal=principal)
+        elif rows[0][0] != model.canonical_json:
+            raise model_differs(self.location, json.loads(rows[0][0]), model)
+        self._model_revision = self._model_head()
+
+    def apply_model(
+        self, model: Model, *, principal: str, replaces: str | None = None, summary: Mapping[str, Any] | None = None
+    ) -> int:
+        """Make `model` the store's model in one write transaction, and return the revision that records it (the
+        current one if it is the store's model already); see `core.store.Store.apply_model`."""
+        m = self.DIALECT.mark
+        with self._transaction() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = 'model'").fetchone()
+            if row is not None and row[0] == model.canonical_json:
+                return self._max_revision(db)
+            previous = json.loads(row[0]) if row is not None else None
+            if row is not None and previous is not None:
+                check_replaced(self.location, row[0], replaces)
+                check_successor(previous, model)
+                # rename migrations (core.model_migration) move the data here: after the version check, before
+                # every stored record is re-validated under the new model
+                migrate(previous, model, db.execute, self.MOVES)
+                revalidate(
+                    model,
+                    map(self.to_node, db.execute(f"SELECT {NODE_COLUMNS} FROM nodes ORDER BY id")),
+                    map(self.to_edge, db.execute(f"SELECT {EDGE_COLUMNS} FROM edges ORDER BY source, type, target")),
+                    self.location,
+                )
+                self._update_keys(db, model)  # a type's key property may have changed
+            self._set_meta(db, "model", model.canonical_json)
+            self._rebuild_text_index(db, model)
+            revision, at = self._max_revision(db) + 1, utc_now()
+            db.execute(
+                f"INSERT INTO changes ({CHANGE_COLUMNS}) VALUES ({m}, {m}, {m}, 'model', 'model', {m}, NULL, {m}, {m})",
+                (revision, at, principal, model.id, self._json(model_info(previous)) if previous else None,
+                 self._json(model_info(model.document))),
+            )  # fmt: skip
+            self._announce(db, revision)
+            db.execute(
+                f"INSERT INTO model_history ({HISTORY_COLUMNS}) VALUES ({m}, {m}, {m}, {m}, {m}, {m})",
+                (revision, at, principal, model.version, model.canonical_json,
+                 self._json(summary) if summary else None),
+            )  # fmt: skip
+            self._model, self._model_revision = model, revision
+        return revision
+
+    def model_history(self) -> list[ModelVersion]:
+        """Every model the store recorded, oldest first."""
+        rows = self._read("SELECT revision, at, principal, version, summary FROM model_history ORDER BY revision", ())
+        return [model_version(row) for row in rows]
+
+    def model_at(self, revision: int) -> Model:
+        """The store's model at `revision` (`NotFoundError` before the first one)."""
+        rows = self._read(
+            "SELECT revision, document FROM model_history "
+            f"WHERE revision <= {self.DIALECT.mark} ORDER BY revision DESC LIMIT 1",
+            (revision,),
+        )
+        if not rows:
+            raise NotFoundError("model at revision", str(revision))
+        return parse_model(json.loads(rows[0][1]), source=f"{self.location}#model@{rows[0][0]}")
+
+    def _model_head(self, db: Any = None) -> int | None:
+        """The revision that recorded the store's current model (None: no model yet)."""
+        sql = "SELECT max(revision) FROM model_history"
+        row = db.execute(sql).fetchone() if db is not None else self._read(sql, ())[0]
+        return None if row is None or row[0] is None else int(row[0])
+
+    def _model_in(self, db: Any) -> Model:
+        """The model recorded in the store as of this write transaction, re-read if another process applied one
+        since: a write is validated under exactly the model current at its revision, never a stale one."""
+        head = self._model_head(db)
+        if head is not None and head != self._model_revision:
+            sql = f"SELECT document FROM model_history WHERE revision = {self.DIALECT.mark}"
+            (document,) = db.execute(sql, (head,)).fetchone()
+            self._model = parse_model(json.loads(document), source=f"{self.location}#model")
+            self._model_revision = head
+        return self._model
+
+    def follow_model(self) -> Model:
+        """Re-read the model recorded in the store (another process may have applied one since) and use it from
+        now on for reads as well as writes (a write re-reads it in its transaction anyway); returns it."""
+        rows = self._read("SELECT revision, document FROM model_history ORDER BY revision DESC LIMIT 1", ())
+        if rows and rows[0][0] != self._model_revision:
+            model = parse_model(json.loads(rows[0][1]), source=f"{self.location}#model")
+            with self._lock:
+                if self._model_revision is None or rows[0][0] > self._model_revision:  # never back to an older one
+                    self._model, self._model_revision = model, int(rows[0][0])
+        return self._model
+
+    def stored_model(self) -> Model:
+        """The model recorded in the store (another process may have changed it)."""
+        rows = self._read("SELECT value FROM meta WHERE key = 'model'", ())
+        if not rows:
+            raise StoreError(f"The store {self.location} records no model.", path=self.location)
+        return parse_model(json.loads(rows[0][0]), source=f"{self.location}#model")
+
+    def _ensure_text_index(self) -> None:
+        """Rebuild the text index if it was built for other text properties than the model's (or never)."""
+        rows = self._read("SELECT value FROM meta WHERE key = 'text_index'", ())
+        if rows and rows[0][0] == text_fields_json(self._model):
+            return
+        with self._transaction() as db:
+            self._rebuild_text_index(db, self._model)
+
+    def _set_meta(self, db: Any, key: str, value: str) -> None:
+        m = self.DIALECT.mark
+        db.execute(
+            f"INSERT INTO meta (key, value) VALUES ({m}, {m}) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    # -- reading -----------------------------------------------------------------------------------------------
+    def revision(self) -> int:
+        return int(self._read("SELECT coalesce(max(revision), 0) FROM changes", ())[0][0])
+
+    def node(self, id: str) -> Node | None:
+        rows = self._read(f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = {self.DIALECT.mark}", (id,))
+        return self.to_node(rows[0]) if rows else None
+
+    def edge(self, type: str, source: str, target: str) -> Edge | None:
+        m = self.DIALECT.mark
+        rows = self._read(
+            f"SELECT {EDGE_COLUMNS} FROM edges WHERE source = {m} AND type = {m} AND target = {m}",
+            (source, type, target),
+        )
+        return self.to_edge(rows[0]) if rows else None
+
+    def iter_nodes(self, type: str | None = None) -> Iterator[Node]:
+        if type is None:
+            yield from self._iterate(f"SELECT {NODE_COLUMNS} FROM nodes ORDER BY id", (), self.to_node)
+        else:
+            sql = f"SELECT {NODE_COLUMNS} FROM nodes WHERE type = {self.DIALECT.mark} ORDER BY id"
+            yield from self._iterate(sql, (type,), self.to_node)
+
+    def iter_edges(self) -> Iterator[Edge]:
+        yield from self._iterate(f"SELECT {EDGE_COLUMNS} FROM edges ORDER BY source, type, target", (), self.to_edge)
+
+    def iter_topology(self) -> Iterator[tuple[str, str, str]]:
+        """(type, source, target) of every edge, cheaper than `iter_edges` for building an index."""
+        yield from self._iterate("SELECT type, source, target FROM edges", (), tuple)
+
+    def find_nodes(self, query: NodeQuery, *, after: str | None, limit: int) -> tuple[list[Node], int]:
+        """One page of matching nodes in id order (after the id `after`) and how many match in all."""
+        m = self.DIALECT.mark
+        node_type = self._model.node_types.get(query.type) if query.type is not None else None
+        key_property = node_type.key if node_type is not None else None
+        indexed = query.text_fields == self._text_fields()
+        where, params = node_filter(self.DIALECT, query, key_property, indexed=indexed)
+        rows = self._read(
+            f"SELECT {NODE_COLUMNS} FROM nodes WHERE {where} AND id > {m} ORDER BY id LIMIT {m}",
+            [*params, after or "", limit],
+        )
+        if after is None and len(rows) < limit:  # the first page holds every match: no need to count again
+            total = len(rows)
+        else:
+            total = self._read(f"SELECT count(*) FROM nodes WHERE {where}", params)[0][0]
+        return self._to_nodes(rows), int(total)
+
+    def _text_fields(self) -> dict[str, tuple[str, ...]]:
+        """The text properties of each node type that the text index holds (this store's model's)."""
+        model = self._model
+        if self._indexed_fields[0] is not model:
+            self._indexed_fields = (model, {name: t.text for name, t in model.node_types.items()})
+        return self._indexed_fields[1]
+
+    def count_changes(self, since: int, *, sight: Sight | None = None, until: int | None = None) -> int:
+        where, params = change_filter(self.DIALECT, since, sight, until)
+        return int(self._read(f"SELECT count(*) FROM changes WHERE {where}", params)[0][0])
+
+    def changes(self, since: int, limit: int, *, sight: Sight | None = None, until: int | None = None) -> list[Change]:
+        where, params = change_filter(self.DIALECT, since, sight, until)
+        sql = f"SELECT {CHANGE_COLUMNS} FROM changes WHERE {where} ORDER BY revision LIMIT {self.DIALECT.mark}"
+        return [self.to_change(r) for r in self._read(sql, [*params, limit])]
+
+    # -- writing -----------------------------------------------------------------------------------------------
+    def commit(
+        self,
+        operations: Sequence[Operation],
+        *,
+        principal: str,
+        dry_run: bool = False,
+        progress: Callable[[str, int, int], None] | None = None,
+        guard: Callable[[StateView, Sequence[Operation]], None] | None = None,
+    ) -> CommitResult:
+        """Validate and commit a batch in one write transaction; see `core.validation.plan` for the rules.
+
+        `guard` (authorisation) runs first, inside the same transaction, on the same state `plan` reads.
+        """
+        with self._transaction() as db:
+            if guard is not None:
+                guard(self._view(db), operations)
+            base = self._max_revision(db)
+            writes = plan(
+                self._model_in(db), operations, self._view(db), base_revision=base, principal=principal,
+                now=utc_now(), progress=progress,
+            )  # fmt: skip
+            changes = [] if dry_run else self._apply(db, writes, principal, progress)
+        made_by = tuple(w.index for w in writes) if changes else ()
+        revision = changes[-1].revision if changes else base
+        self._committed(revision)
+        return CommitResult(revision, tuple(changes), made_by)
+
+    # -- the audit log ---------------------------------------------------------------------------------------
+    def audit_records(self, query: AuditQuery, *, before: int | None, limit: int) -> tuple[list[dict[str, Any]], int]:
+        """One page of audit records, newest first (ids below `before`), and how many match in all."""
+        return audit_page(self._read, query, AUDIT_FIELDS, before=before, limit=limit, mark=self.DIALECT.mark)
+
+    # -- moving between stores -------------------------------------------------------------------------------
+    def dump(self) -> StoreDump:
+        """Everything the store holds, streamed (`restore` loads it into another store, of either backend)."""
+        return StoreDump(
+            model=self._read("SELECT value FROM meta WHERE key = 'model'", ())[0][0],
+            nodes=self.iter_nodes(),
+            edges=self.iter_edges(),
+            changes=self._iterate(f"SELECT {CHANGE_COLUMNS} FROM changes ORDER BY revision", (), self.to_change),
+            audit=self._iterate(f"SELECT {AUDIT_COLUMNS} FROM audit ORDER BY id", (), tuple),
+            models=self._iterate(f"SELECT {HISTORY_COLUMNS} FROM model_history ORDER BY revision", (), self.to_history),
+            changes_floor=self.changes_floor(),
+        )
+
+    @staticmethod
+    def to_history(row: Any) -> tuple[Any, ...]:
+        """A row of `HISTORY_COLUMNS` as `StoreDump.models` holds it (the summary as JSON text)."""
+        return tuple(row)
+
+    # -- day-two operations ------------------------------------------------------------------------------------
+    def changes_floor(self) -> int:
+        """The revision through which `compact` removed the change log (0: it holds every revision)."""
+        rows = self._read("SELECT value FROM meta WHERE key = 'changes_floor'", ())
+        return int(rows[0][0]) if rows else 0
+
+    def compact(self, retention: Retention, now: datetime | None = None) -> Compaction:
+        """Remove what `retention` lets go, in one write transaction; the audit log's append-only rule is lifted
+        inside that transaction only (`_audit_writable`)."""
+        m = self.DIALECT.mark
+        with self._transaction() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = 'changes_floor'").fetchone()
+            floor = int(row[0]) if row else 0
+
+            def newest_before(at: str) -> int:
+                found = db.execute(f"SELECT coalesce(max(revision), 0) FROM changes WHERE at < {m}", (at,)).fetchone()
+                return int(found[0]) if found else 0
+
+            target = compaction_floor(retention, self._max_revision(db), newest_before, now)
+            removed = 0
+            if target > floor:
+                removed = db.execute(f"DELETE FROM changes WHERE revision <= {m}", (target,)).rowcount
+                self._set_meta(db, "changes_floor", str(target))
+                floor = target
+            audit = 0
+            if retention.audit_days is not None:
+                with self._audit_writable(db):
+                    audit = db.execute(
+                        f"DELETE FROM audit WHERE at < {m}", (cutoff(retention.audit_days, now),)
+                    ).rowcount
+        return Compaction(removed, audit, floor + 1)
