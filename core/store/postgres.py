@@ -167,44 +167,6 @@ def _readers(record: Node | Edge | None) -> tuple[str | None, Json | None]:
     return record.visibility, Json(list(record.readers)) if record.readers else None
 
 
-class _View:
-    """`StateView` over a connection inside the write transaction."""
-
-    def __init__(self, db: psycopg.Connection[Any]) -> None:
-        self.db = db
-
-    def node(self, id: str) -> Node | None:
-        row = self.db.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = %s", (id,)).fetchone()
-        return _node(row) if row else None
-
-    def node_id_by_key(self, type: str, key: str) -> str | None:
-        row = self.db.execute("SELECT id FROM nodes WHERE type = %s AND key = %s", (type, key)).fetchone()
-        return row[0] if row else None
-
-    def edge(self, type: str, source: str, target: str) -> Edge | None:
-        row = self.db.execute(
-            f"SELECT {EDGE_COLUMNS} FROM edges WHERE source = %s AND type = %s AND target = %s",
-            (source, type, target),
-        ).fetchone()
-        return _edge(row) if row else None
-
-    def out_targets(self, source: str, type: str) -> list[str]:
-        rows = self.db.execute("SELECT target FROM edges WHERE source = %s AND type = %s", (source, type))
-        return [r[0] for r in rows]
-
-    def in_sources(self, target: str, type: str) -> list[str]:
-        rows = self.db.execute("SELECT source FROM edges WHERE target = %s AND type = %s", (target, type))
-        return [r[0] for r in rows]
-
-    def incident_edges(self, id: str) -> list[Edge]:
-        rows = self.db.execute(
-            f"SELECT {EDGE_COLUMNS} FROM edges WHERE source = %s "
-            f"UNION ALL SELECT {EDGE_COLUMNS} FROM edges WHERE target = %s AND source <> %s",
-            (id, id, id),
-        )
-        return [_edge(r) for r in rows]
-
-
 class PostgresStore(SQLStore):
     """A canon store in one PostgreSQL database. Thread-safe: each read and each write transaction takes a
     connection of the pool; a thread inside a write transaction reads on that transaction's connection."""
@@ -336,9 +298,6 @@ class PostgresStore(SQLStore):
         *fields, summary = row
         return (*fields, dumps(summary) if summary is not None else None)
 
-    def _view(self, db: psycopg.Connection[Any]) -> _View:
-        return _View(db)
-
     def _json(self, value: Any) -> Json:
         return Json(value)
 
@@ -434,7 +393,7 @@ class PostgresStore(SQLStore):
         try:
             with self._transaction() as db:
                 fetch = (self.nodes, self.edges, self.key_owners)  # on this thread: in this transaction
-                bulk = Bulk(self._model_in(db), _View(db), lambda writes: self._apply(db, writes, principal, None),
+                bulk = Bulk(self._model_in(db), self._view(db), lambda writes: self._apply(db, writes, principal, None),
                             self._max_revision(db), principal, fetch)  # fmt: skip
                 yield bulk
                 if dry_run:

@@ -44,7 +44,16 @@ from core.store.common import (
 from core.store.retention import Compaction, Retention, compaction_floor, cutoff
 from core.validation import StateView, Write, plan
 
-__all__ = ["Dialect", "SQLStore", "change_filter", "change_row", "edge_row", "node_filter", "text_fields_json"]
+__all__ = [
+    "Dialect",
+    "SQLStore",
+    "SQLView",
+    "change_filter",
+    "change_row",
+    "edge_row",
+    "node_filter",
+    "text_fields_json",
+]
 
 NODE_COLUMNS = "id, type, visibility, readers, properties, revision, created_at, updated_at, updated_by"
 EDGE_COLUMNS = "type, source, target, properties, revision, created_at, updated_at, updated_by"
@@ -148,6 +157,49 @@ def change_row(c: Change) -> tuple[Any, ...]:
             *ends, *state_access(c.kind, c.before), *state_access(c.kind, c.after))  # fmt: skip
 
 
+class SQLView:
+    """`StateView` over a write transaction's connection (`SQLStore._view`): what validation reads, on the state
+    the transaction commits on."""
+
+    def __init__(self, db: Any, store: type[SQLStore]) -> None:
+        self.db, self.mark, self.to_node, self.to_edge = db, store.DIALECT.mark, store.to_node, store.to_edge
+
+    def node(self, id: str) -> Node | None:
+        row = self.db.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = {self.mark}", (id,)).fetchone()
+        return self.to_node(row) if row else None
+
+    def node_id_by_key(self, type: str, key: str) -> str | None:
+        m = self.mark
+        row = self.db.execute(f"SELECT id FROM nodes WHERE type = {m} AND key = {m}", (type, key)).fetchone()
+        return row[0] if row else None
+
+    def edge(self, type: str, source: str, target: str) -> Edge | None:
+        m = self.mark
+        sql = f"SELECT {EDGE_COLUMNS} FROM edges WHERE source = {m} AND type = {m} AND target = {m}"
+        row = self.db.execute(sql, (source, type, target)).fetchone()
+        return self.to_edge(row) if row else None
+
+    def out_targets(self, source: str, type: str) -> list[str]:
+        m = self.mark
+        rows = self.db.execute(f"SELECT target FROM edges WHERE source = {m} AND type = {m}", (source, type))
+        return [r[0] for r in rows]
+
+    def in_sources(self, target: str, type: str) -> list[str]:
+        m = self.mark
+        rows = self.db.execute(f"SELECT source FROM edges WHERE target = {m} AND type = {m}", (target, type))
+        return [r[0] for r in rows]
+
+    def incident_edges(self, id: str) -> list[Edge]:
+        """Every edge at the node, each once (a loop from the node to itself too)."""
+        m = self.mark
+        rows = self.db.execute(
+            f"SELECT {EDGE_COLUMNS} FROM edges WHERE source = {m} "
+            f"UNION ALL SELECT {EDGE_COLUMNS} FROM edges WHERE target = {m} AND source <> {m}",
+            (id, id, id),
+        )
+        return [self.to_edge(r) for r in rows]
+
+
 class SQLStore(ABC):
     """The part of a canon store that is the same over SQLite and PostgreSQL (see the module's text).
 
@@ -199,8 +251,8 @@ class SQLStore(ABC):
     def _audit_writable(self, db: Any) -> AbstractContextManager[None]:
         """Lift the audit log's append-only rule inside this write transaction only (for `compact`)."""
 
-    @abstractmethod
-    def _view(self, db: Any) -> StateView: ...
+    def _view(self, db: Any) -> StateView:
+        return SQLView(db, type(self))
 
     @abstractmethod
     def _apply(

@@ -181,43 +181,6 @@ def _change(row: tuple[Any, ...]) -> Change:
     )  # fmt: skip
 
 
-class _View:
-    """`StateView` over the connection, read inside the write transaction."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def node(self, id: str) -> Node | None:
-        row = self.db.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = ?", (id,)).fetchone()
-        return _node(row) if row else None
-
-    def node_id_by_key(self, type: str, key: str) -> str | None:
-        row = self.db.execute("SELECT id FROM nodes WHERE type = ? AND key = ?", (type, key)).fetchone()
-        return row[0] if row else None
-
-    def edge(self, type: str, source: str, target: str) -> Edge | None:
-        row = self.db.execute(
-            f"SELECT {EDGE_COLUMNS} FROM edges WHERE source = ? AND type = ? AND target = ?", (source, type, target)
-        ).fetchone()
-        return _edge(row) if row else None
-
-    def out_targets(self, source: str, type: str) -> list[str]:
-        rows = self.db.execute("SELECT target FROM edges WHERE source = ? AND type = ?", (source, type))
-        return [r[0] for r in rows]
-
-    def in_sources(self, target: str, type: str) -> list[str]:
-        rows = self.db.execute("SELECT source FROM edges WHERE target = ? AND type = ?", (target, type))
-        return [r[0] for r in rows]
-
-    def incident_edges(self, id: str) -> list[Edge]:
-        rows = self.db.execute(
-            f"SELECT {EDGE_COLUMNS} FROM edges WHERE source = ? "
-            f"UNION SELECT {EDGE_COLUMNS} FROM edges WHERE target = ?",
-            (id, id),
-        )
-        return [_edge(r) for r in rows]
-
-
 class SQLiteStore(SQLStore):
     """A canon store in one SQLite file. Thread-safe: one connection for writes, serialised by a lock; a read
     takes it when it is free and otherwise a read-only connection of its own (ADR 0020), so no read waits for
@@ -354,9 +317,6 @@ class SQLiteStore(SQLStore):
     def _to_nodes(self, rows: Sequence[Any]) -> list[Node]:
         return _nodes(rows)
 
-    def _view(self, db: sqlite3.Connection) -> _View:
-        return _View(db)
-
     def _json(self, value: Any) -> str:
         return dumps(value)
 
@@ -487,7 +447,7 @@ class SQLiteStore(SQLStore):
             with self._transaction() as db:
                 apply = partial(self._apply, db, principal=principal, progress=None, compact=False)
                 fetch = (self.nodes, self.edges, self.key_owners)  # on this thread: in this transaction
-                bulk = Bulk(self._model_in(db), _View(db), apply, self._max_revision(db), principal, fetch)
+                bulk = Bulk(self._model_in(db), self._view(db), apply, self._max_revision(db), principal, fetch)
                 yield bulk
                 if dry_run:
                     raise Discard
