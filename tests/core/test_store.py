@@ -16,6 +16,7 @@ from core.model import Model, parse_model
 from core.operations import DeleteEdge, DeleteNode, PutEdge, PutNode
 from core.records import Edge, Node
 from core.store import Store, open_existing_store, open_store
+from core.store.sql import SQLStore
 
 pytestmark = pytest.mark.both_backends
 
@@ -86,6 +87,25 @@ def test_a_store_that_records_no_model_yet_says_so(store_location: str | Path, m
         assert empty.revision() == 0
     finally:
         empty.close()
+
+
+def test_a_cascade_deletes_an_edge_from_a_node_to_itself_once(store: Store) -> None:
+    """The write transaction's view lists every edge at a node once, a loop too (found from both ends)."""
+    properties = {"name": "service-loop", "description": "Calls itself.", "lifecycle": "production", "tier": 1}
+    loop = Edge("depends_on", "service-loop", "service-loop", {"criticality": "soft"})
+    store.commit([PutNode(Node("service-loop", "Service", properties)), PutEdge(loop)], principal="test")
+    assert isinstance(store, SQLStore)
+    with store._transaction() as db:  # pyright: ignore[reportPrivateUsage]
+        assert [(e.type, e.source, e.target) for e in store._view(db).incident_edges("service-loop")] == [  # pyright: ignore[reportPrivateUsage]
+            ("depends_on", "service-loop", "service-loop")
+        ]
+    deleted = store.commit([DeleteNode("service-loop", cascade=True)], principal="test")
+    assert [(c.kind, c.key) for c in deleted.changes] == [
+        ("edge", "depends_on:service-loop->service-loop"),
+        ("node", "service-loop"),
+    ]
+    assert store.node("service-loop") is None
+    assert list(store.iter_edges()) == []
 
 
 def test_revisions_are_strictly_increasing_one_per_change(store: Store) -> None:
