@@ -28,7 +28,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,70 +37,10 @@ sys.path.insert(0, str(HERE.parent))  # run as a script: `benchmarks` is importa
 
 from benchmarks.agent_questions import CHANGED, QUESTIONS, Memory, Question, Seed, set_up  # noqa: E402
 from benchmarks.peer_memory import NODE22, install_peer, write_memory_file  # noqa: E402
+from benchmarks.stdio_wire import Wire  # noqa: E402
 
 REPO = HERE.parent
-PROTOCOL = "2025-11-25"
 Json = dict[str, Any]
-
-
-class Wire:
-    """One server over stdio, one request at a time, counting every byte it sends back."""
-
-    def __init__(self, command: list[str], env: dict[str, str], cwd: Path) -> None:
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL, env=env, cwd=cwd)  # fmt: skip
-        self.received = 0
-        self.calls = 0
-        self.next_id = 0
-
-    def request(self, method: str, params: Json) -> Json:
-        assert self.process.stdin is not None
-        assert self.process.stdout is not None
-        self.next_id += 1
-        message = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
-        self.process.stdin.write(json.dumps(message).encode() + b"\n")
-        self.process.stdin.flush()
-        while True:
-            line = self.process.stdout.readline()
-            if not line:
-                raise RuntimeError(f"the server ended before answering {method}")
-            self.received += len(line)
-            answer = json.loads(line)
-            if answer.get("id") == self.next_id:
-                if "error" in answer:
-                    raise RuntimeError(f"{method} {params}: {answer['error']}")
-                result: Json = answer["result"]
-                return result
-
-    def start(self) -> Json:
-        result = self.request("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
-                                             "clientInfo": {"name": "agent-tasks", "version": "1"}})  # fmt: skip
-        assert self.process.stdin is not None
-        self.process.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-        self.process.stdin.flush()
-        return result
-
-    def tool(self, name: str, arguments: Json) -> Json:
-        """A tool's result object: its structured content, else the JSON of its text."""
-        self.calls += 1
-        result = self.request("tools/call", {"name": name, "arguments": arguments})
-        if result.get("isError"):
-            raise RuntimeError(f"{name} {arguments}: {result['content'][0]['text']}")
-        if "structuredContent" in result:
-            structured: Json = result["structuredContent"]
-            return structured
-        parsed: Json = json.loads(result["content"][0]["text"])
-        return parsed
-
-    def close(self) -> None:
-        if self.process.stdin is not None:
-            with suppress(OSError):
-                self.process.stdin.close()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
 
 @dataclass
@@ -144,7 +83,7 @@ def run_canon(source: Path, profile: str, folder: Path, seed: Seed, label: str) 
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("CANON_")}, "PYTHONPATH": str(source)}
     command = [sys.executable, "-m", "core.cli", "--store", str(folder / f"{label}.db"), "serve", "--stdio",
                "--profile", profile, "--log-level", "warning"]  # fmt: skip
-    wire = Wire(command, env, folder)
+    wire = Wire(command, env, folder, "agent-tasks")
     try:
         wire.start()
         listed = wire.request("tools/list", {})
@@ -160,7 +99,7 @@ def run_canon(source: Path, profile: str, folder: Path, seed: Seed, label: str) 
 def run_memory(node: Path, folder: Path, seed: Seed) -> Run:
     entry, version = install_peer(node)
     data = write_memory_file(folder, list(seed.nodes.values()), list(seed.edges), scalars=True)
-    wire = Wire([str(node), str(entry)], {**os.environ, "MEMORY_FILE_PATH": str(data)}, folder)
+    wire = Wire([str(node), str(entry)], {**os.environ, "MEMORY_FILE_PATH": str(data)}, folder, "agent-tasks")
     try:
         wire.start()
         wire.request("tools/list", {})

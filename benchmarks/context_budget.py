@@ -30,50 +30,20 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-PROTOCOL = "2025-11-25"
+sys.path.insert(0, str(REPO))  # run as a script: `benchmarks` is importable from the repository root
+
+from benchmarks.stdio_wire import Wire  # noqa: E402
+
 TEAM = "team-payments"  # a node of the sample data with many neighbours
 
 
-class Stdio:
-    """One `canon serve --stdio`, spoken to line by line."""
-
-    def __init__(self, source: Path, folder: Path, profile: str, model: Path | None) -> None:
-        env = {**os.environ, "PYTHONPATH": str(source)}
-        command = [sys.executable, "-m", "core.cli", "--store", str(folder / f"{profile}.db")]
-        command += ["--model", str(model)] if model else []
-        command += ["serve", "--stdio", "--profile", profile, "--log-level", "warning"]
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL, env=env, cwd=folder)  # fmt: skip
-        self.next_id = 0
-
-    def request(self, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        """The answer's size in bytes (its line, without the newline) and its result."""
-        assert self.process.stdin is not None
-        assert self.process.stdout is not None
-        self.next_id += 1
-        message = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
-        self.process.stdin.write(json.dumps(message).encode() + b"\n")
-        self.process.stdin.flush()
-        while True:
-            line = self.process.stdout.readline()
-            if not line:
-                raise RuntimeError(f"the server ended before answering {method}")
-            answer = json.loads(line)
-            if answer.get("id") == self.next_id:
-                return len(line.rstrip(b"\n")), answer.get("result", {})
-
-    def start(self) -> dict[str, Any]:
-        _, result = self.request("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
-                                                "clientInfo": {"name": "context_budget", "version": "1"}})  # fmt: skip
-        assert self.process.stdin is not None
-        self.process.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-        self.process.stdin.flush()
-        return result
-
-    def close(self) -> None:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        self.process.wait(timeout=30)
+def serve(source: Path, folder: Path, profile: str, model: Path | None) -> Wire:
+    """One `canon serve --stdio` of the code in `source`, on a new store in `folder`."""
+    env = {**os.environ, "PYTHONPATH": str(source)}
+    command = [sys.executable, "-m", "core.cli", "--store", str(folder / f"{profile}.db")]
+    command += ["--model", str(model)] if model else []
+    command += ["serve", "--stdio", "--profile", profile, "--log-level", "warning"]
+    return Wire(command, env, folder, "context_budget")
 
 
 def measure(source: Path, models: dict[str, Path | None]) -> dict[str, int | str]:
@@ -82,11 +52,11 @@ def measure(source: Path, models: dict[str, Path | None]) -> dict[str, int | str
     for label, model in models.items():
         for profile in ("full", "agent"):
             with tempfile.TemporaryDirectory() as folder:
-                server = Stdio(source, Path(folder), profile, model)
+                server = serve(source, Path(folder), profile, model)
                 try:
                     init = server.start()
-                    size, listed = server.request("tools/list", {})
-                    rows[f"tools/list, {profile}, {label}"] = size
+                    listed = server.request("tools/list", {})
+                    rows[f"tools/list, {profile}, {label}"] = server.last_size
                     if label != "default":
                         continue
                     rows[f"instructions ({profile})"] = len(init.get("instructions", "").encode())
@@ -94,8 +64,8 @@ def measure(source: Path, models: dict[str, Path | None]) -> dict[str, int | str
                         rows["largest tool definition"] = max(len(json.dumps(t, separators=(",", ":")))
                                                               for t in listed["tools"])  # fmt: skip
                     for name, arguments in _calls():
-                        size, _ = server.request("tools/call", {"name": name, "arguments": arguments})
-                        rows[f"{name} {json.dumps(arguments)} ({profile})"] = size
+                        server.request("tools/call", {"name": name, "arguments": arguments})
+                        rows[f"{name} {json.dumps(arguments)} ({profile})"] = server.last_size
                 finally:
                     server.close()
     return rows
