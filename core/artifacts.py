@@ -13,11 +13,13 @@ import contextlib
 import difflib
 import json
 import tempfile
+import threading
+from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from core.config import Config
+from core.config import Config, cache_folder
 from core.instance import open_instance
 from core.model import Model
 from core.principal import ANONYMOUS, Principal
@@ -60,7 +62,9 @@ def generate(model: Path | None = None, surfaces: list[Surface] | None = None) -
 def generate_by_owner(model: Path | None = None, surfaces: list[Surface] | None = None) -> dict[str, dict[str, str]]:
     """`generate`, grouped by who generated each file: `MCP` (the registry's manifest) and each surface's name."""
     with tempfile.TemporaryDirectory(prefix="canon-generate-") as folder:
-        config = Config(store=Path(folder) / "reference.db", model=model, tokens=Path(folder) / "tokens.json")
+        # cache: schemas that passed their check at an earlier run are not checked again (core.schema_checks)
+        config = Config(store=Path(folder) / "reference.db", model=model, tokens=Path(folder) / "tokens.json",
+                        cache=cache_folder())  # fmt: skip
         instance = open_instance(config, principal="system:generate")
         try:
             owners: dict[str, dict[str, str]] = {MCP: {MANIFEST: _json(instance.registry.manifest())}}
@@ -77,13 +81,35 @@ def generate_by_owner(model: Path | None = None, surfaces: list[Surface] | None 
     return owners
 
 
+GENERATED_KEPT = 4  # models whose artifacts `generate_for` keeps in this process
+# (model document, ids of the surfaces or None: every installed one) -> (those surfaces, held so that no other
+# object takes their ids while the entry is kept; the artifacts by owner)
+_generated: OrderedDict[tuple[str, tuple[int, ...] | None], tuple[object, dict[str, dict[str, str]]]] = OrderedDict()
+_generated_lock = threading.Lock()
+
+
 def generate_for(model: Model, surfaces: list[Surface] | None = None) -> dict[str, dict[str, str]]:
     """`generate_by_owner` for a model held in memory (a store's, or one being compared), never seeded with sample
-    data."""
+    data.
+
+    The artifacts are a function of the model's document and the surfaces (the same bytes on every run), and a
+    plan compares the store's model with a new one: so the last `GENERATED_KEPT` models' artifacts are kept in
+    the process (a dry run and then the apply, or `canon model diff` and `apply`, build each model's once)."""
+    key = (model.canonical_json, None if surfaces is None else tuple(id(s) for s in surfaces))
+    with _generated_lock:
+        kept = _generated.get(key)
+        if kept is not None:
+            _generated.move_to_end(key)
+            return {owner: dict(files) for owner, files in kept[1].items()}
     with tempfile.TemporaryDirectory(prefix="canon-model-") as folder:
         path = Path(folder) / "model.schema.json"
         path.write_text(model.canonical_json, encoding="utf-8")
-        return generate_by_owner(path, surfaces)
+        made = generate_by_owner(path, surfaces)
+    with _generated_lock:
+        _generated[key] = (tuple(surfaces or ()), made)
+        while len(_generated) > GENERATED_KEPT:
+            _generated.popitem(last=False)
+    return {owner: dict(files) for owner, files in made.items()}
 
 
 def write(files: Mapping[str, str], folder: Path) -> list[Path]:

@@ -1,7 +1,8 @@
 """Configuration: `canon.toml`, environment overrides, and defaults that need nothing.
 
 Precedence, highest first: command-line options, environment (`CANON_STORE`, `CANON_MODEL`, `CANON_HOST`, `CANON_PORT`,
-`CANON_TOKENS`, `CANON_UI_ASSETS`, `CANON_MCP_FASTPATH`, `CANON_METRICS`, `CANON_TRACING`, `CANON_CACHE`, and the
+`CANON_TOKENS`, `CANON_UI_ASSETS`, `CANON_MCP_FASTPATH`, `CANON_METRICS`, `CANON_TRACING`, `CANON_CACHE`,
+`CANON_WALK_WORKERS`, and the
 network settings `CANON_ALLOWED_HOSTS`, `CANON_ALLOWED_ORIGINS`, `CANON_PUBLIC_URL`, `CANON_ROOT_PATH`,
 `CANON_TRUSTED_PROXIES`), the configuration file, defaults. The file is the one named by `--config`, else by
 `CANON_CONFIG`, else `canon.toml` in the working directory if there is one. Its keys are checked against
@@ -28,7 +29,7 @@ from core.documents import pointer
 from core.errors import ConfigError
 from core.principal import Principal
 
-__all__ = ["DEFAULT_SCOPES", "Config", "OAuthSettings", "load_config", "store_location"]
+__all__ = ["DEFAULT_SCOPES", "Config", "OAuthSettings", "cache_folder", "load_config", "store_location"]
 
 DEFAULT_FILE = "canon.toml"
 
@@ -215,15 +216,14 @@ def _apply_env(config: Config, env: Mapping[str, str]) -> Config:
             else:
                 values[attr] = Path(env[var]) if attr in _PATHS else env[var]
             origins[attr] = f"${var}"
-    if env.get("CANON_PORT"):
-        raw = env["CANON_PORT"]
-        if not (raw.isascii() and raw.isdigit()) or not 0 <= int(raw) <= 65535:
-            raise ConfigError(
-                f"CANON_PORT={raw!r} is not a port number (0-65535).", source="$CANON_PORT", key="CANON_PORT"
-            )
-        values["port"] = int(raw)
-        origins["port"] = "$CANON_PORT"
-    values["cache"] = _cache_folder(env)
+    for var, attr, most, what in _INT_VARS:
+        if env.get(var):
+            raw = env[var]
+            if not (raw.isascii() and raw.isdigit()) or not 0 <= int(raw) <= most:
+                raise ConfigError(f"{var}={raw!r} is not {what}.", source=f"${var}", key=var)
+            values[attr] = int(raw)
+            origins[attr] = f"${var}"
+    values["cache"] = cache_folder(env)
     if env.get("CANON_CACHE"):
         origins["cache"] = "$CANON_CACHE"
     for var, attr in _LIST_VARS:
@@ -242,6 +242,8 @@ def _apply_env(config: Config, env: Mapping[str, str]) -> Config:
     return replace(config, **values, origins=origins)
 
 
+_INT_VARS = (("CANON_PORT", "port", 65535, "a port number (0-65535)"),
+             ("CANON_WALK_WORKERS", "walk_workers", 64, "a number of processes (0-64)"))  # fmt: skip
 _LIST_VARS = (("CANON_ALLOWED_HOSTS", "allowed_hosts"), ("CANON_ALLOWED_ORIGINS", "allowed_origins"),
               ("CANON_TRUSTED_PROXIES", "trusted_proxies"))  # fmt: skip
 
@@ -300,8 +302,10 @@ def _is_origin(value: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.hostname) and bare
 
 
-def _cache_folder(env: Mapping[str, str]) -> Path | None:
-    """`CANON_CACHE`, else `canon` in the user's cache folder (`XDG_CACHE_HOME`, else `~/.cache`), if there is one."""
+def cache_folder(env: Mapping[str, str] | None = None) -> Path | None:
+    """`CANON_CACHE`, else `canon` in the user's cache folder (`XDG_CACHE_HOME`, else `~/.cache`), if there is one
+    (`env`: the environment, by default this process's)."""
+    env = os.environ if env is None else env
     if env.get("CANON_CACHE"):
         return Path(env["CANON_CACHE"])
     if env.get("XDG_CACHE_HOME"):

@@ -200,6 +200,17 @@ def test_canon_port_that_is_not_a_port_number_is_an_error(value: str) -> None:
     assert raised.value.key == "CANON_PORT"
 
 
+def test_canon_walk_workers_sets_the_walk_worker_processes_over_the_file(tmp_path: Path) -> None:
+    file = _write(tmp_path / "canon.toml", "[server]\nwalk_workers = 3\n")
+    assert load_config(file, env={}).walk_workers == 3
+    config = load_config(file, env={"CANON_WALK_WORKERS": "0"})
+    assert config.walk_workers == 0
+    assert config.origins["walk_workers"] == "$CANON_WALK_WORKERS"
+    with pytest.raises(ConfigError, match="CANON_WALK_WORKERS='two' is not a number of processes") as raised:
+        load_config(file, env={"CANON_WALK_WORKERS": "two"})
+    assert raised.value.key == "CANON_WALK_WORKERS"
+
+
 def test_origins_say_where_each_value_came_from(tmp_path: Path) -> None:
     file = _write(tmp_path / "canon.toml", '[store]\npath = "x.db"\n[server]\nport = 9000\n')
 

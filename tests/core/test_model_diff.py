@@ -269,3 +269,30 @@ def test_each_model_change_is_classified_as_expected_on_every_surface(
     report = _diff(base, change)
     got = {s: report.classification(s) for s in _COLUMNS}
     assert got == {s: _LETTERS[e] for s, e in zip(_COLUMNS, expected.split(), strict=True)}, report.findings
+
+
+def test_generate_for_builds_a_model_s_artifacts_once_and_hands_out_copies(
+    model: Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plan generates the store's model and the new one; a dry run and the apply, or the reality replay's cases,
+    generate the same models again: the process keeps the last few, and no caller can change what it keeps."""
+    import core.artifacts
+
+    document = copy.deepcopy(dict(model.document))
+    document["x-canon-model"]["version"] = "9.9.9"  # a model no other test generated in this process
+    fresh = parse_model(document, source="kept.schema.json")
+    built: list[str] = []
+    generate_by_owner = core.artifacts.generate_by_owner
+
+    def counted(path: Any, surfaces: Any = None) -> dict[str, dict[str, str]]:
+        built.append(str(path))
+        return generate_by_owner(path, surfaces)
+
+    monkeypatch.setattr(core.artifacts, "generate_by_owner", counted)
+    first = generate_for(fresh)
+    first["mcp"].clear()  # a caller's change stays its own
+    again = generate_for(fresh)
+    assert len(built) == 1
+    assert again["mcp"]
+    assert again == generate_for(fresh)
+    assert again != generate_for(model)  # another model: its own artifacts
