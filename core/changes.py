@@ -36,6 +36,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from core.access import sees_change
+from core.errors import StoreUnavailableError
 from core.graph import GraphIndex
 from core.records import Change, Sight
 from core.uris import CHANGES_URI, node_uri
@@ -154,18 +155,30 @@ class ChangeFeed:
         It wakes when this process commits (`collect`), when the store notices a commit by another process
         (`Store.notices`), and otherwise every `fallback_s` (with notices) or `tick_s` (without): changes
         committed by *other* processes are seen only by syncing the index, and the tick bounds how late one whose
-        notice was lost is delivered.
+        notice was lost is delivered. While the store's server cannot be reached, it logs one warning, tries
+        again every `fallback_s`, and says when the store is back.
         """
         self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
         stop_notices = self.index.store.notices(self._poke)
         tick = self.tick_s if stop_notices is None else self.fallback_s
+        down: StoreUnavailableError | None = None  # the store's server cannot be reached (since this error)
         try:
             while True:
                 try:
                     await anyio.to_thread.run_sync(self.index.sync)
+                    if down is not None:
+                        log.warning("the store %s is back; change events are delivered again", down.path)
+                        down = None
                     await self.flush()
+                except StoreUnavailableError as exc:  # one warning for an outage, not one per attempt
+                    if down is None:
+                        log.warning("change events wait: %s", exc)
+                    down = exc
                 except Exception:  # the pump must outlive any one bad delivery; log and go on
                     log.exception("delivering change events failed")
+                if down is not None:  # while down, try again each fallback tick (wake-ups would only fail too)
+                    await anyio.sleep(self.fallback_s)
+                    continue
                 with anyio.move_on_after(tick):
                     await self._wake.wait()
                 self._wake.clear()

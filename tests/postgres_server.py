@@ -61,6 +61,7 @@ class Server:
     url: str
     directory: Path | None = None  # the throwaway cluster's directory (None: a server we did not start)
     run_as: list[str] = field(default_factory=list[str])
+    options: str = ""  # the server's own settings (`pg_ctl -o`), for `start_again`
     databases: list[str] = field(default_factory=list[str])
 
     @classmethod
@@ -94,9 +95,22 @@ class Server:
                     "--no-locale", "--no-sync")  # fmt: skip
         options = (f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off "
                    "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")  # fmt: skip
-        server._run(str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(directory / "log"), "-w",
-                    "-t", "60", "start")  # fmt: skip
+        server.options = options
+        server.start_again()
         return server
+
+    def start_again(self) -> None:
+        """Start the server (after `stop_for_now`, or the first time) on its port, with its settings."""
+        assert self.directory is not None
+        self._run(str(_bin_dir() / "pg_ctl"), "-D", str(self.directory / "data"), "-o", self.options, "-l",
+                  str(self.directory / "log"), "-w", "-t", "60", "start")  # fmt: skip
+
+    def stop_for_now(self) -> None:
+        """Shut the server down (`pg_ctl stop -m fast`), keeping its data, until `start_again`: an outage."""
+        if self.directory is None:
+            raise RuntimeError("Only a server the tests started can be stopped (see Server.start_own).")
+        self._run(str(_bin_dir() / "pg_ctl"), "-D", str(self.directory / "data"), "-m", "fast", "-w", "-t", "60",
+                  "stop")  # fmt: skip
 
     def _run(self, *command: str) -> None:
         assert self.directory is not None

@@ -55,6 +55,7 @@ __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 SCHEMA_VERSION = 2
 WRITE_LOCK = 0x63616E6F6E  # "canon": the advisory lock every write transaction takes first
 POOL_SIZE = 8
+POOL_TIMEOUT_S = 30.0  # how long a call waits for a connection (all busy, or the server down) before `unavailable`
 COPY_BATCH = 5000
 
 _C = 'COLLATE "C"'  # text compared and ordered by code point, as SQLite compares it
@@ -128,7 +129,8 @@ def _connect(url: str, *, read_only: bool = False) -> ConnectionPool[psycopg.Con
     kwargs: dict[str, Any] = {"autocommit": True}
     if read_only:
         kwargs["options"] = "-c default_transaction_read_only=on"
-    pool = ConnectionPool[psycopg.Connection[Any]](url, min_size=1, max_size=POOL_SIZE, kwargs=kwargs, open=False)
+    pool = ConnectionPool[psycopg.Connection[Any]](url, min_size=1, max_size=POOL_SIZE, kwargs=kwargs, open=False,
+                                                   timeout=POOL_TIMEOUT_S)  # fmt: skip
     try:
         pool.open(wait=True, timeout=30)
     except (psycopg.Error, PoolTimeout) as exc:

@@ -4,6 +4,7 @@ lose nothing they were told was written; no batch is ever half applied and the c
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import select
@@ -17,10 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import anyio
 import httpx2
 import pytest
 
 from core.audit import AuditQuery
+from core.changes import ChangeFeed
 from core.config import Config
 from core.errors import StoreUnavailableError
 from core.instance import open_instance
@@ -30,7 +33,7 @@ from core.store import Store, open_store
 from core.store.sqlite import SQLiteStore
 from core.synthetic import write_synthetic
 from tests.core._write_loop import PRINCIPAL, batch, batch_arguments, batch_ids, batches_present, missing_parts
-from tests.mcp.conftest import create_token, serving
+from tests.mcp.conftest import create_token, pumping, serving
 from tests.postgres_server import Server
 
 pytestmark = pytest.mark.both_backends
@@ -314,6 +317,65 @@ def test_a_read_after_a_postgresql_restart_is_answered_on_a_fresh_connection(
     finally:
         store.close()
         restartable_postgres.drop_database(url)
+
+
+def test_the_change_feed_waits_out_a_postgresql_outage_with_one_warning_and_delivers_once_it_is_back(
+    restartable_postgres: Server, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the server is down the pump keeps trying (each fallback tick) without a traceback per attempt: one
+    warning when the outage starts, one when it ends, and the changes committed after it are delivered."""
+    import core.store.postgres
+
+    monkeypatch.setattr(core.store.postgres, "POOL_TIMEOUT_S", 0.5)  # each attempt meets the outage in 0.5 s, not 30
+    url = restartable_postgres.new_database()
+    instance = open_instance(Config(store=url, seed=False))
+    assert instance.index is not None
+    index = instance.index
+    feed = ChangeFeed(index, fallback_s=0.02)
+    attempts: list[bool] = []  # one per sync the pump made, and whether it reached the store
+    sync = index.sync
+
+    def counted_sync() -> Any:
+        try:
+            found = sync()
+        except StoreUnavailableError:
+            attempts.append(False)
+            raise
+        attempts.append(True)
+        return found
+
+    index.sync = counted_sync  # type: ignore[method-assign]
+
+    async def outage() -> list[str]:
+        async with pumping(feed), feed.watch(None) as changes:
+            await anyio.to_thread.run_sync(restartable_postgres.stop_for_now)
+            with anyio.fail_after(DEADLINE_S):
+                while attempts.count(False) < 3:  # the pump met the outage several times
+                    await anyio.sleep(0.01)
+            await anyio.to_thread.run_sync(restartable_postgres.start_again)
+            arguments = {"id": "team-after-outage", "type": "Team", "properties": {
+                "name": "After", "slug": "after", "mission": "Exist after an outage.", "area": "platform"}}  # fmt: skip
+            with anyio.fail_after(DEADLINE_S):  # the pool reconnects on its own schedule: a client tries again
+                while (written := await anyio.to_thread.run_sync(
+                        instance.dispatcher.call_tool, LOCAL, "test", "upsert_node", arguments)).is_error:  # fmt: skip
+                    assert written.as_json()["error"]["code"] == "unavailable", written.as_json()
+                    await anyio.sleep(0.1)
+            with anyio.fail_after(DEADLINE_S):
+                change = await changes.__anext__()
+            return [change.key]
+
+    caplog.set_level(logging.WARNING, logger="canon.changes")
+    try:
+        delivered = anyio.run(outage)
+    finally:
+        instance.close()
+        restartable_postgres.drop_database(url)
+    assert delivered == ["team-after-outage"]
+    records = [r for r in caplog.records if r.name == "canon.changes"]
+    assert [r.levelno for r in records] == [logging.WARNING, logging.WARNING], [r.getMessage() for r in records]
+    assert "change events wait" in records[0].getMessage()
+    assert "unavailable" in records[0].getMessage()
+    assert "is back" in records[1].getMessage()
 
 
 def test_tool_calls_after_a_postgresql_restart_are_answered_and_audited(restartable_postgres: Server) -> None:
