@@ -372,12 +372,17 @@ class GraphIndex:
             return nodes, edges
 
     def follow(self, interval: float = 0.1) -> Callable[[], None]:
-        """Sync in a background thread every `interval` seconds; returns a function that stops it."""
+        """Sync in a background thread every `interval` seconds; returns a function that stops it. A sync that
+        fails (the store unreachable for a while, say) is logged and tried again at the next interval: the thread
+        never ends before it is stopped."""
         stop = threading.Event()
 
         def run() -> None:
             while not stop.wait(interval):
-                self.sync()
+                try:
+                    self.sync()
+                except Exception:  # the follower must outlive any one failed sync; the next one catches up
+                    log.exception("following the change log of %s failed; trying again", self.store.location)
 
         thread = threading.Thread(target=run, name="canon-index-follower", daemon=True)
         thread.start()

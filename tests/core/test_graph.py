@@ -462,3 +462,33 @@ def test_an_index_behind_a_compacted_change_log_reloads_from_the_store(
     index.sync()
     assert "person-after" in index.graph
     _assert_mirrors(index, seeded_store)
+
+
+def test_the_follower_thread_outlives_a_failed_sync_and_catches_up(
+    seeded_store: SQLiteStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    index = GraphIndex.build(seeded_store)
+    failures = [RuntimeError("the store went away for a moment")]
+    sync = index.sync
+
+    def flaky() -> list[Change]:
+        if failures:
+            raise failures.pop()
+        return sync()
+
+    index.sync = flaky  # type: ignore[method-assign]
+    team = Node("team-followed", "Team", {"name": "Followed", "slug": "followed", "mission": "Be followed.",
+                                          "area": "platform"})  # fmt: skip
+    seeded_store.commit([PutNode(team)], principal="test")
+    halt = index.follow(0.01)
+    try:
+        deadline = time.monotonic() + 60
+        while "team-followed" not in index.graph:  # polling with a deadline
+            assert time.monotonic() < deadline, "the follower did not catch up after a failed sync"
+            time.sleep(0.01)
+    finally:
+        halt()
+    assert failures == []
+    assert [r.getMessage() for r in caplog.records if r.name == "core.graph"] == [
+        f"following the change log of {seeded_store.location} failed; trying again"
+    ]
