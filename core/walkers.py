@@ -69,14 +69,18 @@ def workers_for(setting: int | None) -> int:
 
 @dataclass(frozen=True)
 class WalkRequest:
-    """What a worker needs to run one walk: the tool, who calls (their sight), the full arguments, the time left,
-    the revision the walk must see at least, and the model the serving process runs it under."""
+    """What a worker needs to run one walk: the tool, who calls (their sight), the full arguments, the call's
+    deadline, the revision the walk must see at least, and the model the serving process runs it under.
+
+    The deadline is the serving process's `time.monotonic()` value itself: on POSIX (where workers run) that is
+    `CLOCK_MONOTONIC`, one clock for every process on the machine, so the worker stops at the call's deadline and
+    not at a later one shifted by the time the request took to reach it."""
 
     tool: str
     principal: Principal
     surface: str
     arguments: Mapping[str, Any]
-    remaining_s: float
+    deadline: float  # `time.monotonic()`, the same clock in every process on the machine
     time_limit_s: float
     revision: int
     model_digest: str
@@ -150,8 +154,8 @@ class Walkers:
         except queue.Empty:
             raise ctx.out_of_time() from None
         hold, self._hold = self._hold, None
-        request = WalkRequest(tool, ctx.principal, ctx.surface, arguments, ctx.deadline - time.monotonic(),
-                              ctx.time_limit_s, ctx.index.revision, ctx.model.digest, hold is not None)  # fmt: skip
+        request = WalkRequest(tool, ctx.principal, ctx.surface, arguments, ctx.deadline, ctx.time_limit_s,
+                              ctx.index.revision, ctx.model.digest, hold is not None)  # fmt: skip
         try:
             worker.conn.send(request)
         except OSError:  # it died while idle: this call runs here, a new worker starts
@@ -366,7 +370,7 @@ def _run(conn: Connection, store: Store, index: GraphIndex, request: WalkRequest
     from core.registry import Registry
     from core.tools import HANDLERS
 
-    deadline = time.monotonic() + request.remaining_s
+    deadline = request.deadline
     try:
         if store.model.digest != request.model_digest:
             stored = store.stored_model()
@@ -384,6 +388,7 @@ def _run(conn: Connection, store: Store, index: GraphIndex, request: WalkRequest
         registry = Registry(store.model, (), (), ())  # the model alone: what walk handlers read (`ctx.model`)
         ctx = CallContext(request.principal, request.surface, registry, store, index, deadline, request.time_limit_s,
                           sight_of(request.principal), None)  # fmt: skip
+        ctx.check_time()  # the sync (or a wait before it) may have spent the call's time: no walk begins past it
         return ("ok", HANDLERS[request.tool](ctx, dict(request.arguments)))
     except CanonError as exc:
         return ("error", type(exc), exc.args, dict(vars(exc)))

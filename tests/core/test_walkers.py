@@ -275,3 +275,21 @@ def test_a_worker_runs_only_canons_own_walk_handlers() -> None:
     assert Walkers.serves("get_neighbors", HANDLERS["get_neighbors"])
     assert not Walkers.serves("get_neighbors", elsewhere)  # a tools folder's handler runs in the serving process
     assert not Walkers.serves("regional_walk", elsewhere)
+
+
+def test_a_request_that_reaches_its_worker_late_keeps_the_call_s_deadline(instance: Instance) -> None:
+    """The deadline travels as the serving process's own monotonic time (one clock for every process here), not as
+    time left counted again from when the worker reads the request: a request delayed on its way (a busy machine)
+    is answered `limit_exceeded`, unwalked."""
+    from core.walkers import WalkRequest, _run  # pyright: ignore[reportPrivateUsage]
+
+    assert instance.index is not None
+    arguments = {**instance.registry.input_defaults("get_neighbors"), "id": SERVICE}
+    request = WalkRequest("get_neighbors", LOCAL, "test", arguments, time.monotonic() + 0.2, 0.2,
+                          instance.index.revision, instance.store.model.digest)  # fmt: skip
+    in_time = _run(None, instance.store, instance.index, dataclasses.replace(request, deadline=time.monotonic() + 60))  # type: ignore[arg-type]
+    assert in_time[0] == "ok"
+    time.sleep(0.25)  # the request on its way to the worker: past its deadline when read
+    late = _run(None, instance.store, instance.index, request)  # type: ignore[arg-type]  (no hold: no pipe used)
+    assert late[0] == "error"
+    assert late[1] is LimitExceededError
