@@ -1,5 +1,6 @@
 """Hostile input to every tool, on every way in: MCP 2025-11-25 (the SDK's session path), MCP 2026-07-28 (canon's own
-`tools/call`, `core.mcp.fastpath.calls`) and REST, against one real uvicorn server on a store of this module's own.
+`tools/call`, `core.mcp.fastpath.calls`) and REST, against one real uvicorn server on a store of this module's own,
+SQLite and then PostgreSQL.
 
 The arguments are generated from each tool's own input schema (so most calls get past transport parsing and schema
 checks and reach the tool), and then one hostile value is put at a random place in them: NaN, the infinities,
@@ -27,12 +28,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
+from core.config import Config
 from core.dispatch import AuditRecord
-from core.instance import Instance
+from core.instance import Instance, open_instance
 from core.mcp.surface import surface as mcp_surface
 from core.model import load_model
 from core.paging import encode_cursor
 from core.registry import ToolDefinition, build_registry
+from core.store import copy_store
 from generators.rest.app import surface as rest_surface
 from generators.rest.openapi import ToolRoute, route_of
 from tests.generators.conftest import live, open_copy, token
@@ -44,6 +47,7 @@ EXAMPLES = 25  # per tool and way in
 REACHED = 4  # of them, at least this many must get past transport parsing to the tool
 TOOL_ERRORS = {"invalid_arguments", "invalid", "not_found", "forbidden", "conflict", "limit_exceeded"}
 PROTOCOL_ERRORS = {-32700, -32600, -32602}  # not JSON, not a request, bad params: the transport's refusals
+pytestmark = pytest.mark.both_backends
 SETTINGS = settings(max_examples=EXAMPLES, derandomize=True, database=None, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.function_scoped_fixture])  # fmt: skip
@@ -207,8 +211,16 @@ def _samples(instance: Instance) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def target(seed_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
-    instance = open_copy(seed_template, tmp_path_factory.mktemp("hostile"))
+def target(
+    seed_template: Path, tmp_path_factory: pytest.TempPathFactory, module_store_location: str | Path
+) -> Iterator[Target]:
+    """One server on a seeded store of each backend: what reaches a store must never fail inside it either."""
+    folder = tmp_path_factory.mktemp("hostile")
+    if isinstance(module_store_location, Path):
+        instance = open_copy(seed_template, folder)
+    else:
+        copy_store(seed_template, module_store_location)
+        instance = open_instance(Config(store=module_store_location, tokens=folder / "tokens.json"))
     audit: list[AuditRecord] = []
     instance.dispatcher.audit_hooks.append(audit.append)
     secret = token(instance, "hostile", "admin")
