@@ -1,6 +1,6 @@
 """Every server follows: a model applied by another process (`canon model apply`) reaches a running `canon serve`
 on the wire: MCP clients of both revisions hear `tools/list_changed`, and OpenAPI and the GraphQL schema are
-rebuilt."""
+rebuilt. On both backends."""
 
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ import pytest
 from mcp.client.subscriptions import ToolsListChanged
 
 from core.model import load_model
+from core.store import copy_store as copy_any_store
 from tests.conftest import copy_store, run_canon
 from tests.mcp.conftest import DEADLINE_S, connect, serving
 from tests.mcp.test_subscriptions import Notifications
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
 
 @pytest.fixture
@@ -39,9 +40,13 @@ def _extended_model_file(folder: Path) -> Path:
 
 
 async def test_a_model_applied_by_another_process_reaches_clients_of_both_revisions_and_every_surface(
-    seed_template: Path, tmp_path: Path
+    seed_template: Path, tmp_path: Path, store_location: str | Path
 ) -> None:
-    store = copy_store(seed_template, tmp_path / "canon.db")
+    if isinstance(store_location, Path):
+        store: str | Path = copy_store(seed_template, store_location)
+    else:  # a seeded PostgreSQL database: the apply reaches the server by its NOTIFY, not a file's data_version
+        copy_any_store(seed_template, store_location)
+        store = store_location
     extended = _extended_model_file(tmp_path)
     notifications = Notifications()
     with serving(store, cwd=tmp_path) as process:
