@@ -79,11 +79,7 @@ class DataImpact:
     def as_dict(self) -> dict[str, Any]:
         return {"checked": self.checked, "refused": self.refused,
                 "sample": [{"id": i, "pointer": p, "message": m} for i, p, m in self.sample],
-                "moved": [{**_rename_dict(m.rename), "records": m.records} for m in self.moved]}  # fmt: skip
-
-
-def _rename_dict(rename: Rename) -> dict[str, Any]:
-    return {"kind": rename.kind, "from": rename.old, "to": rename.new, "type": rename.owner}
+                "moved": [m.as_dict() for m in self.moved]}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -104,7 +100,7 @@ class ModelDiff:
             "old": self.old, "new": self.new, "classification": self.classification(),
             "surfaces": {s: self.classification(s) for s in self.surfaces},
             "findings": [f.as_dict() for f in self.findings],
-            "renames": [_rename_dict(r) for r in self.renames],
+            "renames": [r.as_dict() for r in self.renames],
             "data": self.data.as_dict() if self.data else None,
         }  # fmt: skip
 

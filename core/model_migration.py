@@ -55,6 +55,10 @@ class Rename:
         prefix = f"{self.owner}." if self.owner else ""
         return f"{self.kind} {prefix}{self.old} -> {prefix}{self.new}"
 
+    def as_dict(self) -> dict[str, Any]:
+        """As reports and the change log show it: kind, from, to, and the type a property belongs to."""
+        return {"kind": self.kind, "from": self.old, "to": self.new, "type": self.owner}
+
 
 @dataclass(frozen=True)
 class Moved:
@@ -62,6 +66,9 @@ class Moved:
 
     rename: Rename
     records: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.rename.as_dict(), "records": self.records}
 
 
 class _Cursor(Protocol):

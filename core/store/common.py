@@ -16,6 +16,7 @@ from core.audit import AuditQuery
 from core.documents import pointer
 from core.errors import ModelError, Problem, ValidationError
 from core.model import Model
+from core.model_migration import Moved
 from core.operations import Operation, PutEdge, PutNode
 from core.records import Edge, Node
 from core.validation import IndexedProblem, StateView, Write, check, indexed_problems, plan
@@ -172,9 +173,14 @@ def check_replaced(location: str, recorded: str, replaces: str | None) -> None:
         )
 
 
-def model_info(document: Any) -> dict[str, Any]:
+def model_info(document: Any, moved: Sequence[Moved] = ()) -> dict[str, Any]:
+    """A model as its change-log entry shows it: its `$id` and `x-canon-model` (name, version), and what the
+    renames the change declared moved (`renamed`: kind, from, to, the property's type, records moved), if any."""
     info = document.get("x-canon-model", {}) if isinstance(document, dict) else {}
-    return {"id": document.get("$id") if isinstance(document, dict) else None, **info}
+    entry = {"id": document.get("$id") if isinstance(document, dict) else None, **info}
+    if moved:
+        entry["renamed"] = [m.as_dict() for m in moved]
+    return entry
 
 
 def edge_ends(key: str) -> tuple[str, str]:

@@ -23,7 +23,7 @@ from core.audit import AuditQuery
 from core.conditions import Condition
 from core.errors import NotFoundError, StoreError
 from core.model import Model, parse_model
-from core.model_migration import MoveSql, migrate
+from core.model_migration import Moved, MoveSql, migrate
 from core.model_version import check_successor
 from core.operations import Operation
 from core.records import Change, Edge, Node, Sight
@@ -312,12 +312,13 @@ class SQLStore(ABC):
             if row is not None and row[0] == model.canonical_json:
                 return self._max_revision(db)
             previous = json.loads(row[0]) if row is not None else None
+            moved: tuple[Moved, ...] = ()
             if row is not None and previous is not None:
                 check_replaced(self.location, row[0], replaces)
                 check_successor(previous, model)
                 # rename migrations (core.model_migration) move the data here: after the version check, before
                 # every stored record is re-validated under the new model
-                migrate(previous, model, db.execute, self.MOVES)
+                moved = migrate(previous, model, db.execute, self.MOVES)
                 revalidate(
                     model,
                     map(self.to_node, db.execute(f"SELECT {NODE_COLUMNS} FROM nodes ORDER BY id")),
@@ -331,7 +332,7 @@ class SQLStore(ABC):
             db.execute(
                 f"INSERT INTO changes ({CHANGE_COLUMNS}) VALUES ({m}, {m}, {m}, 'model', 'model', {m}, NULL, {m}, {m})",
                 (revision, at, principal, model.id, self._json(model_info(previous)) if previous else None,
-                 self._json(model_info(model.document))),
+                 self._json(model_info(model.document, moved))),
             )  # fmt: skip
             self._announce(db, revision)
             db.execute(

@@ -152,6 +152,7 @@ def test_the_change_log_and_the_audit_log_run_on_through_a_rename(
     seeded_store.append_audit([record])
     before = seeded_store.revision()
     history = seeded_store.changes(0, before + 10)
+    teams = len(list(seeded_store.iter_nodes("Team")))
     renamed = adopt(evolved(model, "2.0.0", team_to_squad))
     assert renamed.revision() == before + 1
     assert renamed.changes(0, before + 10)[:before] == history  # every earlier change kept, unchanged
@@ -159,6 +160,9 @@ def test_the_change_log_and_the_audit_log_run_on_through_a_rename(
     assert (change.op, change.kind, change.principal) == ("model", "model", "user:admin")
     assert change.after is not None
     assert change.after["version"] == "2.0.0"
+    # the entry says what the rename moved: a reader of the change feed need not diff the two models
+    assert change.after["renamed"] == [{"kind": "node type", "from": "Team", "to": "Squad", "type": None,
+                                        "records": teams}]  # fmt: skip
     records, total = renamed.audit_records(AuditQuery(principal="user:a"), before=None, limit=10)
     assert total == 1
     assert records[0]["target"] == "get_node"
