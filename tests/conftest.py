@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -57,6 +58,20 @@ def tool_names(*permissions: Permission, advanced: bool | None = None) -> list[s
     says so."""
     return [t.name for t in _built_in_tools()
             if (not permissions or t.permission in permissions) and advanced in (None, t.advanced)]  # fmt: skip
+
+
+@contextlib.contextmanager
+def walking_in_a_worker(store: str | Path) -> Iterator[Instance]:
+    """An instance on `store` whose walks run in a walk worker process (core.walkers), started before the block;
+    when the block ends, the worker must have answered at least one walk (so the walks did not run in process)."""
+    opened = open_instance(Config(store=store, walk_workers=1))
+    try:
+        assert opened.walkers is not None
+        assert opened.walkers.ready(60), "the walk worker did not start"
+        yield opened
+        assert opened.walkers.answered > 0
+    finally:
+        opened.close()
 
 
 @pytest.fixture(scope="session")

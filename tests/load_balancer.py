@@ -22,6 +22,8 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.clients._processes import stop
+
 __all__ = ["CONFIG", "REPLICA_HEADER", "Balancer", "balancing"]
 
 CONFIG = Path(__file__).resolve().parent.parent / "docs" / "operations" / "examples" / "haproxy.cfg"
@@ -91,14 +93,10 @@ def balancing(replicas: Sequence[str]) -> Generator[Balancer]:
         log = Path(folder) / "haproxy.log"
         with log.open("wb") as out:
             popen = subprocess.Popen([_haproxy(), "-db", "-f", "haproxy.cfg"], env=env, cwd=folder,
-                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                     start_new_session=True)  # a group of its own, as `stop` ends it  # fmt: skip
             try:
                 _wait_listening(port, popen, log)
                 yield Balancer(f"http://127.0.0.1:{port}", named, popen.pid)
             finally:
-                popen.terminate()
-                try:
-                    popen.wait(timeout=DEADLINE_S)
-                except subprocess.TimeoutExpired:
-                    popen.kill()
-                    popen.wait(timeout=DEADLINE_S)
+                stop(popen, DEADLINE_S)

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 __all__ = ["Lines", "outputs", "run", "start", "stop"]
 
@@ -91,7 +91,7 @@ def outputs(process: subprocess.Popen[str]) -> tuple[Lines, Lines]:
     return Lines(process.stdout), Lines(process.stderr)
 
 
-def stop(process: subprocess.Popen[str], timeout: float = 10) -> int:
+def stop(process: subprocess.Popen[Any], timeout: float = 10) -> int:
     """End `process` (terminate, then kill past `timeout`), reap it, then end what it left running; its exit code."""
     if process.poll() is None:
         process.terminate()

@@ -35,6 +35,7 @@ from core.records import Change, Edge, Node, Visibility
 from core.registry import ResourceDefinition
 from core.resources import complete, list_resources, read_resource
 from core.uris import NODE_TEMPLATE
+from tests.conftest import walking_in_a_worker
 
 pytestmark = pytest.mark.both_backends
 
@@ -275,14 +276,8 @@ def walking(
     if request.param == "in-process":
         yield instance
         return
-    opened = open_instance(Config(store=module_store_location, walk_workers=1))
-    try:
-        assert opened.walkers is not None
-        assert opened.walkers.ready(60), "the walk worker did not start"
+    with walking_in_a_worker(module_store_location) as opened:
         yield opened
-        assert opened.walkers.answered > 0
-    finally:
-        opened.close()
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from core.paging import encode_cursor
 from core.principal import LOCAL
 from core.registry import type_schema
 from core.store import Store
+from tests.conftest import walking_in_a_worker
 
 ORIGIN = "team-payments"
 PERSON = "person-ada-okafor"
@@ -39,14 +40,8 @@ def walking(instance: Instance, request: pytest.FixtureRequest) -> Iterator[Inst
     if request.param == "in-process":
         yield instance
         return
-    opened = open_instance(Config(store=instance.config.store, walk_workers=1))
-    try:
-        assert opened.walkers is not None
-        assert opened.walkers.ready(60), "the walk worker did not start"
+    with walking_in_a_worker(instance.config.store) as opened:
         yield opened
-        assert opened.walkers.answered > 0
-    finally:
-        opened.close()
 
 
 @pytest.fixture(scope="module")
