@@ -388,7 +388,6 @@ def _run(conn: Connection, store: Store, index: GraphIndex, request: WalkRequest
         registry = Registry(store.model, (), (), ())  # the model alone: what walk handlers read (`ctx.model`)
         ctx = CallContext(request.principal, request.surface, registry, store, index, deadline, request.time_limit_s,
                           sight_of(request.principal), None)  # fmt: skip
-        ctx.check_time()  # the sync (or a wait before it) may have spent the call's time: no walk begins past it
         return ("ok", HANDLERS[request.tool](ctx, dict(request.arguments)))
     except CanonError as exc:
         return ("error", type(exc), exc.args, dict(vars(exc)))
