@@ -10,22 +10,24 @@ Two things differ from a bare `jsonschema` validator, and both are the specifica
   ASCII, named groups are `(?<name>…)`. `ecma_regex` translates a pattern once and caches it.
 
 A failed `oneOf` over a tagged union reports the errors of the branch whose tag matched, with their pointers.
-`unevaluatedProperties` still sees `patternProperties` through `jsonschema`'s own matching.
+`unevaluatedProperties` sees `patternProperties` through `jsonschema`'s own code, routed to the same matcher.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
+import re2  # type: ignore[import-untyped]
 from jsonschema import Draft202012Validator, FormatChecker, SchemaError, ValidationError, validators
 from jsonschema.exceptions import best_match
 from jsonschema.protocols import Validator
 from referencing import Registry
 
-__all__ = ["FORMATS", "FORMAT_CHECKER", "check_schema", "ecma_regex", "require_formats", "schema_validator"]
+__all__ = ["FORMATS", "FORMAT_CHECKER", "Regex", "check_schema", "ecma_regex", "require_formats", "schema_validator"]
 
 # Every format of JSON Schema 2020-12 a model author may rely on; each is asserted on every write and argument.
 FORMATS = (
@@ -34,20 +36,56 @@ FORMATS = (
     "relative-json-pointer", "regex",
 )  # fmt: skip
 
-_CLASS_ESCAPES = {"d": "0-9", "w": "A-Za-z0-9_"}
-_ESCAPES = {"d": "[0-9]", "D": "[^0-9]", "w": "[A-Za-z0-9_]", "W": "[^A-Za-z0-9_]"}
-_DOT = "[^\\n\\r\\u2028\\u2029]"
+_CLASS_ESCAPES = {
+    "d": "0-9",
+    "w": "A-Za-z0-9_",
+    "s": "\\t\\n\\v\\f\\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff",
+}
+_ESCAPES = {"d": "[0-9]", "D": "[^0-9]", "w": "[A-Za-z0-9_]", "W": "[^A-Za-z0-9_]",
+            "s": f"[{_CLASS_ESCAPES['s']}]", "S": f"[^{_CLASS_ESCAPES['s']}]"}  # fmt: skip
+_DOT = "[^\n\r\u2028\u2029]"  # the characters themselves: RE2 has no \\u escape
 _PYTHON_ONLY = re.compile(r"(?<!\\)\(\?(?:P|#|[aiLmsux]+\))")  # (?P<n>…), (?#…), global flags (?i)
+_LOOKAROUND = re.compile(r"(?<!\\)\(\?<?[=!]")
+_BACKREFERENCE = re.compile(r"(?<!\\)\\(?:[1-9]|k<)")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # a refused pattern is the caller's error, not a line on stderr
+_OPTIONS.max_mem = 8 << 20  # RE2's own default, stated: a pattern that needs more is refused, not matched slowly
+
+
+class Regex:
+    """A compiled ECMA-262 pattern, matched by RE2 in time linear in the value: no pattern a model author writes
+    can make one value cost more than that (a backtracking engine takes exponential time on `^(a+)+$`).
+
+    `search` returns a match or None, as `re.Pattern.search` does; a value with a lone surrogate (which canon
+    refuses to store anyway) is matched with U+FFFD in its place, since RE2 reads UTF-8.
+    """
+
+    __slots__ = ("_compiled", "pattern")
+
+    def __init__(self, pattern: str, compiled: Any) -> None:
+        self.pattern = pattern
+        self._compiled = compiled
+
+    def search(self, value: str) -> object | None:
+        return self._compiled.search(_SURROGATE.sub("\ufffd", value))
+
+    def match(self, value: str) -> object | None:
+        return self._compiled.match(_SURROGATE.sub("\ufffd", value))
 
 
 @lru_cache(maxsize=4096)
-def ecma_regex(pattern: str) -> re.Pattern[str]:
-    """The Python regular expression that matches as the ECMA-262 `pattern` does; `re.error` if it is not one.
+def ecma_regex(pattern: str) -> Regex:
+    """The pattern that matches as the ECMA-262 `pattern` does, in linear time; `re.error` if it is not one, or if
+    it needs backtracking (backreferences, lookahead, lookbehind), which canon does not run.
 
     Search with it (`.search`), as JSON Schema does: a pattern is not implicitly anchored.
     """
     if _PYTHON_ONLY.search(pattern):
         raise re.error(f"{pattern!r} uses Python-only syntax, not ECMA-262")
+    if _LOOKAROUND.search(pattern) or _BACKREFERENCE.search(pattern):
+        raise re.error(f"{pattern!r} uses a backreference or lookaround: canon matches patterns in linear time "
+                       "(RE2), which these need backtracking for; write the pattern without them")  # fmt: skip
     out: list[str] = []
     in_class = False
     i = 0
@@ -57,10 +95,6 @@ def ecma_regex(pattern: str) -> re.Pattern[str]:
             escaped = pattern[i + 1]
             if escaped in "AZz":
                 raise re.error(f"\\{escaped} is not ECMA-262 (use ^ and $)")
-            if escaped == "k" and not in_class and (end := pattern.find(">", i)) > i + 2 and pattern[i + 2] == "<":
-                out.append(f"(?P={pattern[i + 3 : end]})")
-                i = end + 1
-                continue
             table = _CLASS_ESCAPES if in_class else _ESCAPES
             out.append(table.get(escaped, char + escaped))
             i += 2
@@ -72,17 +106,21 @@ def ecma_regex(pattern: str) -> re.Pattern[str]:
             in_class = True
             out.append(char)
         elif char == "$":
-            out.append(r"\Z")
+            out.append(r"\z")
         elif char == ".":
             out.append(_DOT)
-        elif pattern.startswith("(?<", i) and pattern[i + 3 : i + 4] not in ("=", "!"):
+        elif pattern.startswith("(?<", i):
             out.append("(?P<")
             i += 3
             continue
         else:
             out.append(char)
         i += 1
-    return re.compile("".join(out))
+    try:
+        return Regex(pattern, re2.compile("".join(out), _OPTIONS))
+    except re2.error as error:
+        reason = error.args[0].decode() if error.args and isinstance(error.args[0], bytes) else str(error)
+        raise re.error(f"{pattern!r} is not a pattern canon can match: {reason}") from None
 
 
 def _matches(pattern: str, value: str) -> bool:
@@ -213,6 +251,27 @@ def _format_checker() -> FormatChecker:
 
 
 FORMAT_CHECKER = _format_checker()
+
+
+class _EcmaSearch:
+    """What `jsonschema._utils` calls `re` for: `search`, the one call it makes (matching `patternProperties` for
+    `unevaluatedProperties` and `additionalProperties`), with canon's linear-time ECMA-262 matcher, so no keyword
+    reaches Python's backtracking engine with a model's pattern. `_route_jsonschema_patterns` fails loudly at
+    import if a new jsonschema stops calling it so."""
+
+    @staticmethod
+    def search(pattern: str, value: str) -> object | None:
+        return ecma_regex(pattern).search(value)
+
+
+def _route_jsonschema_patterns() -> None:
+    internals: Any = importlib.import_module("jsonschema._utils")
+    if getattr(internals, "re", None) is not re and not isinstance(internals.re, _EcmaSearch):
+        raise RuntimeError("jsonschema._utils no longer matches patterns through `re`: check core/dialect.py")
+    internals.re = _EcmaSearch()
+
+
+_route_jsonschema_patterns()
 
 _Validator: Any = validators.extend(
     Draft202012Validator,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import time
 from importlib import metadata
 
 import pytest
@@ -67,7 +68,9 @@ def test_a_format_without_a_checker_fails_loudly_naming_it() -> None:
         (r"^[\d.]+$", "1.5", True),
         ("^[$]$", "$", True),
         ("^(?i:a)b$", "Ab", True),  # a scoped modifier is ECMA-262 (2025) and Python alike
-        (r"(?<word>ab)\k<word>", "abab", True),
+        (r"(?<word>ab)c", "abc", True),  # a named group
+        (r"^\s$", "\u00a0", True),  # \s is ECMA-262's white space, Unicode's spaces included
+        (r"^\S$", "\u2028", False),
         ("b", "abc", True),  # not anchored unless the pattern says so
     ],
 )
@@ -76,8 +79,11 @@ def test_patterns_match_as_ecma_262_says(pattern: str, value: str, matches: bool
     assert schema_validator({"pattern": pattern}).is_valid(value) is matches
 
 
-@pytest.mark.parametrize("pattern", ["(?P<x>a)", r"\Aa", r"a\Z", "(?i)a", "[a"])
-def test_python_only_or_broken_regular_expressions_are_refused(pattern: str) -> None:
+@pytest.mark.parametrize(
+    "pattern", ["(?P<x>a)", r"\Aa", r"a\Z", "(?i)a", "[a", r"(a)\1", r"(?<w>a)\k<w>", "a(?=b)", "a(?!b)", "(?<=a)b",
+                "(?<!a)b", "a{1001}"],
+)  # fmt: skip
+def test_python_only_backtracking_or_broken_regular_expressions_are_refused(pattern: str) -> None:
     with pytest.raises(re.error):
         ecma_regex(pattern)
 
@@ -133,3 +139,30 @@ def test_the_format_checkers_cost_no_noticeable_start_up() -> None:
     # every canon process 2 s; canon checks IRIs itself, so that package must not come back with a dependency
     found = importlib.util.find_spec("rfc3987_syntax")
     assert found is None, "rfc3987-syntax is installed: jsonschema imports it, and its grammar costs 2 s per process"
+
+
+@pytest.mark.parametrize("pattern", ["^(a+)+$", "^([a-z]+-?)+$", "^(a|a)*$", "^(a|aa)+$", "^(.*a){12}$"])
+def test_no_pattern_costs_more_than_linear_work_per_value(pattern: str) -> None:
+    """Each is exponential for a backtracking engine on a value that almost matches (28 characters took 7.8 s
+    under Python's re, doubling with each character); RE2 takes time linear in the value."""
+    value = "a" * 5000 + "!"
+    validator = schema_validator({"type": "string", "pattern": pattern})
+    start = time.process_time()
+    assert not validator.is_valid(value)
+    assert ecma_regex(pattern).search("a" * 28 + "!") is None
+    assert time.process_time() - start < 1.0  # CPU time: seconds would be hours for a backtracking engine
+
+
+def test_a_backreference_is_refused_with_what_to_do() -> None:
+    with pytest.raises(re.error, match="linear time"):
+        ecma_regex(r"^(?<q>['\"]).*\k<q>$")
+
+
+def test_unevaluated_properties_match_pattern_properties_in_linear_time_too() -> None:
+    schema = {"type": "object", "patternProperties": {"^(a+)+$": {}}, "unevaluatedProperties": False}
+    validator = schema_validator(schema)
+    start = time.process_time()
+    assert validator.is_valid({"aaaa": 1})
+    assert not validator.is_valid({"a" * 5000 + "!": 1})
+    assert not validator.is_valid({"a\n": 1})  # ECMA-262's $, not Python's
+    assert time.process_time() - start < 1.0
