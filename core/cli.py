@@ -712,7 +712,7 @@ def _print_model_diff(report: dict[str, Any]) -> None:
     print(f"  ({compatible} compatible change(s) not listed; --json lists all)")
     data = report["data"]
     if data is not None:
-        print(f"data: {data['refused']} of {data['checked']} stored record(s) would be refused")
+        print(f"data: {data['refused']} of {data['checked']} stored record(s) (nodes and edges) would be refused")
         for s in data["sample"]:
             print(f"  {s['id']}{s['pointer']}: {s['message']}")
         for m in data["moved"]:

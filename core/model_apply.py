@@ -84,8 +84,8 @@ def check_plan(plan: ApplyPlan, *, allow_breaking: bool = False) -> None:
     data = plan.diff.data
     if data is not None and data.refused:
         raise ModelError(
-            f"{data.refused} of {data.checked} stored record(s) are not valid under {plan.diff.new}; fix the data "
-            "or the model first. Nothing was changed.",
+            f"{data.refused} of {data.checked} stored record(s) (nodes and edges) are not valid under "
+            f"{plan.diff.new}; fix the data or the model first. Nothing was changed.",
             [Problem(f"{record}{at}", message, file=source) for record, at, message in data.sample],
         )
 

@@ -71,7 +71,7 @@ class DataImpact:
     """How many stored records the new model refuses, and a sample of them: (record id, JSON pointer, message); and
     how many records each declared rename moves."""
 
-    checked: int
+    checked: int  # stored records: nodes and edges
     refused: int
     sample: tuple[tuple[str, str, str], ...] = ()
     moved: tuple[Moved, ...] = ()
@@ -170,6 +170,11 @@ def diff_write_rules(old: Model, new: Model) -> list[Finding]:
                                     BREAKING if after.acyclic else COMPATIBLE))  # fmt: skip
     for name in sorted(set(old.node_types) & set(new.node_types)):
         before_type, after_type = old.node_types[name], new.node_types[name]
+        if (
+            before_type.key != after_type.key
+        ):  # a new uniqueness rule: two nodes sharing the new key's value are refused
+            findings.append(Finding(WRITES, f"node type {name}", f"key property {before_type.key} -> {after_type.key}: "
+                                    f"{after_type.key} must be unique within {name}", BREAKING))  # fmt: skip
         defaults = ((before_type.visibility, before_type.readers), (after_type.visibility, after_type.readers))
         if defaults[0] != defaults[1]:
             findings.append(Finding(WRITES, f"node type {name}", f"a new node's default visibility "

@@ -224,7 +224,7 @@ def test_model_apply_refuses_a_model_stored_records_break_naming_them_and_change
     before = _digest(copied / "canon.db")
     result = run_canon("model", "apply", "--yes", "breaking.json", cwd=copied)  # 2.0.0: major, but teams have 'founded'
     assert result.returncode == EXIT_PROBLEMS
-    assert "stored record(s) are not valid" in result.stderr
+    assert "stored record(s) (nodes and edges) are not valid" in result.stderr
     assert "team-security/properties: 'founded' is not allowed" in result.stderr  # records and pointers named
     assert _digest(copied / "canon.db") == before
 

@@ -106,7 +106,8 @@ def check_records(model: Model, nodes: Iterable[Node], edges: Iterable[Edge]) ->
             plan(model, ops, EmptyView(), base_revision=0, principal="system", now=utc_now())
         except ValidationError as exc:
             found = list(indexed_problems(exc))
-            return RecordCheck(len(ops), len({p.index for p in found}),
+            # counted over every record (nodes and edges), so the unit is one whichever pass refused
+            return RecordCheck(len(all_ops), len({p.index for p in found}),
                                tuple((record_pointer(ops[p.index]), p.problem.pointer, p.problem.message)
                                      for p in found))  # fmt: skip
     return RecordCheck(len(all_ops))

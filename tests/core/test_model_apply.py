@@ -341,3 +341,43 @@ def test_a_store_from_before_the_history_starts_it_with_its_recorded_model(
         assert reopened.model_at(applied).digest == newer.digest
     finally:
         reopened.close()
+
+
+def test_the_data_check_counts_nodes_and_edges_whether_or_not_a_node_is_refused(
+    seeded_store: Store, model: Model
+) -> None:
+    """One unit for the data line: every stored record, nodes and edges, also when a node is refused (issue 25)."""
+    records = sum(1 for _ in seeded_store.iter_nodes()) + sum(1 for _ in seeded_store.iter_edges())
+
+    def required_budget(document: dict[str, Any]) -> None:
+        with_team_budget(document)
+        document["$defs"]["Team"]["required"].append("budget")
+
+    compatible = plan_apply(seeded_store, changed(model, "1.1.0", with_team_budget)).diff.data
+    refusing = plan_apply(seeded_store, changed(model, "2.0.0", required_budget)).diff.data
+    assert compatible is not None
+    assert refusing is not None
+    assert (compatible.checked, compatible.refused) == (records, 0)
+    assert refusing.checked == records
+    assert refusing.refused > 0
+
+
+def test_a_changed_key_property_is_a_breaking_write_rule_and_the_data_check_refuses_clashes(
+    seeded_store: Store, model: Model
+) -> None:
+    """Another key property is a new uniqueness rule: the writes row says breaking, and two stored nodes sharing
+    the new key's value are refused (issue 25)."""
+
+    def key_on_name(document: dict[str, Any]) -> None:
+        document["$defs"]["Team"]["x-canon-node"]["key"] = "name"
+
+    teams = list(seeded_store.iter_nodes("Team"))
+    first, second = teams[0], teams[1]
+    seeded_store.commit([PutNode(Node(second.id, "Team", {**second.properties, "name": first.properties["name"]},
+                                      visibility=second.visibility, readers=second.readers))],
+                        principal="test")  # fmt: skip
+    plan = plan_apply(seeded_store, changed(model, "2.0.0", key_on_name))
+    assert plan.diff.classification("writes") == "breaking"
+    assert any("key property" in f.change for f in plan.diff.findings if f.surface == "writes")
+    assert plan.diff.data is not None
+    assert plan.diff.data.refused == 1
