@@ -9,6 +9,11 @@ Before the SDK sees a line, canon answers the ones no revision it serves accepts
 line that is no JSON-RPC message (the SDK drops those without a word), and a request naming a revision canon does
 not serve (`core.mcp.revisions.refusal`: the same -32022 as over HTTP). A refused request changes nothing: the
 SDK picks the connection's revision from the first request it sees, and it never sees that one.
+
+A line the SDK's parser refuses is read again with canon's own (`core.documents.parse_json`, the one the HTTP side
+reads a body with) before it is called no JSON (`_reread`): the SDK's parser refuses a lone surrogate (`"\\ud800"`),
+which is valid JSON, and would leave the client waiting for an answer to a request id nobody read. Read as over
+HTTP, the request reaches the tool, whose arguments dispatch refuses as over HTTP.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from core.changes import ChangeFeed
+from core.documents import parse_json
 from core.instance import Instance
 from core.mcp.events import EventFanout
 from core.mcp.options import ServeOptions
@@ -139,7 +145,8 @@ async def screen(lines: AsyncIterable[Item], passed: MemoryObjectSendStream[Item
                  answer: Callable[[SessionMessage], Awaitable[None]]) -> None:  # fmt: skip
     """Pass what arrives on `lines` to `passed` (the SDK's), and `answer` what canon refuses itself."""
     async with passed:
-        async for item in lines:
+        async for line in lines:
+            item = _reread(line)
             refused = _refused(item)
             if refused is None:
                 await passed.send(item)
@@ -147,6 +154,25 @@ async def screen(lines: AsyncIterable[Item], passed: MemoryObjectSendStream[Item
             request_id, error = refused
             with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                 await answer(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+
+
+def _reread(item: Item) -> Item:
+    """`item`, or, if the SDK's parser found no JSON in its line, the message canon's parser reads in it (a lone
+    surrogate is JSON to canon's, as over HTTP, and not to the SDK's), or its error if that is no JSON-RPC message;
+    `item` when canon's parser finds no JSON either."""
+    if not isinstance(item, ValidationError):
+        return item
+    text = next((p["input"] for p in item.errors() if p["type"] == "json_invalid"), None)
+    if not isinstance(text, str | bytes):
+        return item
+    try:
+        decoded = parse_json(text)
+    except ValueError:  # json.JSONDecodeError: not JSON to canon either
+        return item
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_python(decoded, by_name=False))
+    except ValidationError as exc:  # JSON, but no JSON-RPC message: `_refused` says which
+        return exc
 
 
 def _refused(item: Item) -> tuple[RequestId | None, ErrorData] | None:

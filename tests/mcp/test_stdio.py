@@ -330,3 +330,23 @@ def test_the_stdio_entry_imports_neither_the_sdk_nor_an_http_stack(tmp_path: Pat
     assert "core.mcp.stdio" in loaded  # the listing is real
     banned = (*NOT_FOR_STDIO, "mcp", "mcp_types", "pydantic", "pydantic_core", "starlette", "uvicorn", "httpx2")
     assert [m for m in loaded if any(m == p or m.startswith(f"{p}.") for p in banned)] == []
+
+
+async def test_a_lone_surrogate_in_a_stdio_call_is_answered_under_its_id_with_the_tool_error_http_gives(
+    stdio: Stdio, shared_instance: Instance
+) -> None:
+    params = {"name": "get_node", "arguments": {"id": "\ud800"}, "_meta": envelope()}
+    line = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params})
+    assert "\\ud800" in line  # valid JSON (json.loads reads it back), which the SDK's own parser refuses
+
+    over_stdio = stdio.ask(line)
+    async with asgi_http(shared_instance) as http:  # the same request over HTTP
+        headers, body = modern_request("tools/call", {"name": "get_node", "arguments": {"id": "\ud800"}}, id_=2)
+        over_http = (await http.post("/mcp", content=json.dumps(body), headers=headers)).json()
+
+    assert over_stdio["id"] == 2
+    assert over_stdio["result"]["isError"] is True
+    refused = json.loads(over_stdio["result"]["content"][0]["text"])
+    assert refused["error"]["code"] == "invalid_arguments"
+    assert [p["pointer"] for p in refused["error"]["problems"]] == ["/id"]
+    assert over_stdio["result"] == over_http["result"]
