@@ -135,7 +135,7 @@ class BearerGate:
         status = 401
         if rejection is not None:
             reason = f"{reason}: {rejection.reason}"
-            error, description, status = rejection.error, rejection.description, rejection.status
+            error, description, status = rejection.error, rejection.told, rejection.status
         self.on_reject(scope.get("path", ""), reason)
         challenge = f'Bearer error="{error}", error_description="{description}"'
         if self.oauth is not None:

@@ -62,7 +62,13 @@ class Rejection:
     reason: str
     error: str = "invalid_token"
     status: int = 401
-    description: str = "The bearer token is not valid (unknown, revoked, expired or malformed)."
+    description: str = ""
+
+    @property
+    def told(self) -> str:
+        """What the client is told (RFC 6750 `error_description`, and the problem's detail): which check failed,
+        never what the token held, since `reason` names checks and claims, not their values."""
+        return self.description or f"The bearer token was refused: {self.reason}."
 
 
 def metadata_path(resource: str) -> str:
@@ -127,6 +133,8 @@ class JwtVerifier:
                                 options={"require": ["exp", "iss", "aud"]})  # fmt: skip
         except jwt.PyJWTError as exc:
             return Rejection(_REASONS.get(type(exc), "invalid token"))
+        if (mistyped := _mistyped_claim(claims)) is not None:
+            return Rejection(f"claim {mistyped} of the wrong type")
         principal = self._principal(claims)
         return principal if isinstance(principal, Rejection) else (principal, claims["exp"] + self.settings.leeway_s)
 
@@ -271,6 +279,26 @@ def _values(claim: Any) -> list[str]:
     return []
 
 
+_NUMERIC_DATES = ("exp", "nbf", "iat")  # RFC 7519 section 4.1: NumericDate, a JSON number
+
+
+def _mistyped_claim(claims: Mapping[str, Any]) -> str | None:
+    """The first registered claim (RFC 7519 section 4.1) whose JSON type is wrong, if any: PyJWT checks the values it
+    compares, and lets through e.g. a numeric string `exp`, which canon would then add its leeway to."""
+    for name in _NUMERIC_DATES:
+        value = claims.get(name)
+        if name in claims and (isinstance(value, bool) or not isinstance(value, int | float)):
+            return name
+    for name in ("iss", "sub", "jti"):
+        if name in claims and not isinstance(claims[name], str):
+            return name
+    audience = claims.get("aud")
+    if "aud" in claims and not (isinstance(audience, str) or (
+            isinstance(audience, list) and all(isinstance(a, str) for a in audience))):  # fmt: skip
+        return "aud"
+    return None
+
+
 _REASONS: dict[type[Exception], str] = {  # what the audit log says of a token PyJWT refused
     jwt.ExpiredSignatureError: "expired token",
     jwt.ImmatureSignatureError: "token not yet valid",
@@ -279,5 +307,8 @@ _REASONS: dict[type[Exception], str] = {  # what the audit log says of a token P
     jwt.InvalidSignatureError: "bad signature",
     jwt.InvalidAlgorithmError: "algorithm not allowed",
     jwt.MissingRequiredClaimError: "missing claim",
+    jwt.InvalidIssuedAtError: "claim iat of the wrong type",
+    jwt.exceptions.InvalidSubjectError: "claim sub of the wrong type",
+    jwt.exceptions.InvalidJTIError: "claim jti of the wrong type",
     jwt.DecodeError: "malformed token",
 }

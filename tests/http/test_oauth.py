@@ -360,6 +360,10 @@ BAD_TOKENS: dict[str, tuple[Callable[[Issuer], str], str]] = {  # what it is -> 
     "tampered payload": (_tampered, "bad signature"),
     "no exp": (lambda i: i.token(exp=None), "missing claim"),
     "not a JWT": (lambda i: "not.a-jwt", "malformed token"),
+    "exp a numeric string": (lambda i: i.token(exp=str(int(time.time()) + 600)), "claim exp of the wrong type"),
+    "iat a string": (lambda i: i.token(iat="yesterday"), "claim iat of the wrong type"),
+    "nbf true": (lambda i: i.token(nbf=True), "claim nbf of the wrong type"),
+    "sub a number": (lambda i: i.token(sub=42), "claim sub of the wrong type"),
     "a revoked canon token": (lambda i: "canon_not-a-known-token", "unknown canon token"),
 }
 
@@ -381,6 +385,8 @@ async def test_every_bad_token_is_a_401_audited_as_rejected_never_anonymous(
         params = challenge(response)
         assert params["error"] == "invalid_token"
         assert params["resource_metadata"] == METADATA
+        assert params["error_description"] == f"The bearer token was refused: {reason}."  # which check, no claim
+    assert on_rest.json()["error_description"] == on_rest.json()["detail"] == params["error_description"]
     assert [(r.outcome, r.principal) for r in records] == [("rejected", f"(invalid token: {reason})")] * 2
     assert all(token not in json.dumps(r.__dict__) for r in records)
 
