@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Match, Mount, NoMatchFound, Route
@@ -61,6 +62,7 @@ from core.surfaces import (
 __all__ = ["UI_ASSETS", "build_app", "close_streams"]
 
 UI_ASSETS = "/ui-assets"
+GZIP_MIN_BYTES = 1024  # smaller answers gain too little to pay for the compression
 
 
 class SurfaceRoute(BaseRoute):
@@ -229,6 +231,9 @@ def build_app(instance: Instance, surfaces: list[Surface] | None = None) -> Star
         middleware=[
             *_network_layers(config),
             *([Middleware(AccessLog)] if config.access_log else []),
+            # text answers compressed when the client asks (llms-full.txt: 265 KB); never an event stream, whose
+            # events must reach the client as they happen (Starlette excludes text/event-stream), nor a WebSocket
+            Middleware(GZipMiddleware, minimum_size=GZIP_MIN_BYTES),
             Middleware(ProblemAnswers),
             Middleware(Admission, allowed=_allowed(config), max_body=config.max_body_bytes),
             Middleware(Cors, serves_browsers=_browser_paths(installed)),

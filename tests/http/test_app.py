@@ -14,7 +14,7 @@ import pytest
 from core.instance import Instance
 from core.surfaces import discover
 from tests.generators.conftest import asgi
-from tests.mcp.conftest import DEADLINE_S, LEGACY, MODERN, asgi_http, mcp_app, modern_request
+from tests.mcp.conftest import DEADLINE_S, LEGACY, MODERN, asgi_http, envelope, mcp_app, modern_request
 from tests.mcp.raw_http import Raw, served
 
 pytestmark = pytest.mark.anyio
@@ -171,3 +171,36 @@ async def test_a_declared_length_over_the_limit_is_refused_at_once_and_nobody_wa
                 assert (headers["content-type"], body["error"]["data"]["code"]) == ("application/json", "too_large")
             else:
                 assert (headers["content-type"], body["code"]) == ("application/problem+json", "too_large")
+
+
+async def test_large_text_answers_are_gzipped_when_asked_and_event_streams_never(shared_instance: Instance) -> None:
+    async with asgi(shared_instance) as http:
+        plain = await http.get("/llms-full.txt", headers={"accept-encoding": "identity"})
+        gzipped = await http.get("/llms-full.txt", headers={"accept-encoding": "gzip"})
+        small = await http.get("/healthz", headers={"accept-encoding": "gzip"})
+    assert "content-encoding" not in plain.headers
+    assert gzipped.headers["content-encoding"] == "gzip"
+    assert gzipped.text == plain.text  # httpx decodes: the same document, fewer bytes on the wire
+    assert int(gzipped.headers["content-length"]) * 4 < len(plain.content)
+    assert "content-encoding" not in small.headers
+
+
+async def test_an_event_stream_is_never_gzipped_even_when_asked(shared_instance: Instance) -> None:
+    body = {"jsonrpc": "2.0", "id": "L1", "method": "subscriptions/listen",
+            "params": {"notifications": {"toolsListChanged": True}, "_meta": envelope()}}  # fmt: skip
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+               "mcp-protocol-version": MODERN, "mcp-method": "subscriptions/listen",
+               "accept-encoding": "gzip"}  # fmt: skip
+    async with served(mcp_app(shared_instance, alone=False)) as server:
+        raw = await Raw.connect(server.port)
+        try:
+            with anyio.fail_after(DEADLINE_S):
+                await raw.request(json.dumps(body).encode(), headers)
+                status, head = await raw.head()
+                first = await raw.frame()
+        finally:
+            await raw.aclose()
+    assert (status, head["content-type"]) == (200, "text/event-stream")
+    assert "content-encoding" not in head
+    assert first is not None
+    assert b"notifications/subscriptions/acknowledged" in first  # readable as it comes
