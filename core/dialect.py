@@ -39,6 +39,7 @@ FORMATS = (
 _CLASS_ESCAPES = {
     "d": "0-9",
     "w": "A-Za-z0-9_",
+    "b": "\\x08",  # a backspace, in a class
     "s": "\\t\\n\\v\\f\\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff",
 }
 _ESCAPES = {"d": "[0-9]", "D": "[^0-9]", "w": "[A-Za-z0-9_]", "W": "[^A-Za-z0-9_]",
@@ -47,6 +48,7 @@ _DOT = "[^\n\r\u2028\u2029]"  # the characters themselves: RE2 has no \\u escape
 _PYTHON_ONLY = re.compile(r"(?<!\\)\(\?(?:P|#|[aiLmsux]+\))")  # (?P<n>…), (?#…), global flags (?i)
 _LOOKAROUND = re.compile(r"(?<!\\)\(\?<?[=!]")
 _BACKREFERENCE = re.compile(r"(?<!\\)\\(?:[1-9]|k<)")
+_UNICODE_ESCAPE = re.compile(r"([0-9A-Fa-f]{4})|\{([0-9A-Fa-f]{1,6})\}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a refused pattern is the caller's error, not a line on stderr
@@ -95,6 +97,10 @@ def ecma_regex(pattern: str) -> Regex:
             escaped = pattern[i + 1]
             if escaped in "AZz":
                 raise re.error(f"\\{escaped} is not ECMA-262 (use ^ and $)")
+            if escaped == "u" and (code := _UNICODE_ESCAPE.match(pattern, i + 2)):
+                out.append(f"\\x{{{code[1] or code[2]}}}")  # RE2 writes \uXXXX and \u{X…} as \x{…}
+                i = code.end()
+                continue
             table = _CLASS_ESCAPES if in_class else _ESCAPES
             out.append(table.get(escaped, char + escaped))
             i += 2

@@ -71,6 +71,8 @@ def test_a_format_without_a_checker_fails_loudly_naming_it() -> None:
         (r"(?<word>ab)c", "abc", True),  # a named group
         (r"^\s$", "\u00a0", True),  # \s is ECMA-262's white space, Unicode's spaces included
         (r"^\S$", "\u2028", False),
+        (r"^\u00e9[\u0041-\u005A]$", "éB", True),  # \u escapes, in and out of a class
+        (r"^[\b]$", "\b", True),  # a backspace in a class
         ("b", "abc", True),  # not anchored unless the pattern says so
     ],
 )
