@@ -30,6 +30,7 @@ from starlette.routing import BaseRoute, Match, Mount, NoMatchFound, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from core import __version__
 from core.changes import ChangeFeed
 from core.config import Config
 from core.http.access import AccessLog
@@ -192,7 +193,9 @@ def build_app(instance: Instance, surfaces: list[Surface] | None = None) -> Star
     routes = [SurfaceRoute(s, host_of(s), current, anonymous=config.anonymous, oauth=oauth) for s in installed]
 
     async def healthz(request: Request) -> JSONResponse:
-        health: dict[str, Any] = {"status": "ok", "revision": instance.store.revision(), "model": instance.model.name}
+        model = instance.model
+        health: dict[str, Any] = {"status": "ok", "revision": instance.store.revision(), "model": model.name,
+                                  "modelVersion": model.version, "version": __version__}  # fmt: skip
         for route in routes:
             health.update(route.running.health if route.running is not None else {})
         return JSONResponse({**health, "surfaces": [r.surface.name for r in routes]})

@@ -11,6 +11,7 @@ import anyio
 import httpx2
 import pytest
 
+from core import __version__
 from core.instance import Instance
 from core.surfaces import discover
 from tests.generators.conftest import asgi
@@ -20,7 +21,7 @@ from tests.mcp.raw_http import Raw, served
 pytestmark = pytest.mark.anyio
 
 
-async def test_healthz_reports_ok_the_revision_the_protocol_versions_and_every_surface_mcp_first(
+async def test_healthz_reports_the_revision_the_model_and_its_version_the_protocol_versions_and_the_surfaces(
     shared_instance: Instance,
 ) -> None:
     async with asgi(shared_instance) as http:  # the host with its default surfaces: every installed one
@@ -32,6 +33,8 @@ async def test_healthz_reports_ok_the_revision_the_protocol_versions_and_every_s
         "status": "ok",
         "revision": shared_instance.store.revision(),
         "model": shared_instance.model.name,
+        "modelVersion": shared_instance.model.version,  # a probe can tell a model change took effect
+        "version": __version__,  # canon's own
         "protocolVersions": [MODERN, LEGACY],
         "surfaces": ["mcp", *others],
     }
