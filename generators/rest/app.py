@@ -157,14 +157,15 @@ def _from_query(param: Param, values: list[str]) -> Any:
     return converted[0] if len(converted) == 1 else converted
 
 
-async def _body(request: Request) -> dict[str, Any]:
-    """The JSON object in the body ({} when empty); refused when not UTF-8 JSON or not an object. (The host
-    refused a body over `max_body_bytes` before this app saw the request.)"""
+async def _body(request: Request, media: str | None) -> dict[str, Any]:
+    """The JSON object in the body ({} when empty and no Content-Type declares one); refused when not UTF-8 JSON
+    (an empty body under a JSON media type included: it is not JSON) or not an object. (The host refused a body
+    over `max_body_bytes` before this app saw the request.)"""
     try:
         data = await request.body()
     except ClientDisconnect:
         raise Refusal(400, "invalid_arguments", "The client went away before the body was complete.") from None
-    if not data.strip():
+    if not data.strip() and media is None:
         return {}
     try:
         value = parse_json(data)
@@ -210,7 +211,7 @@ async def arguments_of(request: Request, route: ToolRoute) -> dict[str, Any]:
         media = _media_type(request)
         if route.strict_media and media is not None and media not in route.media:
             raise _unsupported(route, media)
-        body = await _body(request)
+        body = await _body(request, media)
         if route.strict_media and media is None and body:
             raise _unsupported(route, media)
         for name in arguments:

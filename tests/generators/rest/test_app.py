@@ -489,6 +489,18 @@ def test_patch_changes_only_what_the_merge_patch_names_and_takes_if_match_like_p
     assert writable.get(path, who="walt").json()["node"]["properties"] == node["properties"]
 
 
+@pytest.mark.parametrize("content_type", ["application/merge-patch+json", "application/json"])
+@pytest.mark.parametrize("body", [b"", b"  \r\n"])
+def test_an_empty_body_declared_json_is_a_400_not_json_and_changes_nothing(
+    server: Server, content_type: str, body: bytes
+) -> None:
+    before = server.instance.store.revision()
+    refused = server.send("PATCH", f"/api/nodes/{PUBLIC_TEAM}", content=body, headers={"Content-Type": content_type})
+    problem = assert_problem(refused, 400, "invalid_arguments")
+    assert [e["message"] for e in problem["errors"]] == ["not JSON"]
+    assert server.instance.store.revision() == before
+
+
 @pytest.mark.parametrize(
     "content_type", ["text/plain", "application/x-www-form-urlencoded", "application/json-patch+json", None]
 )
