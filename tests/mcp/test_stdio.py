@@ -23,12 +23,12 @@ import pytest
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
+from core.config import Config
 from core.instance import Instance
 from core.mcp.handshake import early_result, initialize_result, opening_request
 from core.mcp.revisions import BATCH, SUPPORTED_VERSIONS
 from core.mcp.server import CanonServer
 from core.mcp.stdio_sdk import AnsweredOnce, Item, Opening
-from core.principal import LOCAL
 from tests.mcp.conftest import LEGACY, Served, asgi_http, copy_store, envelope, modern_request
 from tests.mcp.test_handshake import ANSWERED
 
@@ -159,11 +159,13 @@ def test_stdio_answers_initialize_without_importing_what_it_does_not_need(seed_t
 
 
 def _heaviest_neighbourhoods(instance: Instance, count: int) -> list[str]:
-    """The ids of the `count` nodes whose default get_neighbors page is the largest object."""
+    """The ids of the `count` nodes whose default get_neighbors page is the largest object, for the principal a
+    stdio client is by default (the local writer)."""
+    caller = Config().local_principal()
     assert instance.index is not None
     with instance.index.reading() as view:
         ids = sorted(view.graph.nodes)
-    size = {i: len(json.dumps(instance.dispatcher.call_tool(LOCAL, "test", "get_neighbors", {"id": i}).as_json()))
+    size = {i: len(json.dumps(instance.dispatcher.call_tool(caller, "test", "get_neighbors", {"id": i}).as_json()))
             for i in ids}  # fmt: skip
     return sorted(ids, key=lambda i: size[i], reverse=True)[:count]
 
