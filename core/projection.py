@@ -3,7 +3,8 @@
 One rule for every surface, applied by the dispatcher to a read tool's result when its arguments ask for it:
 `fields` keeps only the named properties of each node (the system fields stay); `summary` turns each node into
 `{id, type, name}`, where `name` is the value of the type's display property, and each edge that reached a node
-(a `get_neighbors` item's) into `{type, source, target}`, with its properties only when it has any. A tool
+(a `get_neighbors` item's) into `{type, source, target}`, with its properties only when it has any; a search
+hit, which names its node's id, type and name itself, drops its node in the summary form. A tool
 offers them by declaring `fields` and `summary` in its input schema. Nodes are found where the read tools put
 them: under `node`, as the items of a page, or under `node` in each item.
 """
@@ -45,6 +46,8 @@ def shape(value: dict[str, Any], args: Mapping[str, Any], model: Model) -> dict[
 
 def _item(item: dict[str, Any], one: Callable[[dict[str, Any]], dict[str, Any]], summary: bool) -> dict[str, Any]:
     if isinstance(item.get("node"), dict):
+        if summary and "score" in item:
+            return {k: v for k, v in item.items() if k != "node"}
         shaped = {**item, "node": one(item["node"])}
         if summary and isinstance(item.get("edge"), dict):
             shaped["edge"] = _edge_summary(cast("dict[str, Any]", item["edge"]))
