@@ -24,6 +24,7 @@ Ties break by id, so a ranking is total and the same on SQLite and PostgreSQL.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 from collections import Counter
@@ -79,11 +80,16 @@ class Hit:
         return {
             "id": self.node.id,
             "type": self.node.type,
-            "name": self.node.properties.get(display),
+            "name": _display_text(self.node.properties.get(display), self.node.id),
             "score": round(self.score, 4),
             "match": {"property": self.property, "snippet": self.snippet},
             "node": self.node.to_json(),
         }
+
+
+def _display_text(value: Any, fallback: str) -> str:
+    """A display value as text: what a hit is called (the id when the node has no display value)."""
+    return fallback if value is None else value if isinstance(value, str) else json.dumps(value)
 
 
 @dataclass(frozen=True)

@@ -159,7 +159,7 @@ def test_generate_collects_the_manifest_and_each_surface_s_files_and_refuses_a_c
     assert list(files) == sorted(files)
     assert files["echo.txt"] == "echo\n"
     manifest = json.loads(files[MANIFEST])
-    assert [t["name"] for t in manifest["tools"]][:2] == ["describe_model", "get_node"]
+    assert [t["name"] for t in manifest["tools"]][:3] == ["search", "describe_model", "get_node"]
     assert generate(surfaces=[Echo()]) == files, "artifacts are deterministic"
     with pytest.raises(ValueError, match=r"echo\.txt"):
         generate(surfaces=[Echo(), Echo(name="twin", paths=("/twin/",))])

@@ -83,6 +83,7 @@ FALLBACKS: tuple[Fallback, ...] = (
     Fallback("Change.after", "an object of any properties"),
     Fallback("DescribeModelResultNodeTypes.schema", "an object of any properties"),
     Fallback("DescribeModelResultEdgeTypes.schema", "an object of any properties"),
+    Fallback("SearchResult.facets", "a map"),
     Fallback("find_nodes(where:)", "a map"),
     Fallback("query_graph(match:)[]", "oneOf has no GraphQL equivalent"),
     Fallback("QueryGraphResult.items[]", "a map"),

@@ -749,7 +749,16 @@ def instance_nodes(instance: Instance) -> list[tuple[str, Any]]:
 
 PERMISSION = {  # docs/operations/security.md, "What a principal may do: roles"
     **dict.fromkeys(
-        ["describe_model", "get_node", "find_nodes", "get_neighbors", "find_paths", "query_graph", "get_changes"],
+        [
+            "search",
+            "describe_model",
+            "get_node",
+            "find_nodes",
+            "get_neighbors",
+            "find_paths",
+            "query_graph",
+            "get_changes",
+        ],
         "read",
     ),
     **dict.fromkeys(["upsert_node", "patch_node", "delete_node", "upsert_edge", "delete_edge", "write_batch"], "write"),
@@ -766,6 +775,7 @@ GRANTED = {
     "nobody": set[str](),
 }
 VALID = {  # arguments a caller with the role could use (on public nodes), so only the role can refuse them
+    "search": {"query": "open team"},
     "describe_model": {},
     "get_node": {"id": TEAM},
     "find_nodes": {"type": "Team"},

@@ -206,7 +206,7 @@ async def test_the_sdk_client_over_http_lists_and_calls_tools(process: Process, 
         version = client.protocol_version
 
     assert version == (MODERN if mode == "auto" else LEGACY)
-    assert len(tools.tools) == 7
+    assert [t.name for t in tools.tools] == tool_names("read")  # anonymous
     assert result.structured_content is not None
     assert len(result.structured_content["items"]) == 3
     assert raised.value.code == -32602
