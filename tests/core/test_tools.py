@@ -188,6 +188,7 @@ def test_a_damaged_cursor_is_refused(instance: Instance) -> None:
 
 
 PAGED = {  # every tool that pages, with arguments that have more than one page
+    "search": {"query": "payments", "limit": 2},
     "find_nodes": {"type": "Person", "limit": 2},
     "get_neighbors": {"id": ORIGIN, "depth": 2, "limit": 2},
     "find_paths": {"source": ORIGIN, "target": PERSON, "limit": 1},
@@ -586,6 +587,7 @@ def test_describe_model_with_schemas_adds_each_types_schema(instance: Instance) 
 # -- every tool ---------------------------------------------------------------------------------------------------
 
 EVERY_TOOL = [
+    ("search", {"query": "payments platform"}),
     ("describe_model", {"include_schemas": True}),
     ("get_node", {"id": SERVICE}),
     ("find_nodes", {"type": "Service", "where": {"tier": 1}, "text": "api"}),
