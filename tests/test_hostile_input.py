@@ -329,3 +329,35 @@ def test_hostile_arguments_get_a_documented_answer_and_never_a_server_error(
 
 def test_every_tool_of_the_registry_is_fuzzed(target: Target) -> None:
     assert [t.name for t in target.instance.registry.tools] == TOOLS
+
+
+# -- forged kids while the OAuth issuer stalls (issue 25, item 28) -------------------------------------------------
+@pytest.mark.anyio
+async def test_a_flood_of_forged_kids_while_the_issuer_stalls_is_refused_within_one_fetch_timeout(
+    seed_template: Path, tmp_path: Path
+) -> None:
+    import time
+
+    import anyio
+
+    from tests.http.test_oauth import bearer, canon, http, rsa_key, running_issuer, settings
+
+    deadline = 2.0
+    with running_issuer() as issuer, canon(seed_template, tmp_path, settings(issuer, fetch_timeout_s=deadline)) as inst:
+        issuer.stalled = True  # every request to it hangs, unanswered
+        statuses: list[int] = []
+        async with http(inst) as client:
+
+            async def forged(n: int) -> None:
+                answer = await client.get("/api/nodes/team-payments", headers=bearer(issuer.token(rsa_key(f"x{n}"))))
+                statuses.append(answer.status_code)
+
+            started = time.monotonic()
+            async with anyio.create_task_group() as tasks:
+                for n in range(20):
+                    tasks.start_soon(forged, n)
+            took = time.monotonic() - started
+
+    assert statuses == [401] * 20
+    assert took < deadline + 5, took  # before: 20 s for the first, and every other waiting for it
+    assert issuer.requests <= 2  # one fetch for them all, cut short at the deadline
