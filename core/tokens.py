@@ -81,6 +81,12 @@ class TokenFile:
                     return entry.principal() if expires is None or time.time() < expires else None
         return None
 
+    def any(self) -> bool:
+        """Whether the file holds any token (current or not): whether canon's own tokens are in use."""
+        with self._lock:
+            self._refresh()
+            return bool(self._by_hash)
+
     def _refresh(self) -> None:
         try:
             info = os.stat(self.path)

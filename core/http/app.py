@@ -215,7 +215,8 @@ def build_app(instance: Instance, surfaces: list[Surface] | None = None) -> Star
 
     assets = BUNDLED if config.ui_assets is None else config.ui_assets  # the docs pages' scripts and styles
     landing = landing_endpoint(lambda: instance.model, installed, anonymous=config.anonymous,
-                               public_url=config.public_url)  # fmt: skip
+                               public_url=config.public_url, issuer=None if oauth is None else oauth.settings.issuer,
+                               static_tokens=instance.tokens.any)  # fmt: skip
     # RFC 9728: where clients learn which issuer to get canon's tokens from
     metadata = [] if oauth is None else [Route(metadata_path(oauth.settings.resource), resource_metadata(oauth))]
     watches = Gauge("canon_change_watches", "Open watches of the change feed: GraphQL subscriptions.", feed.watchers)
