@@ -57,6 +57,7 @@ from core.surfaces import (
     claims,
     discover,
     host_for,
+    page_shell_of,
     serves_browsers,
 )
 
@@ -99,7 +100,8 @@ class SurfaceRoute(BaseRoute):
         def refused(path: str, reason: str) -> None:
             host.at(current()).rejected(path, reason)
 
-        return BearerGate(app, anonymous=self.anonymous, on_reject=refused, oauth=self.oauth)
+        return BearerGate(app, anonymous=self.anonymous, on_reject=refused, oauth=self.oauth,
+                          shell=page_shell_of(self.surface))  # fmt: skip
 
     def current(self) -> ASGIApp:
         if self._served is not None:

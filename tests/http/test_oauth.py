@@ -40,6 +40,7 @@ from core.http.app import build_app
 from core.instance import Instance, open_instance
 from core.mcp.surface import McpSurface
 from core.principal import Principal
+from generators.graphql.ide import example_query
 from tests.conftest import copy_store
 from tests.generators.conftest import live
 from tests.mcp.conftest import serving
@@ -587,3 +588,35 @@ async def test_while_keys_are_fetched_other_tokens_never_wait_for_the_fetch(seed
     assert challenge(forged)["error_description"] == "The bearer token was refused: unknown key."
     assert known.status_code == 200, known.text  # a key known before serves on
     assert answered["rotated"].status_code == 401  # fetched at last: k9 is not the issuer's
+
+
+# -- the docs pages with anonymous access off -------------------------------------------------------------------------
+async def test_without_anonymous_access_the_page_shells_are_served_and_what_they_call_needs_a_token(
+    issuer: Issuer, seed_template: Path, tmp_path: Path
+) -> None:
+    browser = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    with canon(seed_template, tmp_path, settings(issuer), anonymous=False) as inst:
+        query = example_query(inst.registry)
+        async with http(inst) as client:
+            shells = [await client.get(path, headers=browser) for path in ("/docs", "/graphql")]
+            data = [await client.get("/openapi.json"), await client.post("/graphql", json={"query": query}),
+                    await client.get("/graphql", params={"query": query}, headers=browser),
+                    await client.get("/graphql", params={"query": ""}, headers=browser),
+                    await client.get("/llms.txt"), await client.get("/schema.graphql")]  # fmt: skip
+            with_token = await client.post("/graphql", json={"query": query}, headers=bearer(issuer.token()))
+
+    for shell in shells:
+        assert shell.status_code == 200, shell.text
+        assert shell.headers["content-type"].startswith("text/html")
+    docs, graphiql = (s.text for s in shells)
+    assert 'id="canon-token"' in docs  # a field for the token the document needs
+    assert "requestInterceptor" in docs
+    assert json.dumps(query) in graphiql  # opened on this model's query, not GraphiQL's welcome
+    assert json.dumps('{"Authorization": "Bearer "}') in graphiql
+    assert "Welcome to GraphiQL" not in graphiql.split("const WELCOME")[0]
+    assert [r.status_code for r in data] == [401] * len(data)
+    assert with_token.status_code == 200, with_token.text
+    answer = with_token.json()
+    assert "errors" not in answer, answer
+    assert answer["data"]["get_node"]["node"]["id"] == inst.registry.examples.id  # pyright: ignore[reportOptionalMemberAccess]
+    assert answer["data"]["get_neighbors"]["total"] > 0
