@@ -85,6 +85,7 @@ def _script_value(value: str) -> str:
     return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+_HEADERS = _script_value(DEFAULT_HEADERS)
 _BLANK_BEARER = """
       function withoutBlankBearer(fetch) {
         return (params, options) => {
@@ -98,9 +99,6 @@ _BLANK_BEARER = """
         };
       }
 """
-
-
-HEADERS = DEFAULT_HEADERS
 
 
 def _edits(query: str) -> tuple[tuple[str, str], ...]:
