@@ -31,7 +31,7 @@ from core.progress import ProgressBar
 from core.store import Store, copy_store, open_existing_store, store_exists
 from core.store.common import utc_now
 from core.store.retention import Retention
-from core.tokens import TokenFile
+from core.tokens import token_file
 
 if TYPE_CHECKING:
     from core.mcp.options import ServeOptions
@@ -526,7 +526,7 @@ def _token_usage(args: argparse.Namespace) -> int:
 
 
 def _token_create(args: argparse.Namespace) -> int:
-    tokens = TokenFile(_config(args).tokens)
+    tokens = token_file(_config(args))
     token = tokens.create(args.name, args.role, args.groups, args.expires_in)
     print(token)
     article = "an" if args.role[0] in "aeiou" else "a"
@@ -536,7 +536,7 @@ def _token_create(args: argparse.Namespace) -> int:
 
 
 def _token_revoke(args: argparse.Namespace) -> int:
-    tokens = TokenFile(_config(args).tokens)
+    tokens = token_file(_config(args))
     try:
         tokens.revoke(args.name)
     except NotFoundError:
@@ -547,7 +547,7 @@ def _token_revoke(args: argparse.Namespace) -> int:
 
 
 def _token_list(args: argparse.Namespace) -> int:
-    for entry in TokenFile(_config(args).tokens).entries():
+    for entry in token_file(_config(args)).entries():
         groups = ",".join(entry.groups) or "-"
         print(f"{entry.name}\t{entry.role}\t{groups}\t{entry.created_at}\t{entry.expires_at or '-'}")
     return 0

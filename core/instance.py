@@ -24,7 +24,7 @@ from core.registry import Registry, build_registry
 from core.schema_checks import SchemaChecks
 from core.snapshot import Snapshot
 from core.store import Store, is_database_url, open_store, store_exists
-from core.tokens import TokenFile
+from core.tokens import token_file
 from core.tools import Toolset
 from core.walkers import Walkers, workers_for
 
@@ -53,7 +53,7 @@ class Instance:
         self.store = store
         self.index = index
         self.tools = tools or Toolset()
-        self.tokens = TokenFile(config.tokens)
+        self.tokens = token_file(config)
         self._model = model  # the model while there is no snapshot
         self._audit: AuditLog | None = None
         self._snapshot: Snapshot | None = None

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import anyio
 import httpx2
 import jwt
 import pytest
@@ -42,7 +43,7 @@ from generators.rest.app import surface as rest_surface
 from generators.rest.openapi import ToolRoute, route_of
 from tests.generators.conftest import live, open_copy, token
 from tests.http.test_oauth import RESOURCE as OAUTH_RESOURCE
-from tests.http.test_oauth import Issuer, running_issuer
+from tests.http.test_oauth import Issuer, bearer, rsa_key, running_issuer
 from tests.http.test_oauth import canon as oauth_instance
 from tests.http.test_oauth import http as oauth_http
 from tests.http.test_oauth import settings as oauth_settings
@@ -457,3 +458,32 @@ async def test_a_jwt_claim_of_the_wrong_json_type_is_a_401_on_every_surface(
             for surface, response in answers.items():
                 assert response.status_code == 401, (claim, value, surface, response.status_code, response.text[:300])
                 assert 'error="invalid_token"' in response.headers["www-authenticate"], (claim, value, surface)
+
+
+# -- forged kids while the OAuth issuer stalls (issue 25, item 28) -------------------------------------------------
+@pytest.mark.anyio
+async def test_a_flood_of_forged_kids_while_the_issuer_stalls_is_refused_within_one_fetch_timeout(
+    seed_template: Path, tmp_path: Path
+) -> None:
+    deadline = 2.0
+    with (
+        running_issuer() as issuer,
+        oauth_instance(seed_template, tmp_path, oauth_settings(issuer, fetch_timeout_s=deadline)) as inst,
+    ):
+        issuer.stalled = True  # every request to it hangs, unanswered
+        statuses: list[int] = []
+        async with oauth_http(inst) as client:
+
+            async def forged(n: int) -> None:
+                answer = await client.get("/api/nodes/team-payments", headers=bearer(issuer.token(rsa_key(f"x{n}"))))
+                statuses.append(answer.status_code)
+
+            started = time.monotonic()
+            async with anyio.create_task_group() as tasks:
+                for n in range(20):
+                    tasks.start_soon(forged, n)
+            took = time.monotonic() - started
+
+    assert statuses == [401] * 20
+    assert took < deadline + 5, took  # before: 20 s for the first, and every other waiting for it
+    assert issuer.requests <= 2  # one fetch for them all, cut short at the deadline
