@@ -16,6 +16,7 @@ import base64
 import copy
 import json
 import math
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -389,6 +390,10 @@ def test_a_models_backtracking_pattern_never_holds_the_server_on_any_way_in(targ
                                headers=headers)  # fmt: skip
     assert applied.json()["result"]["isError"] is False, applied.text[:500]
     assert json.loads(applied.json()["result"]["content"][0]["text"])["applied"] is True, applied.text[:800]
+    for _ in range(3000):  # the host adopts the applied model as its change feed follows the store (core.changes)
+        if "code" in target.instance.model.node_types["Team"].schema["properties"]:
+            break
+        threading.Event().wait(0.01)
     assert target.instance.model.node_types["Team"].schema["properties"]["code"]["pattern"] == EVIL_PATTERN
     team_id = next(n.id for n in target.instance.store.iter_nodes() if n.type == "Team")
 
