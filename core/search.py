@@ -10,8 +10,8 @@ one piece whole). The candidates' own words then decide, in Python and so the sa
 
 - a word matches a node's word that has the same stem (weight 1), that it begins (0.6, words of 3 or more
   letters), or that is one edit away (words of 5 or more letters; two edits from 9): 0.4 and 0.25;
-- each property weighs by its role: the type's key and display properties 3, arrays of words (`tags`,
-  `synonyms`, `aliases`, `skills`) 2, other text properties 1;
+- each property weighs what the model says (`NodeType.weights`: a property's `x-canon-search` weight, else
+  the key and display properties 3, arrays of strings such as tags, synonyms and aliases 2, other text 1);
 - BM25 over those weighted counts (k1 1.2, b 0.75; document frequencies counted over the candidates the
   caller may see, the collection the visible nodes of the searched types);
 - a node whose display or key property says exactly the query comes first (plus the sum of the words' idf);
@@ -36,7 +36,7 @@ import snowballstemmer  # pyright: ignore[reportMissingTypeStubs]
 from rapidfuzz.distance import Levenshtein
 
 from core.errors import InvalidArgumentsError, Problem
-from core.model import Model, NodeType
+from core.model import Model, NodeType, property_text
 from core.records import Node, Sight
 from core.store import NodeQuery, Store
 
@@ -44,7 +44,6 @@ __all__ = ["MAX_WORDS", "Hit", "SearchResult", "parse_query", "search"]
 
 MAX_WORDS = 16  # words of a query after stop words: more is a paragraph, not a search
 CANDIDATES = 2000  # nodes read per needle: enough to rank a page, bounded however common the word
-WORD_ARRAYS = ("tags", "synonyms", "aliases", "skills", "keywords")
 K1, B = 1.2, 0.75
 SNIPPET = 60  # characters of a snippet around its first match
 
@@ -121,15 +120,6 @@ def parse_query(tool: str, text: str) -> tuple[Term, ...]:
     if len(kept) > MAX_WORDS:
         raise InvalidArgumentsError(tool, [Problem("/query", f"at most {MAX_WORDS} words, not {len(kept)}")])
     return tuple(Term(w, stem(w)) for w in dict.fromkeys(kept))
-
-
-def weights(node_type: NodeType) -> dict[str, float]:
-    """What each searched property of a type weighs: key and display 3, arrays of words 2, other text 1."""
-    props: Mapping[str, Any] = node_type.schema.get("properties", {})
-    out = dict.fromkeys(node_type.text, 1.0)
-    out.update({name: 2.0 for name in WORD_ARRAYS if name in props})
-    out.update(dict.fromkeys((node_type.key, node_type.display), 3.0))
-    return out
 
 
 def search(
@@ -220,8 +210,8 @@ def _score_node(node: Node, node_type: NodeType, terms: Sequence[Term], phrase: 
     length = 0.0
     best = (0.0, "", "")
     exact = False
-    for name, weight in weights(node_type).items():
-        text = _text(node.properties.get(name))
+    for name, weight in node_type.weights:
+        text = property_text(node.properties.get(name))
         if not text:
             continue
         tokens = words(text)
@@ -258,14 +248,6 @@ def _rank(model: Model, terms: Sequence[Term], nodes: Iterable[Node], population
         hits.append(Hit(s.node, score, s.best[1], _snippet(s.best[2], terms)))
     hits.sort(key=lambda h: (-round(h.score, 9), h.node.id))
     return hits
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return ", ".join(v for v in value if isinstance(v, str))  # pyright: ignore[reportUnknownVariableType]
-    return ""
 
 
 def _snippet(text: str, terms: Sequence[Term]) -> str:
