@@ -128,6 +128,7 @@ class NodeType(_TypeSchema):
     visibility: Visibility = "internal"  # what a new node gets when its write gives neither visibility nor readers
     readers: tuple[str, ...] = ()  # ... and its readers (only with visibility restricted)
     weights: tuple[tuple[str, float], ...] = ()  # what a match in each searched property weighs (`search_weights`)
+    names: tuple[str, ...] = ()  # the properties whose values are other names of the node (`x-canon-search` names)
 
 
 @dataclass(frozen=True)
@@ -431,6 +432,7 @@ def _node_problems(
         elif _object(_object(props[text]).get(SEARCH)).get("exclude") is True:
             yield Problem(f"{at}/x-canon-node/text/{i}", f"{text!r} is listed in text but excluded from search")
     listed = {t for _, t in _names(annotation.get("text"))}
+    display = annotation.get("display")
     for prop, schema in props.items():
         search = _object(schema).get(SEARCH)
         if search is None:
@@ -438,8 +440,8 @@ def _node_problems(
         where = f"{at}/properties/{prop}/{SEARCH}"
         if not _is_text(schema, defs):
             yield Problem(where, f"{name}.{prop} is neither a string nor an array of strings; only text is searched")
-        elif listed and "weight" in _object(search) and prop not in listed | {key, annotation.get("display")}:
-            yield Problem(where, f"{name}.{prop} has a search weight but is not in x-canon-node's text list")
+        elif listed and _object(search).keys() & {"weight", "names"} and prop not in listed | {key, display}:
+            yield Problem(where, f"{name}.{prop} has a search weight or names but is not in x-canon-node's text list")
     defaults = _object(annotation.get("defaults"))
     if defaults.get("readers") and defaults.get("visibility") != "restricted":
         yield Problem(f"{at}/x-canon-node/defaults/readers", "default readers need the default visibility restricted")
@@ -537,6 +539,7 @@ def _build(document: Mapping[str, Any], source: str) -> Model:
                 a.get("defaults", {}).get("visibility", "internal"),
                 tuple(a.get("defaults", {}).get("readers", ())),
                 search_weights(props, text, a["key"], a["display"], document["$defs"]),
+                tuple(p for p in text if _object(_object(props.get(p)).get(SEARCH)).get("names") is True),
             )
         elif "x-canon-edge" in definition:
             a = definition["x-canon-edge"]
