@@ -30,7 +30,8 @@ import functools
 import json
 import math
 import re
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
@@ -43,13 +44,14 @@ from core.model import Model, NodeType, property_text
 from core.records import Node, Sight
 from core.store import NodeQuery, Store
 
-__all__ = ["MAX_WORDS", "Hit", "SearchResult", "parse_query", "search"]
+__all__ = ["MAX_WORDS", "Hit", "SearchResult", "parse_query", "ranked", "search"]
 
 MAX_WORDS = 16  # words of a query after stop words: more is a paragraph, not a search
 MAX_ALTERNATIVES = 16  # other names of what a query names, looked up beside its words
 ALTERNATIVE = 0.5  # what a word of another name counts for, against a word of the query
 CANDIDATES = 2000  # nodes read per needle: enough to rank a page, bounded however common the word
 K1, B = 1.2, 0.75
+RANKINGS = 32  # rankings kept for their next pages (per process)
 SNIPPET = 60  # characters of a snippet around its first match
 
 _WORD = re.compile(r"[^\W_]+")
@@ -148,6 +150,39 @@ def search(
         population = sum(store.find_nodes(NodeQuery(t, sight=sight), after=None, limit=1)[1] for t in searched)
     hits = _rank(model, terms, others, candidates, population)
     return SearchResult(tuple(hits), dict(sorted(Counter(h.node.type for h in hits).items())), cut)
+
+
+_rankings: OrderedDict[tuple[Any, ...], SearchResult] = OrderedDict()
+_rankings_lock = threading.Lock()
+
+
+def ranked(
+    store: Store,
+    model: Model,
+    sight: Sight | None,
+    terms: Sequence[Term],
+    types: Sequence[str] | None,
+    revision: int,
+    *,
+    compute: bool = True,
+) -> SearchResult | None:
+    """`search` at `revision`, kept for the next pages: a page after the first reads the ranking its first page
+    made, so paging ranks once and every page of one cursor comes from one ranking. Kept per store location,
+    model, sight, words and types, the last `RANKINGS` of them. With `compute` false, only a kept ranking (None
+    when there is none, as for a revision the store has moved past)."""
+    key = (store.location, model.digest, revision, sight, tuple(terms), None if types is None else tuple(types))
+    with _rankings_lock:
+        if (kept := _rankings.get(key)) is not None:
+            _rankings.move_to_end(key)
+            return kept
+    if not compute:
+        return None
+    result = search(store, model, sight, terms, types)
+    with _rankings_lock:
+        _rankings[key] = result
+        while len(_rankings) > RANKINGS:
+            _rankings.popitem(last=False)
+    return result
 
 
 def _candidates(
