@@ -26,6 +26,7 @@ Ties break by id, so a ranking is total and the same on SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import builtins
 import functools
 import json
 import math
@@ -33,7 +34,7 @@ import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import snowballstemmer  # pyright: ignore[reportMissingTypeStubs]
@@ -44,7 +45,7 @@ from core.model import Model, NodeType, property_text
 from core.records import Node, Sight
 from core.store import NodeQuery, Store
 
-__all__ = ["MAX_WORDS", "Hit", "SearchResult", "parse_query", "ranked", "search"]
+__all__ = ["MAX_WORDS", "Hit", "SearchResult", "forget_rankings", "parse_query", "ranked", "search"]
 
 MAX_WORDS = 16  # words of a query after stop words: more is a paragraph, not a search
 MAX_ALTERNATIVES = 16  # other names of what a query names, looked up beside its words
@@ -67,11 +68,10 @@ STOP_WORDS = frozenset(
 class Term:
     word: str
     stem: str
+    edits: int = field(init=False, compare=False)  # how many edits from a node's word still count as this word
 
-    @property
-    def edits(self) -> int:
-        """How many edits from a node's word still count as this word."""
-        return 2 if len(self.word) >= 9 else 1 if len(self.word) >= 5 else 0
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "edits", 2 if len(self.word) >= 9 else 1 if len(self.word) >= 5 else 0)
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,13 @@ class Hit:
     node: Node
     score: float
     property: str
-    snippet: str
+    text: str  # the property's text
+    terms: tuple[Term, ...]  # the words that matched
+
+    @builtins.property  # the field `property` shadows the builtin here
+    def snippet(self) -> str:
+        """Up to `SNIPPET` characters of the property's text around its first match (made for a page's hits only)."""
+        return _snippet(self.text, self.terms)
 
     def as_json(self, model: Model) -> dict[str, Any]:
         display = model.node_types[self.node.type].display
@@ -183,6 +189,12 @@ def ranked(
         while len(_rankings) > RANKINGS:
             _rankings.popitem(last=False)
     return result
+
+
+def forget_rankings() -> None:
+    """Drop every kept ranking (a benchmark timing the ranking itself, not a kept one)."""
+    with _rankings_lock:
+        _rankings.clear()
 
 
 def _candidates(
@@ -301,7 +313,12 @@ class _Scored:
 
 
 def _score_node(
-    node: Node, node_type: NodeType, terms: Sequence[Term], phrase: list[str], own: Set[Term]
+    node: Node,
+    node_type: NodeType,
+    terms: Sequence[Term],
+    phrase: list[str],
+    own: Set[Term],
+    memo: dict[str, tuple[tuple[Term, float], ...]],
 ) -> _Scored | None:
     tf: dict[Term, float] = {}
     length = 0.0
@@ -317,11 +334,12 @@ def _score_node(
             exact = True
         found = 0.0
         for token in tokens:
-            token_stem = stem(token)
-            for term in terms:
-                if quality := _match(term, token, token_stem):
-                    tf[term] = tf.get(term, 0.0) + weight * quality
-                    found += weight * quality * (1 if term in own else ALTERNATIVE)
+            if (matches := memo.get(token)) is None:
+                token_stem = stem(token)
+                matches = memo[token] = tuple((t, q) for t in terms if (q := _match(t, token, token_stem)))
+            for term, quality in matches:
+                tf[term] = tf.get(term, 0.0) + weight * quality
+                found += weight * quality * (1 if term in own else ALTERNATIVE)
         if found > best[0]:
             best = (found, name, text)
     return _Scored(node, tf, length, best, exact) if tf else None
@@ -333,7 +351,8 @@ def _rank(
     phrase = [t.word for t in terms]
     every = tuple(dict.fromkeys([*terms, *(t for a in others for t in a.terms)]))
     own = set(terms)
-    scored = [s for n in nodes if (s := _score_node(n, model.node_types[n.type], every, phrase, own)) is not None]
+    memo: dict[str, tuple[tuple[Term, float], ...]] = {}  # a word's matches: words repeat across the candidates
+    scored = [s for n in nodes if (s := _score_node(n, model.node_types[n.type], every, phrase, own, memo))]
     if not scored:
         return []
     average = sum(s.length for s in scored) / len(scored) or 1.0
@@ -347,7 +366,7 @@ def _rank(
         score *= (1 + len(matched)) / (1 + len(terms))
         if s.exact:
             score += sum(idf[t] for t in terms if t in idf) + 10
-        hits.append(Hit(s.node, score, s.best[1], _snippet(s.best[2], every)))
+        hits.append(Hit(s.node, score, s.best[1], s.best[2], every))
     hits.sort(key=lambda h: (-round(h.score, 9), h.node.id))
     return hits
 
