@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from importlib import resources
@@ -34,6 +34,7 @@ __all__ = [
     "DEPRECATED",
     "INCOMING_SUFFIX",
     "RENAMED_FROM",
+    "SEARCH",
     "Cardinality",
     "Direction",
     "EdgeEnd",
@@ -51,6 +52,8 @@ __all__ = [
     "meta_schema_path",
     "parse_model",
     "property_renamed_from",
+    "property_text",
+    "search_weights",
 ]
 
 Cardinality = Literal["one-to-one", "one-to-many", "many-to-one", "many-to-many"]
@@ -60,6 +63,7 @@ NODE_FIELDS = frozenset(f.name for f in fields(Node))  # what a node shows besid
 
 DEPRECATED = "Deprecated in the model: still served, but do not build new uses on it."
 RENAMED_FROM = "x-canon-renamed-from"  # a type's or property's previous name (`core.model_migration` moves the data)
+SEARCH = "x-canon-search"  # a property's part in search: {"weight": n} (what a match in it counts) or {"exclude": true}
 
 NODE_TYPE_NAME = ecma_regex(r"^[A-Z][A-Za-z0-9]*$")
 EDGE_TYPE_NAME = ecma_regex(r"^[a-z][a-z0-9_]*$")
@@ -123,6 +127,8 @@ class NodeType(_TypeSchema):
     text: tuple[str, ...] = ()
     visibility: Visibility = "internal"  # what a new node gets when its write gives neither visibility nor readers
     readers: tuple[str, ...] = ()  # ... and its readers (only with visibility restricted)
+    weights: tuple[tuple[str, float], ...] = ()  # what a match in each searched property weighs (`search_weights`)
+    names: tuple[str, ...] = ()  # the properties whose values are other names of the node (`x-canon-search` names)
 
 
 @dataclass(frozen=True)
@@ -421,6 +427,21 @@ def _node_problems(
     for i, text in _names(annotation.get("text")):
         if text not in props:
             yield Problem(f"{at}/x-canon-node/text/{i}", f"{text!r} is not a property of {name}")
+        elif not _is_text(props[text], defs):
+            yield Problem(f"{at}/x-canon-node/text/{i}", f"{text!r} is neither a string nor an array of strings")
+        elif _object(_object(props[text]).get(SEARCH)).get("exclude") is True:
+            yield Problem(f"{at}/x-canon-node/text/{i}", f"{text!r} is listed in text but excluded from search")
+    listed = {t for _, t in _names(annotation.get("text"))}
+    display = annotation.get("display")
+    for prop, schema in props.items():
+        search = _object(schema).get(SEARCH)
+        if search is None:
+            continue
+        where = f"{at}/properties/{prop}/{SEARCH}"
+        if not _is_text(schema, defs):
+            yield Problem(where, f"{name}.{prop} is neither a string nor an array of strings; only text is searched")
+        elif listed and _object(search).keys() & {"weight", "names"} and prop not in listed | {key, display}:
+            yield Problem(where, f"{name}.{prop} has a search weight or names but is not in x-canon-node's text list")
     defaults = _object(annotation.get("defaults"))
     if defaults.get("readers") and defaults.get("visibility") != "restricted":
         yield Problem(f"{at}/x-canon-node/defaults/readers", "default readers need the default visibility restricted")
@@ -505,7 +526,7 @@ def _build(document: Mapping[str, Any], source: str) -> Model:
         if "x-canon-node" in definition:
             a = definition["x-canon-node"]
             props = definition["properties"]
-            text = tuple(a.get("text") or _string_properties(props, document["$defs"]))
+            text = tuple(a.get("text") or _text_properties(props, document["$defs"]))
             node_types[name] = NodeType(
                 name,
                 definition,
@@ -517,6 +538,8 @@ def _build(document: Mapping[str, Any], source: str) -> Model:
                 text,
                 a.get("defaults", {}).get("visibility", "internal"),
                 tuple(a.get("defaults", {}).get("readers", ())),
+                search_weights(props, text, a["key"], a["display"], document["$defs"]),
+                tuple(p for p in text if _object(_object(props.get(p)).get(SEARCH)).get("names") is True),
             )
         elif "x-canon-edge" in definition:
             a = definition["x-canon-edge"]
@@ -534,5 +557,47 @@ def _build(document: Mapping[str, Any], source: str) -> Model:
     return Model(document, dict(sorted(node_types.items())), dict(sorted(edge_types.items())), source)
 
 
-def _string_properties(props: Mapping[str, Any], defs: Mapping[str, Any]) -> list[str]:
-    return [name for name, schema in props.items() if (_resolve_local(schema, defs) or {}).get("type") == "string"]
+def _text_properties(props: Mapping[str, Any], defs: Mapping[str, Any]) -> list[str]:
+    """A type's searched properties when it names none: every string or array of strings not excluded from search."""
+    return [
+        name
+        for name, schema in props.items()
+        if _is_text(schema, defs) and _object(_object(schema).get(SEARCH)).get("exclude") is not True
+    ]
+
+
+def _is_text(schema: Any, defs: Mapping[str, Any]) -> bool:
+    """Whether a property holds text: a string, or an array of strings (tags, synonyms, aliases)."""
+    resolved = _object(_resolve_local(_object(schema), defs))
+    if resolved.get("type") == "array":
+        resolved = _object(_resolve_local(_object(resolved.get("items")), defs))
+    return resolved.get("type") == "string"
+
+
+def property_text(value: Any) -> str:
+    """What a text property holds as text (what text search looks in): a string as it is, an array's strings one
+    per line; '' for anything else. The stores' SQL renders it the same way (`sqlite_sql.property_text`)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(v for v in value if isinstance(v, str))  # pyright: ignore[reportUnknownVariableType]
+    return ""
+
+
+def search_weights(
+    props: Mapping[str, Any], text: Sequence[str], key: str, display: str, defs: Mapping[str, Any]
+) -> tuple[tuple[str, float], ...]:
+    """What a match in each property weighs in search: the property's `x-canon-search` weight when it sets one;
+    else the key and display properties 3, arrays of strings (tags, synonyms, aliases) 2, other text 1. The
+    searched properties are the type's text ones, and its key and display ones."""
+    out: dict[str, float] = {}
+    for name in dict.fromkeys([*text, key, display]):
+        schema = _object(props.get(name))
+        weight = _object(schema.get(SEARCH)).get("weight")
+        if isinstance(weight, int | float) and not isinstance(weight, bool):
+            out[name] = float(weight)
+        elif name in (key, display):
+            out[name] = 3.0
+        else:
+            out[name] = 2.0 if _object(_resolve_local(schema, defs)).get("type") == "array" else 1.0
+    return tuple(out.items())

@@ -140,7 +140,8 @@ def change_filter(dialect: Dialect, since: int, sight: Sight | None, until: int 
 
 def text_fields_json(model: Model) -> str:
     """The text properties of each node type, as the store records what its text index holds."""
-    return json.dumps({name: list(t.text) for name, t in model.node_types.items()}, sort_keys=True)
+    fields = {name: list(t.text) for name, t in model.node_types.items()}
+    return json.dumps({"arrays": "lines", "fields": fields}, sort_keys=True)  # arrays: their strings one per line
 
 
 def edge_row(e: Edge) -> tuple[Any, ...]:

@@ -226,19 +226,19 @@ def test_model_digest_changes_when_the_document_changes(model: Model) -> None:
 def test_node_types_know_their_key_display_and_text_properties(model: Model) -> None:
     person = model.node_types["Person"]
     assert (person.key, person.display) == ("email", "name")
-    assert person.text == ("name", "email", "handle", "title", "location")
+    assert person.text == ("name", "email", "handle", "title", "location", "skills")
     assert (person.icon, person.plural) == ("👤", "people")
     decision = model.node_types["Decision"]
     assert (decision.key, decision.display) == ("number", "title")
     assert "email" in person.properties
 
 
-def test_node_type_text_defaults_to_every_string_property(model: Model) -> None:
+def test_node_type_text_defaults_to_every_string_property_and_array_of_strings(model: Model) -> None:
     document = _default_document(model)
     del document["$defs"]["Team"]["x-canon-node"]["text"]
     team = parse_model(document).node_types["Team"]
-    # slug is a $ref to the Slug string schema; oncall (boolean), founded (string) and tags (array) are not all text
-    assert team.text == ("slug", "name", "mission", "area", "slack_channel", "founded")
+    # slug is a $ref to the Slug string schema; oncall (boolean) is not text; tags is an array of strings
+    assert team.text == ("slug", "name", "mission", "area", "slack_channel", "founded", "tags")
 
 
 def test_a_node_type_without_defaults_gives_new_nodes_internal_visibility_and_no_readers(model: Model) -> None:
