@@ -15,7 +15,7 @@ import json
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +59,11 @@ def generate(model: Path | None = None, surfaces: list[Surface] | None = None) -
     return dict(sorted(files.items()))
 
 
-def generate_by_owner(model: Path | None = None, surfaces: list[Surface] | None = None) -> dict[str, dict[str, str]]:
-    """`generate`, grouped by who generated each file: `MCP` (the registry's manifest) and each surface's name."""
+def generate_by_owner(
+    model: Path | None = None, surfaces: list[Surface] | None = None, check: Callable[[], None] | None = None
+) -> dict[str, dict[str, str]]:
+    """`generate`, grouped by who generated each file: `MCP` (the registry's manifest) and each surface's name.
+    `check` is called after each surface (a call's deadline: what it raises stops the generation)."""
     with tempfile.TemporaryDirectory(prefix="canon-generate-") as folder:
         # cache: schemas that passed their check at an earlier run are not checked again (core.schema_checks)
         config = Config(store=Path(folder) / "reference.db", model=model, tokens=Path(folder) / "tokens.json",
@@ -76,6 +79,8 @@ def generate_by_owner(model: Path | None = None, surfaces: list[Surface] | None 
                     raise ValueError(f"surface {surface.name!r} generates {', '.join(clash)}, which another made")
                 made |= set(files)
                 owners.setdefault(surface.name, {}).update(files)  # MCP's surface adds to the manifest's owner
+                if check is not None:
+                    check()
         finally:
             instance.close()
     return owners
@@ -88,13 +93,16 @@ _generated: OrderedDict[tuple[str, tuple[int, ...] | None], tuple[object, dict[s
 _generated_lock = threading.Lock()
 
 
-def generate_for(model: Model, surfaces: list[Surface] | None = None) -> dict[str, dict[str, str]]:
+def generate_for(
+    model: Model, surfaces: list[Surface] | None = None, check: Callable[[], None] | None = None
+) -> dict[str, dict[str, str]]:
     """`generate_by_owner` for a model held in memory (a store's, or one being compared), never seeded with sample
     data.
 
     The artifacts are a function of the model's document and the surfaces (the same bytes on every run), and a
     plan compares the store's model with a new one: so the last `GENERATED_KEPT` models' artifacts are kept in
-    the process (a dry run and then the apply, or `canon model diff` and `apply`, build each model's once)."""
+    the process (a dry run and then the apply, or `canon model diff` and `apply`, build each model's once).
+    `check`: as for `generate_by_owner`."""
     key = (model.canonical_json, None if surfaces is None else tuple(id(s) for s in surfaces))
     with _generated_lock:
         kept = _generated.get(key)
@@ -104,7 +112,7 @@ def generate_for(model: Model, surfaces: list[Surface] | None = None) -> dict[st
     with tempfile.TemporaryDirectory(prefix="canon-model-") as folder:
         path = Path(folder) / "model.schema.json"
         path.write_text(model.canonical_json, encoding="utf-8")
-        made = generate_by_owner(path, surfaces)
+        made = generate_by_owner(path, surfaces, check)
     with _generated_lock:
         _generated[key] = (tuple(surfaces or ()), made)
         while len(_generated) > GENERATED_KEPT:

@@ -127,11 +127,19 @@ class Store(Protocol):
     def stored_model(self) -> Model: ...
     def follow_model(self) -> Model: ...
     def apply_model(
-        self, model: Model, *, principal: str, replaces: str | None = None, summary: Mapping[str, Any] | None = None
+        self,
+        model: Model,
+        *,
+        principal: str,
+        replaces: str | None = None,
+        summary: Mapping[str, Any] | None = None,
+        check: Callable[[], None] | None = None,
     ) -> int:
         """Make `model` the store's model (see the module docstring); `replaces`: the digest of the model the
         caller planned against (refused if another process applied one since); `summary`: what to record of the
-        change in the history. Returns the revision that records it."""
+        change in the history; `check`: called in the transaction once everything is written, just before it
+        commits (a call's deadline, `CallContext.check_time`): what it raises rolls the whole change back. Returns
+        the revision that records it."""
         ...
 
     def model_history(self) -> list[ModelVersion]: ...

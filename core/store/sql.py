@@ -302,7 +302,13 @@ class SQLStore(ABC):
         self._model_revision = self._model_head()
 
     def apply_model(
-        self, model: Model, *, principal: str, replaces: str | None = None, summary: Mapping[str, Any] | None = None
+        self,
+        model: Model,
+        *,
+        principal: str,
+        replaces: str | None = None,
+        summary: Mapping[str, Any] | None = None,
+        check: Callable[[], None] | None = None,
     ) -> int:
         """Make `model` the store's model in one write transaction, and return the revision that records it (the
         current one if it is the store's model already); see `core.store.Store.apply_model`."""
@@ -340,6 +346,8 @@ class SQLStore(ABC):
                 (revision, at, principal, model.version, model.canonical_json,
                  self._json(summary) if summary else None),
             )  # fmt: skip
+            if check is not None:  # last, before the commit: a caller told its call failed finds nothing applied
+                check()
             self._model, self._model_revision = model, revision
         return revision
 
