@@ -188,4 +188,6 @@ def open_instance(config: Config, *, with_index: bool = True, principal: str = "
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{config.store}{suffix}").unlink(missing_ok=True)
         raise
-    return Instance(config, model, store, index, tools or Toolset(), checks=checks)
+    # the store's model: the configured file's, or the one applied since if the file is an older model of the
+    # store's history (`Store.superseded`); every process (`canon serve --workers`) opens through here
+    return Instance(config, store.model, store, index, tools or Toolset(), checks=checks)
