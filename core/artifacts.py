@@ -60,10 +60,10 @@ def generate(model: Path | None = None, surfaces: list[Surface] | None = None) -
 
 
 def generate_by_owner(
-    model: Path | None = None, surfaces: list[Surface] | None = None, check: Callable[[], None] | None = None
+    model: Path | None = None, surfaces: list[Surface] | None = None, check_time: Callable[[], None] | None = None
 ) -> dict[str, dict[str, str]]:
     """`generate`, grouped by who generated each file: `MCP` (the registry's manifest) and each surface's name.
-    `check` is called after each surface (a call's deadline: what it raises stops the generation)."""
+    `check_time` is called before each surface (a call's deadline: what it raises stops the generation)."""
     with tempfile.TemporaryDirectory(prefix="canon-generate-") as folder:
         # cache: schemas that passed their check at an earlier run are not checked again (core.schema_checks)
         config = Config(store=Path(folder) / "reference.db", model=model, tokens=Path(folder) / "tokens.json",
@@ -73,14 +73,14 @@ def generate_by_owner(
             owners: dict[str, dict[str, str]] = {MCP: {MANIFEST: _json(instance.registry.manifest())}}
             made = {MANIFEST}
             for surface in discover() if surfaces is None else surfaces:
+                if check_time is not None:
+                    check_time()
                 host = host_for(instance, surface.name, principal_of=_anonymous, watch=_no_changes)
                 files = dict(surface.artifacts(host))
                 if clash := made & set(files):
                     raise ValueError(f"surface {surface.name!r} generates {', '.join(clash)}, which another made")
                 made |= set(files)
                 owners.setdefault(surface.name, {}).update(files)  # MCP's surface adds to the manifest's owner
-                if check is not None:
-                    check()
         finally:
             instance.close()
     return owners
@@ -94,7 +94,7 @@ _generated_lock = threading.Lock()
 
 
 def generate_for(
-    model: Model, surfaces: list[Surface] | None = None, check: Callable[[], None] | None = None
+    model: Model, surfaces: list[Surface] | None = None, check_time: Callable[[], None] | None = None
 ) -> dict[str, dict[str, str]]:
     """`generate_by_owner` for a model held in memory (a store's, or one being compared), never seeded with sample
     data.
@@ -102,7 +102,7 @@ def generate_for(
     The artifacts are a function of the model's document and the surfaces (the same bytes on every run), and a
     plan compares the store's model with a new one: so the last `GENERATED_KEPT` models' artifacts are kept in
     the process (a dry run and then the apply, or `canon model diff` and `apply`, build each model's once).
-    `check`: as for `generate_by_owner`."""
+    `check_time`: as for `generate_by_owner`."""
     key = (model.canonical_json, None if surfaces is None else tuple(id(s) for s in surfaces))
     with _generated_lock:
         kept = _generated.get(key)
@@ -112,7 +112,7 @@ def generate_for(
     with tempfile.TemporaryDirectory(prefix="canon-model-") as folder:
         path = Path(folder) / "model.schema.json"
         path.write_text(model.canonical_json, encoding="utf-8")
-        made = generate_by_owner(path, surfaces, check)
+        made = generate_by_owner(path, surfaces, check_time)
     with _generated_lock:
         _generated[key] = (tuple(surfaces or ()), made)
         while len(_generated) > GENERATED_KEPT:
