@@ -24,6 +24,7 @@ from core.instance import open_instance
 from core.model import Model
 from core.principal import ANONYMOUS, Principal
 from core.records import Change, Sight
+from core.schema_checks import SchemaChecks
 from core.surfaces import Surface, discover, host_for
 
 __all__ = ["MANIFEST", "MCP", "check", "generate", "generate_by_owner", "generate_for", "write"]
@@ -68,7 +69,9 @@ def generate_by_owner(
         # cache: schemas that passed their check at an earlier run are not checked again (core.schema_checks)
         config = Config(store=Path(folder) / "reference.db", model=model, tokens=Path(folder) / "tokens.json",
                         cache=cache_folder())  # fmt: skip
-        instance = open_instance(config, principal="system:generate")
+        # the registry's schema checks are most of the cost of a large model: each one is in time, or none runs
+        checks = SchemaChecks(config.cache, check_time=check_time)
+        instance = open_instance(config, principal="system:generate", checks=checks)
         try:
             owners: dict[str, dict[str, str]] = {MCP: {MANIFEST: _json(instance.registry.manifest())}}
             made = {MANIFEST}

@@ -55,9 +55,12 @@ class SchemaChecks:
     """Checks that remember the passed ones in `folder` (`<folder>/schema-checks/<digest>`). Without a folder, a
     document is checked once per process (`canon model diff` builds two registries, the tests hundreds)."""
 
-    def __init__(self, folder: Path | None = None) -> None:
+    def __init__(self, folder: Path | None = None, *, check_time: Callable[[], None] | None = None) -> None:
+        """`check_time`: called before each check that really runs (a call's deadline, for a registry built
+        while planning a model change: what it raises stops the build)."""
         self.folder = None if folder is None else folder / FOLDER
         self.checked = 0  # documents this object really checked (the others had passed before)
+        self._check_time = check_time
 
     def once(self, kind: str, document: Any, check: Callable[[], None]) -> None:
         """Run `check` (which raises if `document` fails as a `kind`), unless `document` passed it before."""
@@ -67,6 +70,7 @@ class SchemaChecks:
         marker = self._marker(kind, document)
         if marker is not None and marker.is_file():
             return
+        self._in_time()
         check()
         self.checked += 1
         if marker is not None:
@@ -83,10 +87,15 @@ class SchemaChecks:
             digest = None
         if digest is not None and digest in _PASSED_HERE:
             return
+        self._in_time()
         check()
         self.checked += 1
         if digest is not None:
             _PASSED_HERE.add(digest)
+
+    def _in_time(self) -> None:
+        if self._check_time is not None:
+            self._check_time()
 
     def _marker(self, kind: str, document: Any) -> Path | None:
         assert self.folder is not None
