@@ -1,7 +1,8 @@
 """How large a model canon takes: the bounds every model document is checked against, in one place.
 
 Every surface is generated from the model, and applying one generates them all twice (`canon model diff`), so the
-cost of a model grows with its types and properties: a few hundredths of a second per type on a small machine.
+cost of a model grows with its types and properties: from a few hundredths to a few tenths of a second per type
+on a small machine.
 The bounds sit far above real models (the embedded one has 24 definitions, at most 11 properties a type and 6
 levels of nesting) and stop a document that would hold the server's memory and time for minutes. They are checked
 first (`core.model.check_model`), before anything whose cost grows with the document, on every path that reads a
