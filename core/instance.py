@@ -171,10 +171,11 @@ class Instance:
 
 
 def open_instance(config: Config, *, with_index: bool = True, principal: str = "system",
-                  tools: Toolset | None = None) -> Instance:  # fmt: skip
+                  tools: Toolset | None = None, checks: SchemaChecks | None = None) -> Instance:  # fmt: skip
     """Open the configured model and store (creating and seeding a new store), and build the index. `tools` adds
-    tools to the built-in ones (`Toolset.from_folder`: docs/development/adding-a-tool.md)."""
-    checks = SchemaChecks(config.cache)  # what passed its check at an earlier start is not checked again
+    tools to the built-in ones (`Toolset.from_folder`: docs/development/adding-a-tool.md). `checks`: the schema
+    checks to run (default: those remembered in `config.cache`)."""
+    checks = checks or SchemaChecks(config.cache)  # what passed its check at an earlier start is not checked again
     model = load_model(config.model, checks=checks)
     is_new = not store_exists(config.store)
     store = open_store(config.store, model, principal=principal)
@@ -188,4 +189,6 @@ def open_instance(config: Config, *, with_index: bool = True, principal: str = "
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{config.store}{suffix}").unlink(missing_ok=True)
         raise
-    return Instance(config, model, store, index, tools or Toolset(), checks=checks)
+    # the store's model: the configured file's, or the one applied since if the file is an older model of the
+    # store's history (`Store.superseded`); every process (`canon serve --workers`) opens through here
+    return Instance(config, store.model, store, index, tools or Toolset(), checks=checks)

@@ -25,6 +25,7 @@ from referencing.jsonschema import DRAFT202012
 from core.dialect import ecma_regex, schema_validator
 from core.documents import load_document, pointer
 from core.errors import ModelError, Problem
+from core.model_limits import limit_problems
 from core.records import Node, Visibility
 
 if TYPE_CHECKING:  # core.schema_checks imports this module: its digest covers the checks defined here
@@ -288,12 +289,16 @@ def check_model(document: Any, *, source: str | None = None) -> list[Problem]:
     """Every problem of a model document, each with its JSON pointer; empty when the model is valid.
 
     The meta-schema's problems and canon's own checks are listed together: a definition the meta-schema refuses
-    still gets every check whose inputs are well formed, so one run lists every problem.
+    still gets every check whose inputs are well formed, so one run lists every problem. A document past one of
+    `core.model_limits`' bounds gets only those problems.
     """
+    too_large = limit_problems(document)
+    if too_large:  # nothing else is checked: every other check's cost grows with the document
+        return sorted({Problem(p.pointer, p.message, source) for p in too_large})
     problems = _meta_problems(list(schema_validator(meta_schema()).iter_errors(document)))
     if _checkable(document):
         defs = {name: d for name, d in document["$defs"].items() if isinstance(d, dict)}
-        problems += [*_semantic_problems(defs), *_ref_problems(document)]
+        problems += [*_semantic_problems(defs), *_ref_problems(document), *_cycle_problems(document)]
     return sorted({Problem(p.pointer, p.message, source) for p in problems})
 
 
@@ -505,6 +510,97 @@ def _ref_problems(document: Mapping[str, Any]) -> list[Problem]:
         except Unresolvable:
             problems.append(Problem(pointer([*path, "$ref"]), f"$ref {ref!r} does not resolve"))
     return problems
+
+
+def _cycle_problems(document: Mapping[str, Any]) -> list[Problem]:
+    """A `$ref` that leads back to a schema it is reached from (`Loop` -> `Loop`, `A` -> `B` -> `A`, a node type
+    used as one of its own properties' schemas) is refused, once per cycle, at the `$ref` that closes it.
+
+    canon does not support recursive schemas: every surface spells a property's schema out (GraphQL types, the
+    OpenAPI document, the llms pages), which a recursive one has no end to; and a record that holds records of
+    its own type is what an edge type is for. Unresolvable `$ref`s are `_ref_problems`' to report."""
+    resource = Resource.from_contents(dict(document), default_specification=DRAFT202012)
+    root = Registry().with_resource(str(document["$id"]), resource).resolver(base_uri=str(document["$id"]))
+    where = {id(node): path for path, node in _objects(document, [])}  # every object's path, to name it
+    state: dict[int, bool] = {}  # id of a schema -> True while its refs are being followed, False once done
+    problems: list[Problem] = []
+    for name in document["$defs"]:
+        start = document["$defs"][name]
+        if not isinstance(start, dict) or id(start) in state:
+            continue
+        # depth-first through the `$ref`s, iteratively: the chain of refs can be as long as the model
+        state[id(start)] = True
+        chain: list[tuple[Any, Iterator[tuple[list[object], str]], Any]] = [
+            (start, _applied_refs(start, ["$defs", name]), root)
+        ]
+        sites: list[list[object]] = []  # sites[i]: where chain[i] refers to chain[i + 1]
+        while chain:
+            schema, refs, resolver = chain[-1]
+            step = next(refs, None)
+            if step is None:
+                state[id(schema)] = False
+                chain.pop()
+                del sites[len(chain) - 1 :]
+                continue
+            site, ref = step
+            try:
+                resolved = resolver.lookup(ref)
+            except Unresolvable:
+                continue
+            target = resolved.contents
+            if not isinstance(target, dict) or state.get(id(target)) is False:
+                continue
+            if state.get(id(target)) is True:
+                first = [id(s) for s, _, _ in chain].index(id(target))
+                names = " -> ".join(_schema_name(p) for p in [*sites[first:], site, where.get(id(target), [])])
+                problems.append(Problem(pointer([*site, "$ref"]), f"$ref cycle {names}: a schema cannot contain "
+                                        "itself (canon serves no recursive schema); link records of a type to "
+                                        "each other with an edge type instead"))  # fmt: skip
+                continue
+            state[id(target)] = True
+            sites.append(site)
+            chain.append((target, _applied_refs(target, where.get(id(target), [])), resolved.resolver))
+    return problems
+
+
+_NOT_APPLIED = frozenset({"$defs", "definitions", "const", "enum", "default", "examples"})  # schemas kept for a
+# `$ref`, or data: validating a schema does not follow a `$ref` written inside them
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas"})  # name -> schema
+
+
+def _applied_refs(schema: Any, path: list[object]) -> Iterator[tuple[list[object], str]]:
+    """The `$ref`s validating `schema` follows, each with the path of the schema that holds it."""
+    if isinstance(schema, list):
+        for i, value in enumerate(schema):
+            yield from _applied_refs(value, [*path, i])
+        return
+    if not isinstance(schema, dict):
+        return
+    for key, value in schema.items():
+        if key == "$ref":
+            if isinstance(value, str):
+                yield path, value
+        elif key in _SCHEMA_MAPS and isinstance(value, dict):
+            for name, member in value.items():
+                yield from _applied_refs(member, [*path, key, name])
+        elif key not in _NOT_APPLIED:
+            yield from _applied_refs(value, [*path, key])
+
+
+def _objects(node: Any, path: list[object]) -> Iterator[tuple[list[object], Any]]:
+    if isinstance(node, dict):
+        yield path, node
+        for key, value in node.items():
+            yield from _objects(value, [*path, key])
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _objects(value, [*path, i])
+
+
+def _schema_name(path: list[object]) -> str:
+    """A schema of the model as a model author names it: `Team`, `Team.properties.parent`."""
+    parts = [str(p) for p in path]
+    return ".".join(parts[1:] if parts[:1] == ["$defs"] else ["#", *parts]) or "#"
 
 
 def _refs(node: Any, path: list[object]) -> Iterator[tuple[list[object], str]]:

@@ -492,3 +492,74 @@ async def test_a_flood_of_forged_kids_while_the_issuer_stalls_is_refused_within_
     assert statuses == [401] * 20
     assert took < deadline + 5, took  # before: 20 s for the first, and every other waiting for it
     assert issuer.requests <= 2  # one fetch for them all, cut short at the deadline
+
+
+# -- hostile models: `$ref` cycles and oversized models are `invalid` on every way in, and change nothing ------------
+def _model_with(model_document: Mapping[str, Any], change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    document = copy.deepcopy(dict(model_document))
+    document["x-canon-model"]["version"] = "99.0.0"
+    change(document["$defs"])
+    return document
+
+
+def _self_ref(defs: dict[str, Any]) -> None:
+    defs["Loop"] = {"$ref": "#/$defs/Loop"}
+    defs["Team"]["properties"]["loop"] = {"$ref": "#/$defs/Loop"}
+
+
+def _ref_pair(defs: dict[str, Any]) -> None:
+    defs["A"] = {"type": "object", "properties": {"b": {"$ref": "#/$defs/B"}}}
+    defs["B"] = {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}}
+    defs["Team"]["properties"]["a"] = {"$ref": "#/$defs/A"}
+
+
+def _type_as_property(defs: dict[str, Any]) -> None:
+    defs["Team"]["properties"]["parent"] = {"$ref": "#/$defs/Team"}
+
+
+def _many_types(defs: dict[str, Any]) -> None:  # 2,500 small node types: about 500 KB, under the body limit
+    for i in range(2500):
+        defs[f"Extra{i}"] = {"type": "object", "description": "x", "additionalProperties": False,
+                             "x-canon-node": {"key": "slug", "display": "slug"}, "required": ["slug"],
+                             "properties": {"slug": {"type": "string"}}}  # fmt: skip
+
+
+def _many_properties(defs: dict[str, Any]) -> None:
+    defs["Team"]["properties"] |= {f"p{i}": {"type": "string"} for i in range(1000)}
+
+
+def _deep_property(defs: dict[str, Any]) -> None:  # past the model's bound, within the arguments' nesting bound
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(20):
+        schema = {"type": "object", "properties": {"a": schema}}
+    defs["Team"]["properties"]["deep"] = schema
+
+
+HOSTILE_MODELS = {"self-ref": _self_ref, "ref-pair": _ref_pair, "type-as-property": _type_as_property,
+                  "2500-types": _many_types, "1000-properties": _many_properties, "deep": _deep_property}  # fmt: skip
+
+
+@pytest.mark.parametrize("way", [MODERN, "rest"])
+@pytest.mark.parametrize("kind", list(HOSTILE_MODELS))
+def test_a_hostile_model_is_invalid_on_every_way_in_and_changes_nothing(target: Target, kind: str, way: str) -> None:
+    store = target.instance.store
+    before = store.stored_model().digest
+    args = {"model": _model_with(store.stored_model().document, HOSTILE_MODELS[kind]), "dry_run": way == "rest"}
+    if way == "rest":
+        response = target.http.post("/api/model", content=_encoded(args), headers={"content-type": "application/json"})
+        assert response.headers["content-type"].startswith("application/problem+json"), response.text[:500]
+        error = response.json()
+        problems = error["errors"]
+    else:
+        params = {"name": "apply_model", "arguments": args, "_meta": envelope()}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        headers = {**LEGACY_HEADERS, "mcp-protocol-version": MODERN, "mcp-method": "tools/call",
+                   "mcp-name": "apply_model"}  # fmt: skip
+        response = target.http.post("/mcp", content=_encoded(body), headers=headers)
+        result = response.json()["result"]  # never a JSON-RPC error (the -32603 a RecursionError gave)
+        assert result["isError"] is True
+        error = json.loads(result["content"][0]["text"])["error"]
+        problems = error["problems"]
+    assert error["code"] == "invalid", error
+    assert problems[0]["pointer"].startswith("/model/$defs"), error  # where in the model: the cycle, the bound
+    assert store.stored_model().digest == before
