@@ -420,8 +420,8 @@ def _surfaces(options: ServeOptions) -> list[Surface]:
 def _check_served_model(config: Config, *, follow: bool) -> None:
     """Refuse to serve a model file that differs from the store's, unless following it (`--follow-model`): then
     apply it if the change breaks no surface and refuses no stored record (`canon model diff`)."""
-    if not store_exists(config.store):
-        return
+    if not store_exists(config.store) or (config.model is None and not follow):
+        return  # a new store, or no model configured: the store serves the model it records (`open_instance`)
     wanted = load_model(config.model)
     store = open_existing_store(config.store, read_only=True)
     try:

@@ -23,7 +23,7 @@ from core.model_migration import renames_types
 from core.registry import Registry, build_registry
 from core.schema_checks import SchemaChecks
 from core.snapshot import Snapshot
-from core.store import Store, is_database_url, open_store, store_exists
+from core.store import Store, is_database_url, open_existing_store, open_store, store_exists
 from core.tokens import token_file
 from core.tools import Toolset
 from core.walkers import Walkers, workers_for
@@ -176,9 +176,13 @@ def open_instance(config: Config, *, with_index: bool = True, principal: str = "
     tools to the built-in ones (`Toolset.from_folder`: docs/development/adding-a-tool.md). `checks`: the schema
     checks to run (default: those remembered in `config.cache`)."""
     checks = checks or SchemaChecks(config.cache)  # what passed its check at an earlier start is not checked again
-    model = load_model(config.model, checks=checks)
     is_new = not store_exists(config.store)
-    store = open_store(config.store, model, principal=principal)
+    if config.model is None and not is_new:
+        # no model configured: the embedded one makes new stores; an existing store serves the model it records
+        # (a store made from an earlier canon's embedded model keeps it: only `apply_model` changes a store's model)
+        store = open_existing_store(config.store)
+    else:
+        store = open_store(config.store, load_model(config.model, checks=checks), principal=principal)
     try:
         if is_new and config.model is None and config.seed:
             import_path(store, default_seed_path(), principal=SEED_PRINCIPAL)
