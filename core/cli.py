@@ -14,14 +14,14 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core import __version__
 from core.audit import AuditRecord
-from core.config import Config, load_config, store_location
+from core.config import Config, effective_settings, load_config, store_location
 from core.dispatch import OUTCOMES
 from core.errors import CanonError, ConfigError, ModelError, NotFoundError, Problem, StoreError, ValidationError
 from core.instance import open_instance
@@ -504,19 +504,10 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _show_config(args: argparse.Namespace) -> int:
-    c = _config(args)
-    values = {"store": str(c.store), "model": str(c.model) if c.model else "(embedded default)", "seed": c.seed,
-              "host": c.host, "port": c.port, "max_body_bytes": c.max_body_bytes,
-              "max_streams": c.max_streams, "stream_backlog": c.stream_backlog, "mcp_fastpath": c.mcp_fastpath,
-              "ui_assets": str(c.ui_assets) if c.ui_assets else None,
-              "allowed_hosts": list(c.allowed_hosts), "allowed_origins": list(c.allowed_origins),
-              "public_url": c.public_url, "root_path": c.root_path, "trusted_proxies": list(c.trusted_proxies),
-              "tokens": str(c.tokens),
-              "anonymous": c.anonymous, "local_name": c.local_name, "local_role": c.local_role,
-              "local_groups": list(c.local_groups),
-              "oauth": None if c.oauth is None else asdict(c.oauth)}  # fmt: skip
-    print(json.dumps({"file": str(c.source) if c.source else None, "settings": values,
-                      "from": {k: c.origins.get(k, "default") for k in values}}, indent=2))  # fmt: skip
+    config = _config(args)
+    settings, origins = effective_settings(config)
+    print(json.dumps({"file": str(config.source) if config.source else None, "settings": settings, "from": origins},
+                     indent=2))  # fmt: skip
     return 0
 
 
