@@ -389,11 +389,11 @@ def _serve(args: argparse.Namespace) -> int:
     instance = open_instance(config, principal=CLI_PRINCIPAL)
     signal.signal(signal.SIGTERM, _terminate)  # stop like Ctrl-C does: the audit log is flushed, the store closed
     if args.workers > 1:  # the store exists and is seeded now; each worker opens its own
-        tokens = len(instance.tokens.entries())
-        instance.close()
-        from core.http.serve import serve_workers
+        from core.http.serve import serve_workers, served
 
-        serve_workers(config, _surfaces(options), args.workers, tokens)
+        what = served(instance)
+        instance.close()
+        serve_workers(config, _surfaces(options), args.workers, what)
         return 0
     try:
         if args.stdio:
