@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from core.config import _KEYS as CONFIG_KEYS  # pyright: ignore[reportPrivateUsa
 from core.config import Config
 from core.model import default_model_path, load_model
 from core.synthetic import write_synthetic
-from tests.conftest import run_canon
+from tests.conftest import REPO, run_canon
 from tests.core.test_model import EIGHT, eight_problems_in_one_type
 
 COMMANDS = ("init", "validate", "import", "export", "stats", "config", "synth")
@@ -98,6 +99,33 @@ def test_init_again_keeps_the_existing_store(tmp_path: Path) -> None:
 
     assert again.returncode == EXIT_OK, again.stderr
     assert _stats(tmp_path) == first
+
+
+def test_the_deploy_guide_s_setup_creates_an_empty_store_on_the_organisation_s_model(tmp_path: Path) -> None:
+    guide = (REPO / "docs" / "operations" / "deploy.md").read_text(encoding="utf-8")
+    section = guide.split("## The service\n", 1)[1].split("\n## ", 1)[0]
+    (tmp_path / "canon.toml").write_text(section.split("```toml\n", 1)[1].split("```", 1)[0], encoding="utf-8")
+    document = json.loads(default_model_path().read_text(encoding="utf-8"))
+    document["x-canon-model"]["name"] = "acme"  # an organisation's own model, of the embedded one's types
+    (tmp_path / "model.schema.json").write_text(json.dumps(document), encoding="utf-8")
+
+    checked = run_canon("validate", cwd=tmp_path)
+    created = run_canon("init", cwd=tmp_path)
+
+    assert checked.returncode == EXIT_OK, checked.stderr
+    assert created.returncode == EXIT_OK, created.stderr
+    quoted = re.search(r"`(Created canon\.db .*?)`", section, re.DOTALL)
+    assert quoted is not None
+    assert created.stdout.strip() == " ".join(quoted[1].split())
+    assert (_stats(tmp_path)["nodes"], _stats(tmp_path)["edges"]) == (0, 0)
+
+
+def test_init_on_the_embedded_model_with_seed_false_creates_an_empty_store(tmp_path: Path) -> None:
+    (tmp_path / "canon.toml").write_text("[model]\nseed = false\n", encoding="utf-8")
+
+    stats = _init(tmp_path)
+
+    assert (stats["model"]["name"], stats["nodes"], stats["edges"]) == ("northwind", 0, 0)
 
 
 # -- validate ------------------------------------------------------------------------------------------------------
