@@ -117,8 +117,7 @@ def _parser() -> argparse.ArgumentParser:
         "path", type=Path, metavar="PATH", help="a .json, .jsonl, .ndjson, .yaml or .yml file, or a directory"
     )
     p.add_argument("--dry-run", action="store_true", help="check everything, write nothing")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="show a progress bar (default: when stderr is a terminal)")  # fmt: skip
+    _progress_option(p)
     p = command("export", _export, "write every node and edge to a file",
                 "Write the whole graph in a stable order. The format follows the extension (.json, .jsonl or "
                 ".ndjson, .yaml or .yml; any other is refused) or --format; the folder must exist; '-' writes to "
@@ -235,6 +234,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true", help="the report as one JSON object")
     t.add_argument("--fail-on", choices=("breaking", "needs-data-check"), metavar="LEVEL",
                    help="exit 1 if any change is this severe (breaking, or needs-data-check and worse)")  # fmt: skip
+    _progress_option(t)
     t.set_defaults(handler=_model_diff)
     t = models.add_parser("apply", help="apply NEW to the store: show the plan, then change the model",
                           description="Show the plan (`canon model diff` against the store: every surface's changes "
@@ -249,6 +249,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--yes", action="store_true", help="apply without asking (needed when not on a terminal)")
     t.add_argument("--dry-run", action="store_true", help="show the plan and check it; change nothing")
     t.add_argument("--json", action="store_true", help="the plan and the outcome as one JSON object")
+    _progress_option(t)
     _store_option(t)
     t.set_defaults(handler=_model_apply)
     t = models.add_parser("log", help="list the models the store has applied, oldest first",
@@ -277,6 +278,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=50, help="at most this many records (default: 50)")
     p.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
     return parser
+
+
+def _progress_option(parser: argparse.ArgumentParser) -> None:
+    """`--progress`/`--no-progress` of a long command: its phases' bars on stderr (`core.progress`)."""
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="show progress bars on stderr (default: when stderr is a terminal)")  # fmt: skip
 
 
 def _store_option(parser: argparse.ArgumentParser) -> None:
@@ -609,14 +616,18 @@ def _model_diff(args: argparse.Namespace) -> int:
     if len(args.files) > 2:
         raise ConfigError("canon model diff takes at most two model files: [OLD] NEW.", source="model diff")
     new = load_model(args.files[-1])
-    if len(args.files) == 2:
-        report = diff_models(load_model(args.files[0]), new)
-    else:
-        store = _read_only_store(args)
-        try:
-            report = diff_models(store.model, new, store)
-        finally:
-            store.close()
+    bar = ProgressBar(enabled=args.progress)
+    try:
+        if len(args.files) == 2:
+            report = diff_models(load_model(args.files[0]), new, progress=bar)
+        else:
+            store = _read_only_store(args)
+            try:
+                report = diff_models(store.model, new, store, progress=bar)
+            finally:
+                store.close()
+    finally:
+        bar.close()
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
     else:
@@ -632,7 +643,11 @@ def _model_apply(args: argparse.Namespace) -> int:
     model = load_model(args.file)
     store = open_existing_store(_config(args).store)
     try:
-        plan = plan_apply(store, model)
+        bar = ProgressBar(enabled=args.progress)
+        try:
+            plan = plan_apply(store, model, progress=bar)
+        finally:
+            bar.close()
         report: dict[str, Any] = {"plan": plan.as_dict(), "applied": False, "revision": store.revision()}
         if not args.json:
             _print_model_diff(plan.diff.as_dict())

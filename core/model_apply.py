@@ -17,7 +17,7 @@ from typing import Any
 
 from core.errors import ModelError, Problem
 from core.model import Model
-from core.model_diff import ModelDiff, diff_models
+from core.model_diff import ModelDiff, Progress, diff_models
 from core.model_version import check_successor, semver
 from core.store import Store
 
@@ -55,15 +55,16 @@ class ApplyPlan:
         return {"unchanged": self.unchanged, **self.diff.as_dict()}
 
 
-def plan_apply(store: Store, model: Model) -> ApplyPlan:
+def plan_apply(store: Store, model: Model, *, progress: Progress | None = None) -> ApplyPlan:
     """The plan for applying `model` to `store`: its current model diffed against `model`, every stored record
-    checked (nothing is written). A model whose version does not rise is refused at once (`ModelError`)."""
+    checked (nothing is written), telling `progress` how far (`diff_models`). A model whose version does not rise
+    is refused at once (`ModelError`)."""
     current = store.follow_model()
     if current.digest == model.digest:  # nothing to compare: no surface or record changes
         label = f"{model.name} {model.version}"
         return ApplyPlan(current, model, ModelDiff(label, label, (), ()))
     check_successor(current.document, model)  # a version that does not rise is refused before the costly diff
-    return ApplyPlan(current, model, diff_models(current, model, store))
+    return ApplyPlan(current, model, diff_models(current, model, store, progress=progress))
 
 
 def check_plan(plan: ApplyPlan, *, allow_breaking: bool = False) -> None:

@@ -250,9 +250,12 @@ def test_import_with_progress_draws_a_progress_bar_on_stderr(tmp_path: Path) -> 
     result = run_canon("--model", str(default_model_path()), "import", "synthetic.jsonl", "--progress", cwd=tmp_path)
 
     assert result.returncode == EXIT_OK, result.stderr
-    assert "writing" in result.stderr
-    assert "%" in result.stderr
-    assert "100%" in result.stderr  # the last update is always drawn
+    records = len((tmp_path / "synthetic.jsonl").read_text(encoding="utf-8").splitlines())
+    drawn = [line.strip() for line in result.stderr.replace("\r", "\n").splitlines() if line.strip()]
+    assert all(line.startswith("writing:") for line in drawn), drawn
+    last = drawn[-1]  # the last update is always drawn: every record, its rate, no time left
+    assert re.search(rf"100%.* {records}/{records} \[\d\d:\d\d<00:00, +[\d.]+ records/s\]$", last), last
+    assert any(re.search(rf" \d+/{records} \[\d\d:\d\d<\d\d:\d\d", line) for line in drawn[:-1]), drawn
     assert _stats(tmp_path, "--model", str(default_model_path()))["nodes"] == 2_000
 
 
