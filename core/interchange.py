@@ -93,6 +93,7 @@ def import_path(
     found: list[tuple[int, Problem]] = []
     seen = _Seen()
     tick = _Ticker(progress, sum(_count_records(f) for f in files) if progress is not None else 0)
+    tick(0)  # the bar from the start: the first batch is written after a while
     with store.bulk(principal=principal, dry_run=dry_run) as bulk:
         nodes = _write(bulk, _pass(files, "nodes", found, seen), found, batch, tick)
         edges = _write(bulk, _pass(files, "edges", None, seen), found, batch, tick)
