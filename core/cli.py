@@ -656,7 +656,15 @@ def _model_apply(args: argparse.Namespace) -> int:
             if not (args.yes or _confirmed(f"Apply {plan.diff.new} to {store.location}?")):
                 raise ConfigError("Not applied: confirm on a terminal, or pass --yes.", source="model apply")
             started = time.monotonic()
-            report["revision"] = apply_plan(store, plan, principal=CLI_PRINCIPAL, allow_breaking=args.allow_breaking)
+            records = plan.diff.data.checked if plan.diff.data is not None else 0
+            bar = ProgressBar(enabled=args.progress)
+            try:  # the store checks every record again in its transaction: shown begun, then done (no rate yet)
+                bar("applying", 0, records)
+                report["revision"] = apply_plan(store, plan, principal=CLI_PRINCIPAL,
+                                                allow_breaking=args.allow_breaking)  # fmt: skip
+                bar("applying", records, records)
+            finally:
+                bar.close()
             report["applied"] = True
             store.append_audit([AuditRecord(utc_now(), CLI_PRINCIPAL, "cli", "model/apply", "apply_model",
                                             model.digest, "ok", report["revision"],

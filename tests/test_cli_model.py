@@ -160,6 +160,18 @@ def test_model_diff_and_apply_show_their_long_phases_on_stderr_and_nothing_off_a
     assert quiet.stdout == shown.stdout
 
 
+def test_model_apply_shows_the_store_s_own_check_of_every_record_as_a_phase(copied: Path) -> None:
+    stats = json.loads(run_canon("stats", cwd=copied).stdout)
+    records = stats["nodes"] + stats["edges"]
+
+    applied = run_canon("model", "apply", "--yes", "--progress", "compatible.json", cwd=copied)
+
+    assert applied.returncode == EXIT_OK, applied.stderr
+    drawn = [line.strip() for line in applied.stderr.replace("\r", "\n").splitlines() if line.strip()]
+    assert [line.split(":")[0] for line in drawn if line.startswith(("applying", "checking"))][-1] == "applying"
+    assert re.search(rf"^applying: 100%.* {records}/{records} \[", drawn[-1]), drawn[-1]
+
+
 def _follow_config(folder: Path, model: str) -> None:
     (folder / "canon.toml").write_text(f'[model]\npath = "{model}"\nfollow = true\n', encoding="utf-8")
 
