@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from core.dialect import schema_validator
 from core.documents import pointer
@@ -37,6 +37,7 @@ __all__ = [
     "effective_settings",
     "load_config",
     "store_location",
+    "without_password",
 ]
 
 DEFAULT_FILE = "canon.toml"
@@ -116,6 +117,15 @@ def store_location(value: str, base: Path | None = None) -> Path | str:
     if value.startswith(("postgresql://", "postgres://")):
         return value
     return base / value if base is not None else Path(value)
+
+
+def without_password(url: str) -> str:
+    """A store's URL without its password (`***` in its place), fit for messages, `location` and `canon config`."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
 def _schema() -> dict[str, Any]:
@@ -327,7 +337,7 @@ def effective_settings(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
         if f.name in _META:
             continue
         value = getattr(config, f.name)
-        values[f.name] = _json_value(value)
+        values[f.name] = without_password(value) if isinstance(value, str) and f.name == "store" else _json_value(value)
         if is_dataclass(value) and not isinstance(value, type):
             origins[f.name] = {g.name: config.origins.get(f"{f.name}.{g.name}", "default") for g in fields(value)}
         else:

@@ -489,3 +489,14 @@ def test_config_shows_every_setting_of_the_schema_with_its_value_and_origin(
                 got, origin = settings[attrs[section, key]], origins[attrs[section, key]]
             assert (got, origin) == (value, f"canon.toml [{section}] {key}"), (section, key)
     assert (settings["cache"], origins["cache"]) == ("cache", "$CANON_CACHE")
+
+
+def test_config_shows_a_store_url_without_its_password(tmp_path: Path) -> None:
+    (tmp_path / "canon.toml").write_text('[store]\nurl = "postgresql://canon:s3cret-pw@db.example.test/canon"\n',
+                                         encoding="utf-8")  # fmt: skip
+
+    result = run_canon("config", cwd=tmp_path)
+
+    assert result.returncode == EXIT_OK, result.stderr
+    assert json.loads(result.stdout)["settings"]["store"] == "postgresql://canon:***@db.example.test/canon"
+    assert "s3cret-pw" not in result.stdout
