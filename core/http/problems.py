@@ -159,7 +159,7 @@ class ProblemAnswers:
         held: Message | None = None
         text = bytearray()
 
-        prefixed = bool(scope.get("app_root_path"))
+        prefixed = bool(scope.get("app_root_path")) and scope.get("method") != "HEAD"  # a HEAD answer has no body
         problem: Message | None = None  # a problem's start, held while its body comes, to put the prefix back
 
         async def watch(message: Message) -> None:
