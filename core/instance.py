@@ -8,6 +8,7 @@ change replaces in one assignment (`Instance.reload_model`).
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["Instance", "open_instance"]
 
 SEED_PRINCIPAL = "system:seed"
+log = logging.getLogger("canon.model")
 
 
 class Instance:
@@ -149,6 +151,7 @@ class Instance:
             stored = self.store.follow_model()
             if stored.digest == self.model.digest:
                 return False
+            old = self.model
             if self.index is not None and renames_types(self.model, stored):
                 self.index.reload()  # the records moved to the new type names without a change each
             if self._snapshot is None:
@@ -157,6 +160,8 @@ class Instance:
                 examples = Examples.of_store(stored, self.store)
                 registry = build_registry(stored, self.tools.definitions, examples, checks=self._checks)
                 self.snapshot = self._snapshot.evolve(registry)
+            log.info("model %s %s -> %s %s: serving the model the store %s holds now", old.name, old.version,
+                     stored.name, stored.version, self.store.location)  # fmt: skip
             return True
 
     def close(self) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from core.errors import ModelError, Problem
 from core.model import Model
-from core.model_diff import ModelDiff, diff_models
+from core.model_diff import ModelDiff, Progress, diff_models
 from core.model_version import check_successor, semver
 from core.store import Store
 
@@ -56,16 +56,18 @@ class ApplyPlan:
         return {"unchanged": self.unchanged, **self.diff.as_dict()}
 
 
-def plan_apply(store: Store, model: Model, *, check: Callable[[], None] | None = None) -> ApplyPlan:
+def plan_apply(store: Store, model: Model, *, check: Callable[[], None] | None = None,
+               progress: Progress | None = None) -> ApplyPlan:  # fmt: skip
     """The plan for applying `model` to `store`: its current model diffed against `model`, every stored record
-    checked (nothing is written). A model whose version does not rise is refused at once (`ModelError`). `check`
-    is called between the plan's steps (a call's deadline, `CallContext.check_time`): what it raises stops it."""
+    checked (nothing is written), telling `progress` how far (`diff_models`). A model whose version does not rise
+    is refused at once (`ModelError`). `check` is called between the plan's steps (a call's deadline,
+    `CallContext.check_time`): what it raises stops it."""
     current = store.follow_model()
     if current.digest == model.digest:  # nothing to compare: no surface or record changes
         label = f"{model.name} {model.version}"
         return ApplyPlan(current, model, ModelDiff(label, label, (), ()))
     check_successor(current.document, model)  # a version that does not rise is refused before the costly diff
-    return ApplyPlan(current, model, diff_models(current, model, store, check=check))
+    return ApplyPlan(current, model, diff_models(current, model, store, check=check, progress=progress))
 
 
 def check_plan(plan: ApplyPlan, *, allow_breaking: bool = False) -> None:

@@ -7,6 +7,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -137,6 +138,39 @@ def test_model_diff_of_an_added_optional_property_passes_fail_on_breaking(seeded
                        cwd=seeded)  # fmt: skip
     assert result.returncode == EXIT_OK, result.stdout + result.stderr
     assert ": compatible" in result.stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize("command", [("diff",), ("apply", "--dry-run")])
+def test_model_diff_and_apply_show_their_long_phases_on_stderr_and_nothing_off_a_terminal(
+    seeded: Path, command: tuple[str, ...]
+) -> None:
+    stats = json.loads(run_canon("stats", cwd=seeded).stdout)
+    records = stats["nodes"] + stats["edges"]
+
+    shown = run_canon("model", *command, "compatible.json", "--progress", cwd=seeded)
+    quiet = run_canon("model", *command, "compatible.json", cwd=seeded)  # stderr is a pipe: no terminal
+
+    assert shown.returncode == quiet.returncode == EXIT_OK, shown.stderr + quiet.stderr
+    drawn = [line.strip() for line in shown.stderr.replace("\r", "\n").splitlines() if line.strip()]
+    rendered = [line for line in drawn if line.startswith("rendering:")]
+    assert rendered, drawn
+    assert re.search(r"^rendering: 100%.* 2/2 \[\d\d:\d\d<00:00, +[\d.]+ models/s\]$", rendered[-1]), rendered
+    last = drawn[-1]
+    assert re.search(rf"^checking: 100%.* {records}/{records} \[\d\d:\d\d<00:00, +[\d.]+ records/s\]$", last), last
+    assert quiet.stderr == ""
+    assert quiet.stdout == shown.stdout
+
+
+def test_model_apply_shows_the_store_s_own_check_of_every_record_as_a_phase(copied: Path) -> None:
+    stats = json.loads(run_canon("stats", cwd=copied).stdout)
+    records = stats["nodes"] + stats["edges"]
+
+    applied = run_canon("model", "apply", "--yes", "--progress", "compatible.json", cwd=copied)
+
+    assert applied.returncode == EXIT_OK, applied.stderr
+    drawn = [line.strip() for line in applied.stderr.replace("\r", "\n").splitlines() if line.strip()]
+    assert [line.split(":")[0] for line in drawn if line.startswith(("applying", "checking"))][-1] == "applying"
+    assert re.search(rf"^applying: 100%.* {records}/{records} \[", drawn[-1]), drawn[-1]
 
 
 def _follow_config(folder: Path, model: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import sqlite3
 import subprocess
 import sys
@@ -198,6 +199,23 @@ def test_apply_model_applies_for_an_admin_and_the_instance_then_serves_it(instan
     assert entry.principal == LOCAL.name
     assert entry.summary is not None
     assert entry.summary["classification"] == "compatible"
+
+
+@pytest.mark.sqlite_only
+def test_a_model_switch_is_logged_once_naming_the_old_and_new_model(
+    instance: Instance, model: Model, caplog: pytest.LogCaptureFixture
+) -> None:
+    newer = changed(model, "1.1.0", with_team_budget)
+    result = instance.dispatcher.call_tool(LOCAL, "test", "apply_model", {"model": newer.document})
+    assert result.error is None, result.error
+
+    with caplog.at_level(logging.INFO, logger="canon.model"):
+        assert instance.reload_model() is True
+        assert instance.reload_model() is False  # nothing changed since: nothing logged
+
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "canon.model"]
+    assert line.startswith(f"model {model.name} {model.version} -> {newer.name} 1.1.0")
+    assert instance.store.location in line
 
 
 @pytest.mark.sqlite_only
