@@ -119,7 +119,8 @@ def _parse(ctx: CallContext, match: list[dict[str, Any]]) -> tuple[dict[str, _Va
         else:
             for end in ("from", "to"):
                 variables.setdefault(term[end], _Var(term[end]))
-            edge_type = ctx.model.edge_types[term["edge"]]
+            edge_type, meaning = ctx.model.edge_named(term["edge"])  # an incoming name: from and to swap
+            source, target = (term["from"], term["to"]) if meaning == "out" else (term["to"], term["from"])
             conditions: tuple[Condition, ...] = ()
             for name, spec in term.get("where", {}).items():
                 if name not in edge_type.schema["properties"]:
@@ -127,7 +128,7 @@ def _parse(ctx: CallContext, match: list[dict[str, Any]]) -> tuple[dict[str, _Va
                     continue
                 op, value = next(iter(spec.items())) if isinstance(spec, dict) else ("eq", spec)
                 conditions += (Condition(name, op, value),)
-            edges.append(_EdgeTerm(term["edge"], term["from"], term["to"], conditions))
+            edges.append(_EdgeTerm(edge_type.name, source, target, conditions))
     for var in variables.values():
         var.type = var.type or _implied_type(ctx, var.name, edges)
     for i, var, where in wheres:

@@ -303,6 +303,42 @@ def test_get_neighbors_follows_only_the_given_edge_types(instance: Instance, sto
     assert {i["node"]["id"]: i["depth"] for i in items} == expected_depths(store, ORIGIN, "both", 2, types)
 
 
+@pytest.mark.parametrize(("inverse", "forward"), [
+    ({"direction": "out", "edge_types": ["members"]}, {"direction": "in", "edge_types": ["member_of"]}),
+    ({"direction": "in", "edge_types": ["members"]}, {"direction": "out", "edge_types": ["member_of"]}),
+    ({"direction": "both", "edge_types": ["members"]}, {"direction": "both", "edge_types": ["member_of"]}),
+    ({"direction": "out", "edge_types": ["owns", "members"]},
+     {"direction": "both", "edge_types": ["owns", "member_of"]}),
+])  # fmt: skip
+def test_get_neighbors_reads_an_inverse_edge_name_as_its_type_the_other_way(
+    walking: Instance, inverse: dict[str, Any], forward: dict[str, Any]
+) -> None:
+    expected, _ = neighbours(walking, {"id": ORIGIN, **forward})
+
+    items, _ = neighbours(walking, {"id": ORIGIN, **inverse})
+
+    assert items == expected
+    if inverse["edge_types"] == ["members"] and inverse["direction"] == "out":  # a team's members arrive at it
+        assert items
+        assert {(i["edge"]["type"], i["edge"]["target"]) for i in items} == {("member_of", ORIGIN)}
+
+
+def test_an_edge_name_mixing_a_type_and_its_inverse_follows_both_ways(instance: Instance) -> None:
+    both, _ = neighbours(instance, {"id": ORIGIN, "direction": "both", "edge_types": ["member_of"]})
+
+    items, _ = neighbours(instance, {"id": ORIGIN, "direction": "out", "edge_types": ["member_of", "members"]})
+
+    assert items == both
+
+
+def test_an_unknown_edge_name_is_refused_with_the_names_there_are(instance: Instance) -> None:
+    body = error(instance, "get_neighbors", {"id": ORIGIN, "edge_types": ["memberz"]})
+
+    assert body["code"] == "invalid_arguments"
+    assert [p["pointer"] for p in body["problems"]] == ["/edge_types/0"]
+    assert "members" in body["problems"][0]["message"]
+
+
 @pytest.mark.parametrize("direction", ["out", "in", "both"])
 def test_get_neighbors_at_depth_two_lists_nearer_nodes_first_and_counts_every_node(
     walking: Instance, store: Store, direction: str
@@ -392,6 +428,18 @@ def test_find_paths_returns_every_simple_path_shortest_first(
     assert lengths[0] == nx.shortest_path_length(graph, arguments["source"], arguments["target"])
 
 
+def test_find_paths_reads_an_inverse_edge_name_as_its_type_the_other_way(walking: Instance) -> None:
+    between = {"source": SERVICE, "target": PERSON, "max_depth": 2}  # the service <-owns- a team <-member_of- Ada
+    expected = paths(walking, {**between, "direction": "in", "edge_types": ["owns", "member_of"]})
+
+    found = paths(walking, {**between, "direction": "out", "edge_types": ["owned_by", "members"]})
+
+    assert found == expected
+    assert found
+    assert [[e["type"] for e in p["edges"]] for p in found] == [["owns", "member_of"]] * len(found)
+    assert paths(walking, {**between, "direction": "out", "edge_types": ["owns", "member_of"]}) == []
+
+
 def test_find_paths_respects_max_depth(instance: Instance, store: Store) -> None:
     shortest = nx.shortest_path_length(topology(store, directed=False), PERSON, "svc-search-api")
 
@@ -473,6 +521,16 @@ def test_query_graph_edge_where_filters_on_edge_properties(instance: Instance, s
     assert {(r["p"]["id"], r["t"]["id"]) for r in rows} == expected
     all_members = {(e.source, e.target) for e in store.iter_edges() if e.type == "member_of"}
     assert 0 < len(expected) < len(all_members)
+
+
+def test_query_graph_reads_an_inverse_edge_name_with_from_and_to_swapped(walking: Instance) -> None:
+    team = {"node": "t", "id": ORIGIN}
+    expected, _ = all_rows(walking, {"match": [team, {"edge": "member_of", "from": "p", "to": "t"}]})
+
+    rows, _ = all_rows(walking, {"match": [team, {"edge": "members", "from": "t", "to": "p"}]})
+
+    assert rows == expected
+    assert len(rows) > 1
 
 
 def test_query_graph_conditions_on_a_node_do_not_depend_on_term_order(instance: Instance) -> None:
