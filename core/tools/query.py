@@ -251,12 +251,12 @@ def query_graph(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     ordered = sorted(results)
     offset = decode_cursor("query_graph", args, int) or 0
     chosen = ordered[offset : offset + limit]
-    records = ctx.store.nodes(sorted({n for row in chosen for n in row}))
-    items = [
-        {name: records[n].to_json() for name, n in zip(returned, row, strict=True) if n in records} for row in chosen
-    ]
+    bound = sorted({n for row in chosen for n in row})
+    records = ctx.store.nodes(bound)
+    items = [{name: n for name, n in zip(returned, row, strict=True) if n in records} for row in chosen]
     more = offset + limit < len(ordered)
     cursor = encode_cursor("query_graph", args, offset + limit) if more else None
     result = page(items, total=len(ordered), limit=limit, revision=revision, next_cursor=cursor,
                   cut=len(results) >= MAX_RESULTS)  # fmt: skip
-    return result | {"work": run.work}
+    nodes = [records[n].to_json() for n in bound if n in records]  # each bound node once, however many rows bind it
+    return result | {"nodes": nodes, "work": run.work}
