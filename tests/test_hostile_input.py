@@ -34,6 +34,7 @@ from core.instance import Instance, open_instance
 from core.mcp.surface import surface as mcp_surface
 from core.model import load_model
 from core.paging import encode_cursor
+from core.principal import Principal
 from core.registry import ToolDefinition, build_registry
 from core.store import copy_store
 from generators.rest.app import surface as rest_surface
@@ -329,3 +330,99 @@ def test_hostile_arguments_get_a_documented_answer_and_never_a_server_error(
 
 def test_every_tool_of_the_registry_is_fuzzed(target: Target) -> None:
     assert [t.name for t in target.instance.registry.tools] == TOOLS
+
+
+# -- items 27 and 29 of issue 25: the REST next link, one validation, error classes ---------------------------------
+def _nested_model(depth: int) -> dict[str, Any]:
+    """The store's model with one property description nested `depth` arrays deep: valid JSON, not a valid model."""
+    document = copy.deepcopy(dict(load_model().document))
+    document["$defs"]["Team"]["properties"]["name"]["examples"] = _nested(depth)
+    return document
+
+
+def test_the_rest_next_link_is_built_from_the_validated_arguments_not_the_query_string(target: Target) -> None:
+    # over-encoded names (%54 is T) make a query string three times as long as the arguments it carries
+    bloated = "type=%54%65%61%6d&limit=%32&fields=%6e%61%6d%65&fields=%72%65%76%69%73%69%6f%6e"
+
+    first = target.http.get(f"/api/nodes?{bloated}")
+
+    assert first.status_code == 200, first.text
+    cursor = first.json()["next_cursor"]
+    link = first.headers["link"]
+    assert (
+        link
+        == f'</api/nodes?type=Team&limit=2&fields=name&fields=revision&cursor={quote(cursor, safe="")}>; rel="next"'
+    )
+    following = target.http.get(link[1 : link.index(">")])
+    assert following.status_code == 200, following.text
+    assert [set(n) for n in following.json()["items"]] == [{"id", "type", "visibility", "properties", "revision"}] * 2
+
+
+def test_a_query_string_near_the_url_limit_never_comes_back_in_a_header(target: Target) -> None:
+    huge = "[" + ",".join(map(str, range(2_000))) + "]"  # the 79 KB URL of the report, within this client's limit
+
+    answer = target.http.get("/api/nodes", params={"type": "Team", "limit": "1", "fields": huge})
+
+    assert answer.status_code == 400, answer.text[:300]
+    assert "link" not in answer.headers
+    assert [p["pointer"] for p in answer.json()["errors"]] == ["/fields/0"]
+
+
+@pytest.mark.parametrize("text", ["[0,1]", "0", "Name", "x" * 65])
+def test_rest_and_mcp_refuse_the_same_fields_with_the_same_problem(target: Target, text: str) -> None:
+    rest = target.http.get("/api/nodes", params={"type": "Team", "fields": text})
+    direct = target.instance.dispatcher.call_tool(Principal("hostile", frozenset({"admin"})), "mcp", "find_nodes",
+                                                  {"type": "Team", "fields": [text]})  # fmt: skip
+
+    assert rest.status_code == 400, rest.text[:300]
+    assert direct.error is not None
+    problems = direct.as_json()["error"]["problems"]
+    assert [(p["pointer"], p["message"]) for p in rest.json()["errors"]] == [
+        (p["pointer"], p["message"]) for p in problems
+    ]
+    assert [p["pointer"] for p in problems] == ["/fields/0"]
+
+
+@pytest.mark.parametrize("way", [LEGACY, MODERN])
+def test_a_model_nested_too_deeply_is_invalid_arguments_not_a_parse_error(target: Target, way: str) -> None:
+    arguments = {"model": _nested_model(950), "dry_run": True}
+    tool = target.instance.registry.tool("apply_model")
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "apply_model", "arguments": arguments},
+    }
+    if way == LEGACY:
+        headers = {**LEGACY_HEADERS, "mcp-session-id": target.legacy_session(), "mcp-protocol-version": LEGACY}
+    else:
+        body["params"]["_meta"] = envelope()
+        headers = {**LEGACY_HEADERS, "mcp-protocol-version": MODERN, "mcp-method": "tools/call",
+                   "mcp-name": "apply_model"}  # fmt: skip
+
+    response = target.http.post("/mcp", content=_encoded(body), headers=headers)
+
+    check_rpc(tool, response, "nested model")
+    answer = _rpc_answer(response)
+    assert answer["id"] == 7
+    assert "error" not in answer, answer["error"]
+    assert answer["result"]["isError"] is True
+    error = json.loads(answer["result"]["content"][0]["text"])["error"]
+    assert error["code"] == "invalid_arguments"
+    assert "deep" in json.dumps(error["problems"])
+
+
+def _rpc_answer(response: httpx2.Response) -> dict[str, Any]:
+    value: dict[str, Any] = response.json()
+    return value
+
+
+@pytest.mark.parametrize("session", [True, False], ids=["in-a-session", "before-initialize"])
+def test_a_legacy_ping_that_accepts_only_html_is_406(target: Target, session: bool) -> None:
+    headers = {"content-type": "application/json", "accept": "text/html", "mcp-protocol-version": LEGACY}
+    if session:
+        headers["mcp-session-id"] = target.legacy_session()
+
+    response = target.http.post("/mcp", json={"jsonrpc": "2.0", "id": 3, "method": "ping"}, headers=headers)
+
+    assert response.status_code == 406, response.text[:300]

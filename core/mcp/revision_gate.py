@@ -14,7 +14,8 @@ the SDK, when the request
 * is a request of neither revision's shape, without a session: -32600 saying how each revision starts.
 
 A GET or DELETE naming an unserved revision in its header gets the same -32022. Everything else, and every POST
-failing a check the SDK makes first (Host/Origin, body size, JSON), goes to the SDK as it came.
+failing a check the SDK makes first (Host/Origin, body size, JSON, an `Accept` that takes no JSON: its 406), goes
+to the SDK as it came.
 
 Upstream limitation: the SDK's -32022 lists only the revisions it would negotiate (not the ones the server
 serves), it accepts 2024-11-05 to 2025-06-18 headers, and its -32020 wording misleads as above (ADR 0019). Delete
@@ -27,7 +28,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, cast
 
-from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, check_accept_headers
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp.shared.inbound import (
     MCP_METHOD_HEADER,
@@ -76,8 +77,11 @@ class RevisionGate:
         await json_error(verdict[0], verdict[1], scope, receive, send)
 
     async def verdict(self, scope: Scope, body: bytes) -> tuple[RequestId | None, ErrorData] | None:
-        if await self.security.validate_request(Request(scope), is_post=True) is not None:
+        request = Request(scope)
+        if await self.security.validate_request(request, is_post=True) is not None:
             return None  # the SDK refuses it first (403, 421, 400)
+        if not check_accept_headers(request)[0]:
+            return None  # the SDK's 406: whatever the body says, no answer could be sent in a form the client takes
         try:
             decoded = json.loads(body)
         except (ValueError, RecursionError):
