@@ -333,11 +333,19 @@ def test_every_tool_of_the_registry_is_fuzzed(target: Target) -> None:
 
 
 # -- items 27 and 29 of issue 25: the REST next link, one validation, error classes ---------------------------------
-def _nested_model(depth: int) -> dict[str, Any]:
-    """The store's model with one property description nested `depth` arrays deep: valid JSON, not a valid model."""
+NESTED = "@nested@"
+
+
+def _nested_model_call(depth: int, meta: dict[str, Any] | None) -> bytes:
+    """A tools/call of apply_model whose model nests one property's `examples` `depth` arrays deep: valid JSON (no
+    encoder here could write it: `json.dumps` recurses), not a valid model."""
     document = copy.deepcopy(dict(load_model().document))
-    document["$defs"]["Team"]["properties"]["name"]["examples"] = _nested(depth)
-    return document
+    document["$defs"]["Team"]["properties"]["name"]["examples"] = NESTED
+    params: dict[str, Any] = {"name": "apply_model", "arguments": {"model": document, "dry_run": True}}
+    if meta is not None:
+        params["_meta"] = meta
+    text = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params})
+    return text.replace(json.dumps(NESTED), "[" * depth + '"bottom"' + "]" * depth).encode()
 
 
 def test_the_rest_next_link_is_built_from_the_validated_arguments_not_the_query_string(target: Target) -> None:
@@ -383,24 +391,19 @@ def test_rest_and_mcp_refuse_the_same_fields_with_the_same_problem(target: Targe
     assert [p["pointer"] for p in problems] == ["/fields/0"]
 
 
+@pytest.mark.parametrize("depth", [950, 20_000])
 @pytest.mark.parametrize("way", [LEGACY, MODERN])
-def test_a_model_nested_too_deeply_is_invalid_arguments_not_a_parse_error(target: Target, way: str) -> None:
-    arguments = {"model": _nested_model(950), "dry_run": True}
+def test_a_model_nested_too_deeply_is_invalid_arguments_not_a_parse_error(target: Target, way: str, depth: int) -> None:
     tool = target.instance.registry.tool("apply_model")
-    body = {
-        "jsonrpc": "2.0",
-        "id": 7,
-        "method": "tools/call",
-        "params": {"name": "apply_model", "arguments": arguments},
-    }
     if way == LEGACY:
         headers = {**LEGACY_HEADERS, "mcp-session-id": target.legacy_session(), "mcp-protocol-version": LEGACY}
+        body = _nested_model_call(depth, None)
     else:
-        body["params"]["_meta"] = envelope()
         headers = {**LEGACY_HEADERS, "mcp-protocol-version": MODERN, "mcp-method": "tools/call",
                    "mcp-name": "apply_model"}  # fmt: skip
+        body = _nested_model_call(depth, envelope())
 
-    response = target.http.post("/mcp", content=_encoded(body), headers=headers)
+    response = target.http.post("/mcp", content=body, headers=headers)
 
     check_rpc(tool, response, "nested model")
     answer = _rpc_answer(response)
@@ -409,7 +412,9 @@ def test_a_model_nested_too_deeply_is_invalid_arguments_not_a_parse_error(target
     assert answer["result"]["isError"] is True
     error = json.loads(answer["result"]["content"][0]["text"])["error"]
     assert error["code"] == "invalid_arguments"
-    assert "deep" in json.dumps(error["problems"])
+    [problem] = error["problems"]
+    assert problem["pointer"].startswith("/model/$defs/Team/properties/name/examples/0/0/")
+    assert "nested deeper than" in problem["message"]
 
 
 def _rpc_answer(response: httpx2.Response) -> dict[str, Any]:

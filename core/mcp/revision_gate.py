@@ -13,6 +13,10 @@ the SDK, when the request
   not match" when `Mcp-Method` or `Mcp-Name` was);
 * is a request of neither revision's shape, without a session: -32600 saying how each revision starts.
 
+A body of valid JSON nested deeper than a parser can follow (Python's and the SDK's recurse) goes on cut to
+`core.documents.WIRE_DEPTH` levels (`shallow_json`): still deeper than any value canon holds, so the tool refuses
+it as nested too deeply (invalid_arguments, with the pointer), answering the request's id, not a -32700.
+
 A GET or DELETE naming an unserved revision in its header gets the same -32022. Everything else, and every POST
 failing a check the SDK makes first (Host/Origin, body size, JSON, an `Accept` that takes no JSON: its 406), goes
 to the SDK as it came.
@@ -40,8 +44,9 @@ from mcp.shared.inbound import (
 from mcp_types import HEADER_MISMATCH, INVALID_REQUEST, ErrorData, RequestId
 from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from core.documents import WIRE_DEPTH, shallow_json
 from core.mcp.fastpath.takeover import json_error, read_body
 from core.mcp.revisions import BATCH, HANDSHAKE, MODERN, SUPPORTED_VERSIONS, envelope_version, refusal, unsupported
 
@@ -70,6 +75,9 @@ class RevisionGate:
             await json_error(None, unsupported(version), scope, receive, send)
             return
         body, replay = await read_body(receive)
+        cut = None if body is None else _readable(body)
+        if cut is not None:  # the SDK reads the cut body: a tool refuses the arguments, answering the request's id
+            body, replay = cut, _replaying(cut, receive)
         verdict = None if body is None else await self.verdict(scope, body)
         if verdict is None:
             await self.app(scope, replay, send)
@@ -87,6 +95,24 @@ class RevisionGate:
         except (ValueError, RecursionError):
             return None  # the SDK's parse error
         return judge(decoded, Headers(scope=scope))
+
+
+def _readable(body: bytes) -> bytes | None:
+    """`body` cut to `WIRE_DEPTH` levels when it nests deeper (`shallow_json`), else None (it goes on as it came).
+    The SDK's parser gives up past about 200 levels, Python's near 1,000: neither could name the request's id."""
+    if body.count(b"[") + body.count(b"{") <= WIRE_DEPTH:  # the common case, in C: too few brackets to be that deep
+        return None
+    return shallow_json(body, WIRE_DEPTH)
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that gives `body` as the whole request, then what `receive` gives."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
 
 
 def judge(decoded: Any, headers: Mapping[str, str]) -> tuple[RequestId | None, ErrorData] | None:
