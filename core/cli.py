@@ -29,9 +29,9 @@ from core.interchange import export_graph, import_path
 from core.model import check_model, default_model_path, load_model
 from core.progress import ProgressBar
 from core.store import Store, copy_store, open_existing_store, store_exists
-from core.store.common import utc_now
+from core.store.common import model_differs, utc_now
 from core.store.retention import Retention
-from core.tokens import TokenFile
+from core.tokens import token_file
 
 if TYPE_CHECKING:
     from core.mcp.options import ServeOptions
@@ -425,17 +425,16 @@ def _check_served_model(config: Config, *, follow: bool) -> None:
     wanted = load_model(config.model)
     store = open_existing_store(config.store, read_only=True)
     try:
-        stored = store.model
+        stored, superseded = store.model, store.superseded(wanted)
     finally:
         store.close()
-    if stored.digest == wanted.digest:
+    if stored.digest == wanted.digest or superseded:  # an older model of the store's: it serves its own, warning
         return
     change = f"The model {wanted.source} ({wanted.name} {wanted.version}) differs from the store's " \
              f"({stored.name} {stored.version})"  # fmt: skip
     if not follow:
-        raise ConfigError(f"{change}; see the changes with 'canon model diff {wanted.source}', apply them with "
-                          f"'canon model apply {wanted.source}', or serve with --follow-model while developing.",
-                          source="model")  # fmt: skip
+        raise ConfigError(f"{model_differs(store.location, stored.document, wanted)} While developing, serve with "
+                          "--follow-model to apply compatible changes of the file.", source="model")  # fmt: skip
     from core.model_apply import apply_plan, plan_apply
 
     store = open_existing_store(config.store)
@@ -526,7 +525,7 @@ def _token_usage(args: argparse.Namespace) -> int:
 
 
 def _token_create(args: argparse.Namespace) -> int:
-    tokens = TokenFile(_config(args).tokens)
+    tokens = token_file(_config(args))
     token = tokens.create(args.name, args.role, args.groups, args.expires_in)
     print(token)
     article = "an" if args.role[0] in "aeiou" else "a"
@@ -536,7 +535,7 @@ def _token_create(args: argparse.Namespace) -> int:
 
 
 def _token_revoke(args: argparse.Namespace) -> int:
-    tokens = TokenFile(_config(args).tokens)
+    tokens = token_file(_config(args))
     try:
         tokens.revoke(args.name)
     except NotFoundError:
@@ -547,7 +546,7 @@ def _token_revoke(args: argparse.Namespace) -> int:
 
 
 def _token_list(args: argparse.Namespace) -> int:
-    for entry in TokenFile(_config(args).tokens).entries():
+    for entry in token_file(_config(args)).entries():
         groups = ",".join(entry.groups) or "-"
         print(f"{entry.name}\t{entry.role}\t{groups}\t{entry.created_at}\t{entry.expires_at or '-'}")
     return 0

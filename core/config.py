@@ -55,6 +55,8 @@ class OAuthSettings:
     roles: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_SCOPES))  # scope or claim value -> role
     jwks_cache_s: int = 3600
     jwks_min_refresh_s: int = 30
+    fetch_timeout_s: float = 10.0  # one fetch of the keys (discovery documents and JWK Set together), at most
+    name_prefix: str = "oauth."  # what the issuer's principal names start with, apart from canon's token names
 
     @property
     def expected_audience(self) -> str:

@@ -24,7 +24,7 @@ from core.registry import Registry, build_registry
 from core.schema_checks import SchemaChecks
 from core.snapshot import Snapshot
 from core.store import Store, is_database_url, open_store, store_exists
-from core.tokens import TokenFile
+from core.tokens import token_file
 from core.tools import Toolset
 from core.walkers import Walkers, workers_for
 
@@ -53,7 +53,7 @@ class Instance:
         self.store = store
         self.index = index
         self.tools = tools or Toolset()
-        self.tokens = TokenFile(config.tokens)
+        self.tokens = token_file(config)
         self._model = model  # the model while there is no snapshot
         self._audit: AuditLog | None = None
         self._snapshot: Snapshot | None = None
@@ -171,10 +171,11 @@ class Instance:
 
 
 def open_instance(config: Config, *, with_index: bool = True, principal: str = "system",
-                  tools: Toolset | None = None) -> Instance:  # fmt: skip
+                  tools: Toolset | None = None, checks: SchemaChecks | None = None) -> Instance:  # fmt: skip
     """Open the configured model and store (creating and seeding a new store), and build the index. `tools` adds
-    tools to the built-in ones (`Toolset.from_folder`: docs/development/adding-a-tool.md)."""
-    checks = SchemaChecks(config.cache)  # what passed its check at an earlier start is not checked again
+    tools to the built-in ones (`Toolset.from_folder`: docs/development/adding-a-tool.md). `checks`: the schema
+    checks to run (default: those remembered in `config.cache`)."""
+    checks = checks or SchemaChecks(config.cache)  # what passed its check at an earlier start is not checked again
     model = load_model(config.model, checks=checks)
     is_new = not store_exists(config.store)
     store = open_store(config.store, model, principal=principal)
@@ -188,4 +189,6 @@ def open_instance(config: Config, *, with_index: bool = True, principal: str = "
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{config.store}{suffix}").unlink(missing_ok=True)
         raise
-    return Instance(config, model, store, index, tools or Toolset(), checks=checks)
+    # the store's model: the configured file's, or the one applied since if the file is an older model of the
+    # store's history (`Store.superseded`); every process (`canon serve --workers`) opens through here
+    return Instance(config, store.model, store, index, tools or Toolset(), checks=checks)

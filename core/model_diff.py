@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,14 +105,23 @@ class ModelDiff:
         }  # fmt: skip
 
 
-def diff_models(old: Model, new: Model, store: Store | None = None, surfaces: list[Surface] | None = None) -> ModelDiff:
+def diff_models(
+    old: Model,
+    new: Model,
+    store: Store | None = None,
+    surfaces: list[Surface] | None = None,
+    check: Callable[[], None] | None = None,
+) -> ModelDiff:
     """Generate every surface's artifacts for both models and classify every difference (and, given the store,
-    check its data against `new`)."""
+    check its data against `new`). `check` is called between the steps (a call's deadline: what it raises stops
+    the diff)."""
     surfaces = discover() if surfaces is None else surfaces
     renames = declared_renames(old.document, new)
-    before, after = generate_for(old, surfaces), generate_for(new, surfaces)
+    before, after = generate_for(old, surfaces, check), generate_for(new, surfaces, check)
     findings = [*diff_artifacts(before, after, surfaces), *diff_type_schemas(old, new), *diff_write_rules(old, new),
                 *diff_renames(renames)]  # fmt: skip
+    if check is not None:
+        check()
     impact = data_impact(store, new, renames=renames) if store is not None else None
     names = (*after, WRITES)
     return ModelDiff(f"{old.name} {old.version}", f"{new.name} {new.version}", tuple(findings), names, impact,

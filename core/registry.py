@@ -79,7 +79,7 @@ class ToolDefinition:
             "permission": self.permission,
             "advanced": self.advanced,
             "surface": dict(self.surface),
-        }
+        } | ({"icon": self.icon} if self.icon else {})
 
 
 @dataclass(frozen=True)
@@ -320,6 +320,7 @@ def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = (), 
             permission=d["permission"],
             advanced=d["advanced"],
             surface=d.get("surface", {}),
+            icon=d.get("icon"),
             execution=d["execution"],
         )
         for d in documents

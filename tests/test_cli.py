@@ -127,6 +127,19 @@ def test_validate_a_bad_model_exits_1_naming_the_file_and_every_pointer(tmp_path
         assert pointer in result.stderr
 
 
+def test_validate_names_a_ref_cycle_and_where_it_closes(tmp_path: Path) -> None:
+    document = json.loads(default_model_path().read_text(encoding="utf-8"))
+    document["$defs"]["Team"]["properties"]["parent"] = {"$ref": "#/$defs/Team"}
+    (tmp_path / "cyclic.json").write_text(json.dumps(document), encoding="utf-8")
+
+    result = run_canon("validate", "cyclic.json", cwd=tmp_path)
+
+    assert result.returncode == EXIT_PROBLEMS, result.stderr  # a problem, not a RecursionError's traceback
+    assert "/$defs/Team/properties/parent/$ref" in result.stderr
+    assert "$ref cycle Team.properties.parent -> Team" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_validate_lists_every_problem_in_one_run_even_under_a_wrong_type_keyword(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text(json.dumps(eight_problems_in_one_type(load_model())), encoding="utf-8")
 

@@ -16,13 +16,17 @@ import base64
 import copy
 import json
 import math
+import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import anyio
 import httpx2
+import jwt
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -40,6 +44,11 @@ from core.store import copy_store
 from generators.rest.app import surface as rest_surface
 from generators.rest.openapi import ToolRoute, route_of
 from tests.generators.conftest import live, open_copy, token
+from tests.http.test_oauth import RESOURCE as OAUTH_RESOURCE
+from tests.http.test_oauth import Issuer, bearer, rsa_key, running_issuer
+from tests.http.test_oauth import canon as oauth_instance
+from tests.http.test_oauth import http as oauth_http
+from tests.http.test_oauth import settings as oauth_settings
 from tests.mcp.conftest import LEGACY, MODERN, envelope, initialize_body
 
 Strategy = st.SearchStrategy[Any]
@@ -431,3 +440,157 @@ def test_a_legacy_ping_that_accepts_only_html_is_406(target: Target, session: bo
     response = target.http.post("/mcp", json={"jsonrpc": "2.0", "id": 3, "method": "ping"}, headers=headers)
 
     assert response.status_code == 406, response.text[:300]
+
+
+# -- regressions the campaign of 2026-12-02 found (issue 25, items 23-29) ---------------------------------------------
+# Each is a hostile input that once held the server or answered a 5xx; each is sent on every way in it can take.
+EVIL_PATTERN = "^(a+)+$"  # a backtracking engine takes 2^n steps on "a" * n + "!" (7.8 s at n = 28 in Python's re)
+EVIL_VALUE = "a" * 40 + "!"  # hours for a backtracking engine; linear-time matching answers at once
+BOUND_S = 10.0  # what a linear-time match needs is milliseconds; what backtracking needs at n = 40 is hours
+
+
+def _tool_error(way: str, response: httpx2.Response) -> str:
+    """The error code of a tool call's answer on `way`."""
+    if way == "rest":
+        assert response.headers["content-type"].startswith("application/problem+json"), response.text[:300]
+        return str(response.json()["code"])
+    result = response.json()["result"]
+    assert result["isError"] is True, result
+    return str(json.loads(result["content"][0]["text"])["error"]["code"])
+
+
+def _patch(target: Target, way: str, node_id: str, properties: dict[str, Any]) -> httpx2.Response:
+    args = {"id": node_id, "properties": properties}
+    if way == "rest":
+        return target.http.patch(f"/api/nodes/{node_id}", content=_encoded({"properties": properties}),
+                                 headers={"content-type": "application/json"})  # fmt: skip
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "patch_node", "arguments": args}}
+    if way == LEGACY:
+        session = target.legacy_session()
+        headers = {**LEGACY_HEADERS, "mcp-session-id": session, "mcp-protocol-version": LEGACY}
+    else:
+        body["params"]["_meta"] = envelope()
+        headers = {
+            **LEGACY_HEADERS,
+            "mcp-protocol-version": MODERN,
+            "mcp-method": "tools/call",
+            "mcp-name": "patch_node",
+        }
+    return target.http.post("/mcp", content=_encoded(body), headers=headers)
+
+
+def test_a_models_backtracking_pattern_never_holds_the_server_on_any_way_in(target: Target) -> None:
+    """Item 23: a model with `^(a+)+$` on a property is applied (over MCP, as an admin would); then the value that
+    makes a backtracking engine run for hours is written on each way in. Each answer is `invalid`, at once."""
+    document = copy.deepcopy(target.instance.model.document)
+    team = document["$defs"]["Team"]
+    team["properties"]["code"] = {"type": "string", "pattern": EVIL_PATTERN, "description": "A hostile pattern."}
+    document["x-canon-model"]["version"] = _next_minor(document["x-canon-model"]["version"])
+    params = {"name": "apply_model", "arguments": {"model": document}, "_meta": envelope()}
+    headers = {**LEGACY_HEADERS, "mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "apply_model"}
+    applied = target.http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params},
+                               headers=headers)  # fmt: skip
+    assert applied.json()["result"]["isError"] is False, applied.text[:500]
+    assert json.loads(applied.json()["result"]["content"][0]["text"])["applied"] is True, applied.text[:800]
+    for _ in range(3000):  # the host adopts the applied model as its change feed follows the store (core.changes)
+        if "code" in target.instance.model.node_types["Team"].schema["properties"]:
+            break
+        threading.Event().wait(0.01)
+    assert target.instance.model.node_types["Team"].schema["properties"]["code"]["pattern"] == EVIL_PATTERN
+    team_id = next(n.id for n in target.instance.store.iter_nodes() if n.type == "Team")
+
+    for way in WAYS:
+        started = time.monotonic()
+        refused = _patch(target, way, team_id, {"code": EVIL_VALUE})
+        took = time.monotonic() - started
+        assert _tool_error(way, refused) == "invalid", (way, refused.text[:300])
+        assert took < BOUND_S, (way, took)
+        assert (
+            _tool_error(way, _patch(target, way, team_id, {"code": "aaa", "name": None})) == "invalid"
+        )  # still checked
+    accepted = _patch(target, "rest", team_id, {"code": "aaaa"})
+    assert accepted.status_code == 200, accepted.text[:300]
+
+
+def _next_minor(version: str) -> str:
+    major, minor, *_ = version.split(".")
+    return f"{major}.{int(minor) + 1}.0"
+
+
+# Item 26: every registered claim of a JWT in a JSON type the RFCs do not allow is `401 invalid_token` on every
+# surface, never a 500 (a numeric-string `exp` once reached `exp + leeway` as a string).
+MISTYPED: dict[str, list[Any]] = {
+    "exp": ["1767300000", True, [1767300000], {"at": 1}],
+    "nbf": ["0", False, [0]],
+    "iat": ["yesterday", True, {}],
+    "iss": [42, ["x"], {"iss": 1}],
+    "sub": [42, True, ["pat"]],
+    "jti": [7, ["j"]],
+    "aud": [42, {"aud": "x"}],
+}
+
+
+def _signed(issuer: Issuer, claim: str, value: Any) -> str:
+    """A token the issuer's key signs whose `claim` is `value`, whatever its JSON type (as a hostile issuer or a
+    buggy one would write it: the JWT library's encoder refuses to)."""
+    now = int(time.time())
+    body = {"iss": issuer.url, "aud": OAUTH_RESOURCE, "sub": "pat", "iat": now, "exp": now + 300,
+            "scope": "openid canon:read"} | {claim: value}  # fmt: skip
+    key = issuer.keys[0]
+    return jwt.PyJWS().encode(json.dumps(body).encode(), key.private, algorithm=key.alg, headers={"kid": key.kid})
+
+
+@pytest.fixture(scope="module")
+def oauth_canon(seed_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Instance, Issuer]]:
+    with running_issuer() as issuer, oauth_instance(seed_template, tmp_path_factory.mktemp("jwt"),
+                                                    oauth_settings(issuer)) as instance:  # fmt: skip
+        yield instance, issuer
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("claim", list(MISTYPED))
+async def test_a_jwt_claim_of_the_wrong_json_type_is_a_401_on_every_surface(
+    oauth_canon: tuple[Instance, Issuer], claim: str
+) -> None:
+    instance, issuer = oauth_canon
+    async with oauth_http(instance) as client:
+        for value in MISTYPED[claim]:
+            headers = {"Authorization": f"Bearer {_signed(issuer, claim, value)}"}
+            answers = {
+                "rest": await client.get("/api/nodes?limit=1", headers=headers),
+                "graphql": await client.post("/graphql", json={"query": "{ __typename }"}, headers=headers),
+                "mcp": await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                         headers=headers | {"Accept": "application/json, text/event-stream"}),
+            }  # fmt: skip
+            for surface, response in answers.items():
+                assert response.status_code == 401, (claim, value, surface, response.status_code, response.text[:300])
+                assert 'error="invalid_token"' in response.headers["www-authenticate"], (claim, value, surface)
+
+
+# -- forged kids while the OAuth issuer stalls (issue 25, item 28) -------------------------------------------------
+@pytest.mark.anyio
+async def test_a_flood_of_forged_kids_while_the_issuer_stalls_is_refused_within_one_fetch_timeout(
+    seed_template: Path, tmp_path: Path
+) -> None:
+    deadline = 2.0
+    with (
+        running_issuer() as issuer,
+        oauth_instance(seed_template, tmp_path, oauth_settings(issuer, fetch_timeout_s=deadline)) as inst,
+    ):
+        issuer.stalled = True  # every request to it hangs, unanswered
+        statuses: list[int] = []
+        async with oauth_http(inst) as client:
+
+            async def forged(n: int) -> None:
+                answer = await client.get("/api/nodes/team-payments", headers=bearer(issuer.token(rsa_key(f"x{n}"))))
+                statuses.append(answer.status_code)
+
+            started = time.monotonic()
+            async with anyio.create_task_group() as tasks:
+                for n in range(20):
+                    tasks.start_soon(forged, n)
+            took = time.monotonic() - started
+
+    assert statuses == [401] * 20
+    assert took < deadline + 5, took  # before: 20 s for the first, and every other waiting for it
+    assert issuer.requests <= 2  # one fetch for them all, cut short at the deadline

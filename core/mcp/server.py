@@ -81,23 +81,63 @@ def _tool(definition: ToolDefinition, prefix: str, lean: bool = False) -> types.
     """The MCP form of a tool. Its schemas name no `$schema`: JSON Schema 2020-12 is the dialect MCP assumes when a
     schema names none, in both revisions canon serves (2025-11-25, SEP-1613, and 2026-07-28). `lean` (the agent
     profile) also leaves out what only a program or a UI reads: the output schema (its results are then the JSON
-    text alone, see `_call_result`) and the hints that say what a client assumes anyway (`_told_hints`). Neither
-    profile repeats the title in the annotations (`title` is the one a client shows first) or canon's icon on
-    every tool (it is the server's, in `serverInfo`): a tool carries an icon only if its definition names one."""
+    text alone, see `_call_result`), the hints that say what a client assumes anyway (`_told_hints`), the input
+    schemas' size bounds (`_lean_schema`) and the tool's icon (the server's, in `serverInfo`, stands for its tools:
+    ADR 0042). Neither profile repeats the title in the annotations (`title` is the one a client shows first)."""
     annotations = _told_hints(definition.annotations) if lean else definition.annotations
     return types.Tool(
         name=prefix + definition.name,
         title=definition.title,
         description=definition.description,
-        input_schema=_wire_schema(definition.input_schema),
+        input_schema=_lean_schema(definition.input_schema) if lean else _wire_schema(definition.input_schema),
         output_schema=None if lean else _wire_schema(definition.output_schema),
         annotations=types.ToolAnnotations.model_validate(annotations),
-        icons=icon_of(definition.icon),  # canon's own icon is the server's (serverInfo), not repeated per tool
+        icons=None if lean else icon_of(definition.icon),
     )
 
 
 def _wire_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in schema.items() if key != "$schema"}
+
+
+# What the agent profile leaves out of an input schema: the bounds that guard the server (a cursor's 1,024
+# characters, an array's 64 items, unique items, a map's key pattern, no arguments but the listed ones), which a
+# caller never meets in use and the server still checks, with an error that names the bound or the argument.
+# Leaving a constraint out only loosens what a client checks before it calls; `minimum`/`maximum` stay (a page's
+# limit is worth knowing), and so do `enum`, `required` and each property's `pattern` (they say what a value means).
+_GUARD_KEYWORDS = frozenset(
+    "$schema minLength maxLength minItems maxItems uniqueItems minProperties maxProperties propertyNames".split()
+)
+_SCHEMA_MAPS = ("properties", "$defs", "patternProperties", "dependentSchemas")  # name -> subschema
+_SCHEMA_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")  # [subschema]
+
+
+# A `pattern` that only restates the grammar of a model's property names (a `fields` entry's) guards too: every name
+# a caller takes from the model matches it, as with a map's key pattern.
+_PROPERTY_NAME = "^[a-z][a-z0-9_]{0,63}$"
+
+
+def _lean_schema(schema: Any) -> Any:
+    """`schema` without the guard bounds `_GUARD_KEYWORDS` names, at every subschema (never inside a value such as
+    an `enum`, a `default` or a `const`)."""
+    if not isinstance(schema, Mapping):
+        return schema  # a boolean schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _GUARD_KEYWORDS or (key == "additionalProperties" and value is False):
+            continue
+        if key == "pattern" and value == _PROPERTY_NAME:
+            continue
+        if key in _SCHEMA_MAPS and isinstance(value, Mapping):
+            out[key] = {name: _lean_schema(sub) for name, sub in value.items()}
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            out[key] = [_lean_schema(sub) for sub in value]
+        elif key in ("items", "additionalProperties", "unevaluatedProperties", "unevaluatedItems", "contains", "not",
+                     "if", "then", "else", "propertyNames"):  # fmt: skip
+            out[key] = _lean_schema(value)
+        else:
+            out[key] = value
+    return out
 
 
 # what a client assumes of a hint left out (the revisions' ToolAnnotations); destructive and idempotent mean

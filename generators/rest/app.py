@@ -41,7 +41,6 @@ from urllib.parse import urlencode
 
 import anyio.to_thread
 from fastapi import FastAPI
-from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.telemetry import TelemetryConfig
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
@@ -56,6 +55,7 @@ from core.resources import list_resources, read_resource
 from core.schema_diff import Finding
 from core.surfaces import ASGIApp, SurfaceHost
 from generators.rest.compare import compare
+from generators.rest.docs import DOCS_PATH, docs_page, is_docs_page
 from generators.rest.openapi import (
     SEGMENT,
     Param,
@@ -71,7 +71,6 @@ __all__ = ["RestSurface", "build_app", "coerce", "document_text", "surface"]
 log = logging.getLogger("canon.rest")
 
 READ_HEADERS = {"Cache-Control": "private, no-cache", "Vary": "Authorization"}
-UI_ASSETS = "/ui-assets/swagger-ui-dist@5"
 NO_TELEMETRY: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}
 INTEGER = re.compile(r"-?[0-9]+")
 NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
@@ -404,14 +403,10 @@ def build_app(host: SurfaceHost, registry: Registry) -> FastAPI:
 
     async def docs(request: Request) -> HTMLResponse:
         title = f"canon: {registry.model.name} REST API"
-        # Swagger UI's files from the host's /ui-assets/ (shipped with canon), so the page works without a network
-        return get_swagger_ui_html(openapi_url=f"{base}/openapi.json", title=title,
-                                   swagger_js_url=f"{base}{UI_ASSETS}/swagger-ui-bundle.js",
-                                   swagger_css_url=f"{base}{UI_ASSETS}/swagger-ui.css",
-                                   swagger_favicon_url=f"{base}{UI_ASSETS}/favicon-32x32.png")  # fmt: skip
+        return HTMLResponse(docs_page(title, base, token_form=not host.settings.anonymous))
 
     app.add_api_route("/openapi.json", openapi, methods=["GET"], include_in_schema=False, response_model=None)
-    app.add_api_route("/docs", docs, methods=["GET"], include_in_schema=False, response_model=None)
+    app.add_api_route(DOCS_PATH, docs, methods=["GET"], include_in_schema=False, response_model=None)
     return app
 
 
@@ -420,7 +415,11 @@ class RestSurface:
 
     name: str = "rest"
     cors: bool = True  # pages on allowed origins may call the API (core.http.cors)
-    paths: tuple[str, ...] = ("/api/", "/openapi.json", "/docs")
+    paths: tuple[str, ...] = ("/api/", "/openapi.json", DOCS_PATH)
+
+    def page_shell(self, scope: Mapping[str, Any]) -> bool:
+        """`/docs` holds no data: served without a token even when anonymous access is off (`core.surfaces`)."""
+        return is_docs_page(scope)
 
     def app(self, host: SurfaceHost, registry: Registry) -> ASGIApp:
         return build_app(host, registry)

@@ -14,7 +14,7 @@ from core.mcp.server import ServeOptions
 from core.model import Model, load_model
 from core.registry import build_registry
 from tests.mcp.conftest import asgi_http, modern_request, serve
-from tests.mcp.test_mcp_tools import structured
+from tests.mcp.test_mcp_tools import canonical, structured
 
 pytestmark = pytest.mark.anyio
 
@@ -93,6 +93,54 @@ async def test_agent_profile_gives_only_the_hints_a_client_would_not_assume(
             assert effective == (None if meaningless or value == assumed[key] else value), (name, key)
             if not meaningless:
                 assert (assumed[key] if effective is None else effective) == value, (name, key)
+
+
+GUARD_KEYWORDS = {"minLength", "maxLength", "minItems", "maxItems", "uniqueItems", "minProperties", "maxProperties",
+                  "propertyNames"}  # fmt: skip
+
+
+def _keywords(schema: Any, path: str = "") -> list[tuple[str, str, Any]]:
+    """(pointer, keyword, value) of every keyword of `schema` and its subschemas (not inside enum/default/const)."""
+    found: list[tuple[str, str, Any]] = []
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            found.append((path, key, value))
+            if key in ("properties", "$defs") and isinstance(value, dict):
+                for name, sub in value.items():
+                    found += _keywords(sub, f"{path}/{key}/{name}")
+            elif key in ("anyOf", "allOf", "oneOf") and isinstance(value, list):
+                for i, sub in enumerate(value):
+                    found += _keywords(sub, f"{path}/{key}/{i}")
+            elif key in ("items", "additionalProperties", "propertyNames"):
+                found += _keywords(value, f"{path}/{key}")
+    return found
+
+
+async def test_agent_profile_input_schemas_leave_out_the_guard_bounds_and_keep_what_a_value_means(
+    shared_instance: Instance, revision: str
+) -> None:
+    async with serve(shared_instance, ServeOptions(profile="agent")).client(revision) as client:
+        lean = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+        too_long = await client.call_tool("get_node", {"id": "team-payments", "fields": ["name", "name"]})
+        unknown = await client.call_tool("get_node", {"id": "team-payments", "fiels": ["name"]})
+    async with serve(shared_instance, ServeOptions()).client(revision) as client:
+        full = {t.name: t.input_schema for t in (await client.list_tools()).tools if t.name in lean}
+
+    for name, schema in lean.items():
+        kept = {(p, k, canonical(v)) for p, k, v in _keywords(schema) if k not in ("properties", "$defs", "items")}
+        guards = [
+            (p, k) for p, k, v in _keywords(schema) if k in GUARD_KEYWORDS or (k, v) == ("additionalProperties", False)
+        ]
+        assert guards == [], (name, guards)
+        meaning = {(p, k, canonical(v)) for p, k, v in _keywords(full[name])
+                   if k in ("enum", "required", "pattern", "minimum", "maximum", "default", "type", "description")
+                   and "/propertyNames" not in p}  # fmt: skip
+        assert meaning <= kept, (name, sorted(meaning - kept)[:3])
+    assert any(k == "uniqueItems" for p, k, v in _keywords(full["get_node"]))  # the full profile keeps every bound
+    for result, told in ((too_long, "non-unique"), (unknown, "'fiels' is not allowed")):  # and the server checks them
+        assert result.is_error
+        assert isinstance(result.content[0], types.TextContent)
+        assert told in result.content[0].text
 
 
 HINT_NAMES = {"read_only_hint": "readOnlyHint", "destructive_hint": "destructiveHint",

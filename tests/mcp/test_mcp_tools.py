@@ -98,13 +98,15 @@ async def test_tools_list_gives_the_registry_tools_in_order_with_their_exact_sch
         assert tool.annotations.title is None  # the tool's title is said once
 
 
-async def test_tools_list_names_no_dialect_and_no_icon_the_server_already_gives(served: Served, revision: str) -> None:
+async def test_tools_list_names_no_dialect_and_gives_each_tool_its_own_icon(served: Served, revision: str) -> None:
     async with served.client(revision) as client:
         listed = (await client.list_tools()).tools
 
     assert all("$schema" not in t.input_schema and "$schema" not in (t.output_schema or {}) for t in listed)
-    assert all(not t.icons for t in listed)  # 2020-12 is MCP's default dialect; canon's icon is the server's
-    assert served.server.icons  # what serverInfo carries
+    icons = [t.icons[0].src if t.icons else None for t in listed]  # 2020-12 is MCP's default dialect
+    assert all(src and src.startswith("data:image/svg+xml;base64,") for src in icons), icons
+    assert len(set(icons)) == len(icons)  # each tool its own, from its definition
+    assert served.server.icons  # and the server's own, in serverInfo
     assert served.server.icons[0].src.startswith("data:image/svg+xml;base64,")
 
 

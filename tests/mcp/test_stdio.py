@@ -190,6 +190,35 @@ def test_the_agent_profile_answers_the_two_heaviest_nodes_default_reads_within_8
     assert all(page["truncated"] and page["next_cursor"] for page in pages)  # the rest is a page away, said so
 
 
+AGENT_TOOLS_LIST_BUDGET = 12 * 1024  # bytes of the agent profile's tools/list line (ADR 0032, ADR 0042)
+FULL_TOOLS_LIST_BUDGET = 48 * 1024  # output schemas and tool icons: for programs and UIs
+
+
+@pytest.mark.parametrize("role", ["writer", "admin"])
+def test_the_tools_list_line_fits_its_budget_in_each_profile_and_only_the_full_profile_carries_tool_icons(
+    seed_template: Path, tmp_path: Path, role: str
+) -> None:
+    """What every agent session pays before its first call, on the default model with the sample data: the agent
+    profile's `tools/list` line within 12 KiB, the full profile's within 48 KiB, for the default local role and
+    the admin (who may call more). Tools carry their icons in the full profile only (ADR 0042)."""
+    (tmp_path / "canon.toml").write_text(f'[local]\nrole = "{role}"\n')
+    store = copy_store(seed_template, tmp_path / "canon.db")
+    lines: dict[str, str] = {}
+    for profile, options in (("agent", ("--profile", "agent")), ("full", ())):
+        env = {"CANON_CONFIG": str(tmp_path / "canon.toml")}
+        with spawned(["-m", "core.cli"], store, tmp_path, env, options=options) as process:
+            process.ask(initialize(LEGACY, 1))
+            process.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            lines[profile] = process.ask_line({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
+
+    agent, full = (json.loads(lines[p])["result"]["tools"] for p in ("agent", "full"))
+    assert {t["name"] for t in agent} >= {"search", "get_node", "upsert_node"}  # the role's tools, writes included
+    assert len(lines["agent"].encode()) <= AGENT_TOOLS_LIST_BUDGET, len(lines["agent"].encode())
+    assert len(lines["full"].encode()) <= FULL_TOOLS_LIST_BUDGET, len(lines["full"].encode())
+    assert not any("icons" in t for t in agent)
+    assert all(t["icons"][0]["src"].startswith("data:image/svg+xml") for t in full), [t["name"] for t in full]
+
+
 # the SDK's import held back until the test lets it go: the first of its packages to be imported waits on a pipe
 # the test writes to before it runs (in its loader, which holds no lock but that package's own)
 GATED_CANON = """
