@@ -243,6 +243,21 @@ class Model:
                  for e in self.edge_types.values() if node_type in e.targets]  # fmt: skip
         return ends
 
+    @cached_property
+    def edge_names(self) -> Mapping[str, tuple[str, Direction]]:
+        """Every name an edge type is known by, to the edge type and the direction it means: the type's own name
+        (`out`, from source to target), then each incoming name (`EdgeType.incoming_name`, `in`): `members` is
+        `member_of` walked from its target. `check_model` makes every name name one edge end in the model."""
+        names: dict[str, tuple[str, Direction]] = {e.name: (e.name, "out") for e in self.edge_types.values()}
+        names |= {e.incoming_name: (e.name, "in") for e in self.edge_types.values()}
+        return names
+
+    def edge_named(self, name: str) -> tuple[EdgeType, Direction]:
+        """The edge type `name` names and the direction it means (see `edge_names`): `("owns", "in")` for
+        `owned_by`. Every surface that takes an edge name reads it so; raises `KeyError` for an unknown name."""
+        edge, direction = self.edge_names[name]
+        return self.edge_types[edge], direction
+
     def type_ref(self, name: str) -> str:
         """The absolute URI of a type's schema, for `$ref`."""
         return f"{self.id}#/$defs/{name}"

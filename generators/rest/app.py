@@ -37,6 +37,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlencode
 
 import anyio.to_thread
 from fastapi import FastAPI
@@ -248,12 +249,28 @@ def etag_of(value: Mapping[str, Any], body: str) -> str | None:
     return f'"r{value["revision"]}-{hashlib.sha256(body.encode()).hexdigest()[:16]}"'
 
 
-def _next_link(request: Request, cursor: str) -> str:
-    url = request.url.include_query_params(cursor=cursor)
-    return f'<{url.path}?{url.query}>; rel="next"'
+def _next_link(request: Request, cursor: str, query: Sequence[tuple[str, str]] = ()) -> str:
+    """The next page's link: the path, the query parameters `query` names, then the cursor. Never the request's
+    own query string, which can be as long as the host lets a URL be (a `Link` line over 64 KiB is refused by
+    clients and proxies): `query` is built from the arguments the call validated, bounded by the tool's schema."""
+    return f'<{request.url.path}?{urlencode([*query, ("cursor", cursor)])}>; rel="next"'
 
 
-def _success(request: Request, route: ToolRoute, value: dict[str, Any]) -> Response:
+def _query_of(route: ToolRoute, arguments: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The query parameters that send `arguments` again, as `arguments_of` reads them (the cursor left out)."""
+    query: list[tuple[str, str]] = []
+    for param in route.params:
+        if param.location != "query" or param.name == "cursor" or param.name not in arguments:
+            continue
+        value = arguments[param.name]
+        values: list[Any] = list(value) if param.style == "array" else [value]  # pyright: ignore[reportUnknownArgumentType]
+        for one in values:
+            text = json.dumps(one, ensure_ascii=False) if param.style == "json" or not isinstance(one, str) else one
+            query.append((param.name, text))
+    return query
+
+
+def _success(request: Request, route: ToolRoute, arguments: Mapping[str, Any], value: dict[str, Any]) -> Response:
     body = json.dumps(value, ensure_ascii=False)
     headers = dict(READ_HEADERS) if route.tool.annotations.get("readOnlyHint", False) else {}
     if route.conditional:
@@ -264,7 +281,7 @@ def _success(request: Request, route: ToolRoute, value: dict[str, Any]) -> Respo
                 return Response(status_code=304, headers=headers)
     cursor = value.get("next_cursor")
     if route.method == "GET" and isinstance(cursor, str):
-        headers["Link"] = _next_link(request, cursor)
+        headers["Link"] = _next_link(request, cursor, _query_of(route, arguments))
     return Response(body, media_type="application/json", headers=headers)
 
 
@@ -298,7 +315,7 @@ def _tool_endpoint(host: SurfaceHost, route: ToolRoute) -> Endpoint:
         if result.error is not None:
             return error_response(request, result.error, if_match=if_match)
         assert result.value is not None
-        return _success(request, route, result.value)
+        return _success(request, route, arguments, result.value)
 
     return endpoint
 
