@@ -461,7 +461,8 @@ EVERY_KEY: dict[str, dict[str, Any]] = {
     "oauth": {"issuer": "https://login.example.test/acme", "resource": "https://canon.example.test/kb/mcp",
               "jwks_url": "https://login.example.test/jwks", "audience": "canon", "algorithms": ["ES256"],
               "leeway_s": 5, "name_claim": "email", "roles_claim": "roles", "groups_claim": "teams",
-              "roles": {"canon:read": "reader"}, "jwks_cache_s": 60, "jwks_min_refresh_s": 10},
+              "roles": {"canon:read": "reader"}, "jwks_cache_s": 60, "jwks_min_refresh_s": 10, "fetch_timeout_s": 3,
+              "name_prefix": "idp."},
     "retention": {"audit_days": 90, "changes_keep_revisions": 1000, "changes_days": 30},
 }  # fmt: skip
 """A canon.toml setting every key of the configuration schema (but `[store] url`, the other form of `path`)."""
