@@ -40,6 +40,8 @@ _MAX_CODE = 0x10FFFF
 _INFINITE = 1 << 62  # a quantifier without an upper bound
 _BUDGET = 5_000  # proof steps per comparison: a pattern pair past it is unknown, never a slow answer
 _SAMPLES = 256  # values built from the old pattern to look for one the new pattern refuses
+_LONGEST = 1024  # characters in a value built to try
+_MOST_TERMS = 256  # a pattern with more is not read (the proof's steps grow with the terms' product)
 
 Ranges = tuple[tuple[int, int], ...]  # sorted, disjoint, inclusive code point ranges
 
@@ -125,7 +127,7 @@ def _either(choices: tuple[_Seq | None, ...]) -> _Seq:
 def _proven(a: _Seq, b: _Seq) -> bool:
     try:
         return _Proof().subset(a, b)
-    except _Unprovable:
+    except (_Unprovable, RecursionError):
         return False
 
 
@@ -144,7 +146,8 @@ def _language(pattern: str) -> tuple[_Seq | None, ...]:
 
 def _branch(pattern: str) -> _Seq | None:
     try:
-        return _anchored(list(_parser.parse(pattern).data))
+        read = _anchored(list(_parser.parse(pattern).data))
+        return read if _size(read) <= _MOST_TERMS else None
     except _Unprovable:
         return None
     except (re.error, OverflowError, RecursionError):  # ECMA syntax Python does not read (\c, ...), or too deep
@@ -188,6 +191,18 @@ def _anchored(items: list[Any]) -> _Seq:
     end = bool(items) and _is_at(items[-1], "AT_END")
     body = items[1 if start else 0 : len(items) - 1 if end else len(items)]
     return (*(() if start else (_Anything(),)), *_terms(body), *(() if end else (_Anything(),)))
+
+
+def _size(seq: _Seq) -> int:
+    """The terms in `seq`, nested ones included."""
+    total = 0
+    for term in seq:
+        if isinstance(term, _Repeat):
+            total += _size(term.body)
+        elif isinstance(term, _Either):
+            total += sum(map(_size, term.choices))
+        total += 1
+    return total
 
 
 def _is_at(item: Any, where: str) -> bool:
@@ -375,7 +390,8 @@ def _samples(seq: _Seq, cap: int) -> list[str]:
     alternative, each quantifier's bounds)."""
     values = [""]
     for term in seq:
-        values = list(dict.fromkeys(v + s for v in values for s in _term_samples(term, cap)))[:cap]
+        values = list(dict.fromkeys(v + s for v in values for s in _term_samples(term, cap)
+                                    if len(v) + len(s) <= _LONGEST))[:cap]  # fmt: skip
     return values
 
 
@@ -388,8 +404,9 @@ def _term_samples(term: _Term, cap: int) -> list[str]:
         return [v for choice in term.choices for v in _samples(choice, cap)][:cap]
     body = _samples(term.body, cap)
     counts = sorted({term.low, term.low + 1, min(term.high, term.low + 2)} - {term.high + 1})
-    values = [s * n for n in counts if n <= term.high for s in body]
-    values += [body[0] + s * (n - 1) for n in counts if 1 < n <= term.high for s in body[1:]]
+    counts = [n for n in counts if n <= term.high and n * max(map(len, body), default=0) <= _LONGEST]
+    values = [s * n for n in counts for s in body]
+    values += [body[0] + s * (n - 1) for n in counts if n > 1 for s in body[1:]]
     return values[:cap]
 
 

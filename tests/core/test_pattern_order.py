@@ -75,3 +75,15 @@ def test_a_tightening_names_a_value_the_old_pattern_accepts_and_the_new_one_refu
 )
 def test_a_change_neither_proven_looser_nor_shown_tighter_is_unknown(old: str, new: str) -> None:
     assert compare_patterns(old, new).order == UNKNOWN
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("^" + "ab" * 1500 + "$", "^" + "ab" * 1500 + "c?$"),  # more terms than the proof reads
+        ("^(a{1000}){1000}$", "^b"),  # values too long to build and try
+    ],
+    ids=["3000 literals", "a million characters"],
+)
+def test_a_pattern_past_the_bounds_of_the_proof_is_unknown_rather_than_an_error(old: str, new: str) -> None:
+    assert compare_patterns(old, new).order == UNKNOWN
