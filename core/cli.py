@@ -28,6 +28,7 @@ from core.instance import open_instance
 from core.interchange import export_graph, import_path
 from core.model import check_model, default_model_path, load_model
 from core.progress import ProgressBar
+from core.schema_diff import BREAKING, CLASSES, COMPATIBLE, NONE
 from core.store import Store, copy_store, open_existing_store, store_exists
 from core.store.common import model_differs, utc_now
 from core.store.retention import Retention
@@ -221,8 +222,9 @@ def _parser() -> argparse.ArgumentParser:
     t.set_defaults(handler=_store_compact)
     p = command("model", _model_usage, "change the model on purpose: diff, apply, log, show",
                 "Commands on the model. `canon model diff [OLD] NEW` classifies every change between two model files "
-                "(OLD omitted: the store's current model) as breaking, needs-data-check or compatible on each "
-                "surface (MCP, REST, GraphQL, llms.txt), from what the generators produce for each. `canon model "
+                "(OLD omitted: the store's current model) as compatible, needs-data-check or breaking on each "
+                "surface (MCP, REST, GraphQL, llms.txt) and for the write rules every surface enforces, from what "
+                "the generators produce for each; a surface nothing changed on reads none. `canon model "
                 "apply NEW` shows that plan and applies it to the store in one transaction; `canon model log` lists "
                 "the models the store has applied, `canon model show` prints one.")  # fmt: skip
     models = p.add_subparsers(title="model commands", metavar="ACTION")
@@ -232,8 +234,9 @@ def _parser() -> argparse.ArgumentParser:
                           "NEW would refuse (the store is opened read-only).")  # fmt: skip
     t.add_argument("files", nargs="+", type=Path, metavar="[OLD] NEW", help="model files")
     t.add_argument("--json", action="store_true", help="the report as one JSON object")
-    t.add_argument("--fail-on", choices=("breaking", "needs-data-check"), metavar="LEVEL",
-                   help="exit 1 if any change is this severe (breaking, or needs-data-check and worse)")  # fmt: skip
+    t.add_argument("--fail-on", choices=CLASSES[:0:-1], metavar="LEVEL",
+                   help="exit 1 if any change is this severe or worse: breaking, needs-data-check or compatible "
+                   "(any change at all)")  # fmt: skip
     _progress_option(t)
     t.set_defaults(handler=_model_diff)
     t = models.add_parser("apply", help="apply NEW to the store: show the plan, then change the model",
@@ -448,7 +451,7 @@ def _check_served_model(config: Config, *, follow: bool) -> None:
     try:
         plan = plan_apply(store, wanted)
         refused = plan.diff.data.refused if plan.diff.data else 0
-        if plan.diff.classification() == "breaking" or refused:
+        if plan.diff.classification() == BREAKING or refused:
             raise ConfigError(f"{change} and --follow-model adopts only compatible changes: this one is "
                               f"{plan.diff.classification()} ({refused} stored record(s) refused); see 'canon model "
                               f"diff {wanted.source}'.", source="--follow-model")  # fmt: skip
@@ -631,8 +634,7 @@ def _model_diff(args: argparse.Namespace) -> int:
         print(json.dumps(report.as_dict(), indent=2))
     else:
         _print_model_diff(report.as_dict())
-    level = {"breaking": 2, "needs-data-check": 1, "compatible": 0}
-    failed = args.fail_on is not None and level[report.classification()] >= level[args.fail_on]
+    failed = args.fail_on is not None and CLASSES.index(report.classification()) >= CLASSES.index(args.fail_on)
     return EXIT_PROBLEMS if failed else 0
 
 
@@ -719,9 +721,9 @@ def _print_model_diff(report: dict[str, Any]) -> None:
     for surface, classification in report["surfaces"].items():
         print(f"  {surface:<8} {classification}")
     for f in report["findings"]:
-        if f["classification"] != "compatible":
+        if f["classification"] not in (NONE, COMPATIBLE):
             print(f"  {f['classification']:<16} {f['surface']:<8} {f['where']}: {f['change']}")
-    compatible = sum(f["classification"] == "compatible" for f in report["findings"])
+    compatible = sum(f["classification"] == COMPATIBLE for f in report["findings"])
     print(f"  ({compatible} compatible change(s) not listed; --json lists all)")
     data = report["data"]
     if data is not None:

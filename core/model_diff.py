@@ -20,8 +20,10 @@ every surface that shows it (each surface reports that), and is listed once more
 write naming the old name is refused. The stored records move with it when the model is applied, so `DataImpact`
 checks them as moved, and counts the records each rename moves.
 
-Each difference is a `Finding` classified `breaking`, `needs-data-check` or `compatible` (`core.schema_diff`);
-`DataImpact` counts the stored records the new model would refuse, with a sample.
+Each difference is a `Finding` classified `compatible`, `needs-data-check` or `breaking` (`core.schema_diff`, where
+the classes and their order are defined); a surface, or the `WRITES` row, with no finding reads `none`: nothing its
+callers meet changed. The old model's artifacts are generated at the new model's version, so a version that rises
+is no change on any surface. `DataImpact` counts the stored records the new model would refuse, with a sample.
 """
 
 from __future__ import annotations
@@ -29,14 +31,13 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from core.artifacts import MANIFEST, MCP, generate_for
 from core.model import Model
 from core.model_migration import Moved, Rename, declared_renames, renamed_edge, renamed_node
 from core.records import Edge, Node
-from core.registry import type_schema
 from core.schema_diff import (
     BREAKING,
     COMPATIBLE,
@@ -56,6 +57,7 @@ __all__ = [
     "WRITES",
     "DataImpact",
     "ModelDiff",
+    "at_version",
     "diff_artifacts",
     "diff_models",
     "diff_renames",
@@ -118,7 +120,7 @@ def diff_models(old: Model, new: Model, store: Store | None = None, surfaces: li
     renames = declared_renames(old.document, new)
     tell = progress or _silent
     tell("rendering", 0, 2)
-    before = generate_for(old, surfaces, check)
+    before = generate_for(at_version(old, new.version), surfaces, check)
     tell("rendering", 1, 2)
     after = generate_for(new, surfaces, check)
     tell("rendering", 2, 2)
@@ -137,6 +139,15 @@ PROGRESS_EVERY = 1_000  # stored records checked between two reports to `progres
 
 def _silent(phase: str, done: int, total: int) -> None:
     """The progress callback of a caller that asked for none."""
+
+
+def at_version(model: Model, version: str) -> Model:
+    """`model` as if it had `version`: what its artifacts are compared as, since a version that rises is what every
+    change has, and tells a caller nothing (the artifacts name it: OpenAPI's `info.version`, llms.txt's summary)."""
+    if model.version == version:
+        return model
+    document = {**model.document, "x-canon-model": {**model.document["x-canon-model"], "version": version}}
+    return replace(model, document=document, _validators={})
 
 
 def diff_renames(renames: Sequence[Rename]) -> list[Finding]:
@@ -163,9 +174,12 @@ def diff_artifacts(
             findings.extend(surface.compare(before, after))
         else:
             findings.extend(Finding(surface.name, name, "artifact changed; this surface does not classify changes",
-                                    BREAKING) for name in sorted(set(before) | set(after))
-                            if before.get(name) != after.get(name))  # fmt: skip
+                                    BREAKING) for name in _changed(before, after))  # fmt: skip
     return findings
+
+
+def _changed(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    return [name for name in sorted(set(before) | set(after)) if before.get(name) != after.get(name)]
 
 
 # -- write rules ---------------------------------------------------------------------------------------------------
@@ -230,24 +244,25 @@ def diff_type_schemas(old: Model, new: Model) -> list[Finding]:
     What a type schema accepts is also a write rule of every surface (GraphQL takes `properties` as one JSON value,
     which its SDL does not describe, and the dispatcher validates it against the same schema), so the input
     findings are reported under `WRITES` as well."""
-    return list(_type_schemas(_model_types(old), _model_types(new)))
+    return list(_type_schemas(old, new))
 
 
-def _type_schemas(before: Mapping[str, Any], after: Mapping[str, Any]) -> Iterator[Finding]:
-    for name in sorted(set(before) & set(after)):
+def _type_schemas(old: Model, new: Model) -> Iterator[Finding]:
+    roots = (old.document, new.document)  # a type's schema references the model's $defs, helpers and types alike
+    for name in sorted(_types(old) & _types(new)):
         found: dict[tuple[str, str], Finding] = {}
+        schema = {"$ref": f"#/$defs/{name}"}  # as the type resources serve it (`core.registry.type_schema`)
         for direction in ("input", "output"):
-            for f in diff_schema(MCP, f"type {name}", before[name], after[name], direction):
+            for f in diff_schema(MCP, f"type {name}", schema, schema, direction, roots):
                 key = (f.where, f.change)
                 if key not in found or worst([found[key].classification, f.classification]) == f.classification:
                     found[key] = f
         yield from found.values()
-        yield from diff_schema(WRITES, f"type {name} properties", before[name], after[name], "input")
+        yield from diff_schema(WRITES, f"type {name} properties", schema, schema, "input", roots, annotations=False)
 
 
-def _model_types(model: Model) -> dict[str, Any]:
-    """The model's type schemas, as its type resources serve them."""
-    return {name: type_schema(model, name)["$defs"][name] for name in (*model.node_types, *model.edge_types)}
+def _types(model: Model) -> set[str]:
+    return {*model.node_types, *model.edge_types}
 
 
 def _tool(surface: str, where: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> Iterator[Finding]:

@@ -4,7 +4,12 @@
 its classification. The direction decides: a schema that callers *send* (`"input"`: tool arguments, request
 bodies) may accept more, never less; a schema callers *receive* (`"output"`: results, responses) may promise
 more, and may narrow the values it produces only if every stored record already fits (`NEEDS_DATA_CHECK`, which
-`canon model diff --store` verifies).
+`canon model diff` verifies against a store).
+
+The classes are ordered, least first: `NONE` (nothing a caller meets changed: what no finding reports),
+`COMPATIBLE`, `NEEDS_DATA_CHECK`, `BREAKING`; `worst` picks the most severe, `CLASSES` lists them in that order.
+`$ref`s are followed on both sides (in the documents given as `roots`), so every rule compares what a reference
+points to, whether or not its name changed; a reference met again on its own path is compared once.
 
 | change | input | output |
 |---|---|---|
@@ -16,6 +21,7 @@ more, and may narrow the values it produces only if every stored record already 
 | enum value or type removed | breaking | needs data check |
 | bound, length, pattern or format tightened | breaking | needs data check |
 | bound, length, pattern or format loosened | compatible | compatible |
+| pattern changed, neither proven looser nor shown tighter | needs data check | needs data check |
 | description, title, examples, deprecated | compatible | compatible |
 
 `x-canon-renamed-from` is no change of a schema: `core.model_diff` reports the rename it declares.
@@ -25,13 +31,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from core.pattern_order import LOOSER, SAME, TIGHTER, compare_patterns
 
 __all__ = [
     "BREAKING",
+    "CLASSES",
     "COMPATIBLE",
     "NEEDS_DATA_CHECK",
+    "NONE",
     "Classification",
     "Finding",
     "annotation_changes",
@@ -41,20 +51,23 @@ __all__ = [
     "worst",
 ]
 
-Classification = Literal["breaking", "needs-data-check", "compatible"]
+Classification = Literal["none", "compatible", "needs-data-check", "breaking"]
 Direction = Literal["input", "output"]
-BREAKING: Classification = "breaking"
-NEEDS_DATA_CHECK: Classification = "needs-data-check"
-COMPATIBLE: Classification = "compatible"
-_RANK: dict[Classification, int] = {COMPATIBLE: 0, NEEDS_DATA_CHECK: 1, BREAKING: 2}
+NONE: Classification = "none"  # nothing a caller meets changed
+COMPATIBLE: Classification = "compatible"  # every caller goes on working: additions, loosened inputs, descriptions
+NEEDS_DATA_CHECK: Classification = "needs-data-check"  # holds only if every stored record fits the new model
+BREAKING: Classification = "breaking"  # some caller can fail: something removed, an input narrowed
+CLASSES: tuple[Classification, ...] = (NONE, COMPATIBLE, NEEDS_DATA_CHECK, BREAKING)  # least severe first
+_RANK: dict[Classification, int] = {c: i for i, c in enumerate(CLASSES)}
 
 _ANNOTATIONS = frozenset({"description", "title", "examples", "deprecated", "default", "$comment", "$schema", "$id"})
 _LOWER_BOUNDS = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties")
 _UPPER_BOUNDS = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties")
+# what a type says about the graph; its write rules (key, cardinality, ends, acyclic) are `core.model_diff`'s
+_CANON_RULES = frozenset({"x-canon-node", "x-canon-edge", "x-canon-model"})
 _HANDLED = frozenset({"type", "enum", "const", "properties", "required", "items", "$ref", "$defs",
-                      "additionalProperties", "pattern", "format", "anyOf", "oneOf", "allOf", "x-canon-node",
-                      "x-canon-edge", "x-canon-model", "x-canon-renamed-from", *_LOWER_BOUNDS, *_UPPER_BOUNDS,
-                      *_ANNOTATIONS})  # fmt: skip
+                      "additionalProperties", "pattern", "format", "anyOf", "oneOf", "allOf", "x-canon-renamed-from",
+                      *_CANON_RULES, *_LOWER_BOUNDS, *_UPPER_BOUNDS, *_ANNOTATIONS})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -72,8 +85,8 @@ class Finding:
 
 
 def worst(classifications: Iterator[Classification] | list[Classification]) -> Classification:
-    """The most severe of `classifications` (compatible when there are none)."""
-    result: Classification = COMPATIBLE
+    """The most severe of `classifications` (`NONE` when there are none)."""
+    result: Classification = NONE
     for c in classifications:
         if _RANK[c] > _RANK[result]:
             result = c
@@ -121,15 +134,45 @@ def _widened(direction: Direction) -> Classification:
     return COMPATIBLE if direction == "input" else BREAKING
 
 
+_Seen = frozenset[tuple[frozenset[str], frozenset[str]]]  # the references followed on each side, on this path
+
+
 @dataclass(frozen=True)
 class _Walk:
     surface: str
     direction: Direction
     old_root: Mapping[str, Any]
     new_root: Mapping[str, Any]
+    annotations: bool = True
+    changed_refs: dict[str, bool] = field(default_factory=dict[str, bool], compare=False)
 
     def finding(self, where: str, change: str, classification: Classification) -> Finding:
         return Finding(self.surface, where, change, classification)
+
+    def unchanged(self, old: Any, new: Any) -> bool:
+        """Whether `old` and `new` are the same text and every reference in it points to the same on both sides."""
+        return old == new and not any(map(self.changed, _references(old)))
+
+    def changed(self, ref: str) -> bool:
+        """Whether the schema `ref` points to differs between the roots, or references one that does."""
+        if ref not in self.changed_refs:
+            self.changed_refs[ref] = False  # a reference back to itself changes nothing by itself
+            before, after = _pointer(self.old_root, ref), _pointer(self.new_root, ref)
+            self.changed_refs[ref] = before != after or any(map(self.changed, _references(before)))
+        return self.changed_refs[ref]
+
+
+def _references(schema: Any) -> Iterator[str]:
+    """Every local `$ref` anywhere in `schema`."""
+    if isinstance(schema, Mapping):
+        for key, value in schema.items():  # type: ignore[union-attr]
+            if key == "$ref" and isinstance(value, str) and value.startswith("#/"):
+                yield value
+            else:
+                yield from _references(value)
+    elif isinstance(schema, list):
+        for item in schema:  # type: ignore[union-attr]
+            yield from _references(item)
 
 
 def diff_schema(
@@ -139,34 +182,71 @@ def diff_schema(
     new: Any,
     direction: Direction,
     roots: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None,
+    *,
+    annotations: bool = True,
 ) -> list[Finding]:
     """Every difference between the schemas `old` and `new` at `where`, classified for `direction`.
 
-    `roots` are the documents local `$ref`s resolve in (default: the schemas themselves)."""
+    `roots` are the documents local `$ref`s resolve in (default: the schemas themselves). Without `annotations`,
+    only what a schema accepts is compared (descriptions, titles, examples and the like are left out)."""
     old_root, new_root = roots or (old, new)
-    walk = _Walk(surface, direction, old_root, new_root)
+    walk = _Walk(surface, direction, old_root, new_root, annotations)
     return list(_diff(walk, where, old, new, frozenset()))
 
 
-def _resolve(root: Mapping[str, Any], schema: Any) -> Any:
-    while isinstance(schema, Mapping) and isinstance(ref := schema.get("$ref"), str) and ref.startswith("#/"):
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = target.get(part.replace("~1", "/").replace("~0", "~")) if isinstance(target, Mapping) else None
-        if target is None:
-            return schema
+def _pointer(root: Mapping[str, Any], ref: str) -> Any:
+    target: Any = root
+    for part in ref[2:].split("/"):
+        target = target.get(part.replace("~1", "/").replace("~0", "~")) if isinstance(target, Mapping) else None
+    return target
+
+
+def _resolve(
+    root: Mapping[str, Any], schema: Any, followed: frozenset[str] = frozenset()
+) -> tuple[Any, frozenset[str]]:
+    """`schema` as what it means: its local `$ref` replaced by what it points to (its other members kept), again
+    while the result is a reference, then seen through a wrapper of references (`_unwrapped`); and the references
+    followed. A reference that points nowhere, or back to one followed already, stays as it is."""
+    while (isinstance(schema, Mapping) and isinstance(ref := schema.get("$ref"), str) and ref.startswith("#/")
+           and ref not in followed and isinstance(target := _pointer(root, ref), Mapping)):  # fmt: skip
+        followed |= {ref}
         schema = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}  # type: ignore[dict-item]
-    return schema
+    if isinstance(schema, Mapping):
+        return _unwrapped(root, schema, followed)  # type: ignore[arg-type]
+    return schema, followed
 
 
-def _diff(walk: _Walk, where: str, old: Any, new: Any, seen: frozenset[tuple[str, str]]) -> Iterator[Finding]:
-    refs = (str(_ref(old)), str(_ref(new)))
-    if refs != ("None", "None"):
-        if refs in seen or (refs[0] == refs[1] and refs[0].startswith(("#/$defs/", "#/components/schemas/"))):
-            return  # the same named definition on both sides: compared once, under $defs
-        seen = seen | {refs}
-    old, new = _resolve(walk.old_root, old), _resolve(walk.new_root, new)
-    if old == new:
+def _unwrapped(
+    root: Mapping[str, Any], schema: Mapping[str, Any], followed: frozenset[str]
+) -> tuple[Mapping[str, Any], frozenset[str]]:
+    """`schema` with an `allOf` of references (or a lone `anyOf`/`oneOf` one) merged into it where no keyword
+    clashes: `{"allOf": [{"$ref": "#/$defs/Storage"}], "description": ...}` means what `Storage` says."""
+    for key in ("allOf", "anyOf", "oneOf"):
+        members = schema.get(key)
+        if not isinstance(members, list) or not members or (key != "allOf" and len(members) != 1):  # type: ignore[arg-type]
+            continue
+        merged: dict[str, Any] = {k: v for k, v in schema.items() if k != key}
+        reached = followed
+        for member in members:  # type: ignore[union-attr]
+            if not (isinstance(member, Mapping) and set(member) - _ANNOTATIONS == {"$ref"}):  # type: ignore[arg-type]
+                break
+            target, reached = _resolve(root, member, reached)
+            if "$ref" in target or set(target) & set(merged) - _ANNOTATIONS:
+                break
+            merged = {**target, **merged}
+        else:
+            return merged, reached
+    return schema, followed
+
+
+def _diff(walk: _Walk, where: str, old: Any, new: Any, seen: _Seen) -> Iterator[Finding]:
+    old, old_refs = _resolve(walk.old_root, old)
+    new, new_refs = _resolve(walk.new_root, new)
+    if old_refs or new_refs:
+        if (old_refs, new_refs) in seen:
+            return  # the same references again on this path (a recursive schema): compared where first met
+        seen = seen | {(old_refs, new_refs)}
+    if walk.unchanged(old, new):
         return
     if not isinstance(old, Mapping) or not isinstance(new, Mapping):
         yield walk.finding(where, "schema replaced", BREAKING)
@@ -183,13 +263,9 @@ def _diff(walk: _Walk, where: str, old: Any, new: Any, seen: frozenset[tuple[str
     for key in sorted((set(old) | set(new)) - _HANDLED):
         if old.get(key) != new.get(key):
             yield walk.finding(where, f"'{key}' changed", BREAKING)
-    for key in sorted(_ANNOTATIONS & (set(old) | set(new))):
-        if old.get(key) != new.get(key) and key not in ("$schema", "$id"):
+    for key in sorted((_ANNOTATIONS | _CANON_RULES) & (set(old) | set(new)) if walk.annotations else ()):
+        if old.get(key) != new.get(key) and key not in ("$schema", "$id"):  # a write rule shows on the writes row
             yield walk.finding(where, f"{key} changed", COMPATIBLE)
-
-
-def _ref(schema: Any) -> Any:
-    return schema.get("$ref") if isinstance(schema, Mapping) else None
 
 
 def _type_set(schema: Mapping[str, Any]) -> set[str] | None:
@@ -245,16 +321,37 @@ def _bounds(walk: _Walk, where: str, old: Mapping[str, Any], new: Mapping[str, A
         verb = "tightened" if tighter else "loosened"
         yield walk.finding(f"{where}", f"{key} {verb} ({before} -> {after})",
                            _narrowed(walk.direction) if tighter else COMPATIBLE)  # fmt: skip
-    for key in ("pattern", "format"):
-        before, after = old.get(key), new.get(key)
-        if before != after:
-            loosened = after is None
-            yield walk.finding(where, f"{key} {'removed' if loosened else 'changed'} ({before!r} -> {after!r})",
-                               COMPATIBLE if loosened else _narrowed(walk.direction))  # fmt: skip
+    before, after = old.get("format"), new.get("format")
+    if before != after:
+        loosened = after is None
+        yield walk.finding(where, f"format {'removed' if loosened else 'changed'} ({before!r} -> {after!r})",
+                           COMPATIBLE if loosened else _narrowed(walk.direction))  # fmt: skip
+    yield from _pattern(walk, where, old.get("pattern"), new.get("pattern"))
+
+
+def _pattern(walk: _Walk, where: str, before: Any, after: Any) -> Iterator[Finding]:
+    """A changed pattern as `core.pattern_order` proves it: looser (or the same values) is compatible, a value the
+    old one accepts and the new one refuses narrows, and what is neither needs a data check."""
+    if before == after:
+        return
+    change = f"({before!r} -> {after!r})"
+    if after is None:
+        yield walk.finding(where, f"pattern removed {change}", COMPATIBLE)
+    elif before is None or not isinstance(before, str) or not isinstance(after, str):
+        yield walk.finding(where, f"pattern added {change}", _narrowed(walk.direction))
+    elif (order := compare_patterns(before, after)).order in (LOOSER, SAME):
+        what = "loosened" if order.order == LOOSER else "rewritten, accepting the same values"
+        yield walk.finding(where, f"pattern {what} {change}", COMPATIBLE)
+    elif order.order == TIGHTER:
+        yield walk.finding(where, f"pattern tightened {change}: {order.refused!r} no longer allowed",
+                           _narrowed(walk.direction))  # fmt: skip
+    else:
+        yield walk.finding(where, f"pattern changed {change}; canon cannot tell whether it refuses values the old "
+                           "one accepted: check the data", NEEDS_DATA_CHECK)  # fmt: skip
 
 
 def _properties(
-    walk: _Walk, where: str, old: Mapping[str, Any], new: Mapping[str, Any], seen: frozenset[tuple[str, str]]
+    walk: _Walk, where: str, old: Mapping[str, Any], new: Mapping[str, Any], seen: _Seen
 ) -> Iterator[Finding]:
     before: Mapping[str, Any] = old.get("properties") or {}
     after: Mapping[str, Any] = new.get("properties") or {}
@@ -277,7 +374,7 @@ def _properties(
 
 
 def _definitions(
-    walk: _Walk, where: str, old: Mapping[str, Any], new: Mapping[str, Any], seen: frozenset[tuple[str, str]]
+    walk: _Walk, where: str, old: Mapping[str, Any], new: Mapping[str, Any], seen: _Seen
 ) -> Iterator[Finding]:
     """Named definitions, compared by name (a removed or added one shows where it was referenced)."""
     before: Mapping[str, Any] = old.get("$defs") or {}
@@ -287,27 +384,54 @@ def _definitions(
 
 
 def _branches(items: list[Any]) -> dict[str, Any]:
-    """allOf/anyOf/oneOf entries by what they are about: an if/then entry by its condition, others by position."""
-    return {json.dumps(item["if"], sort_keys=True) if isinstance(item, Mapping) and "if" in item else str(i): item
-            for i, item in enumerate(items)}  # fmt: skip
+    """allOf/anyOf/oneOf entries by what they are about: an if/then entry by its condition, a reference by what it
+    names, others by position."""
+    return {_branch_key(item) or str(i): item for i, item in enumerate(items)}
+
+
+def _branch_key(item: Any) -> str | None:
+    if not isinstance(item, Mapping):
+        return None
+    if "if" in item:
+        return "if " + json.dumps(item["if"], sort_keys=True)
+    if set(item) - _ANNOTATIONS == {"$ref"}:  # type: ignore[arg-type]
+        return f"$ref {item['$ref']}"
+    return None
 
 
 def _alternatives(
-    walk: _Walk, where: str, old: Mapping[str, Any], new: Mapping[str, Any], seen: frozenset[tuple[str, str]]
+    walk: _Walk, where: str, old: Mapping[str, Any], new: Mapping[str, Any], seen: _Seen
 ) -> Iterator[Finding]:
     for key in ("anyOf", "oneOf", "allOf"):
         before: list[Any] = list(old.get(key) or [])
         after: list[Any] = list(new.get(key) or [])
-        if before == after:
+        if walk.unchanged(before, after):
             continue
         paired_before, paired_after = _branches(before), _branches(after)
-        conditional = all(not k.isdigit() for k in (*paired_before, *paired_after))
-        if len(before) == len(after) or conditional:  # a type's if/then branch comes and goes with its enum value
+        by_name = all(not k.isdigit() for k in (*paired_before, *paired_after))
+        if len(before) == len(after) or by_name:
             for i, name in enumerate(k for k in paired_before if k in paired_after):
                 yield from _diff(walk, f"{where}/{key}/{i}", paired_before[name], paired_after[name], seen)
+        if by_name:  # a type's if/then branch comes and goes with its enum value, which is compared there
+            yield from _members(walk, where, key, paired_before, paired_after)
+        elif len(before) == len(after):
+            continue
         elif key == "allOf" or len(after) < len(before):
             yield walk.finding(where, f"{key} lost alternatives ({len(before)} -> {len(after)})",
                                _narrowed(walk.direction))  # fmt: skip
         else:
             yield walk.finding(where, f"{key} gained alternatives ({len(before)} -> {len(after)})",
                                _widened(walk.direction))  # fmt: skip
+
+
+def _members(
+    walk: _Walk, where: str, key: str, before: Mapping[str, Any], after: Mapping[str, Any]
+) -> Iterator[Finding]:
+    """References added to or removed from an allOf/anyOf/oneOf: one more allOf member, or one fewer alternative,
+    narrows what is valid."""
+    narrows = "added" if key == "allOf" else "removed"
+    for name in sorted(set(before) ^ set(after)):
+        if name.startswith("$ref "):
+            change = "removed" if name in before else "added"
+            narrowed = _narrowed(walk.direction) if change == narrows else _widened(walk.direction)
+            yield walk.finding(where, f"{key} member {name[5:]} {change}", narrowed)

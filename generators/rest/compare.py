@@ -2,7 +2,9 @@
 
 An operation's parameters and request body are what callers send (input rules of `core.schema_diff`), its
 responses what they receive (output rules); the named component schemas are compared once each, in both
-directions (a node type's schema is sent and received). An operation or parameter removed is breaking.
+directions (a node type's schema is sent and received). An operation or parameter removed is breaking; the
+document's `info` (the model's title and description) is described, compatible. What no rule compares (the order of
+members, say) is no change at all.
 """
 
 from __future__ import annotations
@@ -30,7 +32,11 @@ def compare(old: Mapping[str, str], new: Mapping[str, str]) -> list[Finding]:
     def operation(surface: str, where: str, a: Any, b: Any) -> Iterator[Finding]:
         return _operation(surface, where, a, b, roots)
 
-    return [*named("rest", "operation", _operations(before), _operations(after), operation), *_components(roots)]
+    return [
+        *annotation_changes("rest", "info", before.get("info", {}), after.get("info", {})),
+        *named("rest", "operation", _operations(before), _operations(after), operation),
+        *_components(roots),
+    ]
 
 
 def _operation(

@@ -1,7 +1,7 @@
 """`canon model diff`'s classifications, held to a corpus of model changes: each change is made to a small model,
 both models' artifacts are generated as `canon generate` makes them, and the worst classification on each surface
 (MCP manifest, REST/OpenAPI, GraphQL SDL, llms.txt) and for the write rules every surface enforces must be the
-expected one. B breaking, D needs-data-check, C compatible.
+expected one. B breaking, D needs-data-check, C compatible, N none (nothing changed there).
 
 GraphQL takes a node's properties as one JSON input, so its SDL shows no input rule (required, bounds, pattern,
 format): those changes show on the MCP and REST rows, and on the write rules' row, since the dispatcher applies the
@@ -18,7 +18,7 @@ import pytest
 
 from core.artifacts import generate_for
 from core.model import Model, parse_model
-from core.model_diff import WRITES, ModelDiff, diff_artifacts, diff_type_schemas, diff_write_rules
+from core.model_diff import WRITES, ModelDiff, at_version, diff_artifacts, diff_type_schemas, diff_write_rules
 from core.surfaces import discover
 
 Document = dict[str, Any]
@@ -174,63 +174,63 @@ def _required(*names: str) -> Change:
 
 #   id, change, expected on: mcp rest graphql llms writes
 CORPUS: list[tuple[str, Change, str]] = [
-    ("node type added", _set("Product", _PRODUCT), "C C C C C"),
+    ("node type added", _set("Product", _PRODUCT), "C C C C N"),
     ("node type removed", _remove_service, "B B B B B"),
     ("node type renamed", _rename_type("Service", "Component"), "B B B B B"),
-    ("edge type added", _set("uses", _USES), "C C C C C"),
-    ("edge type removed", _drop("depends_on"), "B B B B C"),
-    ("edge type renamed", _rename_type("depends_on", "needs"), "B B B B C"),
-    ("optional property added", _set("Team/properties/budget", _BUDGET), "C C C C C"),
-    ("required property added", _both(_set("Team/properties/budget", _BUDGET), _required("budget")), "B B C C B"),
-    ("property removed", _drop("Team/properties/founded"), "B B B C B"),
-    ("property renamed", _rename_property("founded", "formed"), "B B B C B"),
-    ("property made required", _required("size"), "B B C C B"),
-    ("required property made optional", _set("Team/required", ["slug"]), "B B B C C"),
-    ("enum widened", _set("Team/properties/area/enum", ["product", "platform", "data", "security"]), "C C C C C"),
-    ("enum narrowed", _set("Team/properties/area/enum", ["product", "platform"]), "B B B C B"),
-    ("enum added to a free string", _set("Service/properties/name/enum", ["api", "web"]), "B B B C B"),
-    ("enum removed", _drop("Team/properties/area/enum"), "C C B C C"),
-    ("type changed", _set("Team/properties/size/type", "string"), "B B B C B"),
-    ("type widened", _set("Team/properties/size/type", "number"), "B B B C C"),
-    ("format changed", _set("Team/properties/founded/format", "date-time"), "B B C C B"),
-    ("format added", _set("Service/properties/name/format", "hostname"), "B B C C B"),
-    ("format removed", _drop("Team/properties/founded/format"), "C C C C C"),
-    ("pattern tightened", _set("Team/properties/slug/pattern", "^[a-z]+$"), "B B C C B"),
-    ("pattern removed", _drop("Team/properties/slug/pattern"), "C C C C C"),
-    ("minimum tightened", _set("Team/properties/size/minimum", 5), "B B C C B"),
-    ("minimum loosened", _set("Team/properties/size/minimum", 0), "C C C C C"),
-    ("maximum tightened", _set("Team/properties/size/maximum", 20), "B B C C B"),
-    ("maximum loosened", _set("Team/properties/size/maximum", 500), "C C C C C"),
-    ("maxLength tightened", _set("Team/properties/name/maxLength", 40), "B B C C B"),
-    ("maxLength loosened", _set("Team/properties/name/maxLength", 200), "C C C C C"),
-    ("minLength tightened", _set("Team/properties/name/minLength", 3), "B B C C B"),
-    ("minLength removed", _drop("Team/properties/name/minLength"), "C C C C C"),
-    ("cardinality tightened", _set("depends_on/x-canon-edge/cardinality", "many-to-one"), "C C C C B"),
-    ("cardinality loosened", _set("owns/x-canon-edge/cardinality", "many-to-many"), "C C C C C"),
-    ("acyclic added", _set("depends_on/x-canon-edge/acyclic", True), "C C C C B"),
-    ("acyclic set false", _set("depends_on/x-canon-edge/acyclic", False), "C C C C C"),
-    ("visibility default set", _set("Team/x-canon-node/defaults", {"visibility": "public"}), "C C C C C"),
-    ("type description changed", _set("Team/description", "A group of people."), "C C C C C"),
-    ("property description changed", _set("Team/properties/size/description", "People."), "C C C C C"),
+    ("edge type added", _set("uses", _USES), "C C C C N"),
+    ("edge type removed", _drop("depends_on"), "B B B B N"),
+    ("edge type renamed", _rename_type("depends_on", "needs"), "B B B B N"),
+    ("optional property added", _set("Team/properties/budget", _BUDGET), "C C C N C"),
+    ("required property added", _both(_set("Team/properties/budget", _BUDGET), _required("budget")), "B B C N B"),
+    ("property removed", _drop("Team/properties/founded"), "B B B N B"),
+    ("property renamed", _rename_property("founded", "formed"), "B B B N B"),
+    ("property made required", _required("size"), "B B C N B"),
+    ("required property made optional", _set("Team/required", ["slug"]), "B B B N C"),
+    ("enum widened", _set("Team/properties/area/enum", ["product", "platform", "data", "security"]), "C C C N C"),
+    ("enum narrowed", _set("Team/properties/area/enum", ["product", "platform"]), "B B B N B"),
+    ("enum added to a free string", _set("Service/properties/name/enum", ["api", "web"]), "B B B N B"),
+    ("enum removed", _drop("Team/properties/area/enum"), "C C B N C"),
+    ("type changed", _set("Team/properties/size/type", "string"), "B B B N B"),
+    ("type widened", _set("Team/properties/size/type", "number"), "B B B N C"),
+    ("format changed", _set("Team/properties/founded/format", "date-time"), "B B N N B"),
+    ("format added", _set("Service/properties/name/format", "hostname"), "B B N N B"),
+    ("format removed", _drop("Team/properties/founded/format"), "C C N N C"),
+    ("pattern tightened", _set("Team/properties/slug/pattern", "^[a-z]+$"), "B B N N B"),
+    ("pattern removed", _drop("Team/properties/slug/pattern"), "C C N N C"),
+    ("minimum tightened", _set("Team/properties/size/minimum", 5), "B B N N B"),
+    ("minimum loosened", _set("Team/properties/size/minimum", 0), "C C N N C"),
+    ("maximum tightened", _set("Team/properties/size/maximum", 20), "B B N N B"),
+    ("maximum loosened", _set("Team/properties/size/maximum", 500), "C C N N C"),
+    ("maxLength tightened", _set("Team/properties/name/maxLength", 40), "B B N N B"),
+    ("maxLength loosened", _set("Team/properties/name/maxLength", 200), "C C N N C"),
+    ("minLength tightened", _set("Team/properties/name/minLength", 3), "B B N N B"),
+    ("minLength removed", _drop("Team/properties/name/minLength"), "C C N N C"),
+    ("cardinality tightened", _set("depends_on/x-canon-edge/cardinality", "many-to-one"), "C C N N B"),
+    ("cardinality loosened", _set("owns/x-canon-edge/cardinality", "many-to-many"), "C C N N C"),
+    ("acyclic added", _set("depends_on/x-canon-edge/acyclic", True), "C C N N B"),
+    ("acyclic set false", _set("depends_on/x-canon-edge/acyclic", False), "C C N N N"),
+    ("visibility default set", _set("Team/x-canon-node/defaults", {"visibility": "public"}), "C C N N C"),
+    ("type description changed", _set("Team/description", "A group of people."), "C C C C N"),
+    ("property description changed", _set("Team/properties/size/description", "People."), "C C C N N"),
     (
         "model title and description changed",
         _both(_model_member("title", "Small"), _model_member("description", "Another text.")),
-        "C C C C C",
+        "N C N C N",
     ),
-    ("edge property added", _set("owns/properties/note", {"type": "string", "description": "Note."}), "C C C C C"),
-    ("edge property removed", _drop("owns/properties/since"), "B B B C B"),
+    ("edge property added", _set("owns/properties/note", {"type": "string", "description": "Note."}), "C C C N C"),
+    ("edge property removed", _drop("owns/properties/since"), "B B B N B"),
     (
         "required edge property added",
         _both(_set("owns/properties/note", {"type": "string"}), _set("owns/required", ["note"])),
-        "B B C C B",
+        "B B C N B",
     ),
-    ("edge source widened", _set("owns/x-canon-edge/source", ["Team", "Service"]), "C C B C C"),
-    ("edge target narrowed", _set("depends_on/x-canon-edge/target", ["Service"]), "C C B C B"),
-    ("plural renamed", _set("Team/x-canon-node/plural", "squads"), "C C C C C"),
-    ("version only", lambda d: None, "C C C C C"),
+    ("edge source widened", _set("owns/x-canon-edge/source", ["Team", "Service"]), "C C B N C"),
+    ("edge target narrowed", _set("depends_on/x-canon-edge/target", ["Service"]), "C C B N B"),
+    ("plural renamed", _set("Team/x-canon-node/plural", "squads"), "C C N N N"),
+    ("version only", lambda d: None, "N N N N N"),
 ]
 
-_LETTERS = {"B": "breaking", "D": "needs-data-check", "C": "compatible"}
+_LETTERS = {"B": "breaking", "D": "needs-data-check", "C": "compatible", "N": "none"}
 _COLUMNS = ("mcp", "rest", "graphql", "llms", WRITES)
 
 
@@ -243,9 +243,10 @@ def corpus_model(change: Change, version: str) -> Model:
 
 @pytest.fixture(scope="module")
 def base() -> tuple[Model, dict[str, dict[str, str]]]:
-    """The base model and its artifacts, generated once for the module."""
+    """The base model and its artifacts at the version every changed model has (as `diff_models` compares them),
+    generated once for the module."""
     model = corpus_model(lambda d: None, "1.0.0")
-    return model, generate_for(model, discover())
+    return model, generate_for(at_version(model, "2.0.0"), discover())
 
 
 def _diff(base: tuple[Model, dict[str, dict[str, str]]], change: Change) -> ModelDiff:
