@@ -4,17 +4,17 @@ type renamed by a model change, visibility narrowed (the rule `core.view.sees_th
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
 
 from core.errors import ForbiddenError, FutureRevisionError, GoneError
-from core.model import Model, parse_model
+from core.model import Model
 from core.operations import DeleteEdge, DeleteNode, PatchNode, PutEdge, PutNode
 from core.records import Edge, Node, Sight
 from core.store import Store
 from core.store.retention import Retention
+from tests.core.test_model_migration import evolved, member_of_to_belongs_to, slug_to_code, team_to_squad
 
 pytestmark = pytest.mark.both_backends
 
@@ -118,24 +118,10 @@ def test_an_edge_at_a_revision_is_seen_only_when_both_its_ends_are_then_and_now(
     assert [e.target for e in store.view(at).edges_of("pat", sight=ALICE)] == ["team-a"]
 
 
-def renamed_team(model: Model) -> Model:
-    """The model with Team renamed Squad (declared, so adopting it moves the stored teams)."""
-    document = copy.deepcopy(dict(model.document))
-    document["x-canon-model"]["version"] = "9.0.0"
-    defs: dict[str, Any] = document["$defs"]
-    defs["Squad"] = {**defs.pop("Team"), "x-canon-renamed-from": "Team"}
-    for other in defs.values():
-        edge = other.get("x-canon-edge")
-        if edge is not None:
-            for end in ("source", "target"):
-                edge[end] = ["Squad" if t == "Team" else t for t in edge[end]]
-    return parse_model(document, source="renamed.schema.json")
-
-
 def test_a_type_renamed_by_a_model_change_reads_by_its_old_name_under_the_old_model(store: Store, model: Model) -> None:
     before = commit(store, team("team-a", "Alpha", visibility="public"), team("team-b", "Beta", visibility="public"))
     edited = commit(store, PatchNode("team-b", {"name": "Beta Two"}))
-    store.apply_model(renamed_team(model), principal="test")
+    store.apply_model(evolved(model, "9.0.0", team_to_squad), principal="test")
     commit(store, PatchNode("team-b", {"name": "Beta Three"}))
 
     for revision in (before, edited):
@@ -152,6 +138,24 @@ def test_a_type_renamed_by_a_model_change_reads_by_its_old_name_under_the_old_mo
     assert page.model == (model.version, "9.0.0")
     assert [(e.key, e.change, dict(e.properties)) for e in page.entries] == [
         ("team-b", "changed", {"name": {"before": "Beta", "after": "Beta Three"}})]  # fmt: skip
+
+
+def test_an_edge_type_and_a_property_renamed_read_by_their_old_names_at_the_old_revision(
+    store: Store, model: Model
+) -> None:
+    commit(store, team("team-a", "Alpha", visibility="public"), person("pat"), person("sam"))
+    before = commit(store, member("pat", "team-a"), member("sam", "team-a", "lead"))
+    store.apply_model(evolved(model, "9.0.0", member_of_to_belongs_to, slug_to_code("Team")), principal="test")
+    commit(store, DeleteEdge("belongs_to", "pat", "team-a"))
+
+    old = store.view(before)
+    assert [(e.type, e.source) for e in old.edges_of("team-a")] == [("member_of", "pat"), ("member_of", "sam")]
+    assert old.node("team-a").properties["slug"] == "team-a"  # type: ignore[union-attr]
+    assert "code" not in old.node("team-a").properties  # type: ignore[union-attr]
+    assert [(e.type, e.source) for e in store.view().edges_of("team-a")] == [("belongs_to", "sam")]
+    assert store.view().node("team-a").properties["code"] == "team-a"  # type: ignore[union-attr]
+    page = store.diff_revisions(before)
+    assert [(e.key, e.change) for e in page.entries] == [("belongs_to:pat->team-a", "removed")]
 
 
 def test_revisions_before_a_compaction_are_gone_naming_the_oldest_kept(store: Store) -> None:
