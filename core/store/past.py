@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from core.errors import ForbiddenError, FutureRevisionError, NotFoundError, Problem, ValidationError
 from core.model import Model
 from core.records import Change, Edge, Node, Sight
 from core.store.retention import check_since
+from core.store.sql import EDGE_COLUMNS, NODE_COLUMNS, SQLStore
 from core.view import (
     DiffEntry,
     DiffPage,
@@ -35,9 +36,6 @@ from core.view import (
     unrename,
 )
 
-if TYPE_CHECKING:
-    from core.store.sql import SQLStore
-
 __all__ = ["StoredView", "diff_revisions", "open_view"]
 
 EdgeId = tuple[str, str, str]  # (type, source, target), in the names of a view's revision
@@ -53,15 +51,20 @@ def _state(value: Any) -> Mapping[str, Any] | None:
 def open_view(store: SQLStore, revision: int | None) -> StoredView:
     """The view of `store` at `revision` (None: the store's revision now): `GoneError` before what the change log
     keeps, `FutureRevisionError` beyond the store's revision."""
-    head = store.revision()
+    m = store.DIALECT.mark
+    head, floor, models = store._read(  # pyright: ignore[reportPrivateUsage]
+        "SELECT (SELECT coalesce(max(revision), 0) FROM changes), (SELECT value FROM meta WHERE key = "
+        f"'changes_floor'), (SELECT count(*) FROM model_history WHERE revision > {m})",
+        (revision if revision is not None else 2**62,),
+    )[0]
     if revision is None:
-        revision = head
+        revision = int(head)
     if revision > head:
-        raise FutureRevisionError(revision=revision, current=head)
+        raise FutureRevisionError(revision=revision, current=int(head))
     if revision < 0:
         raise ValidationError(f"A revision is 0 or more, not {revision}.", [Problem("/revision", "below 0")])
-    check_since(revision, store.changes_floor())
-    return StoredView(store, revision, _rename_log(store, revision))
+    check_since(revision, int(floor) if floor is not None else 0)
+    return StoredView(store, revision, _rename_log(store, revision) if models else ())
 
 
 def _rename_log(store: SQLStore, since: int) -> RenameLog:
@@ -105,10 +108,11 @@ class StoredView:
         return self._store._read(sql, params)  # pyright: ignore[reportPrivateUsage]
 
     # -- nodes -------------------------------------------------------------------------------------------------
-    def states(self, ids: Sequence[str]) -> dict[str, Then]:
-        """(then, now) of each of `ids`: as it was at the view's revision and as it is (None: absent)."""
+    def states(self, ids: Sequence[str], now: Mapping[str, Node] | None = None) -> dict[str, Then]:
+        """(then, now) of each of `ids`: as it was at the view's revision and as it is (None: absent); `now`: the
+        current nodes among `ids`, if the caller read them already."""
         ids = list(dict.fromkeys(ids))
-        now = self._store.nodes(ids)
+        now = self._store.nodes(ids) if now is None else now
         first = self._first_changes(ids)
         out: dict[str, Then] = {}
         for id in ids:
@@ -127,12 +131,24 @@ class StoredView:
         found: dict[str, tuple[int, Mapping[str, Any] | None]] = {}
         for start in range(0, len(ids), BATCH):
             chunk = ids[start : start + BATCH]
-            rows = self._read(
-                "SELECT key, revision, before FROM changes WHERE revision IN (SELECT min(revision) FROM changes "
-                f"WHERE kind = 'node' AND key{b} IN ({', '.join([m] * len(chunk))}) AND revision > {m} GROUP BY key)",
+            firsts = self._read(
+                f"SELECT min(revision) FROM changes WHERE kind = 'node' AND key{b} IN ({', '.join([m] * len(chunk))}) "
+                f"AND revision > {m} GROUP BY key{b}",
                 [*chunk, self._revision],
             )
-            found.update((str(key), (int(revision), _state(before))) for key, revision, before in rows)
+            found.update(self._logged([int(row[0]) for row in firsts]))
+        return found
+
+    def _logged(self, revisions: Sequence[int]) -> dict[str, tuple[int, Mapping[str, Any] | None]]:
+        """The node changes at `revisions` (each found by its primary key): (revision, `before`) by node id."""
+        m = self._mark
+        found: dict[str, tuple[int, Mapping[str, Any] | None]] = {}
+        for start in range(0, len(revisions), BATCH):
+            chunk = revisions[start : start + BATCH]
+            if chunk:
+                sql = f"SELECT key, revision, before FROM changes WHERE revision IN ({', '.join([m] * len(chunk))})"
+                found.update((str(key), (int(revision), _state(before))) for key, revision, before in
+                             self._read(sql, chunk))  # fmt: skip
         return found
 
     def node(self, id: str, *, sight: Sight | None = None) -> Node | None:
@@ -168,8 +184,6 @@ class StoredView:
                        f"AND c.revision > {m})")  # fmt: skip
         params.append(self._revision)
         where = " AND ".join(clauses)
-        from core.store.sql import NODE_COLUMNS
-
         rows = self._read(f"SELECT {NODE_COLUMNS} FROM nodes WHERE {where} AND id > {m} ORDER BY id LIMIT {m}",
                           [*params, after or "", limit])  # fmt: skip
         unchanged = [unrename(n, self._log, self._revision, None) for n in self._store._to_nodes(rows)]  # pyright: ignore[reportPrivateUsage]
@@ -181,14 +195,13 @@ class StoredView:
 
     def _changed_nodes(self, type: str | None, sight: Sight | None) -> list[Node]:
         """The nodes changed after the view's revision, as they were then, of `type` and seen by `sight`."""
-        rows = self._read(
-            "SELECT key, revision, before FROM changes WHERE revision IN (SELECT min(revision) FROM changes "
-            f"WHERE kind = 'node' AND revision > {self._mark} GROUP BY key)",
+        b = self._binary
+        firsts = self._read(
+            f"SELECT min(revision) FROM changes WHERE kind = 'node' AND revision > {self._mark} GROUP BY key{b}",
             (self._revision,),
         )
         then: list[Node] = []
-        for _, revision, before in rows:
-            state = _state(before)
+        for revision, state in self._logged([int(row[0]) for row in firsts]).values():
             if state is not None:
                 node = unrename(node_of_state(state), self._log, self._revision, int(revision))
                 if (type is None or node.type == type) and sees_then(sight, node, None):
@@ -224,8 +237,6 @@ class StoredView:
         return out
 
     def _edges_at(self, id: str, direction: Direction) -> dict[EdgeId, Edge | None]:
-        from core.store.sql import EDGE_COLUMNS
-
         m = self._mark
         ends = [end for end, wanted in (("source", ("out", "both")), ("target", ("in", "both"))) if direction in wanted]
         current: dict[EdgeId, Edge] = {}
@@ -241,19 +252,20 @@ class StoredView:
 
     def between(self, pairs: Sequence[tuple[str, str]]) -> dict[EdgeId, Edge | None]:
         """Every edge from source to target of `pairs` as it was at the view's revision (None: absent then, but
-        changed after), by identity then."""
-        from core.store.sql import EDGE_COLUMNS
-
+        changed after), by identity then; read by source (on the indexes that start with it), kept by pair."""
         m = self._mark
+        wanted = set(pairs)
+        sources = sorted({source for source, _ in pairs})
         current: list[Edge] = []
         changes: list[Any] = []
-        for start in range(0, len(pairs), BATCH):
-            chunk = pairs[start : start + BATCH]
-            match = " OR ".join([f"(source = {m} AND target = {m})"] * len(chunk))
-            values = [v for pair in chunk for v in pair]
-            current += map(self._store.to_edge, self._read(f"SELECT {EDGE_COLUMNS} FROM edges WHERE {match}", values))
-            changes += self._read(f"SELECT revision, type, source, target, before FROM changes WHERE kind = 'edge' "
-                                  f"AND revision > {m} AND ({match})", [self._revision, *values])  # fmt: skip
+        for start in range(0, len(sources), BATCH):
+            chunk = sources[start : start + BATCH]
+            marks = ", ".join([m] * len(chunk))
+            rows = self._read(f"SELECT {EDGE_COLUMNS} FROM edges WHERE source IN ({marks})", chunk)
+            current += (e for e in map(self._store.to_edge, rows) if (e.source, e.target) in wanted)
+            rows = self._read(f"SELECT revision, type, source, target, before FROM changes WHERE kind = 'edge' "
+                              f"AND source IN ({marks}) AND revision > {m}", [*chunk, self._revision])  # fmt: skip
+            changes += (row for row in rows if (str(row[2]), str(row[3])) in wanted)
         changes.sort(key=lambda row: int(row[0]))
         return self.edge_states(current, changes)
 
@@ -340,6 +352,7 @@ class _Diff:
         self.found: list[tuple[DiffEntry, DiffPosition]] = []
         self.range = (since.revision, until.revision)
         self.mark, self.binary = store.DIALECT.mark, store.DIALECT.binary
+        self.batch = min(BATCH, max(limit + 1, 50))  # records read at a time: about a page's worth
 
     def full(self) -> bool:
         return len(self.found) > self.limit  # one more than a page: there is a next page
@@ -360,16 +373,17 @@ class _Diff:
         position = after or ""
         while not self.full():
             rows = self._read(f"SELECT DISTINCT key{b} FROM changes WHERE {where} ORDER BY key{b} LIMIT {m}",
-                              [*params, position, *(ids or ()), BATCH])  # fmt: skip
+                              [*params, position, *(ids or ()), self.batch])  # fmt: skip
             keys = [str(row[0]) for row in rows]
-            before, later = self.since.states(keys), self.until.states(keys)
+            now = self.store.nodes(keys)
+            before, later = self.since.states(keys, now), self.until.states(keys, now)
             for key in keys:
                 then, now = before[key]
                 then = carry(then, self.log, *self.range) if then is not None else None
                 self._add("node", key, then, later[key][0], [(then, now)], [(later[key][0], now)], ("node", key))
                 if self.full():
                     return
-            if len(keys) < BATCH:
+            if len(keys) < self.batch:
                 return
             position = keys[-1]
 
@@ -389,11 +403,11 @@ class _Diff:
             rows = self._read(
                 f"SELECT DISTINCT source, target FROM changes WHERE {where} AND (source > {m} OR (source = {m} AND "
                 f"target {step} {m})) ORDER BY source, target LIMIT {m}",
-                [*self.range, *chosen, position[0], position[0], position[1], BATCH],
+                [*self.range, *chosen, position[0], position[0], position[1], self.batch],
             )
             pairs = [(str(source), str(target)) for source, target in rows]
             self._pairs(pairs, after if inclusive else None)
-            if len(pairs) < BATCH:
+            if len(pairs) < self.batch:
                 return
             position, inclusive = pairs[-1], False
 
@@ -405,7 +419,11 @@ class _Diff:
                 then_edges[(moved.type, moved.source, moved.target)] = moved
         later = {k: e for k, e in self.until.between(pairs).items() if e is not None}
         ends = {end for s, t in pairs for end in (s, t)}
-        states_then, states_later = self.since.states(list(ends)), self.until.states(list(ends))
+        if self.sight is None:  # sees every end: no need to read them
+            states_then = states_later = dict.fromkeys(ends, (None, None))
+        else:
+            now = self.store.nodes(list(ends))
+            states_then, states_later = self.since.states(list(ends), now), self.until.states(list(ends), now)
         identities = sorted({*then_edges, *later}, key=lambda k: (k[1], k[2], k[0]))
         for type_, source, target in identities:
             if skip_through is not None and (source, target, type_) <= skip_through:

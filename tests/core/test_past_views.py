@@ -61,6 +61,7 @@ def test_a_view_stays_pinned_to_its_revision_while_later_commits_land(store: Sto
     commit(store, PatchNode("team-a", {"name": "Later"}), team("team-b", "Beta", visibility="public"))
     assert pinned.node("team-a").properties["name"] == "Alpha"  # type: ignore[union-attr]
     assert pinned.node("team-b") is None
+    assert [c.key for c in pinned.changes(10)] == ["team-a", "team-b"]  # what came after it
     found, total = pinned.find_nodes("Team")
     assert ([n.id for n in found], total) == (["team-a"], 1)
 
