@@ -91,7 +91,7 @@ def run(location: str | Path, nodes: int, changes: int, calls: int, synth: Path)
     untouched = [n.id for n in store.view().find_nodes("Person", after="person-0030000", limit=calls // 2)[0]]
     sample = rng.sample(sorted(set(patched)), calls // 2) + untouched
     rng.shuffle(sample)
-    instance = open_instance(Config(store=location, seed=False))
+    instance = open_instance(Config(store=location, seed=False, walk_workers=0))
     try:
         dispatcher = instance.dispatcher
 

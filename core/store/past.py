@@ -12,7 +12,7 @@ then is their state now, where the rule is the current one.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from core.errors import ForbiddenError, FutureRevisionError, NotFoundError, Problem, ValidationError
@@ -254,6 +254,8 @@ class StoredView:
         """Every edge from source to target of `pairs` as it was at the view's revision (None: absent then, but
         changed after), by identity then; read by source (on the indexes that start with it), kept by pair."""
         m = self._mark
+        if not pairs:
+            return {}
         wanted = set(pairs)
         sources = sorted({source for source, _ in pairs})
         current: list[Edge] = []
@@ -375,12 +377,18 @@ class _Diff:
             rows = self._read(f"SELECT DISTINCT key{b} FROM changes WHERE {where} ORDER BY key{b} LIMIT {m}",
                               [*params, position, *(ids or ()), self.batch])  # fmt: skip
             keys = [str(row[0]) for row in rows]
-            now = self.store.nodes(keys)
-            before, later = self.since.states(keys, now), self.until.states(keys, now)
+            if not keys:
+                return
+            states = self._ranged(
+                f"kind = 'node' AND key{b} IN ({', '.join([m] * len(keys))})", keys, lambda row: str(row[1])
+            )
+            now = self.store.nodes(keys) if self.sight is not None else {}
             for key in keys:
-                then, now = before[key]
-                then = carry(then, self.log, *self.range) if then is not None else None
-                self._add("node", key, then, later[key][0], [(then, now)], [(later[key][0], now)], ("node", key))
+                first, last = states[key]
+                then = carry(node_of_state(first[1]), self.log, first[0], self.range[1]) if first[1] else None
+                later = carry(node_of_state(last[1]), self.log, last[0], self.range[1]) if last[1] else None
+                current = now.get(key)
+                self._add("node", key, then, later, [(then, current)], [(later, current)], ("node", key))
                 if self.full():
                     return
             if len(keys) < self.batch:
@@ -411,24 +419,54 @@ class _Diff:
                 return
             position, inclusive = pairs[-1], False
 
+    def _ranged(
+        self, where: str, params: Sequence[Any], identity: Callable[[Sequence[Any]], Any]
+    ) -> dict[Any, tuple[tuple[int, Mapping[str, Any] | None], tuple[int, Mapping[str, Any] | None]]]:
+        """For each record (by `identity` of its rows) changed in the range among those `where` selects: its
+        first change's (revision, `before`) and its last change's (revision, `after`), the states at both ends
+        of the range (each in the names of the model at its revision)."""
+        rows = self._read(
+            f"SELECT revision, key, type, source, target, before, after FROM changes WHERE {where} AND revision > "
+            f"{self.mark} AND revision <= {self.mark} ORDER BY revision",
+            [*params, *self.range],
+        )
+        raw: dict[Any, list[Any]] = {}
+        for row in rows:
+            found = raw.get(identity(row))
+            if found is None:
+                raw[identity(row)] = [row, row]
+            else:
+                found[1] = row
+        return {key: ((int(first[0]), _state(first[5])), (int(last[0]), _state(last[6])))
+                for key, (first, last) in raw.items()}  # fmt: skip
+
     def _pairs(self, pairs: Sequence[tuple[str, str]], skip_through: tuple[str, str, str] | None) -> None:
-        then_edges: dict[EdgeId, Edge] = {}
-        for edge in self.since.between(pairs).values():
-            if edge is not None:
-                moved = carry(edge, self.log, *self.range)
-                then_edges[(moved.type, moved.source, moved.target)] = moved
-        later = {k: e for k, e in self.until.between(pairs).items() if e is not None}
+        if not pairs:
+            return
+        wanted = set(pairs)
+        sources = sorted({source for source, _ in pairs})
+        marks = ", ".join([self.mark] * len(sources))
+
+        def identity(row: Sequence[Any]) -> EdgeId | None:
+            if (str(row[3]), str(row[4])) not in wanted:
+                return None
+            moved = carry(Edge(str(row[2]), str(row[3]), str(row[4])), self.log, int(row[0]), self.range[1])
+            return (moved.type, moved.source, moved.target)
+
+        states = self._ranged(f"kind = 'edge' AND source IN ({marks})", sources, identity)
+        states.pop(None, None)
         ends = {end for s, t in pairs for end in (s, t)}
         if self.sight is None:  # sees every end: no need to read them
             states_then = states_later = dict.fromkeys(ends, (None, None))
         else:
             now = self.store.nodes(list(ends))
             states_then, states_later = self.since.states(list(ends), now), self.until.states(list(ends), now)
-        identities = sorted({*then_edges, *later}, key=lambda k: (k[1], k[2], k[0]))
-        for type_, source, target in identities:
+        for type_, source, target in sorted(states, key=lambda k: (k[1], k[2], k[0])):
             if skip_through is not None and (source, target, type_) <= skip_through:
                 continue
-            before, after = then_edges.get((type_, source, target)), later.get((type_, source, target))
+            first, last = states[(type_, source, target)]
+            before = carry(edge_of_state(first[1]), self.log, first[0], self.range[1]) if first[1] else None
+            after = carry(edge_of_state(last[1]), self.log, last[0], self.range[1]) if last[1] else None
             seen_then = [states_then[source], states_then[target]]
             seen_later = [states_later[source], states_later[target]]
             self._add("edge", f"{type_}:{source}->{target}", before, after, seen_then, seen_later,
