@@ -81,7 +81,8 @@ def _rename_log(store: SQLStore, since: int) -> RenameLog:
 
 
 class StoredView:
-    """`core.view.View` of an SQL store at one revision."""
+    """`core.view.View` of an SQL store at one revision. The renames of later model changes are read when it is
+    made: a view is for one call or one task, and one held across a model change that renames is made again."""
 
     def __init__(self, store: SQLStore, revision: int, log: RenameLog) -> None:
         self._store, self._revision, self._log = store, revision, log
