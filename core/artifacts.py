@@ -15,7 +15,7 @@ import json
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from core.instance import open_instance
 from core.model import Model
 from core.principal import ANONYMOUS, Principal
 from core.records import Change, Sight
+from core.schema_checks import SchemaChecks
 from core.surfaces import Surface, discover, host_for
 
 __all__ = ["MANIFEST", "MCP", "check", "generate", "generate_by_owner", "generate_for", "write"]
@@ -59,17 +60,24 @@ def generate(model: Path | None = None, surfaces: list[Surface] | None = None) -
     return dict(sorted(files.items()))
 
 
-def generate_by_owner(model: Path | None = None, surfaces: list[Surface] | None = None) -> dict[str, dict[str, str]]:
-    """`generate`, grouped by who generated each file: `MCP` (the registry's manifest) and each surface's name."""
+def generate_by_owner(
+    model: Path | None = None, surfaces: list[Surface] | None = None, check_time: Callable[[], None] | None = None
+) -> dict[str, dict[str, str]]:
+    """`generate`, grouped by who generated each file: `MCP` (the registry's manifest) and each surface's name.
+    `check_time` is called before each surface (a call's deadline: what it raises stops the generation)."""
     with tempfile.TemporaryDirectory(prefix="canon-generate-") as folder:
         # cache: schemas that passed their check at an earlier run are not checked again (core.schema_checks)
         config = Config(store=Path(folder) / "reference.db", model=model, tokens=Path(folder) / "tokens.json",
                         cache=cache_folder())  # fmt: skip
-        instance = open_instance(config, principal="system:generate")
+        # the registry's schema checks are most of the cost of a large model: each one is in time, or none runs
+        checks = SchemaChecks(config.cache, check_time=check_time)
+        instance = open_instance(config, principal="system:generate", checks=checks)
         try:
             owners: dict[str, dict[str, str]] = {MCP: {MANIFEST: _json(instance.registry.manifest())}}
             made = {MANIFEST}
             for surface in discover() if surfaces is None else surfaces:
+                if check_time is not None:
+                    check_time()
                 host = host_for(instance, surface.name, principal_of=_anonymous, watch=_no_changes)
                 files = dict(surface.artifacts(host))
                 if clash := made & set(files):
@@ -88,13 +96,16 @@ _generated: OrderedDict[tuple[str, tuple[int, ...] | None], tuple[object, dict[s
 _generated_lock = threading.Lock()
 
 
-def generate_for(model: Model, surfaces: list[Surface] | None = None) -> dict[str, dict[str, str]]:
+def generate_for(
+    model: Model, surfaces: list[Surface] | None = None, check_time: Callable[[], None] | None = None
+) -> dict[str, dict[str, str]]:
     """`generate_by_owner` for a model held in memory (a store's, or one being compared), never seeded with sample
     data.
 
     The artifacts are a function of the model's document and the surfaces (the same bytes on every run), and a
     plan compares the store's model with a new one: so the last `GENERATED_KEPT` models' artifacts are kept in
-    the process (a dry run and then the apply, or `canon model diff` and `apply`, build each model's once)."""
+    the process (a dry run and then the apply, or `canon model diff` and `apply`, build each model's once).
+    `check_time`: as for `generate_by_owner`."""
     key = (model.canonical_json, None if surfaces is None else tuple(id(s) for s in surfaces))
     with _generated_lock:
         kept = _generated.get(key)
@@ -104,7 +115,7 @@ def generate_for(model: Model, surfaces: list[Surface] | None = None) -> dict[st
     with tempfile.TemporaryDirectory(prefix="canon-model-") as folder:
         path = Path(folder) / "model.schema.json"
         path.write_text(model.canonical_json, encoding="utf-8")
-        made = generate_by_owner(path, surfaces)
+        made = generate_by_owner(path, surfaces, check_time)
     with _generated_lock:
         _generated[key] = (tuple(surfaces or ()), made)
         while len(_generated) > GENERATED_KEPT:

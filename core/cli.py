@@ -14,14 +14,14 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core import __version__
 from core.audit import AuditRecord
-from core.config import Config, load_config, store_location
+from core.config import Config, effective_settings, load_config, store_location
 from core.dispatch import OUTCOMES
 from core.errors import CanonError, ConfigError, ModelError, NotFoundError, Problem, StoreError, ValidationError
 from core.instance import open_instance
@@ -29,9 +29,9 @@ from core.interchange import export_graph, import_path
 from core.model import check_model, default_model_path, load_model
 from core.progress import ProgressBar
 from core.store import Store, copy_store, open_existing_store, store_exists
-from core.store.common import utc_now
+from core.store.common import model_differs, utc_now
 from core.store.retention import Retention
-from core.tokens import TokenFile
+from core.tokens import token_file
 
 if TYPE_CHECKING:
     from core.mcp.options import ServeOptions
@@ -117,8 +117,7 @@ def _parser() -> argparse.ArgumentParser:
         "path", type=Path, metavar="PATH", help="a .json, .jsonl, .ndjson, .yaml or .yml file, or a directory"
     )
     p.add_argument("--dry-run", action="store_true", help="check everything, write nothing")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="show a progress bar (default: when stderr is a terminal)")  # fmt: skip
+    _progress_option(p)
     p = command("export", _export, "write every node and edge to a file",
                 "Write the whole graph in a stable order. The format follows the extension (.json, .jsonl or "
                 ".ndjson, .yaml or .yml; any other is refused) or --format; the folder must exist; '-' writes to "
@@ -235,6 +234,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true", help="the report as one JSON object")
     t.add_argument("--fail-on", choices=("breaking", "needs-data-check"), metavar="LEVEL",
                    help="exit 1 if any change is this severe (breaking, or needs-data-check and worse)")  # fmt: skip
+    _progress_option(t)
     t.set_defaults(handler=_model_diff)
     t = models.add_parser("apply", help="apply NEW to the store: show the plan, then change the model",
                           description="Show the plan (`canon model diff` against the store: every surface's changes "
@@ -249,6 +249,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--yes", action="store_true", help="apply without asking (needed when not on a terminal)")
     t.add_argument("--dry-run", action="store_true", help="show the plan and check it; change nothing")
     t.add_argument("--json", action="store_true", help="the plan and the outcome as one JSON object")
+    _progress_option(t)
     _store_option(t)
     t.set_defaults(handler=_model_apply)
     t = models.add_parser("log", help="list the models the store has applied, oldest first",
@@ -277,6 +278,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=50, help="at most this many records (default: 50)")
     p.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
     return parser
+
+
+def _progress_option(parser: argparse.ArgumentParser) -> None:
+    """`--progress`/`--no-progress` of a long command: its phases' bars on stderr (`core.progress`)."""
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="show progress bars on stderr (default: when stderr is a terminal)")  # fmt: skip
 
 
 def _store_option(parser: argparse.ArgumentParser) -> None:
@@ -389,11 +396,11 @@ def _serve(args: argparse.Namespace) -> int:
     instance = open_instance(config, principal=CLI_PRINCIPAL)
     signal.signal(signal.SIGTERM, _terminate)  # stop like Ctrl-C does: the audit log is flushed, the store closed
     if args.workers > 1:  # the store exists and is seeded now; each worker opens its own
-        tokens = len(instance.tokens.entries())
-        instance.close()
-        from core.http.serve import serve_workers
+        from core.http.serve import serve_workers, served
 
-        serve_workers(config, _surfaces(options), args.workers, tokens)
+        what = served(instance)
+        instance.close()
+        serve_workers(config, _surfaces(options), args.workers, what)
         return 0
     try:
         if args.stdio:
@@ -420,22 +427,21 @@ def _surfaces(options: ServeOptions) -> list[Surface]:
 def _check_served_model(config: Config, *, follow: bool) -> None:
     """Refuse to serve a model file that differs from the store's, unless following it (`--follow-model`): then
     apply it if the change breaks no surface and refuses no stored record (`canon model diff`)."""
-    if not store_exists(config.store):
-        return
+    if not store_exists(config.store) or (config.model is None and not follow):
+        return  # a new store, or no model configured: the store serves the model it records (`open_instance`)
     wanted = load_model(config.model)
     store = open_existing_store(config.store, read_only=True)
     try:
-        stored = store.model
+        stored, superseded = store.model, store.superseded(wanted)
     finally:
         store.close()
-    if stored.digest == wanted.digest:
+    if stored.digest == wanted.digest or superseded:  # an older model of the store's: it serves its own, warning
         return
     change = f"The model {wanted.source} ({wanted.name} {wanted.version}) differs from the store's " \
              f"({stored.name} {stored.version})"  # fmt: skip
     if not follow:
-        raise ConfigError(f"{change}; see the changes with 'canon model diff {wanted.source}', apply them with "
-                          f"'canon model apply {wanted.source}', or serve with --follow-model while developing.",
-                          source="model")  # fmt: skip
+        raise ConfigError(f"{model_differs(store.location, stored.document, wanted)} While developing, serve with "
+                          "--follow-model to apply compatible changes of the file.", source="model")  # fmt: skip
     from core.model_apply import apply_plan, plan_apply
 
     store = open_existing_store(config.store)
@@ -504,19 +510,10 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _show_config(args: argparse.Namespace) -> int:
-    c = _config(args)
-    values = {"store": str(c.store), "model": str(c.model) if c.model else "(embedded default)", "seed": c.seed,
-              "host": c.host, "port": c.port, "max_body_bytes": c.max_body_bytes,
-              "max_streams": c.max_streams, "stream_backlog": c.stream_backlog, "mcp_fastpath": c.mcp_fastpath,
-              "ui_assets": str(c.ui_assets) if c.ui_assets else None,
-              "allowed_hosts": list(c.allowed_hosts), "allowed_origins": list(c.allowed_origins),
-              "public_url": c.public_url, "root_path": c.root_path, "trusted_proxies": list(c.trusted_proxies),
-              "tokens": str(c.tokens),
-              "anonymous": c.anonymous, "local_name": c.local_name, "local_role": c.local_role,
-              "local_groups": list(c.local_groups),
-              "oauth": None if c.oauth is None else asdict(c.oauth)}  # fmt: skip
-    print(json.dumps({"file": str(c.source) if c.source else None, "settings": values,
-                      "from": {k: c.origins.get(k, "default") for k in values}}, indent=2))  # fmt: skip
+    config = _config(args)
+    settings, origins = effective_settings(config)
+    print(json.dumps({"file": str(config.source) if config.source else None, "settings": settings, "from": origins},
+                     indent=2))  # fmt: skip
     return 0
 
 
@@ -526,7 +523,7 @@ def _token_usage(args: argparse.Namespace) -> int:
 
 
 def _token_create(args: argparse.Namespace) -> int:
-    tokens = TokenFile(_config(args).tokens)
+    tokens = token_file(_config(args))
     token = tokens.create(args.name, args.role, args.groups, args.expires_in)
     print(token)
     article = "an" if args.role[0] in "aeiou" else "a"
@@ -536,7 +533,7 @@ def _token_create(args: argparse.Namespace) -> int:
 
 
 def _token_revoke(args: argparse.Namespace) -> int:
-    tokens = TokenFile(_config(args).tokens)
+    tokens = token_file(_config(args))
     try:
         tokens.revoke(args.name)
     except NotFoundError:
@@ -547,7 +544,7 @@ def _token_revoke(args: argparse.Namespace) -> int:
 
 
 def _token_list(args: argparse.Namespace) -> int:
-    for entry in TokenFile(_config(args).tokens).entries():
+    for entry in token_file(_config(args)).entries():
         groups = ",".join(entry.groups) or "-"
         print(f"{entry.name}\t{entry.role}\t{groups}\t{entry.created_at}\t{entry.expires_at or '-'}")
     return 0
@@ -618,14 +615,18 @@ def _model_diff(args: argparse.Namespace) -> int:
     if len(args.files) > 2:
         raise ConfigError("canon model diff takes at most two model files: [OLD] NEW.", source="model diff")
     new = load_model(args.files[-1])
-    if len(args.files) == 2:
-        report = diff_models(load_model(args.files[0]), new)
-    else:
-        store = _read_only_store(args)
-        try:
-            report = diff_models(store.model, new, store)
-        finally:
-            store.close()
+    bar = ProgressBar(enabled=args.progress)
+    try:
+        if len(args.files) == 2:
+            report = diff_models(load_model(args.files[0]), new, progress=bar)
+        else:
+            store = _read_only_store(args)
+            try:
+                report = diff_models(store.model, new, store, progress=bar)
+            finally:
+                store.close()
+    finally:
+        bar.close()
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
     else:
@@ -641,7 +642,11 @@ def _model_apply(args: argparse.Namespace) -> int:
     model = load_model(args.file)
     store = open_existing_store(_config(args).store)
     try:
-        plan = plan_apply(store, model)
+        bar = ProgressBar(enabled=args.progress)
+        try:
+            plan = plan_apply(store, model, progress=bar)
+        finally:
+            bar.close()
         report: dict[str, Any] = {"plan": plan.as_dict(), "applied": False, "revision": store.revision()}
         if not args.json:
             _print_model_diff(plan.diff.as_dict())
@@ -650,7 +655,15 @@ def _model_apply(args: argparse.Namespace) -> int:
             if not (args.yes or _confirmed(f"Apply {plan.diff.new} to {store.location}?")):
                 raise ConfigError("Not applied: confirm on a terminal, or pass --yes.", source="model apply")
             started = time.monotonic()
-            report["revision"] = apply_plan(store, plan, principal=CLI_PRINCIPAL, allow_breaking=args.allow_breaking)
+            records = plan.diff.data.checked if plan.diff.data is not None else 0
+            bar = ProgressBar(enabled=args.progress)
+            try:  # the store checks every record again in its transaction: shown begun, then done (no rate yet)
+                bar("applying", 0, records)
+                report["revision"] = apply_plan(store, plan, principal=CLI_PRINCIPAL,
+                                                allow_breaking=args.allow_breaking)  # fmt: skip
+                bar("applying", records, records)
+            finally:
+                bar.close()
             report["applied"] = True
             store.append_audit([AuditRecord(utc_now(), CLI_PRINCIPAL, "cli", "model/apply", "apply_model",
                                             model.digest, "ok", report["revision"],

@@ -18,18 +18,27 @@ import json
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from core.dialect import schema_validator
 from core.documents import pointer
 from core.errors import ConfigError
 from core.principal import Principal
 
-__all__ = ["DEFAULT_SCOPES", "Config", "OAuthSettings", "cache_folder", "load_config", "store_location"]
+__all__ = [
+    "DEFAULT_SCOPES",
+    "Config",
+    "OAuthSettings",
+    "cache_folder",
+    "effective_settings",
+    "load_config",
+    "store_location",
+    "without_password",
+]
 
 DEFAULT_FILE = "canon.toml"
 
@@ -55,6 +64,8 @@ class OAuthSettings:
     roles: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_SCOPES))  # scope or claim value -> role
     jwks_cache_s: int = 3600
     jwks_min_refresh_s: int = 30
+    fetch_timeout_s: float = 10.0  # one fetch of the keys (discovery documents and JWK Set together), at most
+    name_prefix: str = "oauth."  # what the issuer's principal names start with, apart from canon's token names
 
     @property
     def expected_audience(self) -> str:
@@ -110,6 +121,15 @@ def store_location(value: str, base: Path | None = None) -> Path | str:
     return base / value if base is not None else Path(value)
 
 
+def without_password(url: str) -> str:
+    """A store's URL without its password (`***` in its place), fit for messages, `location` and `canon config`."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+
+
 def _schema() -> dict[str, Any]:
     text = resources.files("schema").joinpath("config", "config.schema.json").read_text(encoding="utf-8")
     document: dict[str, Any] = json.loads(text)
@@ -156,6 +176,7 @@ def _from_file(file: Path) -> Config:
     if "oauth" in data:
         values["oauth"] = _oauth(data["oauth"])
         origins["oauth"] = f"{name} [oauth]"
+        origins.update({f"oauth.{key}": f"{name} [oauth] {key}" for key in data["oauth"]})
     return replace(Config(), **values, origins=origins)
 
 
@@ -266,6 +287,8 @@ def _check_network(config: Config) -> Config:
             raise ConfigError("[oauth] needs resource (canon's resource URL), or [server] public_url to derive it.",
                               source=config.origins.get("oauth", "[oauth]"), key="oauth.resource")  # fmt: skip
         oauth = replace(oauth, resource=f"{public_url}/mcp")
+        where = config.origins.get("public_url", "[server] public_url")
+        config = replace(config, origins={**config.origins, "oauth.resource": f"{where} + /mcp"})
     return replace(config, public_url=public_url, root_path=config.root_path.rstrip("/"), oauth=oauth)
 
 
@@ -300,6 +323,40 @@ def _is_origin(value: str) -> bool:
     except ValueError:
         return False
     return parts.scheme in ("http", "https") and bool(parts.hostname) and bare
+
+
+_META = ("source", "origins")
+"""`Config` fields that say where the settings came from, not settings."""
+
+
+def effective_settings(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every setting of `config` as JSON values, and where each came from (`Config.origins`, else "default"), in
+    two mappings of the same shape: walked from the dataclasses' fields, so a new setting is shown without more
+    code. A nested section (`oauth`) is an object of its own settings when set, null (from "default") when not."""
+    values: dict[str, Any] = {}
+    origins: dict[str, Any] = {}
+    for f in fields(config):
+        if f.name in _META:
+            continue
+        value = getattr(config, f.name)
+        values[f.name] = without_password(value) if isinstance(value, str) and f.name == "store" else _json_value(value)
+        if is_dataclass(value) and not isinstance(value, type):
+            origins[f.name] = {g.name: config.origins.get(f"{f.name}.{g.name}", "default") for g in fields(value)}
+        else:
+            origins[f.name] = config.origins.get(f.name, "default")
+    return values, origins
+
+
+def _json_value(value: object) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _json_value(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple | list):
+        return [_json_value(item) for item in value]  # pyright: ignore[reportUnknownVariableType]
+    if isinstance(value, Mapping):
+        return {str(k): _json_value(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
+    return value
 
 
 def cache_folder(env: Mapping[str, str] | None = None) -> Path | None:

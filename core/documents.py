@@ -17,7 +17,9 @@ from typing import Any
 
 from core.errors import Problem
 
-__all__ = ["load_document", "parse_json", "pointer", "pointer_join"]
+__all__ = ["WIRE_DEPTH", "load_document", "parse_json", "pointer", "pointer_join", "shallow_json"]
+
+WIRE_DEPTH = 128  # levels of a message canon's transports read; deeper is cut (`shallow_json`)
 
 _CONSTANT_OR_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)', re.DOTALL)
 
@@ -44,6 +46,37 @@ def parse_json(text: str | bytes | bytearray) -> Any:
         position = found.start() if found is not None else 0
         message = f"{constant.name} is not JSON (a number must be finite)"
         raise json.JSONDecodeError(message, document, position) from None
+
+
+_BRACKET_OR_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+
+
+def shallow_json(text: bytes, depth: int = WIRE_DEPTH) -> bytes | None:
+    """`text` with every array and object nested more than `depth` levels deep emptied (`[[1]]` cut at 1 is
+    `[[]]`), or None when nothing is that deep.
+
+    Python's `json` (and the SDK's parser) recurse, so valid JSON nested a few hundred levels deep is a parse error
+    to them, and a parse error cannot name the request's id. A transport reads such a message cut instead: still
+    deeper than any value canon holds (`core.json_values.MAX_DEPTH` < `depth`), so dispatch refuses its arguments as
+    nested too deeply, with the pointer where, as the answer to that id. Linear, and never recursive; text that is
+    not JSON stays not JSON."""
+    pieces: list[bytes] = []
+    level, kept_from, cut_at = 0, 0, None
+    for found in _BRACKET_OR_STRING.finditer(text):
+        token = found.group()
+        if token in (b"[", b"{"):
+            level += 1
+            if level == depth + 1 and cut_at is None:
+                pieces.append(text[kept_from : found.end()])
+                cut_at = level
+        elif token in (b"]", b"}"):
+            if cut_at == level:
+                kept_from, cut_at = found.start(), None
+            level -= 1
+    if not pieces:
+        return None
+    pieces.append(text[kept_from:] if cut_at is None else b"")
+    return b"".join(pieces)
 
 
 def pointer(parts: Iterable[object]) -> str:

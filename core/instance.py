@@ -8,6 +8,7 @@ change replaces in one assignment (`Instance.reload_model`).
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,8 +24,8 @@ from core.model_migration import renames_types
 from core.registry import Registry, build_registry
 from core.schema_checks import SchemaChecks
 from core.snapshot import Snapshot
-from core.store import Store, is_database_url, open_store, store_exists
-from core.tokens import TokenFile
+from core.store import Store, is_database_url, open_existing_store, open_store, store_exists
+from core.tokens import token_file
 from core.tools import Toolset
 from core.walkers import Walkers, workers_for
 
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["Instance", "open_instance"]
 
 SEED_PRINCIPAL = "system:seed"
+log = logging.getLogger("canon.model")
 
 
 class Instance:
@@ -53,7 +55,7 @@ class Instance:
         self.store = store
         self.index = index
         self.tools = tools or Toolset()
-        self.tokens = TokenFile(config.tokens)
+        self.tokens = token_file(config)
         self._model = model  # the model while there is no snapshot
         self._audit: AuditLog | None = None
         self._snapshot: Snapshot | None = None
@@ -149,6 +151,7 @@ class Instance:
             stored = self.store.follow_model()
             if stored.digest == self.model.digest:
                 return False
+            old = self.model
             if self.index is not None and renames_types(self.model, stored):
                 self.index.reload()  # the records moved to the new type names without a change each
             if self._snapshot is None:
@@ -157,6 +160,8 @@ class Instance:
                 examples = Examples.of_store(stored, self.store)
                 registry = build_registry(stored, self.tools.definitions, examples, checks=self._checks)
                 self.snapshot = self._snapshot.evolve(registry)
+            log.info("model %s %s -> %s %s: serving the model the store %s holds now", old.name, old.version,
+                     stored.name, stored.version, self.store.location)  # fmt: skip
             return True
 
     def close(self) -> None:
@@ -171,13 +176,18 @@ class Instance:
 
 
 def open_instance(config: Config, *, with_index: bool = True, principal: str = "system",
-                  tools: Toolset | None = None) -> Instance:  # fmt: skip
+                  tools: Toolset | None = None, checks: SchemaChecks | None = None) -> Instance:  # fmt: skip
     """Open the configured model and store (creating and seeding a new store), and build the index. `tools` adds
-    tools to the built-in ones (`Toolset.from_folder`: docs/development/adding-a-tool.md)."""
-    checks = SchemaChecks(config.cache)  # what passed its check at an earlier start is not checked again
-    model = load_model(config.model, checks=checks)
+    tools to the built-in ones (`Toolset.from_folder`: docs/development/adding-a-tool.md). `checks`: the schema
+    checks to run (default: those remembered in `config.cache`)."""
+    checks = checks or SchemaChecks(config.cache)  # what passed its check at an earlier start is not checked again
     is_new = not store_exists(config.store)
-    store = open_store(config.store, model, principal=principal)
+    if config.model is None and not is_new:
+        # no model configured: the embedded one makes new stores; an existing store serves the model it records
+        # (a store made from an earlier canon's embedded model keeps it: only `apply_model` changes a store's model)
+        store = open_existing_store(config.store)
+    else:
+        store = open_store(config.store, load_model(config.model, checks=checks), principal=principal)
     try:
         if is_new and config.model is None and config.seed:
             import_path(store, default_seed_path(), principal=SEED_PRINCIPAL)
@@ -188,4 +198,6 @@ def open_instance(config: Config, *, with_index: bool = True, principal: str = "
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{config.store}{suffix}").unlink(missing_ok=True)
         raise
-    return Instance(config, model, store, index, tools or Toolset(), checks=checks)
+    # the store's model: the configured file's, or the one applied since if the file is an older model of the
+    # store's history (`Store.superseded`); every process (`canon serve --workers`) opens through here
+    return Instance(config, store.model, store, index, tools or Toolset(), checks=checks)

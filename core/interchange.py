@@ -92,10 +92,11 @@ def import_path(
     files = _input_files(path)
     found: list[tuple[int, Problem]] = []
     seen = _Seen()
-    tick = _Ticker(progress, 2 * sum(_count_records(f) for f in files) if progress is not None else 0)
+    tick = _Ticker(progress, sum(_count_records(f) for f in files) if progress is not None else 0)
+    tick(0)  # the bar from the start: the first batch is written after a while
     with store.bulk(principal=principal, dry_run=dry_run) as bulk:
-        nodes = _write(bulk, _pass(files, "nodes", found, seen, tick), found, batch)
-        edges = _write(bulk, _pass(files, "edges", None, seen, tick), found, batch)
+        nodes = _write(bulk, _pass(files, "nodes", found, seen), found, batch, tick)
+        edges = _write(bulk, _pass(files, "edges", None, seen), found, batch, tick)
         tick.finish()
         found += seen.duplicates
         if found:  # raised inside the transaction, which rolls it back
@@ -106,7 +107,8 @@ def import_path(
     return ImportReport(len(files), nodes, edges, bulk.changed, bulk.revision)
 
 
-def _write(bulk: Bulk, records: Iterator[Located], found: list[tuple[int, Problem]], size: int) -> int:
+def _write(bulk: Bulk, records: Iterator[Located], found: list[tuple[int, Problem]], size: int,
+           tick: _Ticker) -> int:  # fmt: skip
     """Write records batch by batch, adding the problems each batch has; return how many records there were."""
     count = 0
     for batch in _batches(records, size):
@@ -114,6 +116,7 @@ def _write(bulk: Bulk, records: Iterator[Located], found: list[tuple[int, Proble
         for p in bulk.write([r.op for r in batch]):
             r = batch[p.index]
             found.append((r.order, Problem(r.pointer + p.problem.pointer, p.problem.message, r.file, r.line)))
+        tick(len(batch))
     return count
 
 
@@ -127,7 +130,6 @@ def _pass(
     kind: str,
     found: list[tuple[int, Problem]] | None,
     seen: _Seen,
-    tick: _Ticker,
 ) -> Iterator[Located]:
     """The records of one kind ("nodes" or "edges"), in file order, reading every file. The first pass (`found`
     given) collects what is wrong with a record itself and notes every record in `seen`; the second only
@@ -135,7 +137,6 @@ def _pass(
     want = PutNode if kind == "nodes" else PutEdge
     skip = None if found is not None else seen.settled_node
     for r, problems in read_records(files, skip):
-        tick()
         if found is not None:
             found += problems
             if r is not None:
@@ -147,20 +148,21 @@ def _pass(
 
 
 class _Ticker:
-    """Reports progress as "writing", one step per record of each pass (of `total` steps for both)."""
+    """Reports progress as "writing": the records written (each once, nodes in the first pass, edges in the
+    second), of about `total` (the records counted in the files before the import)."""
 
     def __init__(self, progress: Progress | None, total: int) -> None:
         self._progress, self._total, self._done = progress, total, 0
 
-    def __call__(self) -> None:
-        self._done += 1
-        if self._progress is not None and (self._done % 5000 == 0 or self._done >= self._total):
+    def __call__(self, written: int) -> None:
+        self._done += written
+        if self._progress is not None:
             self._progress("writing", self._done, max(self._total, self._done))
 
     def finish(self) -> None:
-        """Draw 100% (a file's count was its lines; blank lines hold no record)."""
-        if self._progress is not None and self._done < self._total:
-            self._progress("writing", self._total, self._total)
+        """Draw the end: every record written, of as many (a file's count was its lines, blank ones too)."""
+        if self._progress is not None and self._done != self._total:
+            self._progress("writing", self._done, self._done)
 
 
 class _Seen:

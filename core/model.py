@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from importlib import resources
@@ -25,6 +25,7 @@ from referencing.jsonschema import DRAFT202012
 from core.dialect import ecma_regex, schema_validator
 from core.documents import load_document, pointer
 from core.errors import ModelError, Problem
+from core.model_limits import limit_problems
 from core.records import Node, Visibility
 
 if TYPE_CHECKING:  # core.schema_checks imports this module: its digest covers the checks defined here
@@ -34,6 +35,7 @@ __all__ = [
     "DEPRECATED",
     "INCOMING_SUFFIX",
     "RENAMED_FROM",
+    "SEARCH",
     "Cardinality",
     "Direction",
     "EdgeEnd",
@@ -51,6 +53,8 @@ __all__ = [
     "meta_schema_path",
     "parse_model",
     "property_renamed_from",
+    "property_text",
+    "search_weights",
 ]
 
 Cardinality = Literal["one-to-one", "one-to-many", "many-to-one", "many-to-many"]
@@ -60,6 +64,7 @@ NODE_FIELDS = frozenset(f.name for f in fields(Node))  # what a node shows besid
 
 DEPRECATED = "Deprecated in the model: still served, but do not build new uses on it."
 RENAMED_FROM = "x-canon-renamed-from"  # a type's or property's previous name (`core.model_migration` moves the data)
+SEARCH = "x-canon-search"  # a property's part in search: {"weight": n} (what a match in it counts) or {"exclude": true}
 
 NODE_TYPE_NAME = ecma_regex(r"^[A-Z][A-Za-z0-9]*$")
 EDGE_TYPE_NAME = ecma_regex(r"^[a-z][a-z0-9_]*$")
@@ -123,6 +128,8 @@ class NodeType(_TypeSchema):
     text: tuple[str, ...] = ()
     visibility: Visibility = "internal"  # what a new node gets when its write gives neither visibility nor readers
     readers: tuple[str, ...] = ()  # ... and its readers (only with visibility restricted)
+    weights: tuple[tuple[str, float], ...] = ()  # what a match in each searched property weighs (`search_weights`)
+    names: tuple[str, ...] = ()  # the properties whose values are other names of the node (`x-canon-search` names)
 
 
 @dataclass(frozen=True)
@@ -236,6 +243,21 @@ class Model:
                  for e in self.edge_types.values() if node_type in e.targets]  # fmt: skip
         return ends
 
+    @cached_property
+    def edge_names(self) -> Mapping[str, tuple[str, Direction]]:
+        """Every name an edge type is known by, to the edge type and the direction it means: the type's own name
+        (`out`, from source to target), then each incoming name (`EdgeType.incoming_name`, `in`): `members` is
+        `member_of` walked from its target. `check_model` makes every name name one edge end in the model."""
+        names: dict[str, tuple[str, Direction]] = {e.name: (e.name, "out") for e in self.edge_types.values()}
+        names |= {e.incoming_name: (e.name, "in") for e in self.edge_types.values()}
+        return names
+
+    def edge_named(self, name: str) -> tuple[EdgeType, Direction]:
+        """The edge type `name` names and the direction it means (see `edge_names`): `("owns", "in")` for
+        `owned_by`. Every surface that takes an edge name reads it so; raises `KeyError` for an unknown name."""
+        edge, direction = self.edge_names[name]
+        return self.edge_types[edge], direction
+
     def type_ref(self, name: str) -> str:
         """The absolute URI of a type's schema, for `$ref`."""
         return f"{self.id}#/$defs/{name}"
@@ -282,12 +304,16 @@ def check_model(document: Any, *, source: str | None = None) -> list[Problem]:
     """Every problem of a model document, each with its JSON pointer; empty when the model is valid.
 
     The meta-schema's problems and canon's own checks are listed together: a definition the meta-schema refuses
-    still gets every check whose inputs are well formed, so one run lists every problem.
+    still gets every check whose inputs are well formed, so one run lists every problem. A document past one of
+    `core.model_limits`' bounds gets only those problems.
     """
+    too_large = limit_problems(document)
+    if too_large:  # nothing else is checked: every other check's cost grows with the document
+        return sorted({Problem(p.pointer, p.message, source) for p in too_large})
     problems = _meta_problems(list(schema_validator(meta_schema()).iter_errors(document)))
     if _checkable(document):
         defs = {name: d for name, d in document["$defs"].items() if isinstance(d, dict)}
-        problems += [*_semantic_problems(defs), *_ref_problems(document)]
+        problems += [*_semantic_problems(defs), *_ref_problems(document), *_cycle_problems(document)]
     return sorted({Problem(p.pointer, p.message, source) for p in problems})
 
 
@@ -421,6 +447,21 @@ def _node_problems(
     for i, text in _names(annotation.get("text")):
         if text not in props:
             yield Problem(f"{at}/x-canon-node/text/{i}", f"{text!r} is not a property of {name}")
+        elif not _is_text(props[text], defs):
+            yield Problem(f"{at}/x-canon-node/text/{i}", f"{text!r} is neither a string nor an array of strings")
+        elif _object(_object(props[text]).get(SEARCH)).get("exclude") is True:
+            yield Problem(f"{at}/x-canon-node/text/{i}", f"{text!r} is listed in text but excluded from search")
+    listed = {t for _, t in _names(annotation.get("text"))}
+    display = annotation.get("display")
+    for prop, schema in props.items():
+        search = _object(schema).get(SEARCH)
+        if search is None:
+            continue
+        where = f"{at}/properties/{prop}/{SEARCH}"
+        if not _is_text(schema, defs):
+            yield Problem(where, f"{name}.{prop} is neither a string nor an array of strings; only text is searched")
+        elif listed and _object(search).keys() & {"weight", "names"} and prop not in listed | {key, display}:
+            yield Problem(where, f"{name}.{prop} has a search weight or names but is not in x-canon-node's text list")
     defaults = _object(annotation.get("defaults"))
     if defaults.get("readers") and defaults.get("visibility") != "restricted":
         yield Problem(f"{at}/x-canon-node/defaults/readers", "default readers need the default visibility restricted")
@@ -486,6 +527,97 @@ def _ref_problems(document: Mapping[str, Any]) -> list[Problem]:
     return problems
 
 
+def _cycle_problems(document: Mapping[str, Any]) -> list[Problem]:
+    """A `$ref` that leads back to a schema it is reached from (`Loop` -> `Loop`, `A` -> `B` -> `A`, a node type
+    used as one of its own properties' schemas) is refused, once per cycle, at the `$ref` that closes it.
+
+    canon does not support recursive schemas: every surface spells a property's schema out (GraphQL types, the
+    OpenAPI document, the llms pages), which a recursive one has no end to; and a record that holds records of
+    its own type is what an edge type is for. Unresolvable `$ref`s are `_ref_problems`' to report."""
+    resource = Resource.from_contents(dict(document), default_specification=DRAFT202012)
+    root = Registry().with_resource(str(document["$id"]), resource).resolver(base_uri=str(document["$id"]))
+    where = {id(node): path for path, node in _objects(document, [])}  # every object's path, to name it
+    state: dict[int, bool] = {}  # id of a schema -> True while its refs are being followed, False once done
+    problems: list[Problem] = []
+    for name in document["$defs"]:
+        start = document["$defs"][name]
+        if not isinstance(start, dict) or id(start) in state:
+            continue
+        # depth-first through the `$ref`s, iteratively: the chain of refs can be as long as the model
+        state[id(start)] = True
+        chain: list[tuple[Any, Iterator[tuple[list[object], str]], Any]] = [
+            (start, _applied_refs(start, ["$defs", name]), root)
+        ]
+        sites: list[list[object]] = []  # sites[i]: where chain[i] refers to chain[i + 1]
+        while chain:
+            schema, refs, resolver = chain[-1]
+            step = next(refs, None)
+            if step is None:
+                state[id(schema)] = False
+                chain.pop()
+                del sites[len(chain) - 1 :]
+                continue
+            site, ref = step
+            try:
+                resolved = resolver.lookup(ref)
+            except Unresolvable:
+                continue
+            target = resolved.contents
+            if not isinstance(target, dict) or state.get(id(target)) is False:
+                continue
+            if state.get(id(target)) is True:
+                first = [id(s) for s, _, _ in chain].index(id(target))
+                names = " -> ".join(_schema_name(p) for p in [*sites[first:], site, where.get(id(target), [])])
+                problems.append(Problem(pointer([*site, "$ref"]), f"$ref cycle {names}: a schema cannot contain "
+                                        "itself (canon serves no recursive schema); link records of a type to "
+                                        "each other with an edge type instead"))  # fmt: skip
+                continue
+            state[id(target)] = True
+            sites.append(site)
+            chain.append((target, _applied_refs(target, where.get(id(target), [])), resolved.resolver))
+    return problems
+
+
+_NOT_APPLIED = frozenset({"$defs", "definitions", "const", "enum", "default", "examples"})  # schemas kept for a
+# `$ref`, or data: validating a schema does not follow a `$ref` written inside them
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas"})  # name -> schema
+
+
+def _applied_refs(schema: Any, path: list[object]) -> Iterator[tuple[list[object], str]]:
+    """The `$ref`s validating `schema` follows, each with the path of the schema that holds it."""
+    if isinstance(schema, list):
+        for i, value in enumerate(schema):
+            yield from _applied_refs(value, [*path, i])
+        return
+    if not isinstance(schema, dict):
+        return
+    for key, value in schema.items():
+        if key == "$ref":
+            if isinstance(value, str):
+                yield path, value
+        elif key in _SCHEMA_MAPS and isinstance(value, dict):
+            for name, member in value.items():
+                yield from _applied_refs(member, [*path, key, name])
+        elif key not in _NOT_APPLIED:
+            yield from _applied_refs(value, [*path, key])
+
+
+def _objects(node: Any, path: list[object]) -> Iterator[tuple[list[object], Any]]:
+    if isinstance(node, dict):
+        yield path, node
+        for key, value in node.items():
+            yield from _objects(value, [*path, key])
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _objects(value, [*path, i])
+
+
+def _schema_name(path: list[object]) -> str:
+    """A schema of the model as a model author names it: `Team`, `Team.properties.parent`."""
+    parts = [str(p) for p in path]
+    return ".".join(parts[1:] if parts[:1] == ["$defs"] else ["#", *parts]) or "#"
+
+
 def _refs(node: Any, path: list[object]) -> Iterator[tuple[list[object], str]]:
     if isinstance(node, dict):
         for key, value in node.items():
@@ -505,7 +637,7 @@ def _build(document: Mapping[str, Any], source: str) -> Model:
         if "x-canon-node" in definition:
             a = definition["x-canon-node"]
             props = definition["properties"]
-            text = tuple(a.get("text") or _string_properties(props, document["$defs"]))
+            text = tuple(a.get("text") or _text_properties(props, document["$defs"]))
             node_types[name] = NodeType(
                 name,
                 definition,
@@ -517,6 +649,8 @@ def _build(document: Mapping[str, Any], source: str) -> Model:
                 text,
                 a.get("defaults", {}).get("visibility", "internal"),
                 tuple(a.get("defaults", {}).get("readers", ())),
+                search_weights(props, text, a["key"], a["display"], document["$defs"]),
+                tuple(p for p in text if _object(_object(props.get(p)).get(SEARCH)).get("names") is True),
             )
         elif "x-canon-edge" in definition:
             a = definition["x-canon-edge"]
@@ -534,5 +668,47 @@ def _build(document: Mapping[str, Any], source: str) -> Model:
     return Model(document, dict(sorted(node_types.items())), dict(sorted(edge_types.items())), source)
 
 
-def _string_properties(props: Mapping[str, Any], defs: Mapping[str, Any]) -> list[str]:
-    return [name for name, schema in props.items() if (_resolve_local(schema, defs) or {}).get("type") == "string"]
+def _text_properties(props: Mapping[str, Any], defs: Mapping[str, Any]) -> list[str]:
+    """A type's searched properties when it names none: every string or array of strings not excluded from search."""
+    return [
+        name
+        for name, schema in props.items()
+        if _is_text(schema, defs) and _object(_object(schema).get(SEARCH)).get("exclude") is not True
+    ]
+
+
+def _is_text(schema: Any, defs: Mapping[str, Any]) -> bool:
+    """Whether a property holds text: a string, or an array of strings (tags, synonyms, aliases)."""
+    resolved = _object(_resolve_local(_object(schema), defs))
+    if resolved.get("type") == "array":
+        resolved = _object(_resolve_local(_object(resolved.get("items")), defs))
+    return resolved.get("type") == "string"
+
+
+def property_text(value: Any) -> str:
+    """What a text property holds as text (what text search looks in): a string as it is, an array's strings one
+    per line; '' for anything else. The stores' SQL renders it the same way (`sqlite_sql.property_text`)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(v for v in value if isinstance(v, str))  # pyright: ignore[reportUnknownVariableType]
+    return ""
+
+
+def search_weights(
+    props: Mapping[str, Any], text: Sequence[str], key: str, display: str, defs: Mapping[str, Any]
+) -> tuple[tuple[str, float], ...]:
+    """What a match in each property weighs in search: the property's `x-canon-search` weight when it sets one;
+    else the key and display properties 3, arrays of strings (tags, synonyms, aliases) 2, other text 1. The
+    searched properties are the type's text ones, and its key and display ones."""
+    out: dict[str, float] = {}
+    for name in dict.fromkeys([*text, key, display]):
+        schema = _object(props.get(name))
+        weight = _object(schema.get(SEARCH)).get("weight")
+        if isinstance(weight, int | float) and not isinstance(weight, bool):
+            out[name] = float(weight)
+        elif name in (key, display):
+            out[name] = 3.0
+        else:
+            out[name] = 2.0 if _object(_resolve_local(schema, defs)).get("type") == "array" else 1.0
+    return tuple(out.items())

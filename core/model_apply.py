@@ -12,12 +12,13 @@ hands the model to `Store.apply_model`, which applies it in one transaction. `ca
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from core.errors import ModelError, Problem
 from core.model import Model
-from core.model_diff import ModelDiff, diff_models
+from core.model_diff import ModelDiff, Progress, diff_models
 from core.model_version import check_successor, semver
 from core.store import Store
 
@@ -55,15 +56,18 @@ class ApplyPlan:
         return {"unchanged": self.unchanged, **self.diff.as_dict()}
 
 
-def plan_apply(store: Store, model: Model) -> ApplyPlan:
+def plan_apply(store: Store, model: Model, *, check: Callable[[], None] | None = None,
+               progress: Progress | None = None) -> ApplyPlan:  # fmt: skip
     """The plan for applying `model` to `store`: its current model diffed against `model`, every stored record
-    checked (nothing is written). A model whose version does not rise is refused at once (`ModelError`)."""
+    checked (nothing is written), telling `progress` how far (`diff_models`). A model whose version does not rise
+    is refused at once (`ModelError`). `check` is called between the plan's steps (a call's deadline,
+    `CallContext.check_time`): what it raises stops it."""
     current = store.follow_model()
     if current.digest == model.digest:  # nothing to compare: no surface or record changes
         label = f"{model.name} {model.version}"
         return ApplyPlan(current, model, ModelDiff(label, label, (), ()))
     check_successor(current.document, model)  # a version that does not rise is refused before the costly diff
-    return ApplyPlan(current, model, diff_models(current, model, store))
+    return ApplyPlan(current, model, diff_models(current, model, store, check=check, progress=progress))
 
 
 def check_plan(plan: ApplyPlan, *, allow_breaking: bool = False) -> None:
@@ -90,10 +94,13 @@ def check_plan(plan: ApplyPlan, *, allow_breaking: bool = False) -> None:
         )
 
 
-def apply_plan(store: Store, plan: ApplyPlan, *, principal: str, allow_breaking: bool = False) -> int:
+def apply_plan(store: Store, plan: ApplyPlan, *, principal: str, allow_breaking: bool = False,
+               check: Callable[[], None] | None = None) -> int:  # fmt: skip
     """Check `plan` and apply its model in one transaction, as `principal`; returns the revision that records it.
-    Refused if another process applied a model after the plan was made."""
+    Refused if another process applied a model after the plan was made. `check` runs in the transaction just
+    before it commits (`Store.apply_model`): a call whose deadline passed by then applies nothing."""
     check_plan(plan, allow_breaking=allow_breaking)
     if plan.unchanged:
         return store.revision()
-    return store.apply_model(plan.model, principal=principal, replaces=plan.current.digest, summary=plan.summary())
+    return store.apply_model(plan.model, principal=principal, replaces=plan.current.digest, summary=plan.summary(),
+                             check=check)  # fmt: skip

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,18 +105,38 @@ class ModelDiff:
         }  # fmt: skip
 
 
-def diff_models(old: Model, new: Model, store: Store | None = None, surfaces: list[Surface] | None = None) -> ModelDiff:
+Progress = Callable[[str, int, int], None]
+"""(phase, done, total): "rendering" the two models' artifacts, then "checking" the stored records."""
+
+
+def diff_models(old: Model, new: Model, store: Store | None = None, surfaces: list[Surface] | None = None, *,
+                check: Callable[[], None] | None = None, progress: Progress | None = None) -> ModelDiff:  # fmt: skip
     """Generate every surface's artifacts for both models and classify every difference (and, given the store,
-    check its data against `new`)."""
+    check its data against `new`), telling `progress` how far the two long phases are. `check` is called between
+    the steps (a call's deadline: what it raises stops the diff)."""
     surfaces = discover() if surfaces is None else surfaces
     renames = declared_renames(old.document, new)
-    before, after = generate_for(old, surfaces), generate_for(new, surfaces)
+    tell = progress or _silent
+    tell("rendering", 0, 2)
+    before = generate_for(old, surfaces, check)
+    tell("rendering", 1, 2)
+    after = generate_for(new, surfaces, check)
+    tell("rendering", 2, 2)
     findings = [*diff_artifacts(before, after, surfaces), *diff_type_schemas(old, new), *diff_write_rules(old, new),
                 *diff_renames(renames)]  # fmt: skip
-    impact = data_impact(store, new, renames=renames) if store is not None else None
+    if check is not None:
+        check()
+    impact = data_impact(store, new, renames=renames, progress=progress) if store is not None else None
     names = (*after, WRITES)
     return ModelDiff(f"{old.name} {old.version}", f"{new.name} {new.version}", tuple(findings), names, impact,
                      renames)  # fmt: skip
+
+
+PROGRESS_EVERY = 1_000  # stored records checked between two reports to `progress`
+
+
+def _silent(phase: str, done: int, total: int) -> None:
+    """The progress callback of a caller that asked for none."""
 
 
 def diff_renames(renames: Sequence[Rename]) -> list[Finding]:
@@ -242,24 +262,39 @@ def _described(surface: str, where: str, old: Mapping[str, Any], new: Mapping[st
 
 
 # -- data ----------------------------------------------------------------------------------------------------------
-def data_impact(store: Store, model: Model, sample: int = 10, *, renames: Sequence[Rename] = ()) -> DataImpact:
+def data_impact(store: Store, model: Model, sample: int = 10, *, renames: Sequence[Rename] = (),
+                progress: Progress | None = None) -> DataImpact:  # fmt: skip
     """Every stored record checked against `model` as adopting it would: moved by `renames` first
     (`core.model_migration`), then checked (`core.store.common.check_records`, the check the store itself runs);
-    nothing is written."""
+    nothing is written. `progress` hears "checking", so many of the stored records (nodes and edges)."""
     moved: Counter[Rename] = Counter()
+    tell = progress or _silent
+    stats = store.stats() if progress is not None else None
+    total = stats.nodes + stats.edges if stats is not None else 0
+    done = 0
+
+    def counted() -> None:
+        nonlocal done
+        done += 1
+        if done % PROGRESS_EVERY == 0:
+            tell("checking", done, total)
 
     def nodes() -> Iterator[Node]:
         for node in store.iter_nodes():
             renamed, applied = renamed_node(renames, node)
             moved.update(applied)
+            counted()
             yield renamed
 
     def edges() -> Iterator[Edge]:
         for edge in store.iter_edges():
             renamed, applied = renamed_edge(renames, edge)
             moved.update(applied)
+            counted()
             yield renamed
 
+    tell("checking", 0, total)
     check = check_records(model, nodes(), edges())
+    tell("checking", done, max(done, total))
     return DataImpact(check.checked, check.refused, check.problems[:sample],
                       tuple(Moved(r, moved[r]) for r in renames))  # fmt: skip

@@ -1,12 +1,16 @@
-"""Shorter nodes on request: a property projection (`fields`) and a summary form (`summary`).
+"""Shorter nodes on request: a projection (`fields`) and a summary form (`summary`).
 
 One rule for every surface, applied by the dispatcher to a read tool's result when its arguments ask for it:
-`fields` keeps only the named properties of each node (the system fields stay); `summary` turns each node into
-`{id, type, name}`, where `name` is the value of the type's display property, and each edge that reached a node
-(a `get_neighbors` item's) into `{type, source, target}`, with its properties only when it has any; a search
-hit, which names its node's id, type and name itself, drops its node in the summary form. A tool
-offers them by declaring `fields` and `summary` in its input schema. Nodes are found where the read tools put
-them: under `node`, as the items of a page, or under `node` in each item.
+`fields` keeps only the named properties of each node, and leaves out each record's metadata (`METADATA`:
+`revision`, `created_at`, `updated_at`, `updated_by`, of a node and of the edge that reached it) unless `fields`
+names it too (`["name", "revision"]`); a record's identity (`id`, `type`, an edge's `source` and `target`) and
+its access (`visibility`, `readers`) stay. No property can bear a metadata name (the model refuses one that
+shadows a system field). `summary` turns each node into `{id, type, name}`, where `name` is the value of the
+type's display property, and each edge that reached a node (a `get_neighbors` item's) into
+`{type, source, target}`, with its properties only when it has any; a search hit, which names its node's id, type
+and name itself, drops its node in the summary form. A tool offers them by declaring `fields` and `summary` in
+its input schema. Nodes are found where the read tools put them: under `node`, as the items of a page, under
+`node` in each item, or listed once under `nodes` (query_graph, whose items bind variables to their ids).
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from typing import Any, cast
 
 from core.model import Model
 
-__all__ = ["shape"]
+__all__ = ["METADATA", "shape"]
+
+METADATA = ("revision", "created_at", "updated_at", "updated_by")  # a record's metadata, left out by `fields`
 
 
 def shape(value: dict[str, Any], args: Mapping[str, Any], model: Model) -> dict[str, Any]:
@@ -33,26 +39,40 @@ def shape(value: dict[str, Any], args: Mapping[str, Any], model: Model) -> dict[
             display = node_type.display if node_type is not None else "name"
             return {"id": node["id"], "type": node["type"], "name": properties.get(display)}
         assert fields is not None
-        return {**node, "properties": {k: properties[k] for k in fields if k in properties}}
+        return {**_unasked(node, fields), "properties": {k: properties[k] for k in fields if k in properties}}
+
+    def edge(record: dict[str, Any]) -> dict[str, Any]:
+        return _edge_summary(record) if summary else _unasked(record, fields or ())
 
     out = dict(value)
     if isinstance(out.get("node"), dict):
         out["node"] = one(cast("dict[str, Any]", out["node"]))
     items = out.get("items")
     if isinstance(items, list):
-        out["items"] = [_item(cast("dict[str, Any]", item), one, summary) for item in cast("list[Any]", items)]
+        out["items"] = [_item(cast("dict[str, Any]", item), one, edge, summary) for item in cast("list[Any]", items)]
+    nodes = out.get("nodes")
+    if isinstance(nodes, list):
+        out["nodes"] = [one(cast("dict[str, Any]", node)) for node in cast("list[Any]", nodes)]
     return out
 
 
-def _item(item: dict[str, Any], one: Callable[[dict[str, Any]], dict[str, Any]], summary: bool) -> dict[str, Any]:
+def _unasked(record: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+    """`record` without the metadata `fields` does not name."""
+    return {k: v for k, v in record.items() if k not in METADATA or k in fields}
+
+
+Shaper = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _item(item: dict[str, Any], one: Shaper, edge: Shaper, summary: bool) -> dict[str, Any]:
     if isinstance(item.get("node"), dict):
         if summary and "score" in item:
             return {k: v for k, v in item.items() if k != "node"}
         shaped = {**item, "node": one(item["node"])}
-        if summary and isinstance(item.get("edge"), dict):
-            shaped["edge"] = _edge_summary(cast("dict[str, Any]", item["edge"]))
+        if isinstance(item.get("edge"), dict):
+            shaped["edge"] = edge(cast("dict[str, Any]", item["edge"]))
         return shaped
-    if "id" in item and "type" in item:
+    if "id" in item and "type" in item and isinstance(item.get("properties"), dict):  # a node, not a binding
         return one(item)
     return item
 

@@ -4,6 +4,8 @@ Static tool schemas live in `schema/tools/`; where a schema depends on the model
 `{"x-canon-derive": KIND, ...}` that `derive` replaces, once, at start-up:
 
 * `node-type` / `edge-type` — a string enum of the model's node / edge type names;
+* `edge-name` — a string enum of every name an edge type is known by: its own, then its incoming name (`members`
+  for `member_of`, `Model.edge_names`), where a tool walks edges and an incoming name means the other direction;
 * `node` / `edge` — a node / edge of the model, in one of two forms (`derive`'s `typed`):
 
   - typed (what GraphQL maps and exact checks use): a `$ref` to the typed envelope of any node / edge. Envelopes
@@ -108,9 +110,11 @@ def _envelopes(model: Model) -> dict[str, Any]:
     return defs
 
 
-def _type_names(schema: dict[str, Any], types: Mapping[str, NodeType] | Mapping[str, EdgeType]) -> dict[str, Any]:
-    """A string enum of type names; its description names the deprecated ones (on every surface that shows it)."""
-    named: dict[str, Any] = {**schema, "type": "string", "enum": list(types)}
+def _type_names(schema: dict[str, Any], types: Mapping[str, NodeType] | Mapping[str, EdgeType],
+                names: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """A string enum of `names` (by default the type names); its description names the deprecated types (on every
+    surface that shows it)."""
+    named: dict[str, Any] = {**schema, "type": "string", "enum": list(types) if names is None else names}
     deprecated = [name for name, t in types.items() if t.deprecated]
     if deprecated:
         named["description"] = f"{schema.get('description', '')} Deprecated: {', '.join(deprecated)}.".lstrip()
@@ -135,6 +139,8 @@ def derive(schema: Mapping[str, Any], model: Model, *, typed: bool = True,
                 return _type_names(rest, model.node_types)
             if marker == "edge-type":
                 return _type_names(rest, model.edge_types)
+            if marker == "edge-name":
+                return _type_names(rest, model.edge_types, list(model.edge_names))
             if marker in ("node", "edge"):
                 uses_records = True
                 return {**rest, "$ref": f"#/$defs/{_record_def(marker, typed)}"}

@@ -6,46 +6,53 @@ bound substring needles. Each word is looked up through the store's text index (
 `NodeQuery.text`, the caller's sight applied in SQL, so a record the caller may not read is never a candidate,
 never counted, never quoted), by a prefix of its stem, and — when no node holds the word itself — by the pieces
 of it that any spelling within one or two edits must keep (a word of n pieces with fewer than n edits keeps
-one piece whole). The candidates' own words then decide, in Python and so the same on every backend:
+one piece whole). When a candidate of a type with `names` properties (a glossary term's expansion and synonyms)
+is named by the query, word for word, its other names are looked up too (`Alternative`: `SLO` also looks for
+"service level objective", and back), their words counting `ALTERNATIVE` of a query word's. The candidates'
+own words then decide, in Python and so the same on every backend:
 
 - a word matches a node's word that has the same stem (weight 1), that it begins (0.6, words of 3 or more
   letters), or that is one edit away (words of 5 or more letters; two edits from 9): 0.4 and 0.25;
-- each property weighs by its role: the type's key and display properties 3, arrays of words (`tags`,
-  `synonyms`, `aliases`, `skills`) 2, other text properties 1;
+- each property weighs what the model says (`NodeType.weights`: a property's `x-canon-search` weight, else
+  the key and display properties 3, arrays of strings such as tags, synonyms and aliases 2, other text 1);
 - BM25 over those weighted counts (k1 1.2, b 0.75; document frequencies counted over the candidates the
   caller may see, the collection the visible nodes of the searched types);
 - a node whose display or key property says exactly the query comes first (plus the sum of the words' idf);
-- the share of the query's words a node matches scales its score (a node matching all of them outranks one
-  matching a rare half).
+- the share of the query's words a node matches (or stands for, holding every word of another name of them)
+  scales its score (a node matching all of them outranks one matching a rare half).
 
 Ties break by id, so a ranking is total and the same on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
 
+import builtins
 import functools
 import json
 import math
 import re
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass, field
 from typing import Any
 
 import snowballstemmer  # pyright: ignore[reportMissingTypeStubs]
 from rapidfuzz.distance import Levenshtein
 
 from core.errors import InvalidArgumentsError, Problem
-from core.model import Model, NodeType
+from core.model import Model, NodeType, property_text
 from core.records import Node, Sight
 from core.store import NodeQuery, Store
 
-__all__ = ["MAX_WORDS", "Hit", "SearchResult", "parse_query", "search"]
+__all__ = ["MAX_WORDS", "Hit", "SearchResult", "forget_rankings", "parse_query", "ranked", "search"]
 
 MAX_WORDS = 16  # words of a query after stop words: more is a paragraph, not a search
+MAX_ALTERNATIVES = 16  # other names of what a query names, looked up beside its words
+ALTERNATIVE = 0.5  # what a word of another name counts for, against a word of the query
 CANDIDATES = 2000  # nodes read per needle: enough to rank a page, bounded however common the word
-WORD_ARRAYS = ("tags", "synonyms", "aliases", "skills", "keywords")
 K1, B = 1.2, 0.75
+RANKINGS = 32  # rankings kept for their next pages (per process)
 SNIPPET = 60  # characters of a snippet around its first match
 
 _WORD = re.compile(r"[^\W_]+")
@@ -61,11 +68,10 @@ STOP_WORDS = frozenset(
 class Term:
     word: str
     stem: str
+    edits: int = field(init=False, compare=False)  # how many edits from a node's word still count as this word
 
-    @property
-    def edits(self) -> int:
-        """How many edits from a node's word still count as this word."""
-        return 2 if len(self.word) >= 9 else 1 if len(self.word) >= 5 else 0
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "edits", 2 if len(self.word) >= 9 else 1 if len(self.word) >= 5 else 0)
 
 
 @dataclass(frozen=True)
@@ -73,7 +79,13 @@ class Hit:
     node: Node
     score: float
     property: str
-    snippet: str
+    text: str  # the property's text
+    terms: tuple[Term, ...]  # the words that matched
+
+    @builtins.property  # the field `property` shadows the builtin here
+    def snippet(self) -> str:
+        """Up to `SNIPPET` characters of the property's text around its first match (made for a page's hits only)."""
+        return _snippet(self.text, self.terms)
 
     def as_json(self, model: Model) -> dict[str, Any]:
         display = model.node_types[self.node.type].display
@@ -123,35 +135,120 @@ def parse_query(tool: str, text: str) -> tuple[Term, ...]:
     return tuple(Term(w, stem(w)) for w in dict.fromkeys(kept))
 
 
-def weights(node_type: NodeType) -> dict[str, float]:
-    """What each searched property of a type weighs: key and display 3, arrays of words 2, other text 1."""
-    props: Mapping[str, Any] = node_type.schema.get("properties", {})
-    out = dict.fromkeys(node_type.text, 1.0)
-    out.update({name: 2.0 for name in WORD_ARRAYS if name in props})
-    out.update(dict.fromkeys((node_type.key, node_type.display), 3.0))
-    return out
-
-
 def search(
     store: Store, model: Model, sight: Sight | None, terms: Sequence[Term], types: Sequence[str] | None
 ) -> SearchResult:
-    """Every visible node of `types` (all types when None) matching any of `terms`, ranked."""
+    """Every visible node of `types` (all types when None) matching any of `terms` or another name of what they
+    name (`alternatives`), ranked."""
     searched = [t.name for t in model.node_types.values() if types is None or t.name in types]
     only = searched[0] if len(searched) == 1 else None
     fields = {t.name: t.text for t in model.node_types.values()}
-    candidates: dict[str, Node] = {}
+    found, cut = _candidates(store, terms, only, fields, sight)
+    others = _alternatives(model, terms, found.values())
+    extra = tuple(dict.fromkeys(t for a in others for t in a.terms if t not in terms))
+    if extra:
+        more, more_cut = _candidates(store, extra, only, fields, sight)
+        found, cut = found | more, cut or more_cut
+    candidates = [n for n in found.values() if n.type in searched]
+    if only is not None or types is None:
+        population = store.find_nodes(NodeQuery(only, sight=sight), after=None, limit=1)[1]
+    else:
+        population = sum(store.find_nodes(NodeQuery(t, sight=sight), after=None, limit=1)[1] for t in searched)
+    hits = _rank(model, terms, others, candidates, population)
+    return SearchResult(tuple(hits), dict(sorted(Counter(h.node.type for h in hits).items())), cut)
+
+
+_rankings: OrderedDict[tuple[Any, ...], SearchResult] = OrderedDict()
+_rankings_lock = threading.Lock()
+
+
+def ranked(
+    store: Store,
+    model: Model,
+    sight: Sight | None,
+    terms: Sequence[Term],
+    types: Sequence[str] | None,
+    revision: int,
+    *,
+    compute: bool = True,
+) -> SearchResult | None:
+    """`search` at `revision`, kept for the next pages: a page after the first reads the ranking its first page
+    made, so paging ranks once and every page of one cursor comes from one ranking. Kept per store location,
+    model, sight, words and types, the last `RANKINGS` of them. With `compute` false, only a kept ranking (None
+    when there is none, as for a revision the store has moved past)."""
+    key = (store.location, model.digest, revision, sight, tuple(terms), None if types is None else tuple(types))
+    with _rankings_lock:
+        if (kept := _rankings.get(key)) is not None:
+            _rankings.move_to_end(key)
+            return kept
+    if not compute:
+        return None
+    result = search(store, model, sight, terms, types)
+    with _rankings_lock:
+        _rankings[key] = result
+        while len(_rankings) > RANKINGS:
+            _rankings.popitem(last=False)
+    return result
+
+
+def forget_rankings() -> None:
+    """Drop every kept ranking (a benchmark timing the ranking itself, not a kept one)."""
+    with _rankings_lock:
+        _rankings.clear()
+
+
+def _candidates(
+    store: Store, terms: Sequence[Term], only: str | None, fields: Mapping[str, tuple[str, ...]], sight: Sight | None
+) -> tuple[dict[str, Node], bool]:
+    """The visible nodes holding a needle of `terms`, and whether a needle had more than `CANDIDATES`."""
+    found: dict[str, Node] = {}
     cut = False
     for needle in _needles(terms, store, only, fields, sight):
         query = NodeQuery(only, text=needle, text_fields=fields, sight=sight)
         nodes, total = store.find_nodes(query, after=None, limit=CANDIDATES)
         cut = cut or total > len(nodes)
-        candidates.update((n.id, n) for n in nodes if n.type in searched)
-    if only is not None or types is None:
-        population = store.find_nodes(NodeQuery(only, sight=sight), after=None, limit=1)[1]
-    else:
-        population = sum(store.find_nodes(NodeQuery(t, sight=sight), after=None, limit=1)[1] for t in searched)
-    hits = _rank(model, terms, candidates.values(), population)
-    return SearchResult(tuple(hits), dict(sorted(Counter(h.node.type for h in hits).items())), cut)
+        found.update((n.id, n) for n in nodes)
+    return found, cut
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """Another name of something the query names: `covers` are the query's words that name it, `terms` the
+    words of the other name (`SLO` and `service level objective`, `double entry` and `double-entry bookkeeping`)."""
+
+    covers: frozenset[Term]
+    terms: tuple[Term, ...]
+
+
+def _alternatives(model: Model, terms: Sequence[Term], nodes: Iterable[Node]) -> tuple[Alternative, ...]:
+    """The other names of what the query names, from the data the caller sees: a node of a type with `names`
+    properties (`x-canon-search` names: an abbreviation's expansion, synonyms) one of whose names (its display
+    value or a names value) the query says, word for word by stem, offers each of its other names."""
+    stems = [t.stem for t in terms]
+    out: dict[Alternative, None] = {}
+    for node in nodes:
+        node_type = model.node_types[node.type]
+        if not node_type.names:
+            continue
+        names = [_name_terms(line) for p in (node_type.display, *node_type.names)
+                 for line in property_text(node.properties.get(p)).splitlines()]  # fmt: skip
+        said = [n for n in names if n and _said(stems, [t.stem for t in n])]
+        if not said:
+            continue
+        covers = frozenset(t for n in said for t in terms if t.stem in {x.stem for x in n})
+        for other in names:
+            if other and other not in said and len(out) < MAX_ALTERNATIVES:
+                out[Alternative(covers, other)] = None
+    return tuple(out)
+
+
+def _name_terms(name: str) -> tuple[Term, ...]:
+    return tuple(Term(w, stem(w)) for w in words(name) if w not in STOP_WORDS)[:MAX_WORDS]
+
+
+def _said(query: Sequence[str], name: Sequence[str]) -> bool:
+    """Whether the stems of a name stand one after another in the query's."""
+    return any(list(query[i : i + len(name)]) == list(name) for i in range(len(query) - len(name) + 1))
 
 
 def _needles(
@@ -215,13 +312,20 @@ class _Scored:
     exact: bool
 
 
-def _score_node(node: Node, node_type: NodeType, terms: Sequence[Term], phrase: list[str]) -> _Scored | None:
+def _score_node(
+    node: Node,
+    node_type: NodeType,
+    terms: Sequence[Term],
+    phrase: list[str],
+    own: Set[Term],
+    memo: dict[str, tuple[tuple[Term, float], ...]],
+) -> _Scored | None:
     tf: dict[Term, float] = {}
     length = 0.0
     best = (0.0, "", "")
     exact = False
-    for name, weight in weights(node_type).items():
-        text = _text(node.properties.get(name))
+    for name, weight in node_type.weights:
+        text = property_text(node.properties.get(name))
         if not text:
             continue
         tokens = words(text)
@@ -230,19 +334,25 @@ def _score_node(node: Node, node_type: NodeType, terms: Sequence[Term], phrase: 
             exact = True
         found = 0.0
         for token in tokens:
-            token_stem = stem(token)
-            for term in terms:
-                if quality := _match(term, token, token_stem):
-                    tf[term] = tf.get(term, 0.0) + weight * quality
-                    found += weight * quality
+            if (matches := memo.get(token)) is None:
+                token_stem = stem(token)
+                matches = memo[token] = tuple((t, q) for t in terms if (q := _match(t, token, token_stem)))
+            for term, quality in matches:
+                tf[term] = tf.get(term, 0.0) + weight * quality
+                found += weight * quality * (1 if term in own else ALTERNATIVE)
         if found > best[0]:
             best = (found, name, text)
     return _Scored(node, tf, length, best, exact) if tf else None
 
 
-def _rank(model: Model, terms: Sequence[Term], nodes: Iterable[Node], population: int) -> list[Hit]:
+def _rank(
+    model: Model, terms: Sequence[Term], others: Sequence[Alternative], nodes: Iterable[Node], population: int
+) -> list[Hit]:
     phrase = [t.word for t in terms]
-    scored = [s for n in nodes if (s := _score_node(n, model.node_types[n.type], terms, phrase)) is not None]
+    every = tuple(dict.fromkeys([*terms, *(t for a in others for t in a.terms)]))
+    own = set(terms)
+    memo: dict[str, tuple[tuple[Term, float], ...]] = {}  # a word's matches: words repeat across the candidates
+    scored = [s for n in nodes if (s := _score_node(n, model.node_types[n.type], every, phrase, own, memo))]
     if not scored:
         return []
     average = sum(s.length for s in scored) / len(scored) or 1.0
@@ -251,21 +361,14 @@ def _rank(model: Model, terms: Sequence[Term], nodes: Iterable[Node], population
     hits: list[Hit] = []
     for s in scored:
         norm = K1 * (1 - B + B * s.length / average)
-        score = sum(idf[t] * tf * (K1 + 1) / (tf + norm) for t, tf in s.tf.items())
-        score *= (1 + len(s.tf)) / (1 + len(terms))
+        score = sum((1 if t in own else ALTERNATIVE) * idf[t] * tf * (K1 + 1) / (tf + norm) for t, tf in s.tf.items())
+        matched = own.intersection(s.tf).union(*(a.covers for a in others if all(t in s.tf for t in a.terms)))
+        score *= (1 + len(matched)) / (1 + len(terms))
         if s.exact:
-            score += sum(idf.values()) + 10
-        hits.append(Hit(s.node, score, s.best[1], _snippet(s.best[2], terms)))
+            score += sum(idf[t] for t in terms if t in idf) + 10
+        hits.append(Hit(s.node, score, s.best[1], s.best[2], every))
     hits.sort(key=lambda h: (-round(h.score, 9), h.node.id))
     return hits
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return ", ".join(v for v in value if isinstance(v, str))  # pyright: ignore[reportUnknownVariableType]
-    return ""
 
 
 def _snippet(text: str, terms: Sequence[Term]) -> str:

@@ -50,6 +50,7 @@ __all__ = [
     "claims",
     "discover",
     "host_for",
+    "page_shell_of",
     "serves_browsers",
     "surface_named",
 ]
@@ -202,6 +203,18 @@ def serves_browsers(surface: Surface) -> bool:
     """Whether web pages on other origins may call `surface` (CORS, `core.http.cors`): its optional `cors`
     attribute (REST, GraphQL and llms.txt say True; MCP follows the MCP specification's Origin rule instead)."""
     return getattr(surface, "cors", False) is True
+
+
+def _no_shells(scope: Scope) -> bool:
+    return False
+
+
+def page_shell_of(surface: Surface) -> Callable[[Scope], bool]:
+    """Which requests to `surface` are for a page shell: its optional `page_shell(scope)` (REST's `/docs`, GraphQL's
+    GraphiQL page), else none. A shell is a page that holds no data (HTML and scripts the same for every caller), so
+    the host serves it without a token even when anonymous access is off; the calls it makes carry the token."""
+    shell: Callable[[Scope], bool] | None = getattr(surface, "page_shell", None)
+    return shell if callable(shell) else _no_shells
 
 
 FIRST = "mcp"

@@ -28,11 +28,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from core.config import Config
 from core.dialect import ecma_regex
 from core.errors import ConfigError, NotFoundError, Problem, ValidationError
 from core.principal import ANONYMOUS, ROLES, Principal
 
-__all__ = ["TOKEN_PREFIX", "TokenEntry", "TokenFile"]
+__all__ = ["TOKEN_PREFIX", "TokenEntry", "TokenFile", "token_file"]
 
 TOKEN_PREFIX = "canon_"  # makes a leaked token easy to recognise for secret scanners
 NAME_RE = ecma_regex(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
@@ -58,10 +59,12 @@ def _digest(token: str) -> str:
 
 
 class TokenFile:
-    """The token file at `path` (it need not exist: then there are no tokens)."""
+    """The token file at `path` (it need not exist: then there are no tokens). Names starting with
+    `reserved_prefix` belong to an OAuth issuer's principals (`[oauth] name_prefix`): no token is made for one."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, reserved_prefix: str | None = None) -> None:
         self.path = path
+        self.reserved_prefix = reserved_prefix
         self._lock = threading.Lock()
         self._seen: tuple[int, int, int] | None = None  # (inode, size, mtime_ns) of the loaded file
         self._by_hash: dict[str, tuple[TokenEntry, float | None]] = {}  # sha256 -> entry, expiry (epoch seconds)
@@ -77,6 +80,12 @@ class TokenFile:
                 if hmac.compare_digest(known, digest):
                     return entry.principal() if expires is None or time.time() < expires else None
         return None
+
+    def any(self) -> bool:
+        """Whether the file holds any token (current or not): whether canon's own tokens are in use."""
+        with self._lock:
+            self._refresh()
+            return bool(self._by_hash)
 
     def _refresh(self) -> None:
         try:
@@ -120,6 +129,14 @@ class TokenFile:
             problems.append(Problem("/name", f"{name!r} is not a name (letters, digits, . _ @ -; at most 128)"))
         elif name in RESERVED:
             problems.append(Problem("/name", f"{name!r} is reserved: it names the caller without a token"))
+        elif self.reserved_prefix and name.startswith(self.reserved_prefix):
+            problems.append(
+                Problem(
+                    "/name",
+                    f"{name!r} starts with {self.reserved_prefix!r}, the prefix of the OAuth "
+                    "issuer's principals ([oauth] name_prefix); choose another name",
+                )
+            )
         if role not in ROLES:
             problems.append(Problem("/role", f"{role!r} is not a role; choose one of {', '.join(ROLES)}"))
         problems += [Problem(f"/groups/{i}", f"{g!r} is not a group name") for i, g in enumerate(given)
@@ -160,6 +177,11 @@ class TokenFile:
         except BaseException:
             Path(temp).unlink(missing_ok=True)
             raise
+
+
+def token_file(config: Config) -> TokenFile:
+    """The token file `config` names, its names kept apart from those of the configured OAuth issuer, if any."""
+    return TokenFile(config.tokens, None if config.oauth is None else config.oauth.name_prefix)
 
 
 def _record(entry: TokenEntry) -> dict[str, Any]:

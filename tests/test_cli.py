@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from core.config import _KEYS as CONFIG_KEYS  # pyright: ignore[reportPrivateUsage]
+from core.config import Config
 from core.model import default_model_path, load_model
 from core.synthetic import write_synthetic
-from tests.conftest import run_canon
+from tests.conftest import REPO, run_canon
 from tests.core.test_model import EIGHT, eight_problems_in_one_type
 
 COMMANDS = ("init", "validate", "import", "export", "stats", "config", "synth")
@@ -97,6 +101,33 @@ def test_init_again_keeps_the_existing_store(tmp_path: Path) -> None:
     assert _stats(tmp_path) == first
 
 
+def test_the_deploy_guide_s_setup_creates_an_empty_store_on_the_organisation_s_model(tmp_path: Path) -> None:
+    guide = (REPO / "docs" / "operations" / "deploy.md").read_text(encoding="utf-8")
+    section = guide.split("## The service\n", 1)[1].split("\n## ", 1)[0]
+    (tmp_path / "canon.toml").write_text(section.split("```toml\n", 1)[1].split("```", 1)[0], encoding="utf-8")
+    document = json.loads(default_model_path().read_text(encoding="utf-8"))
+    document["x-canon-model"]["name"] = "acme"  # an organisation's own model, of the embedded one's types
+    (tmp_path / "model.schema.json").write_text(json.dumps(document), encoding="utf-8")
+
+    checked = run_canon("validate", cwd=tmp_path)
+    created = run_canon("init", cwd=tmp_path)
+
+    assert checked.returncode == EXIT_OK, checked.stderr
+    assert created.returncode == EXIT_OK, created.stderr
+    quoted = re.search(r"`(Created canon\.db .*?)`", section, re.DOTALL)
+    assert quoted is not None
+    assert created.stdout.strip() == " ".join(quoted[1].split())
+    assert (_stats(tmp_path)["nodes"], _stats(tmp_path)["edges"]) == (0, 0)
+
+
+def test_init_on_the_embedded_model_with_seed_false_creates_an_empty_store(tmp_path: Path) -> None:
+    (tmp_path / "canon.toml").write_text("[model]\nseed = false\n", encoding="utf-8")
+
+    stats = _init(tmp_path)
+
+    assert (stats["model"]["name"], stats["nodes"], stats["edges"]) == ("northwind", 0, 0)
+
+
 # -- validate ------------------------------------------------------------------------------------------------------
 def test_validate_without_a_file_checks_the_embedded_model(tmp_path: Path) -> None:
     result = run_canon("validate", cwd=tmp_path)
@@ -125,6 +156,19 @@ def test_validate_a_bad_model_exits_1_naming_the_file_and_every_pointer(tmp_path
         "/$defs/Team/properties/slug/type",
     ):
         assert pointer in result.stderr
+
+
+def test_validate_names_a_ref_cycle_and_where_it_closes(tmp_path: Path) -> None:
+    document = json.loads(default_model_path().read_text(encoding="utf-8"))
+    document["$defs"]["Team"]["properties"]["parent"] = {"$ref": "#/$defs/Team"}
+    (tmp_path / "cyclic.json").write_text(json.dumps(document), encoding="utf-8")
+
+    result = run_canon("validate", "cyclic.json", cwd=tmp_path)
+
+    assert result.returncode == EXIT_PROBLEMS, result.stderr  # a problem, not a RecursionError's traceback
+    assert "/$defs/Team/properties/parent/$ref" in result.stderr
+    assert "$ref cycle Team.properties.parent -> Team" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_validate_lists_every_problem_in_one_run_even_under_a_wrong_type_keyword(tmp_path: Path) -> None:
@@ -219,9 +263,12 @@ def test_import_with_progress_draws_a_progress_bar_on_stderr(tmp_path: Path) -> 
     result = run_canon("--model", str(default_model_path()), "import", "synthetic.jsonl", "--progress", cwd=tmp_path)
 
     assert result.returncode == EXIT_OK, result.stderr
-    assert "writing" in result.stderr
-    assert "%" in result.stderr
-    assert "100%" in result.stderr  # the last update is always drawn
+    records = len((tmp_path / "synthetic.jsonl").read_text(encoding="utf-8").splitlines())
+    drawn = [line.strip() for line in result.stderr.replace("\r", "\n").splitlines() if line.strip()]
+    assert all(line.startswith("writing:") for line in drawn), drawn
+    last = drawn[-1]  # the last update is always drawn: every record, its rate, no time left
+    assert re.search(rf"100%.* {records}/{records} \[\d\d:\d\d<00:00, +[\d.]+ records/s\]$", last), last
+    assert any(re.search(rf" \d+/{records} \[\d\d:\d\d<\d\d:\d\d", line) for line in drawn[:-1]), drawn
     assert _stats(tmp_path, "--model", str(default_model_path()))["nodes"] == 2_000
 
 
@@ -395,4 +442,75 @@ def test_config_shows_the_oauth_issuer_and_its_defaults(tmp_path: Path) -> None:
     assert shown["settings"]["oauth"]["issuer"] == "https://login.example.com/realms/acme"
     assert shown["settings"]["oauth"]["roles"] == {"canon:read": "reader", "canon:write": "writer",
                                                    "canon:admin": "admin"}  # fmt: skip
-    assert "canon.toml" in shown["from"]["oauth"]
+    assert shown["from"]["oauth"]["issuer"] == "canon.toml [oauth] issuer"
+    assert shown["from"]["oauth"]["roles"] == "default"
+
+
+EVERY_KEY: dict[str, dict[str, Any]] = {
+    "store": {"path": "data/canon.db"},
+    "model": {"path": "model.json", "seed": False, "follow": True},
+    "server": {"host": "0.0.0.0", "port": 9001, "max_body_bytes": 2048, "max_streams": 5, "stream_backlog": 7,
+               "mcp_fastpath": False, "walk_workers": 3, "ui_assets": "assets",
+               "allowed_hosts": ["canon.example.test"], "allowed_origins": ["https://app.example.test"],
+               "public_url": "https://canon.example.test/kb", "root_path": "/kb", "trusted_proxies": ["10.0.0.0/8"]},
+    "metrics": {"enabled": False, "protected": True},
+    "tracing": {"enabled": True},
+    "logging": {"format": "json", "access_log": True},
+    "auth": {"tokens": "tokens.json", "anonymous": False},
+    "local": {"name": "agent", "role": "reader", "groups": ["ops"]},
+    "oauth": {"issuer": "https://login.example.test/acme", "resource": "https://canon.example.test/kb/mcp",
+              "jwks_url": "https://login.example.test/jwks", "audience": "canon", "algorithms": ["ES256"],
+              "leeway_s": 5, "name_claim": "email", "roles_claim": "roles", "groups_claim": "teams",
+              "roles": {"canon:read": "reader"}, "jwks_cache_s": 60, "jwks_min_refresh_s": 10, "fetch_timeout_s": 3,
+              "name_prefix": "idp."},
+    "retention": {"audit_days": 90, "changes_keep_revisions": 1000, "changes_days": 30},
+}  # fmt: skip
+"""A canon.toml setting every key of the configuration schema (but `[store] url`, the other form of `path`)."""
+
+
+def _toml(sections: dict[str, dict[str, Any]]) -> str:
+    def value(v: Any) -> str:
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{json.dumps(k)} = {value(x)}" for k, x in v.items()) + "}"
+        return json.dumps(v)  # a JSON string, number, boolean or list of them is TOML too
+
+    return "".join(f"[{name}]\n" + "".join(f"{k} = {value(v)}\n" for k, v in keys.items())
+                   for name, keys in sections.items())  # fmt: skip
+
+
+@pytest.mark.parametrize("store", [{"path": "data/canon.db"}, {"url": "postgresql://canon@db.example.test/canon"}])
+def test_config_shows_every_setting_of_the_schema_with_its_value_and_origin(
+    tmp_path: Path, store: dict[str, str]
+) -> None:
+    schema = json.loads((Path(__file__).parent.parent / "schema/config/config.schema.json").read_text("utf-8"))
+    schema_keys = {(name, key) for name, section in schema["properties"].items() for key in section["properties"]}
+    assert {(name, key) for name, keys in EVERY_KEY.items() for key in keys} | {("store", "url")} == schema_keys
+    written = {**EVERY_KEY, "store": store}
+    (tmp_path / "canon.toml").write_text(_toml(written), encoding="utf-8")
+
+    result = run_canon("config", cwd=tmp_path, env={"CANON_CACHE": "cache"})
+
+    assert result.returncode == EXIT_OK, result.stderr
+    shown = json.loads(result.stdout)
+    settings, origins = shown["settings"], shown["from"]
+    assert set(settings) == set(origins) == {f.name for f in fields(Config)} - {"source", "origins"}
+    attrs = {(section, key): attr for section, key, attr in CONFIG_KEYS}
+    for section, keys in written.items():
+        for key, value in keys.items():
+            if section == "oauth":
+                got, origin = settings["oauth"][key], origins["oauth"][key]
+            else:
+                got, origin = settings[attrs[section, key]], origins[attrs[section, key]]
+            assert (got, origin) == (value, f"canon.toml [{section}] {key}"), (section, key)
+    assert (settings["cache"], origins["cache"]) == ("cache", "$CANON_CACHE")
+
+
+def test_config_shows_a_store_url_without_its_password(tmp_path: Path) -> None:
+    (tmp_path / "canon.toml").write_text('[store]\nurl = "postgresql://canon:s3cret-pw@db.example.test/canon"\n',
+                                         encoding="utf-8")  # fmt: skip
+
+    result = run_canon("config", cwd=tmp_path)
+
+    assert result.returncode == EXIT_OK, result.stderr
+    assert json.loads(result.stdout)["settings"]["store"] == "postgresql://canon:***@db.example.test/canon"
+    assert "s3cret-pw" not in result.stdout

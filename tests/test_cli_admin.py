@@ -201,6 +201,22 @@ def test_the_configuration_names_the_token_file_relative_to_itself(tmp_path: Pat
     assert stat.S_IMODE((tmp_path / "etc" / "tokens" / "canon.json").stat().st_mode) == 0o600
 
 
+@pytest.mark.parametrize("prefix", [None, "kc-"], ids=["default", "configured"])
+def test_a_name_in_the_oauth_issuers_namespace_is_refused(tmp_path: Path, prefix: str | None) -> None:
+    setting = "" if prefix is None else f'name_prefix = "{prefix}"\n'
+    oauth = f'[oauth]\nissuer = "https://login.example.com"\nresource = "https://canon.example.com"\n{setting}'
+    (tmp_path / "canon.toml").write_text(oauth, encoding="utf-8")
+    name = f"{prefix or 'oauth.'}alice"
+
+    refused = run_canon("token", "create", name, "--role", "reader", cwd=tmp_path)
+    allowed = run_canon("token", "create", "alice", "--role", "reader", cwd=tmp_path)
+
+    assert refused.returncode == EXIT_PROBLEMS
+    assert f"{name!r} starts with {prefix or 'oauth.'!r}" in refused.stderr
+    assert "/name" in refused.stderr
+    assert allowed.returncode == 0, allowed.stderr
+
+
 # -- tokens that expire --------------------------------------------------------------------------------------------
 def test_create_with_expires_in_records_the_expiry_and_list_shows_it(tmp_path: Path) -> None:
     done = run_canon("token", "create", "temp", "--role", "reader", "--expires-in", "2h", cwd=tmp_path)

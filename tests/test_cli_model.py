@@ -7,11 +7,13 @@ import copy
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from core.model import default_model_path, load_model
@@ -138,6 +140,39 @@ def test_model_diff_of_an_added_optional_property_passes_fail_on_breaking(seeded
     assert ": compatible" in result.stdout.splitlines()[0]
 
 
+@pytest.mark.parametrize("command", [("diff",), ("apply", "--dry-run")])
+def test_model_diff_and_apply_show_their_long_phases_on_stderr_and_nothing_off_a_terminal(
+    seeded: Path, command: tuple[str, ...]
+) -> None:
+    stats = json.loads(run_canon("stats", cwd=seeded).stdout)
+    records = stats["nodes"] + stats["edges"]
+
+    shown = run_canon("model", *command, "compatible.json", "--progress", cwd=seeded)
+    quiet = run_canon("model", *command, "compatible.json", cwd=seeded)  # stderr is a pipe: no terminal
+
+    assert shown.returncode == quiet.returncode == EXIT_OK, shown.stderr + quiet.stderr
+    drawn = [line.strip() for line in shown.stderr.replace("\r", "\n").splitlines() if line.strip()]
+    rendered = [line for line in drawn if line.startswith("rendering:")]
+    assert rendered, drawn
+    assert re.search(r"^rendering: 100%.* 2/2 \[\d\d:\d\d<00:00, +[\d.]+ models/s\]$", rendered[-1]), rendered
+    last = drawn[-1]
+    assert re.search(rf"^checking: 100%.* {records}/{records} \[\d\d:\d\d<00:00, +[\d.]+ records/s\]$", last), last
+    assert quiet.stderr == ""
+    assert quiet.stdout == shown.stdout
+
+
+def test_model_apply_shows_the_store_s_own_check_of_every_record_as_a_phase(copied: Path) -> None:
+    stats = json.loads(run_canon("stats", cwd=copied).stdout)
+    records = stats["nodes"] + stats["edges"]
+
+    applied = run_canon("model", "apply", "--yes", "--progress", "compatible.json", cwd=copied)
+
+    assert applied.returncode == EXIT_OK, applied.stderr
+    drawn = [line.strip() for line in applied.stderr.replace("\r", "\n").splitlines() if line.strip()]
+    assert [line.split(":")[0] for line in drawn if line.startswith(("applying", "checking"))][-1] == "applying"
+    assert re.search(rf"^applying: 100%.* {records}/{records} \[", drawn[-1]), drawn[-1]
+
+
 def _follow_config(folder: Path, model: str) -> None:
     (folder / "canon.toml").write_text(f'[model]\npath = "{model}"\nfollow = true\n', encoding="utf-8")
 
@@ -243,3 +278,39 @@ def test_init_with_a_differing_model_file_refuses_and_says_to_apply_it(copied: P
     assert result.returncode == EXIT_PROBLEMS
     assert "canon model apply compatible.json" in result.stderr
     assert _digest(copied / "canon.db") == before
+
+
+# -- the restart after an apply ----------------------------------------------------------------------------------------
+@pytest.mark.both_backends
+def test_serve_restarted_after_a_model_apply_serves_the_applied_model_in_every_worker_and_says_how_to_update_the_file(
+    store_location: str | Path, tmp_path: Path
+) -> None:
+    """`canon serve` with the canon.toml it started with (whose model file is now an older model of the store's
+    history) starts on the store's model instead of refusing to start: under `Restart=on-failure`, no crash loop."""
+    from tests.mcp.conftest import serving
+
+    _model_file(tmp_path, "model.json", lambda document: None)
+    _model_file(tmp_path, "compatible.json", _with_team_budget)
+    (tmp_path / "canon.toml").write_text('[model]\npath = "model.json"\n', encoding="utf-8")
+    store = str(store_location)
+    assert run_canon("--store", store, "init", cwd=tmp_path).returncode == EXIT_OK
+    applied = run_canon("--store", store, "model", "apply", "compatible.json", "--yes", cwd=tmp_path)
+    assert applied.returncode == EXIT_OK, applied.stderr
+
+    with serving(store, "--workers", "2", cwd=tmp_path) as process:
+        with httpx2.Client(base_url=process.base, timeout=30) as http:
+            schema = http.get("/openapi.json").json()["components"]["schemas"]
+        assert "budget" in schema["Team"]["properties"]
+        warnings = [line for line in process.output().splitlines() if "canon model show > " in line]
+    # one from the serving process and one from each worker: each opened the store through `open_instance`
+    assert len(warnings) == 3, warnings
+    assert "model.json" in warnings[0]
+    assert "[model] path" in warnings[0]
+
+
+def test_serve_with_an_unknown_model_file_names_both_fixes(seeded: Path) -> None:
+    unknown = _model_file(seeded.parent, "unknown.json", lambda d: d.update({"$id": "https://example.com/x.json"}))
+    result = run_canon("--model", str(unknown), "serve", "--port", "0", cwd=seeded)
+    assert result.returncode == EXIT_USAGE
+    assert f"canon model show > {unknown}" in result.stderr
+    assert f"canon model apply {unknown}" in result.stderr

@@ -371,6 +371,33 @@ async def test_the_same_failure_is_the_same_error_class_everywhere(
     assert got == {"mcp": ("error", code), "rest": ("error", code), "graphql": ("error", code)}, what
 
 
+INVERSE_NAMES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    ("get_neighbors", {"id": PUBLIC_SERVICE, "direction": "out", "edge_types": ["owned_by"]},
+     {"id": PUBLIC_SERVICE, "direction": "in", "edge_types": ["owns"]}),
+    ("find_paths", {"source": PUBLIC_SERVICE, "target": "team-payments", "direction": "out",
+                    "edge_types": ["owned_by"]},
+     {"source": PUBLIC_SERVICE, "target": "team-payments", "direction": "in", "edge_types": ["owns"]}),
+    ("query_graph", {"match": [{"node": "s", "id": PUBLIC_SERVICE}, {"edge": "owned_by", "from": "s", "to": "t"}]},
+     {"match": [{"node": "s", "id": PUBLIC_SERVICE}, {"edge": "owns", "from": "t", "to": "s"}]}),
+]  # fmt: skip
+
+
+async def test_an_inverse_edge_name_is_its_type_the_other_way_on_mcp_rest_and_graphql(
+    seed_template: Path, tmp_path: Path
+) -> None:
+    instance = open_copy(seed_template, tmp_path)
+    try:
+        async with callers(instance, token(instance, "rita", "reader")) as on:
+            for tool, inverse, forward in INVERSE_NAMES:
+                for surface in (on.on_mcp, on.on_rest, on.on_graphql):
+                    got, expected = await surface(tool, inverse), await surface(tool, forward)
+                    assert got[0] == "ok", (tool, surface.__name__, got)
+                    assert comparable(got) == comparable(expected), (tool, surface.__name__)
+                    assert got[1]["items"], (tool, surface.__name__)
+    finally:
+        instance.close()
+
+
 async def test_changes_from_before_the_compacted_log_are_gone_on_every_surface(
     seed_template: Path, tmp_path: Path
 ) -> None:

@@ -86,3 +86,19 @@ def test_the_surface_guides_tool_tables_are_what_canon_generate_writes(model: Mo
     current = {name: (folder / name).read_text(encoding="utf-8") for name in ("mcp.md", "rest.md", "graphql.md")}
 
     assert guides(build_registry(model), folder) == current  # else: run `canon generate`
+
+
+def test_the_example_systemd_unit_leaves_every_setting_to_canon_toml() -> None:
+    unit = (DOCS / "operations" / "examples" / "canon.service").read_text(encoding="utf-8")
+    (command,) = [line.removeprefix("ExecStart=") for line in unit.splitlines() if line.startswith("ExecStart=")]
+    program, *arguments = command.split()
+
+    args = _parser().parse_args(arguments)
+
+    assert program.endswith("/bin/canon")
+    assert args.handler.__name__ == "_serve"
+    overriding = {"config": args.config, "store": args.store, "model": args.model, "host": args.host,
+                  "port": args.port}  # fmt: skip
+    assert {name: value for name, value in overriding.items() if value is not None} == {}, (
+        "an option here would silently win over canon.toml in the working directory"
+    )

@@ -16,6 +16,7 @@ import base64
 import copy
 import json
 import math
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import anyio
 import httpx2
 import jwt
 import pytest
@@ -36,13 +38,14 @@ from core.instance import Instance, open_instance
 from core.mcp.surface import surface as mcp_surface
 from core.model import load_model
 from core.paging import encode_cursor
+from core.principal import Principal
 from core.registry import ToolDefinition, build_registry
 from core.store import copy_store
 from generators.rest.app import surface as rest_surface
 from generators.rest.openapi import ToolRoute, route_of
 from tests.generators.conftest import live, open_copy, token
 from tests.http.test_oauth import RESOURCE as OAUTH_RESOURCE
-from tests.http.test_oauth import Issuer, running_issuer
+from tests.http.test_oauth import Issuer, bearer, rsa_key, running_issuer
 from tests.http.test_oauth import canon as oauth_instance
 from tests.http.test_oauth import http as oauth_http
 from tests.http.test_oauth import settings as oauth_settings
@@ -338,6 +341,107 @@ def test_every_tool_of_the_registry_is_fuzzed(target: Target) -> None:
     assert [t.name for t in target.instance.registry.tools] == TOOLS
 
 
+# -- items 27 and 29 of issue 25: the REST next link, one validation, error classes ---------------------------------
+NESTED = "@nested@"
+
+
+def _nested_model_call(depth: int, meta: dict[str, Any] | None) -> bytes:
+    """A tools/call of apply_model whose model nests one property's `examples` `depth` arrays deep: valid JSON (no
+    encoder here could write it: `json.dumps` recurses), not a valid model."""
+    document = copy.deepcopy(dict(load_model().document))
+    document["$defs"]["Team"]["properties"]["name"]["examples"] = NESTED
+    params: dict[str, Any] = {"name": "apply_model", "arguments": {"model": document, "dry_run": True}}
+    if meta is not None:
+        params["_meta"] = meta
+    text = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params})
+    return text.replace(json.dumps(NESTED), "[" * depth + '"bottom"' + "]" * depth).encode()
+
+
+def test_the_rest_next_link_is_built_from_the_validated_arguments_not_the_query_string(target: Target) -> None:
+    # over-encoded names (%54 is T) make a query string three times as long as the arguments it carries
+    bloated = "type=%54%65%61%6d&limit=%32&fields=%6e%61%6d%65&fields=%72%65%76%69%73%69%6f%6e"
+
+    first = target.http.get(f"/api/nodes?{bloated}")
+
+    assert first.status_code == 200, first.text
+    cursor = first.json()["next_cursor"]
+    link = first.headers["link"]
+    assert (
+        link
+        == f'</api/nodes?type=Team&limit=2&fields=name&fields=revision&cursor={quote(cursor, safe="")}>; rel="next"'
+    )
+    following = target.http.get(link[1 : link.index(">")])
+    assert following.status_code == 200, following.text
+    assert [set(n) for n in following.json()["items"]] == [{"id", "type", "visibility", "properties", "revision"}] * 2
+
+
+def test_a_query_string_near_the_url_limit_never_comes_back_in_a_header(target: Target) -> None:
+    huge = "[" + ",".join(map(str, range(2_000))) + "]"  # the 79 KB URL of the report, within this client's limit
+
+    answer = target.http.get("/api/nodes", params={"type": "Team", "limit": "1", "fields": huge})
+
+    assert answer.status_code == 400, answer.text[:300]
+    assert "link" not in answer.headers
+    assert [p["pointer"] for p in answer.json()["errors"]] == ["/fields/0"]
+
+
+@pytest.mark.parametrize("text", ["[0,1]", "0", "Name", "x" * 65])
+def test_rest_and_mcp_refuse_the_same_fields_with_the_same_problem(target: Target, text: str) -> None:
+    rest = target.http.get("/api/nodes", params={"type": "Team", "fields": text})
+    direct = target.instance.dispatcher.call_tool(Principal("hostile", frozenset({"admin"})), "mcp", "find_nodes",
+                                                  {"type": "Team", "fields": [text]})  # fmt: skip
+
+    assert rest.status_code == 400, rest.text[:300]
+    assert direct.error is not None
+    problems = direct.as_json()["error"]["problems"]
+    assert [(p["pointer"], p["message"]) for p in rest.json()["errors"]] == [
+        (p["pointer"], p["message"]) for p in problems
+    ]
+    assert [p["pointer"] for p in problems] == ["/fields/0"]
+
+
+@pytest.mark.parametrize("depth", [950, 20_000])
+@pytest.mark.parametrize("way", [LEGACY, MODERN])
+def test_a_model_nested_too_deeply_is_invalid_arguments_not_a_parse_error(target: Target, way: str, depth: int) -> None:
+    tool = target.instance.registry.tool("apply_model")
+    if way == LEGACY:
+        headers = {**LEGACY_HEADERS, "mcp-session-id": target.legacy_session(), "mcp-protocol-version": LEGACY}
+        body = _nested_model_call(depth, None)
+    else:
+        headers = {**LEGACY_HEADERS, "mcp-protocol-version": MODERN, "mcp-method": "tools/call",
+                   "mcp-name": "apply_model"}  # fmt: skip
+        body = _nested_model_call(depth, envelope())
+
+    response = target.http.post("/mcp", content=body, headers=headers)
+
+    check_rpc(tool, response, "nested model")
+    answer = _rpc_answer(response)
+    assert answer["id"] == 7
+    assert "error" not in answer, answer["error"]
+    assert answer["result"]["isError"] is True
+    error = json.loads(answer["result"]["content"][0]["text"])["error"]
+    assert error["code"] == "invalid_arguments"
+    [problem] = error["problems"]
+    assert problem["pointer"].startswith("/model/$defs/Team/properties/name/examples/0/0/")
+    assert "nested deeper than" in problem["message"]
+
+
+def _rpc_answer(response: httpx2.Response) -> dict[str, Any]:
+    value: dict[str, Any] = response.json()
+    return value
+
+
+@pytest.mark.parametrize("session", [True, False], ids=["in-a-session", "before-initialize"])
+def test_a_legacy_ping_that_accepts_only_html_is_406(target: Target, session: bool) -> None:
+    headers = {"content-type": "application/json", "accept": "text/html", "mcp-protocol-version": LEGACY}
+    if session:
+        headers["mcp-session-id"] = target.legacy_session()
+
+    response = target.http.post("/mcp", json={"jsonrpc": "2.0", "id": 3, "method": "ping"}, headers=headers)
+
+    assert response.status_code == 406, response.text[:300]
+
+
 # -- regressions the campaign of 2026-12-02 found (issue 25, items 23-29) ---------------------------------------------
 # Each is a hostile input that once held the server or answered a 5xx; each is sent on every way in it can take.
 EVIL_PATTERN = "^(a+)+$"  # a backtracking engine takes 2^n steps on "a" * n + "!" (7.8 s at n = 28 in Python's re)
@@ -388,6 +492,10 @@ def test_a_models_backtracking_pattern_never_holds_the_server_on_any_way_in(targ
                                headers=headers)  # fmt: skip
     assert applied.json()["result"]["isError"] is False, applied.text[:500]
     assert json.loads(applied.json()["result"]["content"][0]["text"])["applied"] is True, applied.text[:800]
+    for _ in range(3000):  # the host adopts the applied model as its change feed follows the store (core.changes)
+        if "code" in target.instance.model.node_types["Team"].schema["properties"]:
+            break
+        threading.Event().wait(0.01)
     assert target.instance.model.node_types["Team"].schema["properties"]["code"]["pattern"] == EVIL_PATTERN
     team_id = next(n.id for n in target.instance.store.iter_nodes() if n.type == "Team")
 
@@ -457,3 +565,32 @@ async def test_a_jwt_claim_of_the_wrong_json_type_is_a_401_on_every_surface(
             for surface, response in answers.items():
                 assert response.status_code == 401, (claim, value, surface, response.status_code, response.text[:300])
                 assert 'error="invalid_token"' in response.headers["www-authenticate"], (claim, value, surface)
+
+
+# -- forged kids while the OAuth issuer stalls (issue 25, item 28) -------------------------------------------------
+@pytest.mark.anyio
+async def test_a_flood_of_forged_kids_while_the_issuer_stalls_is_refused_within_one_fetch_timeout(
+    seed_template: Path, tmp_path: Path
+) -> None:
+    deadline = 2.0
+    with (
+        running_issuer() as issuer,
+        oauth_instance(seed_template, tmp_path, oauth_settings(issuer, fetch_timeout_s=deadline)) as inst,
+    ):
+        issuer.stalled = True  # every request to it hangs, unanswered
+        statuses: list[int] = []
+        async with oauth_http(inst) as client:
+
+            async def forged(n: int) -> None:
+                answer = await client.get("/api/nodes/team-payments", headers=bearer(issuer.token(rsa_key(f"x{n}"))))
+                statuses.append(answer.status_code)
+
+            started = time.monotonic()
+            async with anyio.create_task_group() as tasks:
+                for n in range(20):
+                    tasks.start_soon(forged, n)
+            took = time.monotonic() - started
+
+    assert statuses == [401] * 20
+    assert took < deadline + 5, took  # before: 20 s for the first, and every other waiting for it
+    assert issuer.requests <= 2  # one fetch for them all, cut short at the deadline

@@ -57,6 +57,7 @@ from core.surfaces import (
     claims,
     discover,
     host_for,
+    page_shell_of,
     serves_browsers,
 )
 
@@ -99,7 +100,8 @@ class SurfaceRoute(BaseRoute):
         def refused(path: str, reason: str) -> None:
             host.at(current()).rejected(path, reason)
 
-        return BearerGate(app, anonymous=self.anonymous, on_reject=refused, oauth=self.oauth)
+        return BearerGate(app, anonymous=self.anonymous, on_reject=refused, oauth=self.oauth,
+                          shell=page_shell_of(self.surface))  # fmt: skip
 
     def current(self) -> ASGIApp:
         if self._served is not None:
@@ -215,7 +217,8 @@ def build_app(instance: Instance, surfaces: list[Surface] | None = None) -> Star
 
     assets = BUNDLED if config.ui_assets is None else config.ui_assets  # the docs pages' scripts and styles
     landing = landing_endpoint(lambda: instance.model, installed, anonymous=config.anonymous,
-                               public_url=config.public_url)  # fmt: skip
+                               public_url=config.public_url, issuer=None if oauth is None else oauth.settings.issuer,
+                               static_tokens=instance.tokens.any)  # fmt: skip
     # RFC 9728: where clients learn which issuer to get canon's tokens from
     metadata = [] if oauth is None else [Route(metadata_path(oauth.settings.resource), resource_metadata(oauth))]
     watches = Gauge("canon_change_watches", "Open watches of the change feed: GraphQL subscriptions.", feed.watchers)

@@ -9,7 +9,8 @@ the outcome into the rule:
   `WWW-Authenticate: Bearer error="invalid_token"`, audited as `rejected`; never a silent downgrade to
   anonymous, so a client with a stale token finds out;
 * no `Authorization` header → the anonymous principal (read-only, public nodes only), or 401 when the
-  configuration turns anonymous access off.
+  configuration turns anonymous access off, except for a surface's page shell (`core.surfaces.page_shell_of`: a
+  docs page holding no data), served as ever, whose calls then carry a token.
 
 With `[oauth]` configured, `Authenticate` asks the issuer's rule (`core.http.oauth.JwtVerifier`) about a bearer
 token that is not one of canon's: a valid JWT puts its principal in the scope like a canon token; a refused one
@@ -107,9 +108,10 @@ class BearerGate:
     """
 
     def __init__(self, app: ASGIApp, *, anonymous: bool, on_reject: Callable[[str, str], None],
-                 oauth: JwtVerifier | None = None) -> None:  # fmt: skip
+                 oauth: JwtVerifier | None = None, shell: Callable[[Scope], bool] | None = None) -> None:  # fmt: skip
         self.app = app
         self.anonymous = anonymous
+        self.shell = shell  # which requests are for a page shell, served without a token (`page_shell_of`)
         self.on_reject = on_reject  # (path, reason), for the audit log
         self.oauth = oauth
 
@@ -127,7 +129,7 @@ class BearerGate:
                 return
             await self.app(scope, receive, send)
             return
-        if not presented and self.anonymous:
+        if not presented and (self.anonymous or (self.shell is not None and self.shell(scope))):
             await self.app(scope, receive, send)
             return
         reason = "invalid token" if presented else "no token"

@@ -3,8 +3,9 @@
 The host owns `/` (no surface may claim it: it would overlap every path): the page lists the MCP endpoint and every
 installed surface's paths (links for exact paths), the served model's name, version and node types, and an
 `.mcp.json` snippet whose URL is `[server] public_url`'s, else this server's as the request reached it (its scheme,
-`Host` and path prefix). Links carry the path prefix (`[server] root_path`). Everything taken
-from the model is HTML-escaped.
+`Host` and path prefix). With an OAuth issuer (`[oauth]`), the snippet is the URL alone (an OAuth-aware MCP client
+follows the 401 challenge), and the bearer-token form is shown besides only while canon's token file holds tokens.
+Links carry the path prefix (`[server] root_path`). Everything taken from the model is HTML-escaped.
 """
 
 from __future__ import annotations
@@ -46,13 +47,36 @@ def _surface_items(surfaces: Sequence[Surface], base: str) -> str:
     return "\n".join(rows)
 
 
-def render(model: Model, surfaces: Sequence[Surface], base_url: str, *, token: bool) -> str:
-    """The page for `model` served with `surfaces`, reached at `base_url` (ending in `/`)."""
+def _connect(name: str, url: str, *, token: bool, issuer: str | None, static: bool) -> str:
+    """How an agent connects: with an OAuth issuer, the URL alone (the client follows the 401 challenge to it), and
+    the bearer-token form only when canon's own tokens are in use; without one, the token form when one is needed."""
+    if issuer is None:
+        auth = _TOKEN_NEEDED if token else _TOKEN_TO_WRITE
+        return f"<p>{_PUT}{auth}</p>\n<pre>{escape(mcp_json(name, url, token=token))}</pre>"
+    signs_in = ("An MCP client that supports OAuth needs only the URL: it follows canon's 401 challenge to "
+                f"<code>{escape(issuer)}</code> and signs you in there.")  # fmt: skip
+    if not token:
+        signs_in += " (Anonymous access is on, so a client signs in only when a write asks for it.)"
+    parts = [f"<p>{_PUT} {signs_in}</p>", f"<pre>{escape(mcp_json(name, url, token=False))}</pre>"]
+    if static:
+        parts.append("<p>A client without OAuth sends a token from <code>canon token create</code> instead, in "
+                     "<code>CANON_TOKEN</code>:</p>")  # fmt: skip
+        parts.append(f"<pre>{escape(mcp_json(name, url, token=True))}</pre>")
+    return "\n".join(parts)
+
+
+_TOKEN_NEEDED = " Set <code>CANON_TOKEN</code> to a token from <code>canon token create</code>."
+_TOKEN_TO_WRITE = " Reading public nodes needs no token; writing does (<code>canon token create</code>)."
+_PUT = "Put this in the <code>.mcp.json</code> of a project (or your MCP client's configuration)."
+
+
+def render(model: Model, surfaces: Sequence[Surface], base_url: str, *, token: bool, issuer: str | None = None,
+           static: bool = True) -> str:  # fmt: skip
+    """The page for `model` served with `surfaces`, reached at `base_url` (ending in `/`); `issuer` is the OAuth
+    issuer whose tokens canon accepts, if any, and `static` whether canon's own tokens are in use."""
     types = ", ".join(f"<code>{escape(name)}</code>" for name in model.node_types)
     base = urlsplit(base_url).path.rstrip("/")  # links stay on the host the page was reached at
-    snippet = mcp_json(model.name, f"{base_url}mcp", token=token)
-    auth = (" Set <code>CANON_TOKEN</code> to a token from <code>canon token create</code>." if token
-            else " Reading public nodes needs no token; writing does (<code>canon token create</code>).")  # fmt: skip
+    connect = _connect(model.name, f"{base_url}mcp", token=token, issuer=issuer, static=static)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>canon: {escape(model.name)}</title><style>{STYLE}</style></head>
 <body>
@@ -63,21 +87,23 @@ def render(model: Model, surfaces: Sequence[Surface], base_url: str, *, token: b
 {_surface_items(surfaces, base)}
 </ul>
 <h2>Connect an agent</h2>
-<p>Put this in the <code>.mcp.json</code> of a project (or your MCP client's configuration).{auth}</p>
-<pre>{escape(snippet)}</pre>
+{connect}
 </body></html>
 """
 
 
 def landing_endpoint(
-    model: Callable[[], Model], surfaces: Sequence[Surface], *, anonymous: bool, public_url: str | None = None
-) -> Callable[[Request], Awaitable[HTMLResponse]]:
+    model: Callable[[], Model], surfaces: Sequence[Surface], *, anonymous: bool, public_url: str | None = None,
+    issuer: str | None = None, static_tokens: Callable[[], bool] = lambda: True,
+) -> Callable[[Request], Awaitable[HTMLResponse]]:  # fmt: skip
     """The endpoint of `/`, for the model `model()` serves now and the installed `surfaces`, at `public_url` if
-    given (else wherever the request says it reached)."""
+    given (else wherever the request says it reached); `issuer` is the OAuth issuer, if one is configured, and
+    `static_tokens()` whether canon's own token file holds tokens now."""
 
     async def landing(request: Request) -> HTMLResponse:
         base_url = str(request.base_url) if public_url is None else f"{public_url}/"
-        page = render(model(), surfaces, base_url, token=not anonymous)
+        page = render(model(), surfaces, base_url, token=not anonymous, issuer=issuer,
+                      static=issuer is None or static_tokens())  # fmt: skip
         return HTMLResponse(page, headers={"Cache-Control": "no-cache"})
 
     return landing

@@ -8,12 +8,15 @@
 * its key is the issuer's, found by `kid` in the JWKS (`[oauth] jwks_url`, or the `jwks_uri` of the issuer's
   OpenID Connect / RFC 8414 discovery document). Keys are cached for `jwks_cache_s`; an unknown `kid` fetches
   the JWKS again (the issuer rotated its keys), at most once per `jwks_min_refresh_s`, so a flood of made-up
-  `kid`s cannot make canon hammer the issuer;
+  `kid`s cannot make canon hammer the issuer. A fetch (discovery and JWKS together) has one deadline,
+  `fetch_timeout_s`; while it is in flight no other request waits for it: each answers with the keys known then;
 * `iss` is the issuer, `aud` names canon (`[oauth] audience`, by default its resource URL: RFC 8707, no token
   meant for another service is accepted), `exp` is required, and `exp`/`nbf`/`iat` hold within `leeway_s`;
-* the principal is named by `name_claim` (default `sub`); its roles are what `[oauth.roles]` maps its scopes
-  (`scope`/`scp`) and the values of `roles_claim` to; its reader groups are the values of `groups_claim`. A valid
-  token that maps to no role is refused with 403 `insufficient_scope` (it could do nothing).
+* the principal is named by `name_claim` (default `sub`) after `name_prefix` (default `oauth.`: `sub = alice` is
+  `oauth.alice`, never the principal of canon's token named `alice`, and `canon token create` refuses a name with
+  the prefix); its roles are what `[oauth.roles]` maps its scopes (`scope`/`scp`) and the values of `roles_claim`
+  to; its reader groups are the values of `groups_claim`. A valid token that maps to no role is refused with 403
+  `insufficient_scope` (it could do nothing).
 
 An accepted token is remembered until its `exp` (`MAX_VERIFIED` of them), so a client's next request costs a
 lookup; fetching keys forgets them all. If the issuer cannot be reached when keys are due, the keys fetched
@@ -49,7 +52,6 @@ __all__ = ["METADATA_PREFIX", "JwtVerifier", "Rejection", "metadata_path"]
 METADATA_PREFIX = "/.well-known/oauth-protected-resource"
 LOG = logging.getLogger("canon.oauth")
 _KEY_TYPES = {"RS": "RSA", "PS": "RSA", "ES": "EC", "Ed": "OKP"}  # alg prefix -> the JWK key type it needs
-_FETCH_TIMEOUT_S = 10.0
 _MAX_DOCUMENT_BYTES = 1024 * 1024
 MAX_VERIFIED = 1024
 """Accepted tokens remembered (until their `exp`), so a client's next request costs a lookup, not a signature."""
@@ -90,7 +92,7 @@ class JwtVerifier:
         self._parsed: dict[tuple[str, str], jwt.PyJWK] = {}  # (kid, alg) -> the key, ready to verify
         self._fetched = float("-inf")  # monotonic time of the last successful JWKS fetch
         self._tried = float("-inf")  # ... and of the last attempt
-        self._lock = anyio.Lock()
+        self._refreshing = False  # a fetch is in flight (one at a time; no request waits for it but its own)
         self._verified: dict[str, tuple[Principal, float]] = {}  # token -> its principal, until its exp (+ leeway)
         self.fetches = 0  # JWKS documents fetched, for operators and tests
 
@@ -148,6 +150,7 @@ class JwtVerifier:
         name = claims.get(self.settings.name_claim)
         if not isinstance(name, str) or not name:
             return Rejection(f"no {self.settings.name_claim} claim")
+        name = self.settings.name_prefix + name  # the issuer's names, never one of canon's token names
         granted = [*_values(claims.get("scope")), *_values(claims.get("scp"))]
         if self.settings.roles_claim:
             granted += _values(claims.get(self.settings.roles_claim))
@@ -191,15 +194,11 @@ class JwtVerifier:
     async def _key(self, kid: str, alg: str) -> jwt.PyJWK | None:
         now = time.monotonic()
         wanted = kid not in self._jwks or now - self._fetched > self.settings.jwks_cache_s
-        if wanted and now - self._tried >= self.settings.jwks_min_refresh_s:  # never more often, even failing
-            try:
-                await self._refresh(now)
-            except KeysUnavailableError:
-                if not self._jwks:
-                    raise
-                LOG.warning("canon: cannot fetch the OAuth issuer's keys again; using those fetched before")
-        elif not self._jwks and self._tried > float("-inf"):  # the last attempt failed, too recently to retry
-            raise KeysUnavailableError("the last fetch failed; canon tries again in jwks_min_refresh_s")
+        if wanted and not self._refreshing and now - self._tried >= self.settings.jwks_min_refresh_s:
+            await self._refresh()  # never more often than that, even failing; never two at once
+        if not self._jwks and self._tried > float("-inf"):
+            raise KeysUnavailableError("they are being fetched" if self._refreshing else
+                                       "the last fetch failed; canon tries again in jwks_min_refresh_s")  # fmt: skip
         jwk = self._jwks.get(kid)
         if jwk is None and not kid and len(self._jwks) == 1:  # a token without kid, from an issuer with one key
             kid, jwk = next(iter(self._jwks.items()))
@@ -213,26 +212,36 @@ class JwtVerifier:
                 return None
         return parsed
 
-    async def _refresh(self, started: float) -> None:
-        async with self._lock:
-            if self._tried >= started:  # another request fetched while this one waited
-                return
-            self._tried = time.monotonic()
-            keys = await anyio.to_thread.run_sync(self._fetch_keys)
-            self._jwks = _signing_keys(keys)
-            self._parsed, self._verified = {}, {}  # a retired key's tokens are checked again, and refused
-            self._fetched = self._tried
-            self.fetches += 1
+    async def _refresh(self) -> None:
+        """Fetch the keys, within `fetch_timeout_s` overall. Meanwhile every other request answers with the keys
+        known now (a kid only the new keys hold is refused at once): a slow issuer delays one request, not all."""
+        self._refreshing, self._tried = True, time.monotonic()
+        deadline = self._tried + self.settings.fetch_timeout_s
+        try:
+            with anyio.fail_after(self.settings.fetch_timeout_s):
+                keys = await anyio.to_thread.run_sync(self._fetch_keys, deadline, abandon_on_cancel=True)
+        except (KeysUnavailableError, TimeoutError) as exc:
+            if not self._jwks:
+                raise KeysUnavailableError(str(exc) or "the issuer did not answer in fetch_timeout_s") from exc
+            LOG.warning("canon: cannot fetch the OAuth issuer's keys again; using those fetched before")
+            return
+        finally:
+            self._refreshing = False
+        self._jwks = _signing_keys(keys)
+        self._parsed, self._verified = {}, {}  # a retired key's tokens are checked again, and refused
+        self._fetched = self._tried
+        self.fetches += 1
 
-    def _fetch_keys(self) -> list[Any]:
-        """The issuer's published keys (blocking: run on a worker thread)."""
-        url = self.settings.jwks_url or self._discover()
-        keys = _get_json(url).get("keys")
+    def _fetch_keys(self, deadline: float) -> list[Any]:
+        """The issuer's published keys, every request within the monotonic `deadline` (blocking: run on a worker
+        thread)."""
+        url = self.settings.jwks_url or self._discover(deadline)
+        keys = _get_json(url, deadline).get("keys")
         if not isinstance(keys, list):
             raise KeysUnavailableError(f"{url} is not a JWK Set (no 'keys' list).")
         return keys  # pyright: ignore[reportUnknownVariableType]
 
-    def _discover(self) -> str:
+    def _discover(self, deadline: float) -> str:
         """The issuer's `jwks_uri`, from its OpenID Connect discovery document, else its RFC 8414 metadata."""
         issuer = self.settings.issuer
         parts = urlsplit(issuer)
@@ -240,7 +249,7 @@ class JwtVerifier:
         problems: list[str] = []
         for url in (issuer.rstrip("/") + "/.well-known/openid-configuration", rfc8414):
             try:
-                document = _get_json(url)
+                document = _get_json(url, deadline)
             except KeysUnavailableError as exc:
                 problems.append(str(exc))
                 continue
@@ -253,10 +262,13 @@ class JwtVerifier:
         raise KeysUnavailableError(" ".join(problems))
 
 
-def _get_json(url: str) -> dict[str, Any]:
+def _get_json(url: str, deadline: float) -> dict[str, Any]:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise KeysUnavailableError(f"GET {url} not tried: fetch_timeout_s is over.")
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=_FETCH_TIMEOUT_S) as response:
+        with urllib.request.urlopen(request, timeout=left) as response:  # each read within what is left
             document: Any = json.loads(response.read(_MAX_DOCUMENT_BYTES))
     except (OSError, ValueError) as exc:  # URLError and HTTPError are OSErrors
         raise KeysUnavailableError(f"GET {url} failed: {exc}.") from exc

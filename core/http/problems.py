@@ -9,8 +9,10 @@ Every error answer of the app, whatever route gave it (a surface, the router, th
 `STATUS` maps each code to its HTTP status: canon's error codes (`core.errors`) and the codes of errors the HTTP
 layer itself finds (no such route, a wrong method, a body too large, a foreign Host or Origin). `ProblemAnswers`,
 the app's outermost layer, turns an error answer that is not JSON (a framework's plain-text 404 or 405, say) into
-the same document, keeping its headers (`Allow`). Only `/mcp` answers otherwise, since MCP fixes its bodies:
-JSON-RPC errors there stay JSON-RPC (`refuse` answers `/mcp` with a JSON-RPC error without an id).
+the same document, keeping its headers (`Allow`). Its `instance` is the path the client asked for, the prefix a
+proxy forwards (`[server] root_path`, taken off the path by `core.http.prefix`) included: the routes inside write
+the path they see, and `ProblemAnswers` puts the prefix back in front of it. Only `/mcp` answers otherwise, since
+MCP fixes its bodies: JSON-RPC errors there stay JSON-RPC (`refuse` answers `/mcp` with a JSON-RPC error without an id).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ __all__ = [
     "internal_error",
     "problem_body",
     "refuse",
+    "request_path",
     "send_problem",
 ]
 
@@ -79,6 +82,11 @@ def code_of_status(status: int) -> str:
         return "bad_request" if status < 500 else "internal"
 
 
+def request_path(scope: Scope) -> str:
+    """The path as the client sent it: under `[server] root_path`, the prefix (`app_root_path`) and the path."""
+    return str(scope.get("app_root_path", "")) + str(scope.get("path", ""))
+
+
 def problem_body(status: int, code: str, detail: str, instance: str, errors: Sequence[Mapping[str, Any]] = (),
                  extra: Mapping[str, Any] | None = None) -> bytes:  # fmt: skip
     """The problem document (UTF-8 JSON) for one error."""
@@ -93,7 +101,7 @@ async def send_problem(send: Send, scope: Scope, status: int, code: str, detail:
                        headers: Sequence[tuple[bytes, bytes]] = (), errors: Sequence[Mapping[str, Any]] = (),
                        extra: Mapping[str, Any] | None = None) -> None:  # fmt: skip
     """Answer a plain ASGI request with a problem (no body on HEAD)."""
-    body = problem_body(status, code, detail, scope.get("path", ""), errors, extra)
+    body = problem_body(status, code, detail, request_path(scope), errors, extra)
     await _send(send, scope, status, PROBLEM_MEDIA.encode(), body, headers)
 
 
@@ -123,7 +131,7 @@ async def internal_error(request: Request, exc: Exception) -> Response:
         error = {"code": -32603, "message": detail, "data": {"code": "internal"}}
         body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
         return Response(body, status_code=500, media_type="application/json")
-    body = problem_body(500, "internal", detail, request.url.path)
+    body = problem_body(500, "internal", detail, request_path(request.scope))
     return Response(body, status_code=500, media_type=PROBLEM_MEDIA)
 
 
@@ -134,9 +142,11 @@ _TEXT_DETAIL = 300  # a plain-text error body up to this size becomes the proble
 class ProblemAnswers:
     """The app's outermost layer: an error answer (4xx, 5xx) that is not JSON becomes a problem document.
 
-    JSON answers pass unchanged: problems already, and protocol bodies (GraphQL's errors, MCP's JSON-RPC). `/mcp`
-    passes unchanged whatever it answers. A short plain-text body (a framework's own message) is kept as the
-    detail; any other body (HTML, Markdown) is replaced by a sentence naming the method and path.
+    JSON answers pass unchanged: problems already, and protocol bodies (GraphQL's errors, MCP's JSON-RPC), but for
+    a problem's `instance` under a path prefix: a route wrote the path it saw, without the prefix, and the prefix
+    goes back in front. `/mcp` passes unchanged whatever it answers. A short plain-text body (a framework's own
+    message) is kept as the detail; any other body (HTML, Markdown) is replaced by a sentence naming the method
+    and path.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -149,10 +159,22 @@ class ProblemAnswers:
         held: Message | None = None
         text = bytearray()
 
+        prefixed = bool(scope.get("app_root_path")) and scope.get("method") != "HEAD"  # a HEAD answer has no body
+        problem: Message | None = None  # a problem's start, held while its body comes, to put the prefix back
+
         async def watch(message: Message) -> None:
-            nonlocal held
-            if message["type"] == "http.response.start" and message["status"] >= 400 and not _is_json(message):
-                held = message
+            nonlocal held, problem
+            if message["type"] == "http.response.start" and message["status"] >= 400:
+                if not _is_json(message):
+                    held = message
+                    return
+                if prefixed and _media(message) == PROBLEM_MEDIA.encode():
+                    problem = message
+                    return
+            if problem is not None and message["type"] == "http.response.body":
+                text.extend(message.get("body", b""))
+                if not message.get("more_body", False):
+                    await self._prefix(scope, send, problem, bytes(text))
                 return
             if held is None or message["type"] != "http.response.body":
                 await send(message)
@@ -163,6 +185,20 @@ class ProblemAnswers:
                 await self._replace(scope, send, held, bytes(text))
 
         await self.app(scope, receive, watch)
+
+    @staticmethod
+    async def _prefix(scope: Scope, send: Send, start: Message, body: bytes) -> None:
+        """Send the problem `body` with `instance` as the client sent the path, if the route wrote the path it saw."""
+        try:
+            document = json.loads(body)
+        except ValueError:
+            document = None
+        if isinstance(document, dict) and document.get("instance") == scope.get("path"):  # pyright: ignore[reportUnknownMemberType]
+            document["instance"] = request_path(scope)
+            body = json.dumps(document, ensure_ascii=False).encode()
+        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+        await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
 
     @staticmethod
     async def _replace(scope: Scope, send: Send, start: Message, text: bytes) -> None:
@@ -177,12 +213,17 @@ class ProblemAnswers:
         await send_problem(send, scope, status, code_of_status(status), detail, headers=headers)
 
 
-def _is_json(start: Message) -> bool:
+def _media(start: Message) -> bytes:
+    """The media type of a response, without parameters, in lower case (b"" when it has none)."""
     for key, value in start.get("headers", []):
         if key.lower() == b"content-type":
-            media = bytes(value).split(b";")[0].strip().lower()
-            return media == b"application/json" or media.endswith(b"+json")
-    return False
+            return bytes(value).split(b";")[0].strip().lower()
+    return b""
+
+
+def _is_json(start: Message) -> bool:
+    media = _media(start)
+    return media == b"application/json" or media.endswith(b"+json")
 
 
 def _phrase(status: int) -> str:

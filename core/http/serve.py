@@ -36,7 +36,7 @@ from core.instance import Instance, open_instance
 from core.logs import configure_logging
 from core.surfaces import Surface, discover
 
-__all__ = ["GracefulServer", "listening_socket", "serve_http", "serve_workers", "worker_sockets"]
+__all__ = ["GracefulServer", "listening_socket", "serve_http", "serve_workers", "served", "worker_sockets"]
 
 log = logging.getLogger("canon.serve")
 LATE_CONNECTIONS_TICK_S = 0.05  # how often a shutdown looks for connections that registered after it began
@@ -62,18 +62,28 @@ def listening_socket(host: str, port: int, *, reuse_port: bool = False) -> socke
     return sock
 
 
-def _announce(sock: socket.socket, config: Config, surfaces: list[Surface], tokens: int, workers: int = 1) -> None:
+def served(instance: Instance) -> str:
+    """What the start-up line says is served: the model, the store (a PostgreSQL URL without its password) and the
+    bearer tokens."""
+    model, config = instance.model, instance.config
+    return (f"the model {model.name} {model.version} from the store {instance.store.location}; "
+            f"{len(instance.tokens.entries())} bearer token(s) in {config.tokens}")  # fmt: skip
+
+
+def _announce(sock: socket.socket, config: Config, surfaces: list[Surface], what: str, workers: int = 1) -> None:
+    """The two start-up lines on stderr: where MCP is and what it serves; where every other surface is. Both name
+    paths as a caller on this address reaches them, `[server] root_path` first."""
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
     access = "callers without a token read public nodes" if config.anonymous else "every request needs a token"
     processes = f"; {workers} worker processes" if workers > 1 else ""
+    prefix = config.root_path
     others = ", ".join(
-        f"{s.name} ({' '.join(p.rstrip('/') for p in s.paths)})" for s in surfaces if "/mcp" not in s.paths
+        f"{s.name} ({' '.join(prefix + p.rstrip('/') for p in s.paths)})" for s in surfaces if "/mcp" not in s.paths
     )
     issuer = "" if config.oauth is None else f" and the access tokens of {config.oauth.issuer}"
-    prefix = config.root_path
-    print(f"canon: serving MCP at http://{shown}:{port}{prefix}/mcp (health: {prefix}/healthz); {tokens} bearer "
-          f"token(s) in {config.tokens}{issuer}; {access}{processes}", file=sys.stderr, flush=True)  # fmt: skip
+    print(f"canon: serving MCP at http://{shown}:{port}{prefix}/mcp (health: {prefix}/healthz); {what}{issuer}; "
+          f"{access}{processes}", file=sys.stderr, flush=True)  # fmt: skip
     if others:
         print(f"canon: also serving {others}", file=sys.stderr, flush=True)
 
@@ -139,7 +149,7 @@ def serve_http(instance: Instance, surfaces: list[Surface] | None = None) -> Non
     """Serve `instance` on `surfaces` (default: every installed one) in this process until it is interrupted."""
     surfaces = discover() if surfaces is None else surfaces
     sock = listening_socket(instance.config.host, instance.config.port)
-    _announce(sock, instance.config, surfaces, len(instance.tokens.entries()))
+    _announce(sock, instance.config, surfaces, served(instance))
     _run(instance, surfaces, sock)
 
 
@@ -164,13 +174,14 @@ def worker_sockets(host: str, port: int, workers: int) -> list[socket.socket]:
     return [first, *(listening_socket(host, chosen, reuse_port=True) for _ in range(workers - 1))]
 
 
-def serve_workers(config: Config, surfaces: list[Surface], workers: int, tokens: int, *,
+def serve_workers(config: Config, surfaces: list[Surface], workers: int, what: str, *,
                   restarts: int = 5, settle_s: float = 30.0) -> None:  # fmt: skip
     """Serve with `workers` processes, each on its own socket of one port, until interrupted; stop them all then.
 
     A worker that exits while the others serve is started again on its socket. One that exits within
     `settle_s` of starting, `restarts` times in a row, is not: then every worker is stopped and this raises, since
-    a worker that cannot start (a broken store, say) will not start the next time either.
+    a worker that cannot start (a broken store, say) will not start the next time either. `what`: what the
+    start-up line says is served (`served`).
     """
     socks = worker_sockets(config.host, config.port, workers)
     context = multiprocessing.get_context("spawn")
@@ -185,7 +196,7 @@ def serve_workers(config: Config, surfaces: list[Surface], workers: int, tokens:
     children = [start(i) for i in range(workers)]
     started = [time.monotonic()] * workers
     failures = [0] * workers
-    _announce(socks[0], config, surfaces, tokens, workers)
+    _announce(socks[0], config, surfaces, what, workers)
     try:
         while True:
             wait([c.sentinel for c in children])

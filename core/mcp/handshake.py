@@ -152,7 +152,7 @@ def opening_request(line: bytes) -> OpeningRequest | None:
     to answer as it always has."""
     try:
         message: object = json.loads(line)
-    except ValueError:  # not JSON, or not UTF-8
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past what `json` follows: the SDK's turn
         return None
     if not isinstance(message, dict) or frozenset(cast("dict[str, Any]", message)) != _REQUEST_KEYS:
         return None

@@ -13,8 +13,13 @@ the SDK, when the request
   not match" when `Mcp-Method` or `Mcp-Name` was);
 * is a request of neither revision's shape, without a session: -32600 saying how each revision starts.
 
+A body of valid JSON nested deeper than a parser can follow (Python's and the SDK's recurse) goes on cut to
+`core.documents.WIRE_DEPTH` levels (`shallow_json`): still deeper than any value canon holds, so the tool refuses
+it as nested too deeply (invalid_arguments, with the pointer), answering the request's id, not a -32700.
+
 A GET or DELETE naming an unserved revision in its header gets the same -32022. Everything else, and every POST
-failing a check the SDK makes first (Host/Origin, body size, JSON), goes to the SDK as it came.
+failing a check the SDK makes first (Host/Origin, body size, JSON, an `Accept` that takes no JSON: its 406), goes
+to the SDK as it came.
 
 Upstream limitation: the SDK's -32022 lists only the revisions it would negotiate (not the ones the server
 serves), it accepts 2024-11-05 to 2025-06-18 headers, and its -32020 wording misleads as above (ADR 0019). Delete
@@ -27,7 +32,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, cast
 
-from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, check_accept_headers
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp.shared.inbound import (
     MCP_METHOD_HEADER,
@@ -39,8 +44,9 @@ from mcp.shared.inbound import (
 from mcp_types import HEADER_MISMATCH, INVALID_REQUEST, ErrorData, RequestId
 from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from core.documents import WIRE_DEPTH, shallow_json
 from core.mcp.fastpath.takeover import json_error, read_body
 from core.mcp.revisions import BATCH, HANDSHAKE, MODERN, SUPPORTED_VERSIONS, envelope_version, refusal, unsupported
 
@@ -69,6 +75,9 @@ class RevisionGate:
             await json_error(None, unsupported(version), scope, receive, send)
             return
         body, replay = await read_body(receive)
+        cut = None if body is None else _readable(body)
+        if cut is not None:  # the SDK reads the cut body: a tool refuses the arguments, answering the request's id
+            body, replay = cut, _replaying(cut, receive)
         verdict = None if body is None else await self.verdict(scope, body)
         if verdict is None:
             await self.app(scope, replay, send)
@@ -76,13 +85,34 @@ class RevisionGate:
         await json_error(verdict[0], verdict[1], scope, receive, send)
 
     async def verdict(self, scope: Scope, body: bytes) -> tuple[RequestId | None, ErrorData] | None:
-        if await self.security.validate_request(Request(scope), is_post=True) is not None:
+        request = Request(scope)
+        if await self.security.validate_request(request, is_post=True) is not None:
             return None  # the SDK refuses it first (403, 421, 400)
+        if not check_accept_headers(request)[0]:
+            return None  # the SDK's 406: whatever the body says, no answer could be sent in a form the client takes
         try:
             decoded = json.loads(body)
         except (ValueError, RecursionError):
             return None  # the SDK's parse error
         return judge(decoded, Headers(scope=scope))
+
+
+def _readable(body: bytes) -> bytes | None:
+    """`body` cut to `WIRE_DEPTH` levels when it nests deeper (`shallow_json`), else None (it goes on as it came).
+    The SDK's parser gives up past about 200 levels, Python's near 1,000: neither could name the request's id."""
+    if body.count(b"[") + body.count(b"{") <= WIRE_DEPTH:  # the common case, in C: too few brackets to be that deep
+        return None
+    return shallow_json(body, WIRE_DEPTH)
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that gives `body` as the whole request, then what `receive` gives."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
 
 
 def judge(decoded: Any, headers: Mapping[str, str]) -> tuple[RequestId | None, ErrorData] | None:

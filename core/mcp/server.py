@@ -112,6 +112,11 @@ _SCHEMA_MAPS = ("properties", "$defs", "patternProperties", "dependentSchemas") 
 _SCHEMA_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")  # [subschema]
 
 
+# A `pattern` that only restates the grammar of a model's property names (a `fields` entry's) guards too: every name
+# a caller takes from the model matches it, as with a map's key pattern.
+_PROPERTY_NAME = "^[a-z][a-z0-9_]{0,63}$"
+
+
 def _lean_schema(schema: Any) -> Any:
     """`schema` without the guard bounds `_GUARD_KEYWORDS` names, at every subschema (never inside a value such as
     an `enum`, a `default` or a `const`)."""
@@ -120,6 +125,8 @@ def _lean_schema(schema: Any) -> Any:
     out: dict[str, Any] = {}
     for key, value in schema.items():
         if key in _GUARD_KEYWORDS or (key == "additionalProperties" and value is False):
+            continue
+        if key == "pattern" and value == _PROPERTY_NAME:
             continue
         if key in _SCHEMA_MAPS and isinstance(value, Mapping):
             out[key] = {name: _lean_schema(sub) for name, sub in value.items()}

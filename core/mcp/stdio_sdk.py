@@ -42,7 +42,7 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from core.changes import ChangeFeed
-from core.documents import parse_json
+from core.documents import parse_json, shallow_json
 from core.instance import Instance
 from core.mcp.events import EventFanout
 from core.mcp.options import ServeOptions
@@ -165,8 +165,10 @@ def _reread(item: Item) -> Item:
     text = next((p["input"] for p in item.errors() if p["type"] == "json_invalid"), None)
     if not isinstance(text, str | bytes):
         return item
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    cut = shallow_json(raw)  # nested deeper than a parser follows: read cut, so the tool refuses it, to its id
     try:
-        decoded = parse_json(text)
+        decoded = parse_json(raw if cut is None else cut)
     except ValueError:  # json.JSONDecodeError: not JSON to canon either
         return item
     try:

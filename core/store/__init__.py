@@ -32,7 +32,9 @@ every backend:
   the change is recorded in the change log (a `model` change, with the principal) and in the model history
   (`model_history`, `model_at`); `commit` and `bulk` validate under the model recorded in the store at their
   transaction, re-reading it if another process applied one, so no write is validated against a stale model;
-  opening a store with a model file that differs from its recorded one is a `ModelError`, not a change;
+  opening a store with a model file that differs from its recorded one is a `ModelError`, not a change, unless
+  the file is an older entry of the history (`superseded`: the file a server started from before a model was
+  applied), when the store opens on its own model and logs one warning that says how to update the file;
 * `view(revision)` is the graph at a revision, read from the change log and the model history (`core.view`), and
   `diff_revisions` what differs between two; both answer `gone` from before the change log's floor;
 * `dump()` reads everything a store holds (model, nodes, edges, change log, audit log) as it is, and `restore`
@@ -130,14 +132,27 @@ class Store(Protocol):
     def stored_model(self) -> Model: ...
     def follow_model(self) -> Model: ...
     def apply_model(
-        self, model: Model, *, principal: str, replaces: str | None = None, summary: Mapping[str, Any] | None = None
+        self,
+        model: Model,
+        *,
+        principal: str,
+        replaces: str | None = None,
+        summary: Mapping[str, Any] | None = None,
+        check: Callable[[], None] | None = None,
     ) -> int:
         """Make `model` the store's model (see the module docstring); `replaces`: the digest of the model the
         caller planned against (refused if another process applied one since); `summary`: what to record of the
-        change in the history. Returns the revision that records it."""
+        change in the history; `check`: called in the transaction once everything is written, just before it
+        commits (a call's deadline, `CallContext.check_time`): what it raises rolls the whole change back. Returns
+        the revision that records it."""
         ...
 
     def model_history(self) -> list[ModelVersion]: ...
+    def superseded(self, model: Model) -> bool:
+        """Whether `model` is an older entry of the model history (applied once, replaced since): a store opened
+        with it opens on its own model, with a warning, instead of refusing it."""
+        ...
+
     def model_at(self, revision: int) -> Model: ...
     def revision(self) -> int: ...
     def changed(self) -> bool: ...
@@ -203,8 +218,9 @@ class Store(Protocol):
 def open_store(location: str | Path, model: Model, *, principal: str = "system") -> Store:
     """Open (creating if needed) the store at `location` for `model`.
 
-    A new store records the model. An existing store recorded with another model is a `ModelError` that says how
-    to apply it (`Store.apply_model`, `canon model apply`): opening a store never changes its model.
+    A new store records the model. An existing store recorded with another model opens on its own if `model` is
+    an older one of its history (`Store.superseded`, with a warning), and is otherwise a `ModelError` that names
+        both fixes (`canon model apply`, `canon model show`): opening a store never changes its model.
     """
     if is_database_url(location):
         from core.store.postgres import PostgresStore

@@ -17,6 +17,7 @@ from core.documents import pointer
 from core.errors import ModelError, Problem, ValidationError
 from core.model import Model
 from core.model_migration import Moved
+from core.model_version import semver
 from core.operations import Operation, PutEdge, PutNode
 from core.records import Edge, Node
 from core.validation import IndexedProblem, StateView, Write, check, indexed_problems, plan
@@ -149,17 +150,50 @@ def model_version(row: Sequence[Any]) -> ModelVersion:
     return ModelVersion(int(revision), str(at), str(principal), str(version), parsed)
 
 
+def _serve_the_store_s(source: str) -> str:
+    return (f"write the store's model to the file with 'canon model show > {source}', or point [model] path at a "
+            "file that holds it")  # fmt: skip
+
+
 def model_differs(location: str, recorded: Mapping[str, Any], model: Model) -> ModelError:
-    """The error for opening a store with a model file other than the one it records: a store's model changes only
-    when it is applied."""
+    """The error for opening a store with a model file that is neither its model nor an older one of its history
+    (`superseded_file`): a newer model (the same `$id`, a higher version) or an unknown one. It names both fixes:
+    apply the file, or make the file the store's model."""
     before = model_info(recorded)
     source = model.source
-    return ModelError(
-        f"The store {location} records the model {before.get('name')} {before.get('version')}, and {source} "
-        f"({model.name} {model.version}) differs from it; nothing was changed. See the changes with "
-        f"'canon model diff {source}' and apply them with 'canon model apply {source}'.",
-        [Problem("", "differs from the store's model; apply it with 'canon model apply'", file=source)],
-    )
+    label = f"The store {location} records the model {before.get('name')} {before.get('version')}, and {source} " \
+            f"({model.name} {model.version})"  # fmt: skip
+    if _is_newer(before, model):
+        message = (f"{label} is newer; nothing was changed. See the changes with 'canon model diff {source}' and "
+                   f"apply them with 'canon model apply {source}'; or, to serve the store's model, "
+                   f"{_serve_the_store_s(source)}.")  # fmt: skip
+    else:
+        message = (
+            f"{label} is neither that model nor one the store had before; nothing was changed. To serve the "
+            f"store's model, {_serve_the_store_s(source)}; to make this one the store's model, see the "
+            f"changes with 'canon model diff {source}' and apply them with 'canon model apply {source}'."
+        )
+    return ModelError(message, [Problem("", "differs from the store's model: apply it with 'canon model apply', or "
+                                        "replace it with 'canon model show'", file=source)])  # fmt: skip
+
+
+def superseded_file(location: str, recorded: Mapping[str, Any], model: Model) -> str:
+    """The warning for opening a store with a model file that is an older entry of its history (applied once,
+    replaced since, typically by `canon model apply` or the `apply_model` tool): the store's model is served."""
+    now = model_info(recorded)
+    return (f"The model file {model.source} holds {model.name} {model.version}, an older model of the store "
+            f"{location}, which has applied {now.get('name')} {now.get('version')} since; serving the store's model. "
+            f"To silence this, {_serve_the_store_s(model.source)}.")  # fmt: skip
+
+
+def _is_newer(recorded: Mapping[str, Any], model: Model) -> bool:
+    version = recorded.get("version")
+    if recorded.get("id") != model.id or not isinstance(version, str):
+        return False
+    try:
+        return semver(model.version) > semver(version)
+    except ValueError:
+        return False
 
 
 def check_replaced(location: str, recorded: str, replaces: str | None) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.conditions import Condition
+from core.model import property_text
 from core.records import Sight
 from core.store import NodeQuery
 from core.store.sql import Dialect
@@ -38,10 +39,9 @@ def sight_sql(sight: Sight, visibility: str = "visibility", readers: str = "read
 
 
 def search_text(properties: Any, fields: tuple[str, ...]) -> str:
-    """What a node's text search looks in: its type's text properties, lowered by Python, one per line (NUL
-    characters, which PostgreSQL text cannot hold, are left out)."""
-    values = (properties.get(f) for f in fields)
-    return "\n".join(v.lower() if isinstance(v, str) else "" for v in values).replace("\x00", "")
+    """What a node's text search looks in: its type's text properties (`property_text`), lowered by Python, one
+    per line (NUL characters, which PostgreSQL text cannot hold, are left out)."""
+    return "\n".join(property_text(properties.get(f)).lower() for f in fields).replace("\x00", "")
 
 
 def like_pattern(needle: str) -> str:
@@ -60,7 +60,7 @@ def _text_filter(query: NodeQuery, indexed: bool) -> tuple[str, list[Any]]:
     for type_name, fields in sorted(query.text_fields.items()):
         if query.type is not None and type_name != query.type:
             continue
-        found = " OR ".join(f"strpos({_LOWER.format(_text(f))}, %s) > 0" for f in fields)
+        found = " OR ".join(f"strpos({_LOWER.format(_property_text(f))}, %s) > 0" for f in fields)
         if found:
             groups.append(f"(type = %s AND ({found}))")
             params += [type_name, *([needle] * len(fields))]
@@ -73,6 +73,13 @@ def _value(name: str) -> str:
 
 def _text(name: str) -> str:
     return f"(properties ->> '{name}')"
+
+
+def _property_text(name: str) -> str:
+    """The SQL of one text property's text, as `property_text` renders it (NULL for anything else)."""
+    strings = (f"(SELECT string_agg(e #>> '{{}}', E'\\n') FROM json_array_elements(properties -> '{name}') e "
+               "WHERE json_typeof(e) = 'string')")  # fmt: skip
+    return f"(CASE {_kind(name)} WHEN 'string' THEN {_text(name)} WHEN 'array' THEN {strings} END)"
 
 
 def _kind(name: str) -> str:

@@ -21,13 +21,13 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, LiteralString
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from core.audit import AuditRecord
+from core.config import without_password as _redacted
 from core.errors import StoreError, StoreUnavailableError
 from core.model import Model, parse_model
 from core.model_migration import POSTGRES
@@ -143,15 +143,6 @@ def _connect(url: str, *, read_only: bool = False) -> ConnectionPool[psycopg.Con
         pool.close()
         raise StoreError(f"Cannot connect to the store {_redacted(url)}: {exc}.", path=_redacted(url)) from exc
     return pool
-
-
-def _redacted(url: str) -> str:
-    """The URL without its password, fit for messages and `location`."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
 def _node(row: Sequence[Any]) -> Node:

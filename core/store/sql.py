@@ -11,6 +11,7 @@ pieces, so the shape of each rule (which clauses, in which order, with which par
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -39,6 +40,7 @@ from core.store.common import (
     model_version,
     revalidate,
     state_access,
+    superseded_file,
     utc_now,
 )
 from core.store.retention import Compaction, Retention, compaction_floor, cutoff
@@ -47,6 +49,8 @@ from core.view import DiffPage, DiffPosition
 
 if TYPE_CHECKING:
     from core.store.past import StoredView
+
+log = logging.getLogger("canon.store")
 
 __all__ = [
     "Dialect",
@@ -146,7 +150,8 @@ def change_filter(dialect: Dialect, since: int, sight: Sight | None, until: int 
 
 def text_fields_json(model: Model) -> str:
     """The text properties of each node type, as the store records what its text index holds."""
-    return json.dumps({name: list(t.text) for name, t in model.node_types.items()}, sort_keys=True)
+    fields = {name: list(t.text) for name, t in model.node_types.items()}
+    return json.dumps({"arrays": "lines", "fields": fields}, sort_keys=True)  # arrays: their strings one per line
 
 
 def edge_row(e: Edge) -> tuple[Any, ...]:
@@ -302,17 +307,36 @@ class SQLStore(ABC):
         return self._model
 
     def _record_model(self, model: Model, principal: str) -> None:
-        """Record `model` in a store that has none; refuse to open a store whose model differs (`apply_model` is
-        the one way a store's model changes)."""
+        """Record `model` in a store that has none. A store whose model differs opens on its own model if `model`
+        is an older one of its history (the file a server started from, before a model was applied: one warning
+        says how to update it), and is refused otherwise (`apply_model` is the one way a store's model
+        changes)."""
         rows = self._read("SELECT value FROM meta WHERE key = 'model'", ())
         if not rows:
             self.apply_model(model, principal=principal)
         elif rows[0][0] != model.canonical_json:
-            raise model_differs(self.location, json.loads(rows[0][0]), model)
+            recorded = json.loads(rows[0][0])
+            if not self.superseded(model):
+                raise model_differs(self.location, recorded, model)
+            log.warning("%s", superseded_file(self.location, recorded, model))
+            self._model = parse_model(recorded, source=f"{self.location}#model")
         self._model_revision = self._model_head()
 
+    def superseded(self, model: Model) -> bool:
+        """Whether `model` is an older entry of the store's model history: applied once, replaced since."""
+        m = self.DIALECT.mark
+        rows = self._read(f"SELECT 1 FROM model_history WHERE document = {m} AND revision < "
+                          "(SELECT max(revision) FROM model_history) LIMIT 1", (model.canonical_json,))  # fmt: skip
+        return bool(rows)
+
     def apply_model(
-        self, model: Model, *, principal: str, replaces: str | None = None, summary: Mapping[str, Any] | None = None
+        self,
+        model: Model,
+        *,
+        principal: str,
+        replaces: str | None = None,
+        summary: Mapping[str, Any] | None = None,
+        check: Callable[[], None] | None = None,
     ) -> int:
         """Make `model` the store's model in one write transaction, and return the revision that records it (the
         current one if it is the store's model already); see `core.store.Store.apply_model`."""
@@ -350,6 +374,8 @@ class SQLStore(ABC):
                 (revision, at, principal, model.version, model.canonical_json,
                  self._json(summary) if summary else None),
             )  # fmt: skip
+            if check is not None:  # last, before the commit: a caller told its call failed finds nothing applied
+                check()
             self._model, self._model_revision = model, revision
         return revision
 

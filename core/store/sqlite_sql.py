@@ -19,7 +19,7 @@ from core.records import Sight
 from core.store import NodeQuery
 from core.store.sql import Dialect
 
-__all__ = ["DIALECT", "sight_sql", "text_sql"]
+__all__ = ["DIALECT", "property_text", "sight_sql", "text_sql"]
 
 
 def sight_sql(sight: Sight, visibility: str, readers: str) -> tuple[str, list[Any]]:
@@ -38,9 +38,18 @@ def text_sql(fields: dict[str, tuple[str, ...]]) -> str:
     `canon_lower(json_extract(...))` renders it for LIKE, one per line."""
     cases: list[str] = []
     for type_name, names in sorted(fields.items()):
-        parts = " || char(10) || ".join(f"coalesce(canon_lower(json_extract(properties, '$.{f}')), '')" for f in names)
+        parts = " || char(10) || ".join(f"coalesce(canon_lower({property_text(f)}), '')" for f in names)
         cases.append(f"WHEN '{type_name}' THEN {parts or repr('')}")
     return f"(CASE type {' '.join(cases)} ELSE '' END)"
+
+
+def property_text(name: str) -> str:
+    """The SQL expression (over a `nodes` row) of one text property's text: a string as it is, an array's strings
+    one per line (NULL for anything else), as `pg_sql.property_text` and `search_text` render it."""
+    path = f"'$.{name}'"
+    strings = f"(SELECT group_concat(value, char(10)) FROM json_each(properties, {path}) WHERE type = 'text')"
+    return (f"(CASE json_type(properties, {path}) WHEN 'text' THEN json_extract(properties, {path}) "
+            f"WHEN 'array' THEN {strings} END)")  # fmt: skip
 
 
 def _text_filter(query: NodeQuery, indexed: bool) -> tuple[str, list[Any]]:
@@ -66,7 +75,7 @@ def _text_filter(query: NodeQuery, indexed: bool) -> tuple[str, list[Any]]:
         if query.type is not None and type_name != query.type:
             continue
         # instr, not LIKE: a LIKE pattern ends at its first NUL, so '%<NUL>%' would match every text
-        found = " OR ".join(f"instr(canon_lower(json_extract(properties, '$.{f}')), ?) > 0" for f in fields)
+        found = " OR ".join(f"instr(canon_lower({property_text(f)}), ?) > 0" for f in fields)
         if found:
             groups.append(f"(+type = ? AND ({found}))")  # +: never drive the search from the type index
             params += [type_name, *([lowered] * len(fields))]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.dispatch import CallContext, handler
-from core.errors import ModelError, Problem, ValidationError
+from core.errors import LimitExceededError, ModelError, Problem, ValidationError
 from core.model import parse_model
 from core.registry import type_schema
 
@@ -58,22 +58,32 @@ def describe_model(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
 @handler("apply_model")
 def apply_model(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     """Plan, check and (unless `dry_run`) apply a model through `core.model_apply`, the path `canon model apply`
-    takes; a refused model is a validation error whose problems point into the arguments or at stored records."""
+    takes; a refused model is a validation error whose problems point into the arguments or at stored records.
+    The plan runs under the call's time bound, checked last in the store's transaction before it commits: a call
+    answered `limit_exceeded` has applied nothing."""
     from core.model_apply import apply_plan, check_plan, plan_apply  # the generators' diff: loaded when used
 
     allow_breaking = bool(args.get("allow_breaking", False))
     try:
         model = parse_model(args["model"], source="apply_model")
-        plan = plan_apply(ctx.store, model)
+        ctx.check_time()
+        plan = plan_apply(ctx.store, model, check=ctx.check_time)
         check_plan(plan, allow_breaking=allow_breaking)
         applied = not (plan.unchanged or args.get("dry_run", False))
         if applied:
-            revision = apply_plan(ctx.store, plan, principal=ctx.principal.name, allow_breaking=allow_breaking)
+            revision = apply_plan(ctx.store, plan, principal=ctx.principal.name, allow_breaking=allow_breaking,
+                                  check=ctx.check_time)  # fmt: skip
             ctx.index.sync()  # the model change reaches this process's change listeners (and its snapshot) now
         else:
             revision = ctx.store.revision()
     except ModelError as exc:
         raise ValidationError(str(exc), [_in_arguments(p) for p in exc.problems]) from None
+    except LimitExceededError:
+        raise LimitExceededError(
+            f"Planning and applying the model took more than the call's {ctx.time_limit_s:g} s; nothing was "
+            "changed. Apply a model this large with 'canon model apply FILE', which has no call time bound.",
+            limit="time_s", value=ctx.time_limit_s,
+        ) from None  # fmt: skip
     return {"applied": applied, "unchanged": plan.unchanged, "revision": revision, "plan": plan.diff.as_dict()}
 
 

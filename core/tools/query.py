@@ -119,7 +119,8 @@ def _parse(ctx: CallContext, match: list[dict[str, Any]]) -> tuple[dict[str, _Va
         else:
             for end in ("from", "to"):
                 variables.setdefault(term[end], _Var(term[end]))
-            edge_type = ctx.model.edge_types[term["edge"]]
+            edge_type, meaning = ctx.model.edge_named(term["edge"])  # an incoming name: from and to swap
+            source, target = (term["from"], term["to"]) if meaning == "out" else (term["to"], term["from"])
             conditions: tuple[Condition, ...] = ()
             for name, spec in term.get("where", {}).items():
                 if name not in edge_type.schema["properties"]:
@@ -127,7 +128,7 @@ def _parse(ctx: CallContext, match: list[dict[str, Any]]) -> tuple[dict[str, _Va
                     continue
                 op, value = next(iter(spec.items())) if isinstance(spec, dict) else ("eq", spec)
                 conditions += (Condition(name, op, value),)
-            edges.append(_EdgeTerm(term["edge"], term["from"], term["to"], conditions))
+            edges.append(_EdgeTerm(edge_type.name, source, target, conditions))
     for var in variables.values():
         var.type = var.type or _implied_type(ctx, var.name, edges)
     for i, var, where in wheres:
@@ -250,12 +251,12 @@ def query_graph(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     ordered = sorted(results)
     offset = decode_cursor("query_graph", args, int) or 0
     chosen = ordered[offset : offset + limit]
-    records = ctx.store.nodes(sorted({n for row in chosen for n in row}))
-    items = [
-        {name: records[n].to_json() for name, n in zip(returned, row, strict=True) if n in records} for row in chosen
-    ]
+    bound = sorted({n for row in chosen for n in row})
+    records = ctx.store.nodes(bound)
+    items = [{name: n for name, n in zip(returned, row, strict=True) if n in records} for row in chosen]
     more = offset + limit < len(ordered)
     cursor = encode_cursor("query_graph", args, offset + limit) if more else None
     result = page(items, total=len(ordered), limit=limit, revision=revision, next_cursor=cursor,
                   cut=len(results) >= MAX_RESULTS)  # fmt: skip
-    return result | {"work": run.work}
+    nodes = [records[n].to_json() for n in bound if n in records]  # each bound node once, however many rows bind it
+    return result | {"nodes": nodes, "work": run.work}

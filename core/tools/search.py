@@ -1,24 +1,36 @@
-"""search: nodes found by words, ranked (the rule and the query's parsing live in `core.search`)."""
+"""search: nodes found by words, ranked (the rule and the query's parsing live in `core.search`).
+
+A page's cursor holds where the next page starts and the revision its ranking was made at. The next page reads
+that ranking (`core.search.ranked` keeps it), so the pages of one search are one ranking at one revision, each
+as cheap as a slice; once the store has moved on and the ranking is no longer kept, the cursor is refused (start
+the search again) rather than answering pages of two rankings.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from core.dispatch import CallContext, handler
-from core.paging import decode_cursor, encode_cursor, page
-from core.search import parse_query, search
+from core.paging import decode_cursor, encode_cursor, page, refused_cursor
+from core.search import parse_query, ranked
 
 
 @handler("search")
 def search_nodes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     terms = parse_query("search", args["query"])
     limit = args["limit"]
-    start = decode_cursor("search", args, int) or 0
-    revision = ctx.index.revision
-    result = search(ctx.store, ctx.model, ctx.sight, terms, args.get("types"))
+    position = decode_cursor("search", args, {"start": int, "revision": int})
+    start, revision = (0, ctx.index.revision) if position is None else (position["start"], position["revision"])
+    current = revision == ctx.index.revision
+    if revision > ctx.index.revision:
+        raise refused_cursor("search")
+    result = ranked(ctx.store, ctx.model, ctx.sight, terms, args.get("types"), revision, compute=current)
+    if result is None:
+        raise refused_cursor("search", f"the store has changed since this search (revision {revision}, now "
+                                       f"{ctx.index.revision}); search again without the cursor")  # fmt: skip
     hits = result.hits[start : start + limit]
     more = start + limit < len(result.hits)
-    cursor = encode_cursor("search", args, start + limit) if more else None
+    cursor = encode_cursor("search", args, {"start": start + limit, "revision": revision}) if more else None
     answer = page([h.as_json(ctx.model) for h in hits], total=len(result.hits), limit=limit, revision=revision,
                   next_cursor=cursor, cut=result.cut)  # fmt: skip
     return {**answer, "facets": result.facets}

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from core.access import sees_in_graph
 from core.dispatch import CallContext, handler
 from core.errors import ForbiddenError, LimitExceededError, NotFoundError
+from core.model import Model
 from core.paging import decode_cursor, encode_cursor, page
 from core.records import Edge, Sight
 
@@ -19,22 +21,53 @@ MAX_WORK = 200_000  # edges examined by one call
 MAX_PATHS = 1_000  # paths counted by find_paths; total stops there and truncated says so
 
 
+@dataclass(frozen=True)
+class Follow:
+    """The edges a walk follows from a node: the types it follows leaving (`out`) and arriving (`into`), None for
+    every type that way, empty for none."""
+
+    out: frozenset[str] | None
+    into: frozenset[str] | None
+
+    def backwards(self) -> Follow:
+        return Follow(self.into, self.out)
+
+
+def follow(model: Model, direction: str, names: Iterable[str]) -> Follow:
+    """What `direction` (out, in, both) and the edge names `names` (none: every type) ask a walk to follow. A name
+    is read by `Model.edge_named`: an incoming name (`owned_by`) is its edge type the other way, so `out` along
+    `owned_by` follows `owns` edges arriving."""
+    ways = ("out", "in") if direction == "both" else (direction,)
+    chosen = list(names)
+    if not chosen:
+        return Follow(None if "out" in ways else frozenset(), None if "in" in ways else frozenset())
+    out: set[str] = set()
+    into: set[str] = set()
+    for name in chosen:
+        edge, meaning = model.edge_named(name)
+        for way in ways:
+            (out if (way == "out") == (meaning == "out") else into).add(edge.name)
+    return Follow(frozenset(out), frozenset(into))
+
+
 def steps(
-    graph: nx.MultiDiGraph[str], node: str, direction: str, types: frozenset[str], sight: Sight | None = None
+    graph: nx.MultiDiGraph[str], node: str, way: Follow, sight: Sight | None = None
 ) -> Iterator[tuple[str, EdgeRef]]:
-    """(neighbour, edge) pairs one hop from `node`, in a stable order, to neighbours `sight` sees.
+    """(neighbour, edge) pairs one hop from `node` along the edges `way` follows, in a stable order, to neighbours
+    `sight` sees.
 
     Read from networkx's adjacency dicts (neighbour -> {edge type: data}), what `out_edges`/`in_edges` iterate
     with a view object and a generator per call: a walk calls this once per node it reaches."""
     adjacency: Any = graph  # its adjacency dicts are not in the type stubs
     found: list[tuple[str, EdgeRef]] = []
-    if direction in ("out", "both"):
+    out, into = way.out, way.into
+    if out != frozenset():
         found += [
-            (t, (k, node, t)) for t, keys in adjacency._succ[node].items() for k in keys if not types or k in types
+            (t, (k, node, t)) for t, keys in adjacency._succ[node].items() for k in keys if out is None or k in out
         ]
-    if direction in ("in", "both"):
+    if into != frozenset():
         found += [
-            (s, (k, s, node)) for s, keys in adjacency._pred[node].items() for k in keys if not types or k in types
+            (s, (k, s, node)) for s, keys in adjacency._pred[node].items() for k in keys if into is None or k in into
         ]
     if sight is not None:
         found = [(n, ref) for n, ref in found if sees_in_graph(sight, graph, n)]
@@ -60,7 +93,7 @@ def _edges_json(ctx: CallContext, refs: list[EdgeRef]) -> list[dict[str, Any]]:
 @handler("get_neighbors")
 def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     origin, depth = args["id"], args["depth"]
-    direction, types = args["direction"], frozenset(args.get("edge_types", []))
+    way = follow(ctx.model, args["direction"], args.get("edge_types", []))
     limit = args["limit"]
     with ctx.index.reading() as view:
         ctx.check_time()  # the call may have waited its time out already (for a worker thread, a sync)
@@ -71,7 +104,7 @@ def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
         for level in range(1, depth + 1):
             following: list[str] = []
             for current in frontier:
-                for neighbour, ref in steps(graph, current, direction, types, ctx.sight):
+                for neighbour, ref in steps(graph, current, way, ctx.sight):
                     work += 1
                     if neighbour not in seen:
                         seen.add(neighbour)
@@ -98,16 +131,14 @@ def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     return page(items, total=len(reached), limit=limit, revision=revision, next_cursor=cursor)
 
 
-def _distances(
-    ctx: CallContext, graph: nx.MultiDiGraph[str], target: str, direction: str, types: frozenset[str], cap: int
-) -> dict[str, int]:
+def _distances(ctx: CallContext, graph: nx.MultiDiGraph[str], target: str, way: Follow, cap: int) -> dict[str, int]:
     """Hops from every node within `cap` hops to `target`, walking edges backwards."""
-    backwards = {"out": "in", "in": "out", "both": "both"}[direction]
+    backwards = way.backwards()
     distance, frontier = {target: 0}, [target]
     for hop in range(1, cap + 1):
         following: list[str] = []
         for node in frontier:
-            for neighbour, _ in steps(graph, node, backwards, types, ctx.sight):
+            for neighbour, _ in steps(graph, node, backwards, ctx.sight):
                 if neighbour not in distance:
                     distance[neighbour] = hop
                     following.append(neighbour)
@@ -119,19 +150,19 @@ def _distances(
 @handler("find_paths")
 def find_paths(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     source, target = args["source"], args["target"]
-    direction, types = args["direction"], frozenset(args.get("edge_types", []))
+    way = follow(ctx.model, args["direction"], args.get("edge_types", []))
     max_depth, limit = args["max_depth"], args["limit"]
     with ctx.index.reading() as view:
         ctx.check_time()  # the call may have waited its time out already (for a worker thread, a sync)
         graph, revision = view.graph, view.revision
         for end in (source, target):
             _require_visible(ctx, graph, end)
-        distance = _distances(ctx, graph, target, direction, types, max_depth)
+        distance = _distances(ctx, graph, target, way, max_depth)
         paths: list[list[EdgeRef]] = []
         budget = [MAX_WORK]
         shortest = distance[source] if source in distance else max_depth + 1
         for length in range(shortest, max_depth + 1):
-            _walk(ctx, graph, source, target, length, direction, types, distance, [source], [], paths, budget)
+            _walk(ctx, graph, source, target, length, way, distance, [source], [], paths, budget)
             if len(paths) >= MAX_PATHS or budget[0] <= 0:
                 break
     cut = len(paths) >= MAX_PATHS or budget[0] <= 0
@@ -156,16 +187,16 @@ def _other(ref: EdgeRef, node: str) -> str:
     return ref[2] if ref[1] == node else ref[1]
 
 
-def _walk(ctx: CallContext, graph: nx.MultiDiGraph[str], node: str, target: str, remaining: int, direction: str,
-          types: frozenset[str], distance: dict[str, int], trail: list[str], edges: list[EdgeRef],
-          paths: list[list[EdgeRef]], budget: list[int]) -> None:  # fmt: skip
+def _walk(ctx: CallContext, graph: nx.MultiDiGraph[str], node: str, target: str, remaining: int, way: Follow,
+          distance: dict[str, int], trail: list[str], edges: list[EdgeRef], paths: list[list[EdgeRef]],
+          budget: list[int]) -> None:  # fmt: skip
     """Collect the simple paths of exactly `remaining` more hops to `target`, pruned by distance."""
     if remaining == 0:
         if node == target:
             paths.append(list(edges))
         return
     chosen: dict[str, EdgeRef] = {}
-    for neighbour, ref in steps(graph, node, direction, types, ctx.sight):
+    for neighbour, ref in steps(graph, node, way, ctx.sight):
         chosen.setdefault(neighbour, ref)  # one edge per neighbour: the first by type name
     for neighbour, ref in chosen.items():
         budget[0] -= 1
@@ -177,6 +208,6 @@ def _walk(ctx: CallContext, graph: nx.MultiDiGraph[str], node: str, target: str,
             ctx.check_time()
         trail.append(neighbour)
         edges.append(ref)
-        _walk(ctx, graph, neighbour, target, remaining - 1, direction, types, distance, trail, edges, paths, budget)
+        _walk(ctx, graph, neighbour, target, remaining - 1, way, distance, trail, edges, paths, budget)
         trail.pop()
         edges.pop()

@@ -1,7 +1,8 @@
 """The HTTP and WebSocket app of the GraphQL surface (`generators.graphql.schema`), around a built schema.
 
-`/graphql` answers POST and GET queries, shows GraphiQL to a browser's GET (its CDN scripts pointed at
-the host's `/ui-assets/`, see `local_assets`) and carries subscriptions over WebSocket with the
+`/graphql` answers POST and GET queries, shows GraphiQL to a browser's GET (`generators.graphql.ide`: opened on a
+query for this model, a page shell served without a token; its CDN scripts pointed at the host's `/ui-assets/`,
+see `local_assets`) and carries subscriptions over WebSocket with the
 graphql-transport-ws protocol; the caller is canon's principal, from the `Authorization` header or, on a
 WebSocket, from `connection_init`. `/schema.graphql` answers the printed SDL.
 
@@ -31,6 +32,7 @@ from strawberry.types.unset import UNSET, UnsetType
 from core.documents import parse_json
 from core.surfaces import ASGIApp, SurfaceHost
 from generators.graphql.bounds import MAX_SUBSCRIPTIONS_PER_CONNECTION
+from generators.graphql.ide import ide_page, shows_ide
 
 __all__ = ["CanonGraphQL", "asgi_app", "local_assets"]
 
@@ -56,6 +58,7 @@ class CanonGraphQL(GraphQL[dict[str, Any], None]):
                          connection_init_wait_timeout=timedelta(seconds=30))  # fmt: skip
         self.host = host
         self.surface = surface
+        self._page: str | None = None  # GraphiQL's page, made at its first request
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -112,8 +115,14 @@ class CanonGraphQL(GraphQL[dict[str, Any], None]):
         self.host.rejected("/graphql", reason)
         raise ConnectionRejectionError({"reason": reason})
 
+    def should_render_graphql_ide(self, request: Any) -> bool:
+        """The one rule (`shows_ide`) by which the host also lets the page in without a token."""
+        return shows_ide(request.method, request.query_params.get("query"), request.headers.get("accept", ""))
+
     async def render_graphql_ide(self, request: Request) -> HTMLResponse:
-        return HTMLResponse(local_assets(self.graphql_ide_html, self.host.settings.base_url))
+        if self._page is None:
+            self._page = local_assets(ide_page(self.graphql_ide_html, self.host.registry), self.host.settings.base_url)
+        return HTMLResponse(self._page)
 
 
 def asgi_app(schema: strawberry.Schema, host: SurfaceHost, surface: str) -> ASGIApp:

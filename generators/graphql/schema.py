@@ -62,6 +62,7 @@ from generators.graphql.bounds import (
 from generators.graphql.compare import compare
 from generators.graphql.edges import EdgeFields
 from generators.graphql.gate import request_extensions
+from generators.graphql.ide import scope_shows_ide
 from generators.graphql.types import (
     Fallback,
     HashableDict,
@@ -343,6 +344,10 @@ class GraphQLSurface:
     name: str = "graphql"
     cors: bool = True  # pages on allowed origins may query (core.http.cors); WebSockets follow the Origin rule
     paths: tuple[str, ...] = ("/graphql", "/schema.graphql")
+
+    def page_shell(self, scope: Mapping[str, Any]) -> bool:
+        """GraphiQL's page holds no data: served without a token even when anonymous access is off."""
+        return scope_shows_ide(scope)
 
     def app(self, host: SurfaceHost, registry: Registry) -> ASGIApp:
         built = build_schema(registry, host)

@@ -354,6 +354,7 @@ class TypeMapper:
             {"enum": sorted(self.model.node_types)}, "node types", ["NodeTypeName"]
         )  # the names they are known by
         self._enum({"enum": sorted(self.model.edge_types)}, "edge types", ["EdgeTypeName"])
+        self._enum({"enum": list(self.model.edge_names)}, "edge names", ["EdgeName"])  # types and incoming names
         system: dict[str, Any] = {"id": str, "type": str, "visibility": visibility, "readers": Optional[list[str]],  # noqa: UP045
                                   "revision": int, "created_at": Optional[str], "updated_at": Optional[str],  # noqa: UP045
                                   "updated_by": Optional[str]}  # noqa: UP045  # fmt: skip

@@ -37,10 +37,10 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlencode
 
 import anyio.to_thread
 from fastapi import FastAPI
-from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.telemetry import TelemetryConfig
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
@@ -55,6 +55,7 @@ from core.resources import list_resources, read_resource
 from core.schema_diff import Finding
 from core.surfaces import ASGIApp, SurfaceHost
 from generators.rest.compare import compare
+from generators.rest.docs import DOCS_PATH, docs_page, is_docs_page
 from generators.rest.openapi import (
     SEGMENT,
     Param,
@@ -70,7 +71,6 @@ __all__ = ["RestSurface", "build_app", "coerce", "document_text", "surface"]
 log = logging.getLogger("canon.rest")
 
 READ_HEADERS = {"Cache-Control": "private, no-cache", "Vary": "Authorization"}
-UI_ASSETS = "/ui-assets/swagger-ui-dist@5"
 NO_TELEMETRY: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}
 INTEGER = re.compile(r"-?[0-9]+")
 NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
@@ -249,12 +249,28 @@ def etag_of(value: Mapping[str, Any], body: str) -> str | None:
     return f'"r{value["revision"]}-{hashlib.sha256(body.encode()).hexdigest()[:16]}"'
 
 
-def _next_link(request: Request, cursor: str) -> str:
-    url = request.url.include_query_params(cursor=cursor)
-    return f'<{url.path}?{url.query}>; rel="next"'
+def _next_link(request: Request, cursor: str, query: Sequence[tuple[str, str]] = ()) -> str:
+    """The next page's link: the path, the query parameters `query` names, then the cursor. Never the request's
+    own query string, which can be as long as the host lets a URL be (a `Link` line over 64 KiB is refused by
+    clients and proxies): `query` is built from the arguments the call validated, bounded by the tool's schema."""
+    return f'<{request.url.path}?{urlencode([*query, ("cursor", cursor)])}>; rel="next"'
 
 
-def _success(request: Request, route: ToolRoute, value: dict[str, Any]) -> Response:
+def _query_of(route: ToolRoute, arguments: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The query parameters that send `arguments` again, as `arguments_of` reads them (the cursor left out)."""
+    query: list[tuple[str, str]] = []
+    for param in route.params:
+        if param.location != "query" or param.name == "cursor" or param.name not in arguments:
+            continue
+        value = arguments[param.name]
+        values: list[Any] = list(value) if param.style == "array" else [value]  # pyright: ignore[reportUnknownArgumentType]
+        for one in values:
+            text = json.dumps(one, ensure_ascii=False) if param.style == "json" or not isinstance(one, str) else one
+            query.append((param.name, text))
+    return query
+
+
+def _success(request: Request, route: ToolRoute, arguments: Mapping[str, Any], value: dict[str, Any]) -> Response:
     body = json.dumps(value, ensure_ascii=False)
     headers = dict(READ_HEADERS) if route.tool.annotations.get("readOnlyHint", False) else {}
     if route.conditional:
@@ -265,7 +281,7 @@ def _success(request: Request, route: ToolRoute, value: dict[str, Any]) -> Respo
                 return Response(status_code=304, headers=headers)
     cursor = value.get("next_cursor")
     if route.method == "GET" and isinstance(cursor, str):
-        headers["Link"] = _next_link(request, cursor)
+        headers["Link"] = _next_link(request, cursor, _query_of(route, arguments))
     return Response(body, media_type="application/json", headers=headers)
 
 
@@ -299,7 +315,7 @@ def _tool_endpoint(host: SurfaceHost, route: ToolRoute) -> Endpoint:
         if result.error is not None:
             return error_response(request, result.error, if_match=if_match)
         assert result.value is not None
-        return _success(request, route, result.value)
+        return _success(request, route, arguments, result.value)
 
     return endpoint
 
@@ -387,14 +403,10 @@ def build_app(host: SurfaceHost, registry: Registry) -> FastAPI:
 
     async def docs(request: Request) -> HTMLResponse:
         title = f"canon: {registry.model.name} REST API"
-        # Swagger UI's files from the host's /ui-assets/ (shipped with canon), so the page works without a network
-        return get_swagger_ui_html(openapi_url=f"{base}/openapi.json", title=title,
-                                   swagger_js_url=f"{base}{UI_ASSETS}/swagger-ui-bundle.js",
-                                   swagger_css_url=f"{base}{UI_ASSETS}/swagger-ui.css",
-                                   swagger_favicon_url=f"{base}{UI_ASSETS}/favicon-32x32.png")  # fmt: skip
+        return HTMLResponse(docs_page(title, base, token_form=not host.settings.anonymous))
 
     app.add_api_route("/openapi.json", openapi, methods=["GET"], include_in_schema=False, response_model=None)
-    app.add_api_route("/docs", docs, methods=["GET"], include_in_schema=False, response_model=None)
+    app.add_api_route(DOCS_PATH, docs, methods=["GET"], include_in_schema=False, response_model=None)
     return app
 
 
@@ -403,7 +415,11 @@ class RestSurface:
 
     name: str = "rest"
     cors: bool = True  # pages on allowed origins may call the API (core.http.cors)
-    paths: tuple[str, ...] = ("/api/", "/openapi.json", "/docs")
+    paths: tuple[str, ...] = ("/api/", "/openapi.json", DOCS_PATH)
+
+    def page_shell(self, scope: Mapping[str, Any]) -> bool:
+        """`/docs` holds no data: served without a token even when anonymous access is off (`core.surfaces`)."""
+        return is_docs_page(scope)
 
     def app(self, host: SurfaceHost, registry: Registry) -> ASGIApp:
         return build_app(host, registry)

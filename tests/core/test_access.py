@@ -533,7 +533,7 @@ def test_query_graph_binds_and_counts_only_visible_nodes(
 
     pages = all_pages(walking, who, "query_graph", {**arguments, "limit": 25})
 
-    found = [tuple(row[name]["id"] for name in returned) for page in pages for row in page["items"]]
+    found = [tuple(row[name] for name in returned) for page in pages for row in page["items"]]
     assert set(found) == expected
     assert len(found) == len(expected)
     assert {page["total"] for page in pages} == {len(expected)}

@@ -14,6 +14,7 @@ from core.interchange import export_graph, import_path
 from core.model import Model, default_seed_path
 from core.store import StoreStats
 from core.store.sqlite import SQLiteStore
+from core.synthetic import write_synthetic
 
 TEAM = {"slug": "payments", "name": "Payments", "mission": "Move money.", "area": "product"}
 ADA = {"email": "ada@northwind.test", "name": "Ada", "handle": "ada", "title": "Engineer", "role": "engineer"}
@@ -402,3 +403,22 @@ def test_reimporting_an_export_preserves_timestamps_and_authors(
         original.updated_at,
         original.updated_by,
     )
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_import_progress_counts_each_record_once_of_as_many_as_the_files_hold(
+    store: SQLiteStore, tmp_path: Path, suffix: str
+) -> None:
+    nodes, edges = write_synthetic(tmp_path / f"graph{suffix}", 700)  # records in two passes, batches of 1,000
+    reported: list[tuple[str, int, int]] = []
+
+    report = import_path(store, tmp_path / f"graph{suffix}", principal="test", batch=1_000,
+                         progress=lambda phase, done, total: reported.append((phase, done, total)))  # fmt: skip
+
+    assert (report.nodes, report.edges) == (nodes, edges)
+    assert {phase for phase, _, _ in reported} == {"writing"}
+    assert {total for _, _, total in reported} == {nodes + edges}
+    assert reported[-1][1] == nodes + edges
+    done = [d for _, d, _ in reported]
+    assert done == sorted(done)
+    assert len(reported) >= 3

@@ -12,6 +12,7 @@ import yaml
 
 from core.errors import ModelError, Problem
 from core.model import Model, check_model, load_model, parse_model
+from core.model_limits import MAX_DEFINITIONS, MAX_DEPTH, MAX_PROPERTIES
 
 
 def _default_document(model: Model) -> dict[str, Any]:
@@ -226,19 +227,19 @@ def test_model_digest_changes_when_the_document_changes(model: Model) -> None:
 def test_node_types_know_their_key_display_and_text_properties(model: Model) -> None:
     person = model.node_types["Person"]
     assert (person.key, person.display) == ("email", "name")
-    assert person.text == ("name", "email", "handle", "title", "location")
+    assert person.text == ("name", "email", "handle", "title", "location", "skills")
     assert (person.icon, person.plural) == ("👤", "people")
     decision = model.node_types["Decision"]
     assert (decision.key, decision.display) == ("number", "title")
     assert "email" in person.properties
 
 
-def test_node_type_text_defaults_to_every_string_property(model: Model) -> None:
+def test_node_type_text_defaults_to_every_string_property_and_array_of_strings(model: Model) -> None:
     document = _default_document(model)
     del document["$defs"]["Team"]["x-canon-node"]["text"]
     team = parse_model(document).node_types["Team"]
-    # slug is a $ref to the Slug string schema; oncall (boolean), founded (string) and tags (array) are not all text
-    assert team.text == ("slug", "name", "mission", "area", "slack_channel", "founded")
+    # slug is a $ref to the Slug string schema; oncall (boolean) is not text; tags is an array of strings
+    assert team.text == ("slug", "name", "mission", "area", "slack_channel", "founded", "tags")
 
 
 def test_a_node_type_without_defaults_gives_new_nodes_internal_visibility_and_no_readers(model: Model) -> None:
@@ -319,3 +320,93 @@ def test_problem_renders_file_line_pointer_and_message() -> None:
     problem = Problem("/nodes/0", "bad", file="a.json", line=3)
     assert str(problem) == "a.json:3: /nodes/0: bad"
     assert problem.as_dict() == {"pointer": "/nodes/0", "message": "bad", "file": "a.json", "line": 3}
+
+
+# -- $ref cycles and the bounds of a model ---------------------------------------------------------------------------
+def _with_loop(defs: dict[str, Any]) -> None:
+    defs["Loop"] = {"$ref": "#/$defs/Loop"}
+    defs["Team"]["properties"]["loop"] = {"$ref": "#/$defs/Loop"}
+
+
+def _with_pair(defs: dict[str, Any]) -> None:
+    defs["A"] = {"type": "object", "properties": {"b": {"$ref": "#/$defs/B"}}}
+    defs["B"] = {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}}
+    defs["Team"]["properties"]["a"] = {"$ref": "#/$defs/A"}
+
+
+def _with_team_parent(defs: dict[str, Any]) -> None:
+    defs["Team"]["properties"]["parent"] = {"$ref": "#/$defs/Team"}
+
+
+CYCLES = {  # how a model is made cyclic -> the $ref that closes the cycle, and the cycle's names
+    "self": (_with_loop, "/$defs/Loop/$ref", "Loop -> Loop"),
+    "pair": (_with_pair, "/$defs/B/properties/a/$ref", "A.properties.b -> B.properties.a -> A"),
+    "type": (_with_team_parent, "/$defs/Team/properties/parent/$ref", "Team.properties.parent -> Team"),
+}
+
+
+@pytest.mark.parametrize("case", list(CYCLES))
+def test_a_ref_cycle_is_one_model_problem_naming_the_cycle(model: Model, case: str) -> None:
+    make, at, names = CYCLES[case]
+    document = _default_document(model)
+    make(document["$defs"])
+    problems = check_model(document)
+    assert [p.pointer for p in problems] == [at]
+    assert names in problems[0].message  # the message is the feature: it names the cycle
+    with pytest.raises(ModelError):
+        parse_model(document)
+
+
+def test_a_helper_shared_by_many_properties_is_no_cycle(model: Model) -> None:
+    document = _default_document(model)
+    document["$defs"]["Pair"] = {"type": "array", "items": [{"$ref": "#/$defs/Slug"}], "prefixItems": [
+        {"$ref": "#/$defs/Slug"}, {"$ref": "#/$defs/Tags"}]}  # fmt: skip
+    document["$defs"]["Team"]["properties"]["pair"] = {"$ref": "#/$defs/Pair", "description": "Two slugs."}
+    document["$defs"]["Team"]["properties"]["enum"] = {"enum": [{"$ref": "#/$defs/Team"}]}  # data, not a schema
+    assert not [p for p in check_model(document) if "cycle" in p.message]
+
+
+def _many_types(model: Model, count: int) -> dict[str, Any]:
+    document = _default_document(model)
+    for i in range(count):
+        document["$defs"][f"Extra{i}"] = copy.deepcopy(document["$defs"]["GlossaryTerm"])
+    return document
+
+
+def _many_properties(model: Model, count: int) -> dict[str, Any]:
+    document = _default_document(model)
+    document["$defs"]["Team"]["properties"] |= {f"p{i}": {"type": "string"} for i in range(count)}
+    return document
+
+
+def _deep(model: Model, levels: int) -> dict[str, Any]:
+    """The default model with a Team property `levels` objects deep: its innermost schema sits under
+    4 + 2 * levels members of the document."""
+    document = _default_document(model)
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"a": schema}}
+    document["$defs"]["Team"]["properties"]["deep"] = schema
+    return document
+
+
+DEEPEST = (MAX_DEPTH - 1 - 4) // 2  # the most levels `_deep` nests within MAX_DEPTH
+
+
+def test_a_model_over_each_bound_is_refused_naming_the_bound_and_its_value(model: Model) -> None:
+    defs = len(model.document["$defs"])
+    over = {
+        "/$defs": (_many_types(model, MAX_DEFINITIONS + 1 - defs), f"{MAX_DEFINITIONS + 1:,} definitions"),
+        "/$defs/Team/properties": (_many_properties(model, MAX_PROPERTIES), f"at most {MAX_PROPERTIES:,}"),
+        "/$defs/Team/properties/deep" + "/properties/a" * (DEEPEST + 1): (_deep(model, DEEPEST + 1),
+                                                                  f"more than {MAX_DEPTH} levels"),
+    }  # fmt: skip
+    for at, (document, words) in over.items():
+        problems = check_model(document, source="big.json")
+        assert [(p.pointer, p.file) for p in problems] == [(at, "big.json")]
+        assert words in problems[0].message
+
+
+def test_a_model_at_the_property_and_depth_bounds_is_accepted(model: Model) -> None:
+    assert check_model(_many_properties(model, MAX_PROPERTIES - len(model.node_types["Team"].properties))) == []
+    assert check_model(_deep(model, DEEPEST)) == []

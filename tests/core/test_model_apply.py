@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import sqlite3
 import subprocess
 import sys
@@ -18,16 +19,21 @@ from typing import Any
 import psycopg
 import pytest
 
-from core.errors import ModelError, NotFoundError, ValidationError
+from core.dispatch import Dispatcher
+from core.errors import LimitExceededError, ModelError, NotFoundError, ValidationError
+from core.graph import GraphIndex
 from core.instance import Instance
 from core.model import Model, parse_model
 from core.model_apply import apply_plan, plan_apply
+from core.model_limits import MAX_PROPERTIES
 from core.operations import PutNode
 from core.principal import LOCAL, Principal
 from core.records import Node
+from core.registry import build_registry
 from core.resources import complete, read_resource
 from core.store import Store, copy_store, is_database_url, open_existing_store
 from core.store.common import check_records
+from core.tools import Toolset
 from core.uris import MODEL_AT_TEMPLATE, model_at_uri
 from tests.conftest import REPO
 
@@ -193,6 +199,23 @@ def test_apply_model_applies_for_an_admin_and_the_instance_then_serves_it(instan
     assert entry.principal == LOCAL.name
     assert entry.summary is not None
     assert entry.summary["classification"] == "compatible"
+
+
+@pytest.mark.sqlite_only
+def test_a_model_switch_is_logged_once_naming_the_old_and_new_model(
+    instance: Instance, model: Model, caplog: pytest.LogCaptureFixture
+) -> None:
+    newer = changed(model, "1.1.0", with_team_budget)
+    result = instance.dispatcher.call_tool(LOCAL, "test", "apply_model", {"model": newer.document})
+    assert result.error is None, result.error
+
+    with caplog.at_level(logging.INFO, logger="canon.model"):
+        assert instance.reload_model() is True
+        assert instance.reload_model() is False  # nothing changed since: nothing logged
+
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "canon.model"]
+    assert line.startswith(f"model {model.name} {model.version} -> {newer.name} 1.1.0")
+    assert instance.store.location in line
 
 
 @pytest.mark.sqlite_only
@@ -381,3 +404,88 @@ def test_a_changed_key_property_is_a_breaking_write_rule_and_the_data_check_refu
     assert any("key property" in f.change for f in plan.diff.findings if f.surface == "writes")
     assert plan.diff.data is not None
     assert plan.diff.data.refused == 1
+
+
+# -- bounds: cycles, size and the call's time ------------------------------------------------------------------------
+def _dispatcher(store: Store, model: Model, time_limit_s: float = 60.0) -> Dispatcher:
+    """The dispatch path on `store` (of either backend), with the call time bound `time_limit_s`."""
+    return Dispatcher(build_registry(model), store, GraphIndex.build(store), Toolset().all_handlers(),
+                      time_limit_s=time_limit_s)  # fmt: skip
+
+
+def _with_team_parent(document: dict[str, Any]) -> None:
+    document["$defs"]["Team"]["properties"]["parent"] = {"$ref": "#/$defs/Team", "description": "A cycle."}
+
+
+def test_apply_model_of_a_ref_cycle_is_invalid_naming_the_cycle_and_changes_nothing(
+    seeded_store: Store, model: Model
+) -> None:
+    document = copy.deepcopy(dict(model.document))
+    _with_team_parent(document)
+    document["x-canon-model"]["version"] = "1.1.0"
+    before = seeded_store.revision()
+    result = _dispatcher(seeded_store, model).call_tool(LOCAL, "test", "apply_model", {"model": document})
+    assert isinstance(result.error, ValidationError), result
+    problems = result.error.problems
+    assert [p.pointer for p in problems] == ["/model/$defs/Team/properties/parent/$ref"]
+    assert "Team.properties.parent -> Team" in problems[0].message
+    assert seeded_store.revision() == before
+
+
+def test_apply_model_of_a_model_over_a_bound_is_invalid_naming_the_bound(seeded_store: Store, model: Model) -> None:
+    document = copy.deepcopy(dict(model.document))
+    document["$defs"]["Team"]["properties"] |= {f"p{i}": {"type": "string"} for i in range(MAX_PROPERTIES)}
+    document["x-canon-model"]["version"] = "1.1.0"
+    result = _dispatcher(seeded_store, model).call_tool(LOCAL, "test", "apply_model", {"model": document})
+    assert isinstance(result.error, ValidationError), result
+    assert [p.pointer for p in result.error.problems] == ["/model/$defs/Team/properties"]
+    assert f"at most {MAX_PROPERTIES}" in result.error.problems[0].message
+
+
+def test_apply_model_past_its_time_bound_is_limit_exceeded_and_applies_nothing(
+    seeded_store: Store, model: Model
+) -> None:
+    """A bound no plan fits in (a nanosecond): the deadline has passed by the first check, whatever the machine."""
+    before, history = seeded_store.revision(), seeded_store.model_history()
+    newer = changed(model, "1.1.0", with_team_budget)
+    result = _dispatcher(seeded_store, model, time_limit_s=1e-9).call_tool(
+        LOCAL, "test", "apply_model", {"model": newer.document}
+    )
+    assert isinstance(result.error, LimitExceededError), result
+    assert result.error.limit == "time_s"
+    assert "nothing was changed" in str(result.error)
+    assert seeded_store.revision() == before
+    assert seeded_store.model_history() == history
+    assert seeded_store.stored_model().digest == model.digest
+
+
+def test_a_deadline_passed_in_the_apply_transaction_rolls_the_whole_change_back(
+    seeded_store: Store, store_location: str | Path, model: Model
+) -> None:
+    """The store calls `check` in its transaction, once everything is written and before the commit: another
+    connection still reads the old model then, and what `check` raises leaves the store as it was."""
+    before, history = seeded_store.revision(), seeded_store.model_history()
+    newer = changed(model, "1.1.0", with_team_budget)
+    seen: list[str] = []
+
+    def deadline_passed() -> None:
+        other = open_existing_store(store_location, read_only=True)
+        try:
+            seen.append(other.stored_model().digest)
+        finally:
+            other.close()
+        raise LimitExceededError("out of time", limit="time_s", value=0)
+
+    plan = plan_apply(seeded_store, newer)
+    with pytest.raises(LimitExceededError):
+        apply_plan(seeded_store, plan, principal="admin", check=deadline_passed)
+    assert seen == [model.digest]  # the check ran before the commit
+    assert seeded_store.model.digest == model.digest
+    assert seeded_store.revision() == before
+    assert seeded_store.model_history() == history
+    reopened = open_existing_store(store_location)
+    try:
+        assert reopened.stored_model().digest == model.digest
+        assert reopened.revision() == before
+    finally:
+        reopened.close()

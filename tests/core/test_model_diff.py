@@ -284,9 +284,9 @@ def test_generate_for_builds_a_model_s_artifacts_once_and_hands_out_copies(
     built: list[str] = []
     generate_by_owner = core.artifacts.generate_by_owner
 
-    def counted(path: Any, surfaces: Any = None) -> dict[str, dict[str, str]]:
+    def counted(path: Any, surfaces: Any = None, check_time: Any = None) -> dict[str, dict[str, str]]:
         built.append(str(path))
-        return generate_by_owner(path, surfaces)
+        return generate_by_owner(path, surfaces, check_time)
 
     monkeypatch.setattr(core.artifacts, "generate_by_owner", counted)
     first = generate_for(fresh)

@@ -132,11 +132,14 @@ def test_no_derive_marker_survives_derivation(registry: Registry) -> None:
 
 def test_derived_type_enums_list_the_models_types(registry: Registry, model: Model) -> None:
     find_nodes_type = registry.tool("find_nodes").input_schema["properties"]["type"]
-    edge_types = registry.tool("get_neighbors").input_schema["properties"]["edge_types"]["items"]
+    edge_type = registry.tool("upsert_edge").input_schema["properties"]["type"]
+    edge_names = registry.tool("get_neighbors").input_schema["properties"]["edge_types"]["items"]
 
     assert find_nodes_type["enum"] == list(model.node_types)
     assert find_nodes_type["type"] == "string"
-    assert edge_types["enum"] == list(model.edge_types)
+    assert edge_type["enum"] == list(model.edge_types)
+    assert edge_names["enum"] == [*model.edge_types, *(e.incoming_name for e in model.edge_types.values())]
+    assert {"members", "owned_by", "related_to_incoming"} <= set(edge_names["enum"])
 
 
 @pytest.mark.parametrize(("name", "schema"), SCHEMAS)

@@ -105,3 +105,22 @@ def test_without_a_folder_a_schema_is_checked_once_per_process_and_a_failed_one_
     for checks in (first, second):
         with pytest.raises(SchemaError):
             checks.check(broken)
+
+
+def test_a_registry_built_past_its_deadline_stops_before_its_next_check_and_remembers_nothing(tmp_path: Path) -> None:
+    """What bounds a model plan's time: the registry of a new model checks every tool's schema, each in time."""
+
+    def out_of_time() -> None:
+        raise TimeoutError("the deadline has passed")
+
+    checks = SchemaChecks(tmp_path, check_time=out_of_time)
+    with pytest.raises(TimeoutError):
+        build_registry(load_model(default_model_path()), checks=checks)
+    assert checks.checked == 0
+    assert not (tmp_path / FOLDER).exists()
+    remembered = SchemaChecks(tmp_path)
+    build_registry(load_model(default_model_path()), checks=remembered)
+    assert remembered.checked > 0  # the same registry, in time: every check runs
+    again = SchemaChecks(tmp_path, check_time=out_of_time)
+    build_registry(load_model(default_model_path()), checks=again)  # checks remembered: no deadline is consulted
+    assert again.checked == 0

@@ -4,6 +4,7 @@ detection, stats, concurrent writers, the audit log and copying between backends
 from __future__ import annotations
 
 import copy
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -229,6 +230,46 @@ def test_opening_with_a_differing_model_is_a_model_error_and_changes_nothing(
     assert "canon model apply" in str(caught.value)  # the message is the feature: it says how to apply it
     assert seeded_store.revision() == before
     assert seeded_store.stored_model().digest == model.digest
+
+
+def test_opening_with_an_older_model_of_the_history_opens_on_the_store_s_model_and_warns_once(
+    seeded_store: Store, store_location: str | Path, model: Model, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The restart after an apply: the configured file is still the model the store started from."""
+    newer = changed_model(model, with_optional_team_budget)
+    applied = seeded_store.apply_model(newer, principal="admin")
+    with caplog.at_level(logging.WARNING, logger="canon.store"):
+        reopened = open_store(store_location, model)
+    try:
+        assert reopened.model.digest == newer.digest
+        assert "budget" in reopened.model.node_types["Team"].properties
+        assert reopened.revision() == applied  # opening changed nothing
+        assert reopened.stored_model().digest == newer.digest
+        warnings = [r.getMessage() for r in caplog.records if r.name == "canon.store" and r.levelno >= logging.WARNING]
+        assert len(warnings) == 1, warnings
+        assert model.source in warnings[0]
+        assert f"canon model show > {model.source}" in warnings[0]  # the message is the feature: how to update
+        assert "[model] path" in warnings[0]
+    finally:
+        reopened.close()
+
+
+def _other_model(document: dict[str, Any]) -> None:
+    document["$id"] = "https://example.com/other.schema.json"
+
+
+@pytest.mark.parametrize(("change", "words"), [(with_optional_team_budget, "is newer"), (_other_model, "neither")])
+def test_opening_with_a_newer_or_an_unknown_model_file_is_refused_naming_both_fixes(
+    seeded_store: Store, store_location: str | Path, model: Model, change: Any, words: str
+) -> None:
+    before = seeded_store.revision()
+    with pytest.raises(ModelError) as caught:
+        open_store(store_location, changed_model(model, change))
+    message = str(caught.value)
+    assert words in message
+    assert "canon model apply changed.schema.json" in message
+    assert "canon model show > changed.schema.json" in message
+    assert seeded_store.revision() == before
 
 
 def test_applying_an_incompatible_model_is_a_model_error_and_changes_nothing(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from core.model import Model, parse_model
+from core.model import Model, parse_model, property_text
 from core.operations import DeleteNode, PutNode
 from core.records import Node
 from core.store import NodeQuery, Store, open_store
@@ -31,8 +31,8 @@ def _fields(model: Model) -> dict[str, tuple[str, ...]]:
 def _oracle(store: Store, model: Model, needle: str, type_: str | None = None) -> list[str]:
     found: list[str] = []
     for node in store.iter_nodes(type_):
-        values = [node.properties.get(f) for f in model.node_types[node.type].text]
-        if any(isinstance(v, str) and needle.lower() in v.lower() for v in values):
+        values = [property_text(node.properties.get(f)) for f in model.node_types[node.type].text]
+        if any(needle.lower() in v.lower() for v in values):
             found.append(node.id)
     return sorted(found)
 

@@ -303,6 +303,42 @@ def test_get_neighbors_follows_only_the_given_edge_types(instance: Instance, sto
     assert {i["node"]["id"]: i["depth"] for i in items} == expected_depths(store, ORIGIN, "both", 2, types)
 
 
+@pytest.mark.parametrize(("inverse", "forward"), [
+    ({"direction": "out", "edge_types": ["members"]}, {"direction": "in", "edge_types": ["member_of"]}),
+    ({"direction": "in", "edge_types": ["members"]}, {"direction": "out", "edge_types": ["member_of"]}),
+    ({"direction": "both", "edge_types": ["members"]}, {"direction": "both", "edge_types": ["member_of"]}),
+    ({"direction": "out", "edge_types": ["owns", "members"]},
+     {"direction": "both", "edge_types": ["owns", "member_of"]}),
+])  # fmt: skip
+def test_get_neighbors_reads_an_inverse_edge_name_as_its_type_the_other_way(
+    walking: Instance, inverse: dict[str, Any], forward: dict[str, Any]
+) -> None:
+    expected, _ = neighbours(walking, {"id": ORIGIN, **forward})
+
+    items, _ = neighbours(walking, {"id": ORIGIN, **inverse})
+
+    assert items == expected
+    if inverse["edge_types"] == ["members"] and inverse["direction"] == "out":  # a team's members arrive at it
+        assert items
+        assert {(i["edge"]["type"], i["edge"]["target"]) for i in items} == {("member_of", ORIGIN)}
+
+
+def test_an_edge_name_mixing_a_type_and_its_inverse_follows_both_ways(instance: Instance) -> None:
+    both, _ = neighbours(instance, {"id": ORIGIN, "direction": "both", "edge_types": ["member_of"]})
+
+    items, _ = neighbours(instance, {"id": ORIGIN, "direction": "out", "edge_types": ["member_of", "members"]})
+
+    assert items == both
+
+
+def test_an_unknown_edge_name_is_refused_with_the_names_there_are(instance: Instance) -> None:
+    body = error(instance, "get_neighbors", {"id": ORIGIN, "edge_types": ["memberz"]})
+
+    assert body["code"] == "invalid_arguments"
+    assert [p["pointer"] for p in body["problems"]] == ["/edge_types/0"]
+    assert "members" in body["problems"][0]["message"]
+
+
 @pytest.mark.parametrize("direction", ["out", "in", "both"])
 def test_get_neighbors_at_depth_two_lists_nearer_nodes_first_and_counts_every_node(
     walking: Instance, store: Store, direction: str
@@ -392,6 +428,18 @@ def test_find_paths_returns_every_simple_path_shortest_first(
     assert lengths[0] == nx.shortest_path_length(graph, arguments["source"], arguments["target"])
 
 
+def test_find_paths_reads_an_inverse_edge_name_as_its_type_the_other_way(walking: Instance) -> None:
+    between = {"source": SERVICE, "target": PERSON, "max_depth": 2}  # the service <-owns- a team <-member_of- Ada
+    expected = paths(walking, {**between, "direction": "in", "edge_types": ["owns", "member_of"]})
+
+    found = paths(walking, {**between, "direction": "out", "edge_types": ["owned_by", "members"]})
+
+    assert found == expected
+    assert found
+    assert [[e["type"] for e in p["edges"]] for p in found] == [["owns", "member_of"]] * len(found)
+    assert paths(walking, {**between, "direction": "out", "edge_types": ["owns", "member_of"]}) == []
+
+
 def test_find_paths_respects_max_depth(instance: Instance, store: Store) -> None:
     shortest = nx.shortest_path_length(topology(store, directed=False), PERSON, "svc-search-api")
 
@@ -436,10 +484,11 @@ def test_query_graph_chain_returns_exactly_the_bindings_in_the_store(walking: In
 
     rows, pages = all_rows(walking, {"match": pattern})
 
-    assert {(r["p"]["id"], r["t"]["id"], r["s"]["id"]) for r in rows} == expected
+    assert {(r["p"], r["t"], r["s"]) for r in rows} == expected
     assert len(rows) == len(expected) > 0
     assert {page["total"] for page in pages} == {len(expected)}
-    assert all(r["p"]["properties"]["role"] == "engineering_manager" for r in rows)
+    nodes = {n["id"]: n for page in pages for n in page["nodes"]}
+    assert all(nodes[r["p"]]["properties"]["role"] == "engineering_manager" for r in rows)
 
 
 def test_query_graph_return_projects_and_removes_duplicates(instance: Instance, store: Store) -> None:
@@ -456,7 +505,7 @@ def test_query_graph_return_projects_and_removes_duplicates(instance: Instance, 
     rows, pages = all_rows(instance, {"match": pattern, "return": ["t"]})
 
     assert all(set(r) == {"t"} for r in rows)
-    ids = [r["t"]["id"] for r in rows]
+    ids = [r["t"] for r in rows]
     assert len(ids) == len(set(ids))
     assert set(ids) == with_members & owning
     assert pages[0]["total"] == len(ids)
@@ -470,9 +519,19 @@ def test_query_graph_edge_where_filters_on_edge_properties(instance: Instance, s
 
     rows, _ = all_rows(instance, {"match": pattern})
 
-    assert {(r["p"]["id"], r["t"]["id"]) for r in rows} == expected
+    assert {(r["p"], r["t"]) for r in rows} == expected
     all_members = {(e.source, e.target) for e in store.iter_edges() if e.type == "member_of"}
     assert 0 < len(expected) < len(all_members)
+
+
+def test_query_graph_reads_an_inverse_edge_name_with_from_and_to_swapped(walking: Instance) -> None:
+    team = {"node": "t", "id": ORIGIN}
+    expected, _ = all_rows(walking, {"match": [team, {"edge": "member_of", "from": "p", "to": "t"}]})
+
+    rows, _ = all_rows(walking, {"match": [team, {"edge": "members", "from": "t", "to": "p"}]})
+
+    assert rows == expected
+    assert len(rows) > 1
 
 
 def test_query_graph_conditions_on_a_node_do_not_depend_on_term_order(instance: Instance) -> None:
@@ -498,9 +557,9 @@ def test_query_graph_runs_the_example_in_its_description(instance: Instance, sto
 
     rows, _ = all_rows(instance, example)
 
-    assert {row["b"]["id"] for row in rows} >= {examples.target}
+    assert {row["b"] for row in rows} >= {examples.target}
     for row in rows:
-        assert store.edge(examples.edge, examples.id, row["b"]["id"]) is not None
+        assert store.edge(examples.edge, examples.id, row["b"]) is not None
 
 
 def test_query_graph_unknown_return_variable_is_invalid(instance: Instance) -> None:
@@ -650,14 +709,66 @@ def test_summary_gives_each_node_as_id_type_and_display_name_on_every_read_tool(
     assert around
 
 
-def test_fields_keeps_only_the_named_properties_and_the_system_fields(instance: Instance) -> None:
+def test_fields_keeps_only_the_named_properties_and_leaves_the_metadata_out(instance: Instance) -> None:
     full = ok(instance, "find_nodes", {"type": "Team", "limit": 3})
     short = ok(instance, "find_nodes", {"type": "Team", "limit": 3, "fields": ["name"]})
 
     assert [set(n["properties"]) for n in short["items"]] == [{"name"}] * 3
-    assert [n["revision"] for n in short["items"]] == [n["revision"] for n in full["items"]]
+    assert [set(n) for n in short["items"]] == [{"id", "type", "visibility", "properties"}] * 3
+    assert [n["id"] for n in short["items"]] == [n["id"] for n in full["items"]]
     assert short["total"] == full["total"]
     assert len(json.dumps(short)) < len(json.dumps(full))
+
+
+def test_fields_naming_a_metadata_field_keeps_it(instance: Instance) -> None:
+    full = ok(instance, "get_node", {"id": ORIGIN})["node"]
+
+    short = ok(instance, "get_node", {"id": ORIGIN, "fields": ["name", "revision", "updated_at"]})["node"]
+
+    assert short == {"id": ORIGIN, "type": "Team", "visibility": full["visibility"],
+                     "properties": {"name": full["properties"]["name"]},
+                     "revision": full["revision"], "updated_at": full["updated_at"]}  # fmt: skip
+
+
+def test_get_neighbors_with_fields_leaves_the_metadata_of_nodes_and_edges_out(instance: Instance) -> None:
+    around = {"id": "team-billing", "direction": "in", "edge_types": ["member_of"], "limit": 50}
+    full = ok(instance, "get_neighbors", around)["items"]
+
+    short = ok(instance, "get_neighbors", {**around, "fields": ["name", "title", "role"]})["items"]
+
+    assert len(short) == len(full) == 8
+    for item, whole in zip(short, full, strict=True):
+        assert set(item["node"]) == {"id", "type", "visibility", "properties"}
+        assert item["edge"] == {k: whole["edge"][k] for k in ("type", "source", "target", "properties")}
+    size = len(json.dumps(short, separators=(",", ":")))
+    assert size < len(json.dumps(full, separators=(",", ":"))) / 2
+
+
+def test_query_graph_lists_each_bound_node_once_and_binds_ids(instance: Instance, store: Store) -> None:
+    pattern = [{"node": "t", "id": "team-billing"}, {"edge": "member_of", "from": "p", "to": "t"}]
+
+    answer = ok(instance, "query_graph", {"match": pattern, "limit": 50})
+
+    members = sorted(e.source for e in store.iter_edges() if e.type == "member_of" and e.target == "team-billing")
+    assert answer["items"] == [{"p": p, "t": "team-billing"} for p in members]
+    assert [n["id"] for n in answer["nodes"]] == sorted([*members, "team-billing"])  # the team once, not 8 times
+    assert answer["nodes"] == [store.node(n["id"]).to_json() for n in answer["nodes"]]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("form", [{"summary": True}, {"fields": ["name"]}])
+def test_query_graph_takes_fields_and_summary_like_the_other_reads(instance: Instance, form: dict[str, Any]) -> None:
+    pattern = {"match": [{"node": "t", "id": "team-billing"}, {"edge": "member_of", "from": "p", "to": "t"}]}
+    full = ok(instance, "query_graph", pattern)
+
+    short = ok(instance, "query_graph", {**pattern, **form})
+
+    assert short["items"] == full["items"]
+    if "summary" in form:
+        assert [set(n) for n in short["nodes"]] == [{"id", "type", "name"}] * len(full["nodes"])
+    else:
+        assert [n["properties"] for n in short["nodes"]] == [{"name": n["properties"]["name"]} for n in full["nodes"]]
+        assert not any("revision" in n for n in short["nodes"])
+    assert [n["id"] for n in short["nodes"]] == [n["id"] for n in full["nodes"]]
 
 
 def test_summary_gives_each_edge_of_a_neighbour_as_type_source_and_target(instance: Instance) -> None:
@@ -688,6 +799,10 @@ def test_a_default_page_fits_8_kb_and_says_what_it_left_out(
 
 @pytest.mark.parametrize("form", [{"summary": True}, {"fields": ["name"]}])
 def test_short_forms_validate_against_the_generic_output_schema(instance: Instance, form: dict[str, Any]) -> None:
-    for name, arguments in (("find_nodes", {"type": "Team"}), ("get_neighbors", {"id": "team-payments"})):
+    for name, arguments in (
+        ("find_nodes", {"type": "Team"}),
+        ("get_neighbors", {"id": "team-payments"}),
+        ("query_graph", {"match": [{"edge": "member_of", "from": "p", "to": "t"}]}),
+    ):
         validator = Draft202012Validator(instance.registry.tool(name).output_schema)
         assert list(validator.iter_errors(ok(instance, name, {**arguments, **form}))) == []

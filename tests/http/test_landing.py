@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from core.config import Config
+from core.config import Config, OAuthSettings
 from core.instance import Instance, open_instance
 from tests.generators.conftest import asgi
 
@@ -62,3 +62,30 @@ async def test_without_anonymous_access_the_snippet_carries_a_bearer_token(insta
     server = _snippet(page.text)["mcpServers"]
     assert server == {instance.model.name: {"type": "http", "url": "http://127.0.0.1:9000/mcp",
                                             "headers": {"Authorization": "Bearer ${CANON_TOKEN}"}}}  # fmt: skip
+
+
+ISSUER = "https://login.example.com/realms/acme"
+
+
+def _snippets(page: str) -> list[dict[str, object]]:
+    return [json.loads(html.unescape(found)) for found in re.findall(r"<pre>(.*?)</pre>", page, re.S)]
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["oauth-only", "oauth-and-static-tokens"])
+async def test_with_an_oauth_issuer_the_snippet_is_the_url_and_the_token_form_only_beside_static_tokens(
+    instance: Instance, static: bool
+) -> None:
+    oauth = OAuthSettings(issuer=ISSUER, resource="http://127.0.0.1:9000")
+    instance.config = dataclasses.replace(instance.config, anonymous=False, oauth=oauth)
+    if static:
+        instance.tokens.create("ci-bot", "reader")
+    with anyio.fail_after(30):
+        async with asgi(instance) as http:
+            page = await http.get("/", headers={"Host": "127.0.0.1:9000"})
+
+    server = {"type": "http", "url": "http://127.0.0.1:9000/mcp"}
+    url_only = {"mcpServers": {instance.model.name: server}}
+    with_token = {"mcpServers": {instance.model.name: server | {"headers": {"Authorization": "Bearer ${CANON_TOKEN}"}}}}
+    assert _snippets(page.text) == ([url_only, with_token] if static else [url_only])
+    assert f"<code>{ISSUER}</code>" in page.text
+    assert ("canon token create" in page.text) is static

@@ -188,6 +188,22 @@ async def test_without_a_public_url_links_start_with_the_root_path(seed_template
     assert document["servers"] == [{"url": "/kb"}]
 
 
+async def test_under_a_root_path_every_problem_names_the_path_the_client_asked_for(
+    seed_template: Path, tmp_path: Path
+) -> None:
+    refused = ("/kb/api/nodes", "/kb/llms.txt", "/kb/metrics")  # the token check, on three surfaces
+    missing = ("/kb/api/nodes/no-such-node", "/kb/llms.txt/nope", "/kb/nothing-here", "/kb/api/nodes?limit=x")
+    async with client(seed_template, tmp_path / "closed", root_path="/kb", anonymous=False) as http:
+        answers = [await http.get(path) for path in refused]
+    async with client(seed_template, tmp_path / "open", root_path="/kb") as http:
+        answers += [await http.get(path) for path in missing]
+
+    assert [a.status_code for a in answers] == [401, 401, 401, 404, 404, 404, 400]
+    assert all(a.headers["content-type"].startswith("application/problem+json") for a in answers)
+    assert [a.json()["instance"] for a in answers] == [path.split("?")[0] for path in (*refused, *missing)]
+    assert all(int(a.headers["content-length"]) == len(a.content) for a in answers)
+
+
 async def test_a_page_reads_rest_across_origins_only_from_an_allowed_origin(seed_template: Path,
                                                                             tmp_path: Path) -> None:  # fmt: skip
     async with client(seed_template, tmp_path, allowed_origins=("https://app.example.com",)) as http:

@@ -22,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import jwt
 import mcp
@@ -38,6 +39,8 @@ from core.config import Config, OAuthSettings
 from core.http.app import build_app
 from core.instance import Instance, open_instance
 from core.mcp.surface import McpSurface
+from core.principal import Principal
+from generators.graphql.ide import example_query
 from tests.conftest import copy_store
 from tests.generators.conftest import live
 from tests.mcp.conftest import serving
@@ -83,6 +86,9 @@ class Issuer:
     requests: int = 0
     up: bool = True  # False: every request is answered 503
     lock: threading.Lock = field(default_factory=threading.Lock)
+    stalled: bool = False  # True: every request waits, unanswered, until `released` is set (a slow issuer)
+    asked: threading.Event = field(default_factory=threading.Event)  # a request reached the stalled issuer
+    released: threading.Event = field(default_factory=threading.Event)
 
     def token(self, key: SigningKey | None = None, *, headers: dict[str, Any] | None = None, **claims: Any) -> str:
         key = key or self.keys[0]
@@ -102,6 +108,9 @@ def running_issuer(*, claims_to_be: str | None = None) -> Generator[Issuer]:
         def do_GET(self) -> None:
             with issuer.lock:
                 issuer.requests += 1
+            if issuer.stalled:
+                issuer.asked.set()
+                issuer.released.wait(timeout=60)
             if not issuer.up:
                 self.send_error(503)
             elif self.path == "/realms/acme/.well-known/openid-configuration":
@@ -134,6 +143,7 @@ def running_issuer(*, claims_to_be: str | None = None) -> Generator[Issuer]:
     try:
         yield issuer
     finally:
+        issuer.released.set()
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
@@ -277,7 +287,7 @@ async def test_scopes_and_the_roles_claim_map_to_canon_roles(shared: Instance, i
     assert refused.status_code == 403, refused.text
     assert allowed.status_code == 200, allowed.text
     assert [(r.principal, r.outcome) for r in records if r.target == "get_audit_log"] == [
-        ("rita", "forbidden"), ("alice", "ok")]  # fmt: skip
+        ("oauth.rita", "forbidden"), ("oauth.alice", "ok")]  # fmt: skip
 
 
 async def test_a_valid_token_granting_no_canon_role_is_403_insufficient_scope(shared: Instance, issuer: Issuer) -> None:
@@ -487,6 +497,26 @@ def test_graphql_over_websocket_accepts_the_issuers_token_in_connection_init(sha
     assert answer["payload"]["data"]["get_node"]["node"]["id"] == RESTRICTED
 
 
+async def test_the_issuers_principals_are_named_apart_from_canons_tokens(seed_template: Path, tmp_path: Path,
+                                                                       issuer: Issuer) -> None:  # fmt: skip
+    with canon(seed_template, tmp_path, settings(issuer)) as inst:
+        records = audited(inst)
+        admin = Principal("root", frozenset({"admin"}))
+        for node, reader in ((PUBLIC, "user:alice"), (RESTRICTED, "user:oauth.alice")):
+            patch = {"id": node, "visibility": "restricted", "readers": [reader]}
+            assert not inst.dispatcher.call_tool(admin, "stdio", "patch_node", patch).is_error
+        static = inst.tokens.create("alice", "reader")
+        jwt_alice = issuer.token(sub="alice", groups=[])
+        async with http(inst) as client:
+            callers = (("static", static), ("jwt", jwt_alice))
+            answers = {(who, node): (await client.get(f"/api/nodes/{node}", headers=bearer(token))).status_code
+                       for who, token in callers for node in (PUBLIC, RESTRICTED)}  # fmt: skip
+
+    assert answers == {("static", PUBLIC): 200, ("static", RESTRICTED): 403,
+                       ("jwt", PUBLIC): 403, ("jwt", RESTRICTED): 200}  # fmt: skip
+    assert {r.principal for r in records if r.target == "get_node"} == {"alice", "oauth.alice"}
+
+
 async def test_static_tokens_still_work_beside_the_issuer(shared: Instance, issuer: Issuer) -> None:
     secret = shared.tokens.create("ci-bot", "reader", ["security"])
     async with http(shared) as client:
@@ -511,3 +541,82 @@ def test_canon_serve_configured_by_canon_toml_accepts_the_issuers_tokens(seed_te
     assert challenge(without)["resource_metadata"] == METADATA
     assert metadata.json()["authorization_servers"] == [issuer.url]
     assert f"the access tokens of {issuer.url}" in announced
+
+
+# -- a slow issuer ----------------------------------------------------------------------------------------------------
+async def test_a_stalled_issuer_delays_a_token_by_one_fetch_timeout_not_one_per_document(
+    seed_template: Path, tmp_path: Path
+) -> None:
+    deadline = 1.0  # of the whole fetch; a timeout per document would have waited for two of them
+    with running_issuer() as issuer, canon(seed_template, tmp_path, settings(issuer, fetch_timeout_s=deadline)) as inst:
+        issuer.stalled = True
+        async with http(inst) as client:
+            started = time.monotonic()
+            response = await client.get(f"/api/nodes/{PUBLIC}", headers=bearer(issuer.token()))
+            took = time.monotonic() - started
+
+    assert response.status_code == 401
+    assert challenge(response)["error_description"] == "The bearer token was refused: issuer keys unavailable."
+    assert deadline <= took < deadline + 5, took  # 20 s before: two discovery documents, 10 s each
+
+
+async def test_while_keys_are_fetched_other_tokens_never_wait_for_the_fetch(seed_template: Path,
+                                                                           tmp_path: Path) -> None:  # fmt: skip
+    patient = {"fetch_timeout_s": 30, "jwks_min_refresh_s": 0}  # a fetch for every unknown kid, none cut short
+    with running_issuer() as issuer, canon(seed_template, tmp_path, settings(issuer, **patient)) as inst:
+        async with http(inst) as client:
+            first = await client.get(f"/api/nodes/{RESTRICTED}", headers=bearer(issuer.token()))  # keys k1, k2
+            issuer.stalled = True
+            answered: dict[str, httpx2.Response] = {}
+
+            async def rotated() -> None:  # a kid canon does not know: it fetches the keys, and the issuer stalls
+                unknown = issuer.token(rsa_key("k9"))
+                answered["rotated"] = await client.get(f"/api/nodes/{PUBLIC}", headers=bearer(unknown))
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(rotated)
+                assert await anyio.to_thread.run_sync(issuer.asked.wait, 10)
+                with anyio.fail_after(10):  # the fetch in flight takes up to 30 s
+                    forged = await client.get(f"/api/nodes/{PUBLIC}", headers=bearer(issuer.token(rsa_key("k8"))))
+                    known = await client.get(f"/api/nodes/{RESTRICTED}", headers=bearer(issuer.token(sub="sam")))
+                still_fetching = "rotated" not in answered
+                issuer.released.set()
+
+    assert first.status_code == 200, first.text
+    assert still_fetching  # the two answers came while the fetch was in flight, not after it
+    assert forged.status_code == 401
+    assert challenge(forged)["error_description"] == "The bearer token was refused: unknown key."
+    assert known.status_code == 200, known.text  # a key known before serves on
+    assert answered["rotated"].status_code == 401  # fetched at last: k9 is not the issuer's
+
+
+# -- the docs pages with anonymous access off -------------------------------------------------------------------------
+async def test_without_anonymous_access_the_page_shells_are_served_and_what_they_call_needs_a_token(
+    issuer: Issuer, seed_template: Path, tmp_path: Path
+) -> None:
+    browser = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    with canon(seed_template, tmp_path, settings(issuer), anonymous=False) as inst:
+        query = example_query(inst.registry)
+        async with http(inst) as client:
+            shells = [await client.get(path, headers=browser) for path in ("/docs", "/graphql")]
+            data = [await client.get("/openapi.json"), await client.post("/graphql", json={"query": query}),
+                    await client.get("/graphql", params={"query": query}, headers=browser),
+                    await client.get("/graphql", params={"query": ""}, headers=browser),
+                    await client.get("/llms.txt"), await client.get("/schema.graphql")]  # fmt: skip
+            with_token = await client.post("/graphql", json={"query": query}, headers=bearer(issuer.token()))
+
+    for shell in shells:
+        assert shell.status_code == 200, shell.text
+        assert shell.headers["content-type"].startswith("text/html")
+    docs, graphiql = (s.text for s in shells)
+    assert 'id="canon-token"' in docs  # a field for the token the document needs
+    assert "requestInterceptor" in docs
+    assert json.dumps(query) in graphiql  # opened on this model's query, not GraphiQL's welcome
+    assert json.dumps('{"Authorization": "Bearer "}') in graphiql
+    assert "Welcome to GraphiQL" not in graphiql.split("const WELCOME")[0]
+    assert [r.status_code for r in data] == [401] * len(data)
+    assert with_token.status_code == 200, with_token.text
+    answer = with_token.json()
+    assert "errors" not in answer, answer
+    assert answer["data"]["get_node"]["node"]["id"] == inst.registry.examples.id  # pyright: ignore[reportOptionalMemberAccess]
+    assert answer["data"]["get_neighbors"]["total"] > 0

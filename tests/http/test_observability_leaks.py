@@ -8,16 +8,19 @@ import json
 import logging
 from pathlib import Path
 
+import httpx2
+import mcp
 import pytest
+from mcp.client.streamable_http import streamable_http_client
 
 from core.config import Config
 from core.instance import open_instance
-from core.logs import ACCESS, JsonFormatter
+from core.logs import ACCESS, JsonFormatter, SessionIdFilter
 from core.uris import node_uri
 from tests.conftest import copy_store
 from tests.generators.conftest import token
 from tests.http.test_metrics import served
-from tests.mcp.conftest import modern_request
+from tests.mcp.conftest import modern_request, serving, until
 from tests.otel import exported
 
 NEEDLE = "zebra-needle-4711"  # an argument value
@@ -71,3 +74,29 @@ async def test_metrics_spans_and_logs_hold_no_token_argument_or_hidden_id(
     for text, what in ((metrics, "metrics"), (spans, "spans"), ("\n".join(lines), "logs")):
         for needle in (secret, bad, NEEDLE, hidden.id, MISSPELT):
             assert needle not in text, f"the {what} hold {needle!r}"
+
+
+@pytest.mark.anyio
+async def test_the_json_log_of_a_served_mcp_session_holds_no_session_id(seed_template: Path, tmp_path: Path) -> None:
+    store = copy_store(seed_template, tmp_path / "canon.db")
+    (tmp_path / "canon.toml").write_text('[logging]\nformat = "json"\n', encoding="utf-8")
+    sent: set[str] = set()
+
+    async def remember(response: httpx2.Response) -> None:
+        if session := response.headers.get("mcp-session-id"):
+            sent.add(session)
+
+    with serving(store, "--log-level", "info", cwd=tmp_path) as process:
+        async with (
+            httpx2.AsyncClient(event_hooks={"response": [remember]}, timeout=30) as http,
+            mcp.Client(streamable_http_client(process.url, http_client=http), mode="legacy") as client,  # pyright: ignore[reportArgumentType]
+        ):
+            assert (await client.call_tool("describe_model", {})).is_error is False
+        # the client's DELETE ends the session; the SDK logs that after answering it
+        await until(lambda: any("Terminating session" in line for line in process.stderr))
+        text = process.output()
+    assert len(sent) == 1, "a 2025-11-25 client over HTTP had a session"
+    records = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    mcp_lines = [r for r in records if r["logger"].startswith("mcp.")]
+    assert any(SessionIdFilter.HIDDEN in r["message"] for r in mcp_lines), "the SDK logged the session, blanked"
+    assert sent.pop() not in text

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 import socket
+from pathlib import Path
 
 import anyio
+import httpx2
 import pytest
 from starlette.applications import Starlette
 
 from core.http.serve import GracefulServer, listening_socket
 from core.instance import Instance
-from tests.mcp.conftest import DEADLINE_S, mcp_app
+from tests.mcp.conftest import DEADLINE_S, copy_store, mcp_app, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -89,3 +92,20 @@ def test_the_listening_socket_hands_out_connections_with_nagle_off() -> None:
                 assert accepted.recv(4) == b"ping"
     finally:
         server.close()
+
+
+def test_the_start_up_lines_name_the_store_and_the_model_and_paths_under_the_root_path(
+    seed_template: Path, tmp_path: Path
+) -> None:
+    store = copy_store(seed_template, tmp_path / "canon.db")
+    (tmp_path / "canon.toml").write_text('[server]\nroot_path = "/kb"\n', encoding="utf-8")
+    with serving(store, cwd=tmp_path) as process:
+        first = next(line for line in process.stderr if "serving MCP at" in line)
+        second = next(line for line in process.stderr if line.startswith("canon: also serving "))
+        paths = re.findall(r"(/[^ ,()]*)", second.removeprefix("canon: also serving "))
+        health = httpx2.get(f"{process.base}/kb/healthz").json()
+    assert process.url == f"{process.base}/kb/mcp"
+    assert len(paths) >= 4, second  # REST, its OpenAPI document and docs, GraphQL, llms.txt
+    assert all(path.startswith("/kb/") for path in paths), second
+    assert "(health: /kb/healthz)" in first
+    assert f"the model {health['model']} {health['modelVersion']} from the store {store};" in first

@@ -295,7 +295,7 @@ async def test_query_graph_binds_only_visible_nodes(matrix: Matrix, who: str, mo
     owned = sorted((e["source"], e["target"]) for e in SEED["edges"] if e["type"] == "owns"
                    and NODES[e["source"]]["type"] == "Team" and NODES[e["target"]]["type"] == "Service")  # fmt: skip
     expected = [pair for pair in owned if edge_visible(principal, *pair)]
-    assert sorted((item["t"]["id"], item["s"]["id"]) for item in value["items"]) == expected
+    assert sorted((item["t"], item["s"]) for item in value["items"]) == expected
     assert value["total"] == len(expected)
 
 

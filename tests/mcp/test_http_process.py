@@ -369,4 +369,4 @@ def test_workers_that_cannot_start_stop_the_server_with_a_clear_error(tmp_path: 
     store.write_text("not a database")
     config = Config(store=store, port=0, tokens=tmp_path / "tokens.json")
     with pytest.raises(CanonError, match=r"worker \d exited 2 times within 30 s of starting \(last exit code 1\)"):
-        serve_workers(config, [McpSurface()], 2, 0, restarts=1, settle_s=30)
+        serve_workers(config, [McpSurface()], 2, "a broken store", restarts=1, settle_s=30)

@@ -308,11 +308,13 @@ async def test_query_graph_connected_pattern_binds_what_the_seed_data_holds(serv
     seed = _seed()
     owners = {team for team, target in _edges(seed, "owns") if target == "svc-checkout-api"}
     expected = sorted((person, team) for person, team in _edges(seed, "member_of") if team in owners)
-    got = [(item["p"]["id"], item["t"]["id"]) for item in value["items"]]
+    got = [(item["p"], item["t"]) for item in value["items"]]
     assert got == expected
     assert value["total"] == len(expected) > 0
     assert value["truncated"] is False
-    assert all(item["p"]["type"] == "Person" and item["t"]["type"] == "Team" for item in value["items"])
+    types = {node["id"]: node["type"] for node in value["nodes"]}  # each bound node once
+    assert all(types[item["p"]] == "Person" and types[item["t"]] == "Team" for item in value["items"])
+    assert len(value["nodes"]) == len({n for item in value["items"] for n in item.values()})
 
 
 async def test_query_graph_disconnected_pattern_is_a_tool_error(served: Served, revision: str) -> None:

@@ -363,6 +363,22 @@ def test_the_stdio_entry_imports_neither_the_sdk_nor_an_http_stack(tmp_path: Pat
     assert [m for m in loaded if any(m == p or m.startswith(f"{p}.") for p in banned)] == []
 
 
+def test_arguments_nested_past_what_a_parser_follows_are_answered_under_their_id_over_stdio(stdio: Stdio) -> None:
+    params = {"name": "get_node", "arguments": {"id": "@nested@"}, "_meta": envelope()}
+    line = json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": params})
+    line = line.replace('"@nested@"', "[" * 20_000 + "1" + "]" * 20_000)  # valid JSON, 40 KB; json.loads gives up
+
+    answer = stdio.ask(line)
+
+    assert answer["id"] == 4
+    assert answer["result"]["isError"] is True
+    refused = json.loads(answer["result"]["content"][0]["text"])["error"]
+    assert refused["code"] == "invalid_arguments"
+    [problem] = refused["problems"]
+    assert problem["pointer"].startswith("/id/0/0/")
+    assert "nested deeper than" in problem["message"]
+
+
 async def test_a_lone_surrogate_in_a_stdio_call_is_answered_under_its_id_with_the_tool_error_http_gives(
     stdio: Stdio, shared_instance: Instance
 ) -> None:

@@ -189,7 +189,8 @@ def test_arguments_are_the_input_properties_with_their_defaults(gen_instance: In
     assert limit.ast_node is not None
     assert graphql.print_ast(limit.ast_node).endswith("limit: Int = 10")
     assert str(schema.query_type.fields["find_nodes"].args["type"].type) == "NodeTypeName"  # type: ignore[union-attr]
-    assert str(schema.query_type.fields["get_neighbors"].args["edge_types"].type) == "[EdgeTypeName!]"  # type: ignore[union-attr]
+    assert str(schema.query_type.fields["get_neighbors"].args["edge_types"].type) == "[EdgeName!]"  # type: ignore[union-attr]
+    assert str(schema.mutation_type.fields["upsert_edge"].args["type"].type) == "EdgeTypeName!"  # type: ignore[union-attr]
 
 
 def test_every_node_type_implements_node_and_has_edge_fields_both_ways(gen_instance: Instance, admin: Client) -> None:
