@@ -12,6 +12,11 @@ Two questions, asked on the one dispatch path so every surface gets the same ans
   feed and its events (`sees_change`), resources, completions and subscriptions. Reading one record the
   caller may not see by id is a `ForbiddenError`; in lists, searches and counts it simply does not exist for
   that caller.
+* **May this principal see a record as it was?** A past state (`core.view.View`, `Store.diff_revisions`) only
+  if it may see the record both in that state and now (`sees_then`): making a record restricted hides its
+  history from those who lose access, and a record deleted since stays visible at past revisions to those who
+  could read it then. An edge as it was: when both its ends, as they were then, are (`sees_edge_then`). The
+  rule is written beside the view (`core.view`), below the store that applies it, and is this module's.
 
 Writes are checked inside the write transaction (`write_guard`): a caller may change only records it can
 see, and edges only between nodes it can see.
@@ -28,6 +33,7 @@ from core.principal import Principal
 from core.records import Change, Node, Sight
 from core.registry import ToolDefinition
 from core.validation import StateView
+from core.view import sees_edge_then, sees_then
 
 if TYPE_CHECKING:  # only annotations: the graph index imports networkx on first use (core.graph)
     import networkx as nx
@@ -40,7 +46,9 @@ __all__ = [
     "require_tool",
     "sees",
     "sees_change",
+    "sees_edge_then",
     "sees_in_graph",
+    "sees_then",
     "sight_of",
     "write_guard",
 ]

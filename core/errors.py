@@ -10,6 +10,7 @@ caller would naturally catch::
      │    └── ImportFileError(ValidationError) an import input is unreadable or invalid .problems
      │    └── InvalidArgumentsError         tool arguments do not fit the input schema .tool .problems
      ├── NotFoundError(KeyError)            no such node, edge, type or resource      .kind .key
+     │    └── FutureRevisionError           a revision the store has not reached      .revision .current
      ├── UnknownToolError(LookupError)      no tool of that name                      .tool .suggestions
      ├── ConflictError(RuntimeError)        expected revision is stale                .key .expected .actual
      ├── ForbiddenError(PermissionError)    the caller may not call that or see that  .kind .key
@@ -33,6 +34,7 @@ __all__ = [
     "ConfigError",
     "ConflictError",
     "ForbiddenError",
+    "FutureRevisionError",
     "GoneError",
     "ImportFileError",
     "InvalidArgumentsError",
@@ -130,6 +132,19 @@ class NotFoundError(CanonError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0])
+
+
+class FutureRevisionError(NotFoundError):
+    """A revision the store has not reached yet (a read of the graph at a revision, `Store.view`)."""
+
+    def __init__(self, *, revision: int, current: int) -> None:
+        CanonError.__init__(
+            self, f"The store has no revision {revision} yet: it is at revision {current}. Read at {current} or before."
+        )
+        self.kind = "revision"
+        self.key = str(revision)
+        self.revision = revision
+        self.current = current
 
 
 class ConflictError(CanonError, RuntimeError):

@@ -35,6 +35,8 @@ every backend:
   opening a store with a model file that differs from its recorded one is a `ModelError`, not a change, unless
   the file is an older entry of the history (`superseded`: the file a server started from before a model was
   applied), when the store opens on its own model and logs one warning that says how to update the file;
+* `view(revision)` is the graph at a revision, read from the change log and the model history (`core.view`), and
+  `diff_revisions` what differs between two; both answer `gone` from before the change log's floor;
 * `dump()` reads everything a store holds (model, nodes, edges, change log, audit log) as it is, and `restore`
   writes such a dump into an empty store (of either backend), so `copy_store` moves a store losslessly.
 """
@@ -56,6 +58,7 @@ from core.records import Change, Edge, Node, Sight
 from core.store.common import Bulk, ModelVersion
 from core.store.retention import Compaction, Retention
 from core.validation import StateView
+from core.view import DiffPage, DiffPosition, View
 
 __all__ = [
     "HISTORY_FIELDS", "Bulk", "CommitResult", "ModelVersion", "NodeQuery", "Store", "StoreDump", "StoreStats",
@@ -168,6 +171,27 @@ class Store(Protocol):
     def changes(
         self, since: int, limit: int, *, sight: Sight | None = None, until: int | None = None
     ) -> list[Change]: ...
+    def view(self, revision: int | None = None) -> View:
+        """The graph at `revision` (None: the store's revision now), pinned to it (`core.view`): `GoneError`
+        before the oldest revision the change log keeps, `FutureRevisionError` beyond the store's."""
+        ...
+
+    def diff_revisions(
+        self,
+        since: int,
+        until: int | None = None,
+        *,
+        types: Sequence[str] | None = None,
+        ids: Sequence[str] | None = None,
+        sight: Sight | None = None,
+        limit: int = 100,
+        after: DiffPosition | None = None,
+    ) -> DiffPage:
+        """One page of the nodes and edges added, removed and changed between revisions `since` and `until`
+        (None: now), of `types` (named as the model at `until` names them) or at `ids` (a node, or an end of an
+        edge), as `sight` may see them (`core.view.sees_then`), from `after` (the `next` of the page before)."""
+        ...
+
     def commit(
         self,
         operations: Sequence[Operation],

@@ -141,5 +141,5 @@ def _type_is(query: NodeQuery, by_key: bool) -> str:
 
 DIALECT = Dialect(
     mark="%s", true="true", sight=sight_sql, condition=_condition_sql, key_in=_key_in, type_is=_type_is,
-    text=_text_filter,
+    text=_text_filter, binary=' COLLATE "C"',
 )  # fmt: skip

@@ -52,7 +52,7 @@ from core.validation import Write
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 WRITE_LOCK = 0x63616E6F6E  # "canon": the advisory lock every write transaction takes first
 POOL_SIZE = 8
 POOL_TIMEOUT_S = 30.0  # how long a call waits for a connection (all busy, or the server down) before `unavailable`
@@ -112,8 +112,14 @@ _HISTORY: tuple[LiteralString, ...] = (
     _RECORDED_MODEL,
 )
 
+_PAST: tuple[LiteralString, ...] = (  # a record's changes by id and by edge end, for a past revision (core.store.past)
+    f"CREATE INDEX changes_key ON changes (key {_C}, revision)",
+    "CREATE INDEX changes_source ON changes (source, revision)",
+    "CREATE INDEX changes_target ON changes (target, revision)",
+)
+
 # version reached -> the statements that upgrade the previous version to it
-MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {1: _SCHEMA, 2: _HISTORY}
+MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {1: _SCHEMA, 2: _HISTORY, 3: _PAST}
 
 _NODE_ROW = "id, type, key, visibility, readers, properties, revision, created_at, updated_at, updated_by, search"
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar, LiteralString
+from typing import TYPE_CHECKING, Any, ClassVar, LiteralString
 
 from core.audit import AuditQuery
 from core.conditions import Condition
@@ -45,6 +45,10 @@ from core.store.common import (
 )
 from core.store.retention import Compaction, Retention, compaction_floor, cutoff
 from core.validation import StateView, Write, plan
+from core.view import DiffPage, DiffPosition
+
+if TYPE_CHECKING:
+    from core.store.past import StoredView
 
 log = logging.getLogger("canon.store")
 
@@ -83,6 +87,8 @@ class Dialect:
     type_is: Callable[[NodeQuery, bool], str]  # the node is of `query.type` (bool: a key condition finds it)
     text: Callable[[NodeQuery, bool], Clause]  # the node holds `query.text` (bool: the text index holds exactly
     #                                             `query.text_fields`)
+    binary: LiteralString = ""  # after the change log's `key` column: compare and order it by code point, on its
+    #                             index (`core.store.past`)
 
 
 def node_filter(dialect: Dialect, query: NodeQuery, key_property: str | None, *, indexed: bool) -> Clause:
@@ -240,6 +246,10 @@ class SQLStore(ABC):
     @staticmethod
     @abstractmethod
     def _max_revision(db: Any) -> int: ...
+
+    @abstractmethod
+    def nodes(self, ids: Sequence[str]) -> dict[str, Node]:
+        """The stored nodes among `ids`, by id."""
 
     @abstractmethod
     def _rebuild_text_index(self, db: Any, model: Model) -> None: ...
@@ -497,6 +507,28 @@ class SQLStore(ABC):
         where, params = change_filter(self.DIALECT, since, sight, until)
         sql = f"SELECT {CHANGE_COLUMNS} FROM changes WHERE {where} ORDER BY revision LIMIT {self.DIALECT.mark}"
         return [self.to_change(r) for r in self._read(sql, [*params, limit])]
+
+    def view(self, revision: int | None = None) -> StoredView:
+        """The graph at `revision` (None: now), read from the change log (`core.store.past`)."""
+        from core.store.past import open_view
+
+        return open_view(self, revision)
+
+    def diff_revisions(
+        self,
+        since: int,
+        until: int | None = None,
+        *,
+        types: Sequence[str] | None = None,
+        ids: Sequence[str] | None = None,
+        sight: Sight | None = None,
+        limit: int = 100,
+        after: DiffPosition | None = None,
+    ) -> DiffPage:
+        """What differs between revisions `since` and `until` (None: now), one page (`core.store.past`)."""
+        from core.store.past import diff_revisions
+
+        return diff_revisions(self, since, until, types=types, ids=ids, sight=sight, limit=limit, after=after)
 
     # -- writing -----------------------------------------------------------------------------------------------
     def commit(

@@ -45,7 +45,7 @@ from core.validation import Write
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_S = 60.0
 IDLE_READERS = 4  # read-only connections kept open between reads (more are opened while more threads read at once)
 TEXT_COMPACT_MIN = 100  # node writes in one commit from which the text index may be compacted after it
@@ -124,12 +124,19 @@ _HISTORY = (
     _RECORDED_MODEL,
 )
 
+_PAST = (
+    "CREATE INDEX changes_key ON changes (key, revision)",
+    "CREATE INDEX changes_source ON changes (source, revision)",
+    "CREATE INDEX changes_target ON changes (target, revision)",
+)
+
 # version reached -> the SQL statements that upgrade the previous version to it
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: tuple(statement for statement in _CREATE.split(";") if statement.strip()),
     2: (*_ACCESS, *_AUDIT),  # visibility columns on the change log; the append-only audit log
     3: _TEXT,  # the trigram index text search uses (filled by `_ensure_text_index`)
     4: _HISTORY,  # every recorded model, the one recorded so far first
+    5: _PAST,  # a record's changes by id and by edge end, for reading a past revision (`core.store.past`)
 }
 
 _CHANGE_INSERT = f"INSERT INTO changes ({CHANGE_ALL}) VALUES ({', '.join('?' * 15)})"

@@ -1,0 +1,523 @@
+"""The graph at a past revision, over the SQL both backends speak: `StoredView` (`Store.view`) and
+`diff_revisions` (`Store.diff_revisions`); see `core.view` for what they promise.
+
+A record's state at revision R is the `before` of its first change after R, or its current row if it has none,
+carried back through the renames of the model changes after R (`core.view.unrename`). The change log is indexed
+by node id (`key`) and by edge end (`source`, `target`), each with the revision, so one record's first change
+after R is one index probe, whatever R is. Who sees what is `core.view.sees_then`, applied here to every state
+read; the SQL sight clause (`Dialect.sight`) only pre-filters records that did not change after R, whose state
+then is their state now, where the rule is the current one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from core.errors import ForbiddenError, FutureRevisionError, NotFoundError, Problem, ValidationError
+from core.model import Model
+from core.records import Change, Edge, Node, Sight
+from core.store.retention import check_since
+from core.store.sql import EDGE_COLUMNS, NODE_COLUMNS, SQLStore
+from core.view import (
+    DiffEntry,
+    DiffPage,
+    DiffPosition,
+    Direction,
+    RenameLog,
+    Step,
+    carry,
+    edge_of_state,
+    node_of_state,
+    renames_of,
+    sees_edge_then,
+    sees_then,
+    unrename,
+)
+
+__all__ = ["StoredView", "diff_revisions", "open_view"]
+
+EdgeId = tuple[str, str, str]  # (type, source, target), in the names of a view's revision
+Then = tuple[Node | None, Node | None]  # a node as it was at a view's revision, and as it is now
+BATCH = 300  # ids (or pairs) per query
+
+
+def _state(value: Any) -> Mapping[str, Any] | None:
+    """A logged state as stored: JSON text (SQLite) or already decoded (PostgreSQL's json)."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def open_view(store: SQLStore, revision: int | None) -> StoredView:
+    """The view of `store` at `revision` (None: the store's revision now): `GoneError` before what the change log
+    keeps, `FutureRevisionError` beyond the store's revision."""
+    m = store.DIALECT.mark
+    head, floor, models = store._read(  # pyright: ignore[reportPrivateUsage]
+        "SELECT (SELECT coalesce(max(revision), 0) FROM changes), (SELECT value FROM meta WHERE key = "
+        f"'changes_floor'), (SELECT count(*) FROM model_history WHERE revision > {m})",
+        (revision if revision is not None else 2**62,),
+    )[0]
+    if revision is None:
+        revision = int(head)
+    if revision > head:
+        raise FutureRevisionError(revision=revision, current=int(head))
+    if revision < 0:
+        raise ValidationError(f"A revision is 0 or more, not {revision}.", [Problem("/revision", "below 0")])
+    check_since(revision, int(floor) if floor is not None else 0)
+    return StoredView(store, revision, _rename_log(store, revision) if models else ())
+
+
+def _rename_log(store: SQLStore, since: int) -> RenameLog:
+    """The model changes after `since` that renamed something, oldest first (from the model history, which is
+    small, and the change log's entry of each)."""
+    m = store.DIALECT.mark
+    rows = store._read(  # pyright: ignore[reportPrivateUsage]
+        f"SELECT c.revision, c.after FROM changes c JOIN model_history h ON h.revision = c.revision "
+        f"WHERE h.revision > {m} ORDER BY c.revision",
+        (since,),
+    )
+    log = [(int(revision), renames_of(_state(after))) for revision, after in rows]
+    return [(revision, renames) for revision, renames in log if renames]
+
+
+class StoredView:
+    """`core.view.View` of an SQL store at one revision. The renames of later model changes are read when it is
+    made: a view is for one call or one task, and one held across a model change that renames is made again."""
+
+    def __init__(self, store: SQLStore, revision: int, log: RenameLog) -> None:
+        self._store, self._revision, self._log = store, revision, log
+        self._mark, self._binary = store.DIALECT.mark, store.DIALECT.binary
+        self._model: Model | None = None
+
+    @property
+    def revision(self) -> int:
+        return self._revision
+
+    @property
+    def model(self) -> Model:
+        """The model in force at the view's revision (at revision 0, before any, the store's first model), read
+        on first use."""
+        if self._model is None:
+            try:
+                self._model = self._store.model_at(self._revision)
+            except NotFoundError:
+                history = self._store.model_history()
+                self._model = self._store.model_at(history[0].revision) if history else self._store.model
+        return self._model
+
+    def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        return self._store._read(sql, params)  # pyright: ignore[reportPrivateUsage]
+
+    # -- nodes -------------------------------------------------------------------------------------------------
+    def states(self, ids: Sequence[str], now: Mapping[str, Node] | None = None) -> dict[str, Then]:
+        """(then, now) of each of `ids`: as it was at the view's revision and as it is (None: absent); `now`: the
+        current nodes among `ids`, if the caller read them already."""
+        ids = list(dict.fromkeys(ids))
+        now = self._store.nodes(ids) if now is None else now
+        first = self._first_changes(ids)
+        out: dict[str, Then] = {}
+        for id in ids:
+            if id in first:
+                revision, state = first[id]
+                then = unrename(node_of_state(state), self._log, self._revision, revision) if state else None
+            else:
+                current = now.get(id)
+                then = unrename(current, self._log, self._revision, None) if current is not None else None
+            out[id] = (then, now.get(id))
+        return out
+
+    def _first_changes(self, ids: Sequence[str]) -> dict[str, tuple[int, Mapping[str, Any] | None]]:
+        """The first change after the view's revision to each of `ids` that has one: its revision and `before`."""
+        m, b = self._mark, self._binary
+        found: dict[str, tuple[int, Mapping[str, Any] | None]] = {}
+        for start in range(0, len(ids), BATCH):
+            chunk = ids[start : start + BATCH]
+            firsts = self._read(
+                f"SELECT min(revision) FROM changes WHERE kind = 'node' AND key{b} IN ({', '.join([m] * len(chunk))}) "
+                f"AND revision > {m} GROUP BY key{b}",
+                [*chunk, self._revision],
+            )
+            found.update(self._logged([int(row[0]) for row in firsts]))
+        return found
+
+    def _logged(self, revisions: Sequence[int]) -> dict[str, tuple[int, Mapping[str, Any] | None]]:
+        """The node changes at `revisions` (each found by its primary key): (revision, `before`) by node id."""
+        m = self._mark
+        found: dict[str, tuple[int, Mapping[str, Any] | None]] = {}
+        for start in range(0, len(revisions), BATCH):
+            chunk = revisions[start : start + BATCH]
+            if chunk:
+                sql = f"SELECT key, revision, before FROM changes WHERE revision IN ({', '.join([m] * len(chunk))})"
+                found.update((str(key), (int(revision), _state(before))) for key, revision, before in
+                             self._read(sql, chunk))  # fmt: skip
+        return found
+
+    def node(self, id: str, *, sight: Sight | None = None) -> Node | None:
+        then, now = self.states([id])[id]
+        if then is None:
+            return None
+        if not sees_then(sight, then, now):
+            raise ForbiddenError(
+                "node", id, f"You may not read node {id!r} as it was at revision {self._revision}: it is "
+                f"{then.visibility} then, or not visible to you now.",
+            )  # fmt: skip
+        return then
+
+    def nodes(self, ids: Sequence[str], *, sight: Sight | None = None) -> dict[str, Node]:
+        return {id: then for id, (then, now) in self.states(ids).items()
+                if then is not None and sees_then(sight, then, now)}  # fmt: skip
+
+    def find_nodes(
+        self, type: str | None = None, *, sight: Sight | None = None, after: str | None = None, limit: int = 50
+    ) -> tuple[list[Node], int]:
+        """See `core.view.View.find_nodes`: the nodes that did not change since, from the nodes table (in SQL,
+        paged), merged in id order with those that did, from their first change after the revision."""
+        m, b = self._mark, self._binary
+        clauses, params = [self._store.DIALECT.true], list[Any]()
+        if type is not None:
+            clauses.append(f"type = {m}")
+            params.append(self._type_now(type, "node type"))
+        if sight is not None:
+            sql, values = self._store.DIALECT.sight(sight, "visibility", "readers")
+            clauses.append(sql)
+            params += values
+        clauses.append(f"NOT EXISTS (SELECT 1 FROM changes c WHERE c.kind = 'node' AND c.key{b} = nodes.id "
+                       f"AND c.revision > {m})")  # fmt: skip
+        params.append(self._revision)
+        where = " AND ".join(clauses)
+        rows = self._read(f"SELECT {NODE_COLUMNS} FROM nodes WHERE {where} AND id > {m} ORDER BY id LIMIT {m}",
+                          [*params, after or "", limit])  # fmt: skip
+        unchanged = [unrename(n, self._log, self._revision, None) for n in self._store._to_nodes(rows)]  # pyright: ignore[reportPrivateUsage]
+        total = int(self._read(f"SELECT count(*) FROM nodes WHERE {where}", params)[0][0])
+        changed = self._changed_nodes(type, sight)
+        total += len(changed)
+        merged = sorted([*unchanged, *(n for n in changed if after is None or n.id > after)], key=lambda n: n.id)
+        return merged[:limit], total
+
+    def _changed_nodes(self, type: str | None, sight: Sight | None) -> list[Node]:
+        """The nodes changed after the view's revision, as they were then, of `type` and seen by `sight`."""
+        b = self._binary
+        firsts = self._read(
+            f"SELECT min(revision) FROM changes WHERE kind = 'node' AND revision > {self._mark} GROUP BY key{b}",
+            (self._revision,),
+        )
+        then: list[Node] = []
+        for revision, state in self._logged([int(row[0]) for row in firsts]).values():
+            if state is not None:
+                node = unrename(node_of_state(state), self._log, self._revision, int(revision))
+                if (type is None or node.type == type) and sees_then(sight, node, None):
+                    then.append(node)
+        if sight is None:
+            return then
+        now = self._store.nodes([n.id for n in then])
+        return [n for n in then if sees_then(sight, n, now.get(n.id))]
+
+    def _type_now(self, name: str, kind: str) -> str:
+        """What the type `name` (at the view's revision) is called now."""
+        for _, renames in self._log:
+            for r in renames:
+                if r.kind == kind and r.old == name:
+                    name = r.new
+        return name
+
+    # -- edges -------------------------------------------------------------------------------------------------
+    def edge_states(self, current: Iterable[Edge], changes: Iterable[Sequence[Any]]) -> dict[EdgeId, Edge | None]:
+        """The edges as they were at the view's revision, by identity then: from the rows of the `changes`
+        (revision, type, source, target, before; in revision order) to them after it, else their `current` row."""
+        out: dict[EdgeId, Edge | None] = {}
+        for revision, type_, source, target, before in changes:
+            at = int(revision)
+            then = unrename(Edge(str(type_), str(source), str(target)), self._log, self._revision, at)
+            identity = (then.type, then.source, then.target)
+            if identity not in out:
+                state = _state(before)
+                out[identity] = unrename(edge_of_state(state), self._log, self._revision, at) if state else None
+        for edge in current:
+            then = unrename(edge, self._log, self._revision, None)
+            out.setdefault((then.type, then.source, then.target), then)
+        return out
+
+    def _edges_at(self, id: str, direction: Direction) -> dict[EdgeId, Edge | None]:
+        m = self._mark
+        ends = [end for end, wanted in (("source", ("out", "both")), ("target", ("in", "both"))) if direction in wanted]
+        current: dict[EdgeId, Edge] = {}
+        changes: list[Any] = []
+        for end in ends:
+            for row in self._read(f"SELECT {EDGE_COLUMNS} FROM edges WHERE {end} = {m}", (id,)):
+                edge = self._store.to_edge(row)
+                current[(edge.type, edge.source, edge.target)] = edge
+            changes += self._read(f"SELECT revision, type, source, target, before FROM changes WHERE kind = 'edge' "
+                                  f"AND {end} = {m} AND revision > {m}", (id, self._revision))  # fmt: skip
+        changes.sort(key=lambda row: int(row[0]))
+        return self.edge_states(current.values(), changes)
+
+    def between(self, pairs: Sequence[tuple[str, str]]) -> dict[EdgeId, Edge | None]:
+        """Every edge from source to target of `pairs` as it was at the view's revision (None: absent then, but
+        changed after), by identity then; read by source (on the indexes that start with it), kept by pair."""
+        m = self._mark
+        if not pairs:
+            return {}
+        wanted = set(pairs)
+        sources = sorted({source for source, _ in pairs})
+        current: list[Edge] = []
+        changes: list[Any] = []
+        for start in range(0, len(sources), BATCH):
+            chunk = sources[start : start + BATCH]
+            marks = ", ".join([m] * len(chunk))
+            rows = self._read(f"SELECT {EDGE_COLUMNS} FROM edges WHERE source IN ({marks})", chunk)
+            current += (e for e in map(self._store.to_edge, rows) if (e.source, e.target) in wanted)
+            rows = self._read(f"SELECT revision, type, source, target, before FROM changes WHERE kind = 'edge' "
+                              f"AND source IN ({marks}) AND revision > {m}", [*chunk, self._revision])  # fmt: skip
+            changes += (row for row in rows if (str(row[2]), str(row[3])) in wanted)
+        changes.sort(key=lambda row: int(row[0]))
+        return self.edge_states(current, changes)
+
+    def _seen_edges(
+        self, id: str, direction: Direction, types: Sequence[str], sight: Sight | None
+    ) -> tuple[list[Edge], dict[str, Then]]:
+        edges = [e for e in self._edges_at(id, direction).values()
+                 if e is not None and (not types or e.type in types)]  # fmt: skip
+        states = self.states([id, *(end for e in edges for end in (e.source, e.target))])
+        seen = [e for e in edges if sees_edge_then(sight, (states[e.source], states[e.target]))]
+        return sorted(seen, key=lambda e: (e.type, e.source, e.target)), states
+
+    def edges_of(
+        self, id: str, direction: Direction = "both", types: Sequence[str] = (), *, sight: Sight | None = None
+    ) -> list[Edge]:
+        return self._seen_edges(id, direction, types, sight)[0]
+
+    def neighbours(
+        self, id: str, direction: Direction = "both", types: Sequence[str] = (), *, sight: Sight | None = None
+    ) -> list[Step]:
+        edges, states = self._seen_edges(id, direction, types, sight)
+        steps: list[Step] = []
+        for e in edges:
+            other = states[e.target if e.source == id else e.source][0]
+            if other is not None:
+                steps.append(Step(e, other))
+        return sorted(steps, key=lambda s: (s.node.id, s.edge.type, s.edge.source))
+
+    def changes(self, limit: int, *, sight: Sight | None = None) -> list[Change]:
+        return self._store.changes(self._revision, limit, sight=sight)
+
+
+# -- differences -----------------------------------------------------------------------------------------------
+def diff_revisions(
+    store: SQLStore,
+    since: int,
+    until: int | None = None,
+    *,
+    types: Sequence[str] | None = None,
+    ids: Sequence[str] | None = None,
+    sight: Sight | None = None,
+    limit: int = 100,
+    after: DiffPosition | None = None,
+) -> DiffPage:
+    """See `core.store.Store.diff_revisions`."""
+    to_view = open_view(store, until)
+    if since > to_view.revision:
+        raise ValidationError(
+            f"A difference runs from an earlier revision to a later one: {since} is after {to_view.revision}.",
+            [Problem("/from", f"after the revision to compare with ({to_view.revision})")],
+        )
+    from_view = open_view(store, since)
+    log = _rename_log(store, since)
+    diff = _Diff(store, from_view, to_view, log, sight, frozenset(types) if types else None, limit)
+    if after is None or after[0] == "node":
+        diff.nodes(after[1] if after else None, ids)
+    if not diff.full():
+        start = (after[1], after[2], after[3]) if after and after[0] == "edge" else None
+        diff.edges(start, ids)
+    model = _versions(store, since, to_view.revision)
+    entries, next_at = diff.page()
+    return DiffPage(since, to_view.revision, entries, next_at, model)
+
+
+def _versions(store: SQLStore, since: int, until: int) -> tuple[str, str] | None:
+    """The model versions at `since` and `until` when a model change lies between them."""
+    history = store.model_history()
+    if not any(since < v.revision <= until for v in history):
+        return None
+
+    def at(revision: int) -> str:
+        return ([v.version for v in history if v.revision <= revision] or [history[0].version])[-1]
+
+    return at(since), at(until)
+
+
+class _Diff:
+    """The entries of one diff page, gathered node by node, then pair of ends by pair."""
+
+    def __init__(self, store: SQLStore, since: StoredView, until: StoredView, log: RenameLog, sight: Sight | None,
+                 types: frozenset[str] | None, limit: int) -> None:  # fmt: skip
+        self.store, self.since, self.until, self.log = store, since, until, log
+        self.sight, self.types, self.limit = sight, types, limit
+        self.found: list[tuple[DiffEntry, DiffPosition]] = []
+        self.range = (since.revision, until.revision)
+        self.mark, self.binary = store.DIALECT.mark, store.DIALECT.binary
+        self.batch = min(BATCH, max(limit + 1, 50))  # records read at a time: about a page's worth
+
+    def full(self) -> bool:
+        return len(self.found) > self.limit  # one more than a page: there is a next page
+
+    def page(self) -> tuple[tuple[DiffEntry, ...], DiffPosition | None]:
+        entries = tuple(entry for entry, _ in self.found[: self.limit])
+        return entries, (self.found[self.limit - 1][1] if self.full() and self.limit > 0 else None)
+
+    def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        return self.store._read(sql, params)  # pyright: ignore[reportPrivateUsage]
+
+    def nodes(self, after: str | None, ids: Sequence[str] | None) -> None:
+        m, b = self.mark, self.binary
+        where = f"kind = 'node' AND revision > {m} AND revision <= {m} AND key{b} > {m}"
+        params: list[Any] = [*self.range]
+        if ids is not None:
+            where += f" AND key{b} IN ({', '.join([m] * len(ids))})" if ids else " AND 1 = 0"
+        position = after or ""
+        while not self.full():
+            rows = self._read(f"SELECT DISTINCT key{b} FROM changes WHERE {where} ORDER BY key{b} LIMIT {m}",
+                              [*params, position, *(ids or ()), self.batch])  # fmt: skip
+            keys = [str(row[0]) for row in rows]
+            if not keys:
+                return
+            states = self._ranged(
+                f"kind = 'node' AND key{b} IN ({', '.join([m] * len(keys))})", keys, lambda row: str(row[1])
+            )
+            now = self.store.nodes(keys) if self.sight is not None else {}
+            for key in keys:
+                first, last = states[key]
+                then = carry(node_of_state(first[1]), self.log, first[0], self.range[1]) if first[1] else None
+                later = carry(node_of_state(last[1]), self.log, last[0], self.range[1]) if last[1] else None
+                current = now.get(key)
+                self._add("node", key, then, later, [(then, current)], [(later, current)], ("node", key))
+                if self.full():
+                    return
+            if len(keys) < self.batch:
+                return
+            position = keys[-1]
+
+    def edges(self, after: tuple[str, str, str] | None, ids: Sequence[str] | None) -> None:
+        """The edges changed in the range, pair of ends by pair, from `after` ((source, target, type): the last
+        edge of the page before, whose pair may hold more)."""
+        m = self.mark
+        where = f"kind = 'edge' AND revision > {m} AND revision <= {m}"
+        chosen: list[Any] = []
+        if ids is not None:
+            marks = ", ".join([m] * len(ids))
+            where += f" AND (source IN ({marks}) OR target IN ({marks}))" if ids else " AND 1 = 0"
+            chosen = [*ids, *ids]
+        position, inclusive = (after[0], after[1]) if after else ("", ""), True
+        while not self.full():
+            step = ">=" if inclusive else ">"
+            rows = self._read(
+                f"SELECT DISTINCT source, target FROM changes WHERE {where} AND (source > {m} OR (source = {m} AND "
+                f"target {step} {m})) ORDER BY source, target LIMIT {m}",
+                [*self.range, *chosen, position[0], position[0], position[1], self.batch],
+            )
+            pairs = [(str(source), str(target)) for source, target in rows]
+            self._pairs(pairs, after if inclusive else None)
+            if len(pairs) < self.batch:
+                return
+            position, inclusive = pairs[-1], False
+
+    def _ranged(
+        self, where: str, params: Sequence[Any], identity: Callable[[Sequence[Any]], Any]
+    ) -> dict[Any, tuple[tuple[int, Mapping[str, Any] | None], tuple[int, Mapping[str, Any] | None]]]:
+        """For each record (by `identity` of its rows) changed in the range among those `where` selects: its
+        first change's (revision, `before`) and its last change's (revision, `after`), the states at both ends
+        of the range (each in the names of the model at its revision)."""
+        rows = self._read(
+            f"SELECT revision, key, type, source, target, before, after FROM changes WHERE {where} AND revision > "
+            f"{self.mark} AND revision <= {self.mark} ORDER BY revision",
+            [*params, *self.range],
+        )
+        raw: dict[Any, list[Any]] = {}
+        for row in rows:
+            found = raw.get(identity(row))
+            if found is None:
+                raw[identity(row)] = [row, row]
+            else:
+                found[1] = row
+        return {key: ((int(first[0]), _state(first[5])), (int(last[0]), _state(last[6])))
+                for key, (first, last) in raw.items()}  # fmt: skip
+
+    def _pairs(self, pairs: Sequence[tuple[str, str]], skip_through: tuple[str, str, str] | None) -> None:
+        if not pairs:
+            return
+        wanted = set(pairs)
+        sources = sorted({source for source, _ in pairs})
+        marks = ", ".join([self.mark] * len(sources))
+
+        def identity(row: Sequence[Any]) -> EdgeId | None:
+            if (str(row[3]), str(row[4])) not in wanted:
+                return None
+            moved = carry(Edge(str(row[2]), str(row[3]), str(row[4])), self.log, int(row[0]), self.range[1])
+            return (moved.type, moved.source, moved.target)
+
+        states = self._ranged(f"kind = 'edge' AND source IN ({marks})", sources, identity)
+        states.pop(None, None)
+        ends = {end for s, t in pairs for end in (s, t)}
+        if self.sight is None:  # sees every end: no need to read them
+            states_then = states_later = dict.fromkeys(ends, (None, None))
+        else:
+            now = self.store.nodes(list(ends))
+            states_then, states_later = self.since.states(list(ends), now), self.until.states(list(ends), now)
+        for type_, source, target in sorted(states, key=lambda k: (k[1], k[2], k[0])):
+            if skip_through is not None and (source, target, type_) <= skip_through:
+                continue
+            first, last = states[(type_, source, target)]
+            before = carry(edge_of_state(first[1]), self.log, first[0], self.range[1]) if first[1] else None
+            after = carry(edge_of_state(last[1]), self.log, last[0], self.range[1]) if last[1] else None
+            seen_then = [states_then[source], states_then[target]]
+            seen_later = [states_later[source], states_later[target]]
+            self._add("edge", f"{type_}:{source}->{target}", before, after, seen_then, seen_later,
+                      ("edge", source, target, type_))  # fmt: skip
+            if self.full():
+                return
+
+    def _add(
+        self,
+        kind: str,
+        key: str,
+        before: Node | Edge | None,
+        after: Node | Edge | None,
+        ends_then: Sequence[tuple[Node | None, Node | None]],
+        ends_later: Sequence[tuple[Node | None, Node | None]],
+        position: DiffPosition,
+    ) -> None:
+        if before is None and after is None:
+            return
+        if self.types is not None and not any(r is not None and r.type in self.types for r in (before, after)):
+            return
+        fields, properties = _differences(before, after)
+        if before is not None and after is not None and not fields and not properties:
+            return
+        shown_before = before if before is not None and sees_edge_then(self.sight, ends_then) else None
+        shown_after = after if after is not None and sees_edge_then(self.sight, ends_later) else None
+        if shown_before is None and shown_after is None:
+            return
+        redacted = (shown_before is None) != (before is None) or (shown_after is None) != (after is None)
+        change = "added" if before is None else "removed" if after is None else "changed"
+        entry = DiffEntry(kind, key, change, shown_before, shown_after,  # type: ignore[arg-type]
+                          () if redacted else fields, {} if redacted else properties, redacted)  # fmt: skip
+        self.found.append((entry, position))
+
+
+def _differences(
+    before: Node | Edge | None, after: Node | Edge | None
+) -> tuple[tuple[str, ...], dict[str, dict[str, Any]]]:
+    """The system fields and the properties that differ between two states of a record (both given)."""
+    if before is None or after is None:
+        return (), {}
+    fields = [name for name in ("type", "visibility", "readers")
+              if getattr(before, name, None) != getattr(after, name, None)]  # fmt: skip
+    properties: dict[str, dict[str, Any]] = {}
+    for name in sorted({*before.properties, *after.properties}):
+        old, new = before.properties.get(name, _MISSING), after.properties.get(name, _MISSING)
+        if old != new or (old is _MISSING) != (new is _MISSING):
+            sides = {"before": old, "after": new}
+            properties[name] = {side: value for side, value in sides.items() if value is not _MISSING}
+    return tuple(fields), properties
+
+
+_MISSING: Any = object()
