@@ -65,9 +65,10 @@ def instructions(model: Model, examples: Examples) -> str:
     shown = ", ".join(names[:MAIN_TYPES]) + (f" and {len(names) - MAIN_TYPES} more" if len(names) > MAIN_TYPES else "")
     return (
         f"canon serves the knowledge graph of the model {model.name} {model.version}: nodes of {len(names)} types "
-        f"({shown}) joined by {len(model.edge_types)} edge types. Start with describe_model({{}}); then "
-        f'find_nodes({{"type": "{examples.type}", "text": "..."}}) to search, get_node({{"id": "{examples.id}"}}) '
-        f'to read one node, get_neighbors({{"id": "{examples.id}", "summary": true}}) or find_paths to follow '
+        f"({shown}) joined by {len(model.edge_types)} edge types. With words, start with "
+        f'search({{"query": "..."}}); with an id, get_node({{"id": "{examples.id}"}}); describe_model({{}}) shows the '
+        f'types. find_nodes({{"type": "{examples.type}", "where": {{...}}}}) filters exactly, '
+        f'get_neighbors({{"id": "{examples.id}", "summary": true}}) or find_paths follow '
         f"relationships. Lists are paginated (limit, cursor → next_cursor) and say their total; summary (id, type, "
         "name) and fields (chosen properties) shorten nodes; get_changes resumes a feed of changes from a revision."
     )
