@@ -60,7 +60,7 @@ def diff_revisions(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
         next_cursor = encode_cursor("diff_revisions", args, _cursor(found.next, found.until, total))
     answer = page([e.to_json() for e in found.entries], total=total, limit=limit, revision=found.until,
                   next_cursor=next_cursor)  # fmt: skip
-    answer["model"] = {"before": found.model[0], "after": found.model[1]} if found.model else None
+    answer["model"] = list(found.model) if found.model else None
     return answer
 
 
