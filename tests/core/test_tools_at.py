@@ -136,6 +136,12 @@ def test_a_reader_who_lost_access_sees_no_past_state(seeded: Instance) -> None:
     assert ok(seeded, "get_node", {"id": TEAM, "at": before}, READER)["node"]["id"] == TEAM
     ok(seeded, "patch_node", {"id": TEAM, "properties": {}, "visibility": "restricted", "readers": ["group:security"]})
     assert error(seeded, "get_node", {"id": TEAM, "at": before}, READER)["code"] == "forbidden"
+    assert ok(seeded, "get_node", {"id": TEAM, "at": before})["node"]["visibility"] == "public"  # an admin: as it was
+    hidden = seeded.store.revision()
+    ok(seeded, "patch_node", {"id": TEAM, "properties": {}, "visibility": "public", "readers": None})
+    assert ok(seeded, "get_node", {"id": TEAM}, READER)["node"]["visibility"] == "public"  # visible now again
+    assert error(seeded, "get_node", {"id": TEAM, "at": hidden}, READER)["code"] == "forbidden"  # not then
+    ok(seeded, "patch_node", {"id": TEAM, "properties": {}, "visibility": "restricted", "readers": ["group:security"]})
     teams = ok(seeded, "find_nodes", {"type": "Team", "at": before, "limit": 100}, READER)
     assert TEAM not in {n["id"] for n in teams["items"]}
     assert TEAM in {n["id"] for n in ok(seeded, "find_nodes", {"type": "Team", "at": before, "limit": 100})["items"]}
