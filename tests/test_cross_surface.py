@@ -424,6 +424,51 @@ async def test_changes_from_before_the_compacted_log_are_gone_on_every_surface(
     assert kept[1]["items"][0]["revision"] == done.oldest
 
 
+async def test_the_past_reads_the_same_on_mcp_rest_and_graphql(seed_template: Path, tmp_path: Path) -> None:
+    """A node updated since and one deleted since read at the old revision (`at`), and what changed since
+    (`diff_revisions`), give the dispatcher's answer on MCP, REST and GraphQL; a future revision is not_found on
+    each, and a revision compacted away is gone."""
+    from core.principal import LOCAL
+    from core.store.retention import Retention
+
+    instance = open_copy(seed_template, tmp_path)
+    principal = Principal("gus", frozenset({"reader"}), frozenset({"payments"}))
+    before = instance.store.revision()
+    for tool, arguments in (("patch_node", {"id": "team-payments", "properties": {"name": "Payments Later"}}),
+                            ("delete_node", {"id": "person-ada-okafor", "cascade": True})):  # fmt: skip
+        assert not instance.dispatcher.call_tool(LOCAL, "test", tool, arguments).is_error
+    head = instance.store.revision()
+    reads: list[tuple[str, dict[str, Any]]] = [
+        ("get_node", {"id": "team-payments", "at": before}),
+        ("get_node", {"id": "person-ada-okafor", "at": before}),
+        ("find_nodes", {"type": "Team", "at": before, "limit": 3}),
+        ("get_neighbors", {"id": "person-ada-okafor", "at": before, "limit": 5}),
+        ("diff_revisions", {"from": before, "limit": 5}),
+        ("get_node", {"id": "team-payments", "at": head + 1}),
+    ]
+    try:
+        async with callers(instance, token(instance, "gus", "reader", "payments")) as on:
+            for tool, arguments in reads:
+                direct = instance.dispatcher.call_tool(principal, "test", tool, arguments)
+                expected = ("ok", direct.value) if direct.error is None else ("error", direct.error.code)
+                got = {"mcp": await on.on_mcp(tool, arguments), "rest": await on.on_rest(tool, arguments),
+                       "graphql": await on.on_graphql(tool, arguments)}  # fmt: skip
+                for surface, answer in got.items():
+                    assert comparable(answer) == comparable(expected), f"{tool} {arguments} on {surface}"
+            old = (await on.http.get(f"/api/nodes/team-payments?at={before}")).json()
+            future = await on.http.get(f"/api/nodes/team-payments?at={head + 1}")
+            done = instance.store.compact(Retention(changes_keep_revisions=3))
+            gone = {"mcp": await on.on_mcp("get_node", {"id": "team-payments", "at": before}),
+                    "rest": await on.on_rest("get_node", {"id": "team-payments", "at": before}),
+                    "graphql": await on.on_graphql("get_node", {"id": "team-payments", "at": before})}  # fmt: skip
+    finally:
+        instance.close()
+    assert (old["node"]["properties"]["name"], old["revision"]) == ("Payments", before)
+    assert future.status_code == 404
+    assert before < done.oldest - 1
+    assert gone == {"mcp": ("error", "gone"), "rest": ("error", "gone"), "graphql": ("error", "gone")}
+
+
 TEAM = {"slug": "cross", "name": "Cross Surface", "mission": "Proves the surfaces agree.", "area": "platform"}
 WRITES: list[tuple[str, dict[str, Any]]] = [
     ("upsert_node", {"id": "team-cross", "type": "Team", "properties": TEAM}),

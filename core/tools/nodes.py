@@ -6,13 +6,29 @@ from typing import Any
 
 from core.conditions import parse_where
 from core.dispatch import CallContext, handler
-from core.errors import NotFoundError
+from core.errors import InvalidArgumentsError, NotFoundError, Problem
 from core.paging import decode_cursor, encode_cursor, page
 from core.store import NodeQuery
 
 
+def not_at_a_past_revision(tool: str, args: dict[str, Any], names: tuple[str, ...]) -> None:
+    """Refuse the arguments among `names` that `tool` does not take together with `at` (a read at a past revision,
+    `Store.view`, answers fewer questions than the current graph index)."""
+    given = [name for name in names if name in args]
+    if "at" in args and given:
+        raise InvalidArgumentsError(
+            tool, [Problem(f"/{name}", "not supported with at (a read at a past revision)") for name in given]
+        )
+
+
 @handler("get_node")
 def get_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    if "at" in args:
+        view = ctx.store.view(args["at"])
+        node = view.node(args["id"], sight=ctx.sight)
+        if node is None:
+            raise NotFoundError("node", args["id"])
+        return {"node": node.to_json(), "revision": view.revision}
     revision = ctx.index.revision
     node = ctx.store.node(args["id"])
     if node is None:
@@ -26,6 +42,9 @@ def text_fields(ctx: CallContext) -> dict[str, tuple[str, ...]]:
 
 @handler("find_nodes")
 def find_nodes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    not_at_a_past_revision("find_nodes", args, ("where", "text"))
+    if "at" in args:
+        return _find_nodes_then(ctx, args)
     node_type = ctx.model.node_types.get(args["type"]) if "type" in args else None
     conditions = parse_where(args.get("where", {}), node_type, tool="find_nodes")
     query = NodeQuery(args.get("type"), conditions, args.get("text"), text_fields(ctx), sight=ctx.sight)
@@ -37,3 +56,15 @@ def find_nodes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     nodes = nodes[:limit]
     cursor = encode_cursor("find_nodes", args, nodes[-1].id) if more else None
     return page([n.to_json() for n in nodes], total=total, limit=limit, revision=revision, next_cursor=cursor)
+
+
+def _find_nodes_then(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    """find_nodes at a past revision: by type, paged, from the store's view then (`Store.view`)."""
+    view = ctx.store.view(args["at"])
+    limit = args["limit"]
+    after = decode_cursor("find_nodes", args, str)
+    nodes, total = view.find_nodes(args.get("type"), sight=ctx.sight, after=after, limit=limit + 1)
+    more = len(nodes) > limit
+    nodes = nodes[:limit]
+    cursor = encode_cursor("find_nodes", args, nodes[-1].id) if more else None
+    return page([n.to_json() for n in nodes], total=total, limit=limit, revision=view.revision, next_cursor=cursor)

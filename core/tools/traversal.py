@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from core.access import sees_in_graph
 from core.dispatch import CallContext, handler
-from core.errors import ForbiddenError, LimitExceededError, NotFoundError
+from core.errors import ForbiddenError, InvalidArgumentsError, LimitExceededError, NotFoundError, Problem
 from core.model import Model
 from core.paging import decode_cursor, encode_cursor, page
 from core.records import Edge, Sight
+from core.view import Step
 
 if TYPE_CHECKING:  # only annotations: the graph index imports networkx on first use (core.graph)
     import networkx as nx
@@ -95,6 +96,8 @@ def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     origin, depth = args["id"], args["depth"]
     way = follow(ctx.model, args["direction"], args.get("edge_types", []))
     limit = args["limit"]
+    if "at" in args:
+        return _neighbors_then(ctx, args, way)
     with ctx.index.reading() as view:
         ctx.check_time()  # the call may have waited its time out already (for a worker thread, a sync)
         graph, revision = view.graph, view.revision
@@ -129,6 +132,34 @@ def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     more = offset + limit < len(reached)
     cursor = encode_cursor("get_neighbors", args, offset + limit) if more else None
     return page(items, total=len(reached), limit=limit, revision=revision, next_cursor=cursor)
+
+
+def _neighbors_then(ctx: CallContext, args: dict[str, Any], way: Follow) -> dict[str, Any]:
+    """get_neighbors at a past revision: depth 1, from the store's view then (`Store.view`), not the graph index.
+    The tool is a walk, so this runs where walks run: in a walk worker (which holds a read-only store of its own,
+    and its view reads the same change log) or in the serving process; either reads the store, not its index."""
+    origin, limit = args["id"], args["limit"]
+    if args["depth"] != 1:
+        raise InvalidArgumentsError(
+            "get_neighbors", [Problem("/depth", "only 1 is supported with at (a read at a past revision)")]
+        )
+    view = ctx.store.view(args["at"])
+    if view.node(origin, sight=ctx.sight) is None:  # ForbiddenError if the caller may not see it then
+        raise NotFoundError("node", origin)
+    ctx.check_time()
+    reached: list[Step] = []
+    seen = {origin}
+    for s in view.neighbours(origin, sight=ctx.sight):  # by (neighbour, edge type): each neighbour once, as walks do
+        out = s.edge.source == origin and (way.out is None or s.edge.type in way.out)
+        into = s.edge.target == origin and (way.into is None or s.edge.type in way.into)
+        if (out or into) and s.node.id not in seen:
+            seen.add(s.node.id)
+            reached.append(s)
+    offset = decode_cursor("get_neighbors", args, int) or 0
+    items = [{"node": s.node.to_json(), "depth": 1, "edge": s.edge.to_json()} for s in reached[offset : offset + limit]]
+    more = offset + limit < len(reached)
+    cursor = encode_cursor("get_neighbors", args, offset + limit) if more else None
+    return page(items, total=len(reached), limit=limit, revision=view.revision, next_cursor=cursor)
 
 
 def _distances(ctx: CallContext, graph: nx.MultiDiGraph[str], target: str, way: Follow, cap: int) -> dict[str, int]:

@@ -194,6 +194,7 @@ PAGED = {  # every tool that pages, with arguments that have more than one page
     "find_paths": {"source": ORIGIN, "target": PERSON, "limit": 1},
     "query_graph": {"match": [{"node": "t", "type": "Team"}], "limit": 2},
     "get_changes": {"limit": 2},
+    "diff_revisions": {"from": 1500, "limit": 2},
     "get_audit_log": {"limit": 2},
 }
 FORGED_POSITIONS = ["team", [1], {"after": 1}, 2**70, -1, 1.5, True, None]
@@ -231,6 +232,16 @@ def test_a_forged_cursor_position_is_invalid_arguments_at_cursor(instance: Insta
 )  # fmt: skip
 def test_get_changes_refuses_a_cursor_the_log_could_not_have_issued(instance: Instance, position: Any) -> None:
     body = error(instance, "get_changes", forged(instance, "get_changes", PAGED["get_changes"], position))
+
+    assert body["code"] == "invalid_arguments"
+    assert [p["pointer"] for p in body["problems"]] == ["/cursor"]
+
+
+@pytest.mark.parametrize(
+    "position", [{"to": 2**62, "total": 1, "node": "team-a"}, {"to": 1, "total": 1, "node": "team-a"}]
+)
+def test_diff_revisions_refuses_a_cursor_past_the_store_or_before_from(instance: Instance, position: Any) -> None:
+    body = error(instance, "diff_revisions", forged(instance, "diff_revisions", PAGED["diff_revisions"], position))
 
     assert body["code"] == "invalid_arguments"
     assert [p["pointer"] for p in body["problems"]] == ["/cursor"]
@@ -654,6 +665,7 @@ EVERY_TOOL = [
     ("find_paths", {"source": PERSON, "target": SERVICE}),
     ("query_graph", {"match": [{"edge": "member_of", "from": "p", "to": "t"}]}),
     ("get_changes", {"since": 1500}),
+    ("diff_revisions", {"from": 1500}),
     ("get_audit_log", {"limit": 5}),
 ]
 

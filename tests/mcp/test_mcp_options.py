@@ -21,13 +21,14 @@ pytestmark = pytest.mark.anyio
 ADVANCED_CALLS: dict[str, dict[str, Any]] = {
     "find_paths": {"source": "person-ada-okafor", "target": "svc-checkout-api", "max_depth": 3},
     "query_graph": {"match": [{"node": "t", "id": "team-payments"}, {"edge": "owns", "from": "t", "to": "s"}]},
+    "diff_revisions": {"from": 1500, "limit": 1},
     "write_batch": {"operations": [{"op": "patch_node", "id": "team-payments", "properties": {}}], "dry_run": True},
     "get_audit_log": {"limit": 1},
     "apply_model": {"model": load_model().document, "dry_run": True},  # the store's own model: an empty plan
 }
 
 
-def test_the_advanced_tools_are_find_paths_query_graph_write_batch_get_audit_log_and_apply_model(
+def test_the_advanced_tools_are_find_paths_query_graph_diff_revisions_write_batch_get_audit_log_and_apply_model(
     model: Model,
 ) -> None:
     assert [t.name for t in build_registry(model).tools if t.advanced] == list(ADVANCED_CALLS)  # registry order

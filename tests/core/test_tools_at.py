@@ -1,0 +1,196 @@
+"""Reads at a past revision through the tools (`at` on get_node, find_nodes and get_neighbors) and the difference
+between two revisions (`diff_revisions`), on both backends, through the dispatch path: the old value of a node
+updated since, a node deleted since, `gone` before what compaction keeps, `not_found` for a future revision, no past
+state for a reader who lost access (`core.access.sees_then`), and diff pages that lose nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.config import Config
+from core.instance import Instance, open_instance
+from core.principal import LOCAL, Principal
+from core.store.retention import Retention
+from tests.conftest import walking_in_a_worker
+
+pytestmark = pytest.mark.both_backends
+
+TEAM = "team-payments"
+PERSON = "person-ada-okafor"
+READER = Principal("gus", frozenset({"reader"}), frozenset({"payments"}))
+
+
+@pytest.fixture
+def seeded(store_location: str | Path) -> Iterator[Instance]:
+    opened = open_instance(Config(store=store_location, walk_workers=0))
+    yield opened
+    opened.close()
+
+
+def call(instance: Instance, name: str, arguments: dict[str, Any], principal: Principal = LOCAL) -> dict[str, Any]:
+    return instance.dispatcher.call_tool(principal, "test", name, arguments).as_json()
+
+
+def ok(instance: Instance, name: str, arguments: dict[str, Any], principal: Principal = LOCAL) -> dict[str, Any]:
+    answer = call(instance, name, arguments, principal)
+    assert "error" not in answer, answer
+    return answer
+
+
+def error(instance: Instance, name: str, arguments: dict[str, Any], principal: Principal = LOCAL) -> dict[str, Any]:
+    answer = call(instance, name, arguments, principal)
+    assert "error" in answer, answer
+    found: dict[str, Any] = answer["error"]
+    return found
+
+
+def rename(instance: Instance, id: str, name: str) -> int:
+    return ok(instance, "patch_node", {"id": id, "properties": {"name": name}})["revision"]
+
+
+def test_a_node_updated_since_reads_as_it_was_with_the_revision_read_at(seeded: Instance) -> None:
+    before = seeded.store.revision()
+    rename(seeded, TEAM, "Payments Renamed")
+    got = ok(seeded, "get_node", {"id": TEAM, "at": before})
+    assert (got["node"]["properties"]["name"], got["revision"]) == ("Payments", before)
+    assert ok(seeded, "get_node", {"id": TEAM})["node"]["properties"]["name"] == "Payments Renamed"
+    assert ok(seeded, "get_node", {"id": TEAM, "at": before, "summary": True})["node"] == {
+        "id": TEAM, "type": "Team", "name": "Payments"
+    }  # fmt: skip
+    teams = ok(seeded, "find_nodes", {"type": "Team", "at": before, "limit": 100})
+    assert teams["revision"] == before
+    assert next(n for n in teams["items"] if n["id"] == TEAM)["properties"]["name"] == "Payments"
+    now = ok(seeded, "find_nodes", {"type": "Team", "limit": 100})
+    assert [n["id"] for n in teams["items"]] == [n["id"] for n in now["items"]]
+
+
+def test_find_nodes_at_a_revision_pages_without_loss(seeded: Instance) -> None:
+    before = seeded.store.revision()
+    ok(seeded, "delete_node", {"id": PERSON, "cascade": True})
+    pages = [ok(seeded, "find_nodes", {"type": "Person", "at": before, "limit": 25})]
+    while pages[-1]["next_cursor"] is not None:
+        arguments = {"type": "Person", "at": before, "limit": 25, "cursor": pages[-1]["next_cursor"]}
+        pages.append(ok(seeded, "find_nodes", arguments))
+    ids = [n["id"] for p in pages for n in p["items"]]
+    assert PERSON in ids
+    assert ids == sorted(set(ids))
+    assert {p["total"] for p in pages} == {len(ids)}
+    assert len(ids) == ok(seeded, "find_nodes", {"type": "Person"})["total"] + 1
+
+
+def test_a_node_deleted_since_and_its_edges_read_at_the_old_revision(seeded: Instance) -> None:
+    before = seeded.store.revision()
+    around = ok(seeded, "get_neighbors", {"id": PERSON, "limit": 200})
+    ok(seeded, "delete_node", {"id": PERSON, "cascade": True})
+    assert error(seeded, "get_node", {"id": PERSON})["code"] == "not_found"
+    assert ok(seeded, "get_node", {"id": PERSON, "at": before})["node"]["id"] == PERSON
+    then = ok(seeded, "get_neighbors", {"id": PERSON, "at": before, "limit": 200})
+    assert [(i["node"]["id"], i["edge"]) for i in then["items"]] == [
+        (i["node"]["id"], i["edge"]) for i in around["items"]
+    ]  # the same answer the graph index gave then
+    assert then["revision"] == before
+    assert then["total"] == around["total"] > 0
+    team_then = ok(seeded, "get_neighbors", {"id": TEAM, "at": before, "direction": "in", "edge_types": ["member_of"],
+                                             "limit": 200})  # fmt: skip
+    assert PERSON in {i["node"]["id"] for i in team_then["items"]}
+    team_now = ok(seeded, "get_neighbors", {"id": TEAM, "direction": "in", "edge_types": ["member_of"], "limit": 200})
+    assert PERSON not in {i["node"]["id"] for i in team_now["items"]}
+
+
+def test_past_reads_refuse_what_they_do_not_support_naming_it(seeded: Instance) -> None:
+    at = seeded.store.revision()
+    where = error(seeded, "find_nodes", {"type": "Team", "at": at, "where": {"area": "product"}})
+    text = error(seeded, "find_nodes", {"at": at, "text": "pay"})
+    deep = error(seeded, "get_neighbors", {"id": TEAM, "at": at, "depth": 2})
+    assert [where["code"], text["code"], deep["code"]] == ["invalid_arguments"] * 3
+    assert [where["problems"][0]["pointer"], text["problems"][0]["pointer"], deep["problems"][0]["pointer"]] == [
+        "/where", "/text", "/depth"
+    ]  # fmt: skip
+    assert "at" in where["message"]
+    assert "at" in deep["message"]
+
+
+def test_a_future_revision_is_not_found_and_one_before_compaction_is_gone(seeded: Instance) -> None:
+    head = seeded.store.revision()
+    for tool, arguments in (("get_node", {"id": TEAM}), ("find_nodes", {"type": "Team"}),
+                            ("get_neighbors", {"id": TEAM})):  # fmt: skip
+        assert error(seeded, tool, {**arguments, "at": head + 1})["code"] == "not_found"
+    assert error(seeded, "diff_revisions", {"from": head + 1})["code"] == "not_found"
+    assert error(seeded, "diff_revisions", {"from": 0, "to": head + 1})["code"] == "not_found"
+    rename(seeded, TEAM, "Later")
+    done = seeded.store.compact(Retention(changes_keep_revisions=3))
+    for tool, arguments in (("get_node", {"id": TEAM}), ("find_nodes", {"type": "Team"}),
+                            ("get_neighbors", {"id": TEAM})):  # fmt: skip
+        gone = error(seeded, tool, {**arguments, "at": done.oldest - 2})
+        assert (gone["code"], gone["oldest"]) == ("gone", done.oldest), tool
+    assert error(seeded, "diff_revisions", {"from": done.oldest - 2})["code"] == "gone"
+    assert ok(seeded, "get_node", {"id": TEAM, "at": done.oldest - 1})["revision"] == done.oldest - 1
+
+
+def test_a_reader_who_lost_access_sees_no_past_state(seeded: Instance) -> None:
+    before = seeded.store.revision()
+    assert ok(seeded, "get_node", {"id": TEAM, "at": before}, READER)["node"]["id"] == TEAM
+    ok(seeded, "patch_node", {"id": TEAM, "properties": {}, "visibility": "restricted", "readers": ["group:security"]})
+    assert error(seeded, "get_node", {"id": TEAM, "at": before}, READER)["code"] == "forbidden"
+    assert ok(seeded, "get_node", {"id": TEAM, "at": before})["node"]["visibility"] == "public"  # an admin: as it was
+    hidden = seeded.store.revision()
+    ok(seeded, "patch_node", {"id": TEAM, "properties": {}, "visibility": "public", "readers": None})
+    assert ok(seeded, "get_node", {"id": TEAM}, READER)["node"]["visibility"] == "public"  # visible now again
+    assert error(seeded, "get_node", {"id": TEAM, "at": hidden}, READER)["code"] == "forbidden"  # not then
+    ok(seeded, "patch_node", {"id": TEAM, "properties": {}, "visibility": "restricted", "readers": ["group:security"]})
+    teams = ok(seeded, "find_nodes", {"type": "Team", "at": before, "limit": 100}, READER)
+    assert TEAM not in {n["id"] for n in teams["items"]}
+    assert TEAM in {n["id"] for n in ok(seeded, "find_nodes", {"type": "Team", "at": before, "limit": 100})["items"]}
+    assert error(seeded, "get_neighbors", {"id": TEAM, "at": before}, READER)["code"] == "forbidden"
+    around = ok(seeded, "get_neighbors", {"id": PERSON, "at": before, "limit": 200}, READER)
+    assert TEAM not in {i["node"]["id"] for i in around["items"]}
+    diff = ok(seeded, "diff_revisions", {"from": before, "ids": [TEAM]}, READER)
+    assert all(e["before"] is None and e["after"] is None for e in diff["items"] if e["key"] == TEAM)
+    assert ok(seeded, "diff_revisions", {"from": before, "ids": [TEAM]})["items"][0]["fields"] == [
+        "visibility", "readers"
+    ]  # fmt: skip
+
+
+def test_diff_revisions_pages_without_loss_pinned_to_its_later_revision(seeded: Instance) -> None:
+    before = seeded.store.revision()
+    rename(seeded, TEAM, "Payments Two")
+    ok(seeded, "delete_node", {"id": PERSON, "cascade": True})
+    whole = ok(seeded, "diff_revisions", {"from": before})
+    assert whole["next_cursor"] is None
+    assert whole["total"] == len(whole["items"]) > 3
+    pages = [ok(seeded, "diff_revisions", {"from": before, "limit": 2})]
+    rename(seeded, "team-billing", "Billing Later")  # committed while paging: not in these pages
+    while pages[-1]["next_cursor"] is not None:
+        pages.append(ok(seeded, "diff_revisions", {"from": before, "limit": 2, "cursor": pages[-1]["next_cursor"]}))
+    assert [e for p in pages for e in p["items"]] == whole["items"]
+    assert {(p["total"], p["revision"]) for p in pages} == {(whole["total"], whole["revision"])}
+    changed = next(e for e in whole["items"] if e["key"] == TEAM)
+    assert (changed["change"], changed["properties"]) == ("changed", {"name": {"before": "Payments",
+                                                                             "after": "Payments Two"}})  # fmt: skip
+    assert {e["change"] for e in whole["items"] if e["key"] != TEAM} == {"removed"}
+    later = ok(seeded, "diff_revisions", {"from": before})
+    assert "team-billing" in {e["key"] for e in later["items"]}
+    only = ok(seeded, "diff_revisions", {"from": before, "types": ["Team"]})
+    assert {e["key"] for e in only["items"]} == {TEAM, "team-billing"}
+    wrong = error(seeded, "diff_revisions", {"from": before, "to": before - 1})
+    assert (wrong["code"], wrong["problems"][0]["pointer"]) == ("invalid_arguments", "/from")
+
+
+def test_get_neighbors_at_a_revision_answers_the_same_from_a_walk_worker(store_location: str | Path) -> None:
+    """get_neighbors is a walk: at a past revision it reads the store's view, which a walk worker's read-only store
+    reads as the serving process does."""
+    instance = open_instance(Config(store=store_location, walk_workers=0))
+    try:
+        before = instance.store.revision()
+        ok(instance, "delete_node", {"id": PERSON, "cascade": True})
+        here = ok(instance, "get_neighbors", {"id": PERSON, "at": before, "limit": 50})
+    finally:
+        instance.close()
+    with walking_in_a_worker(store_location) as walking:
+        there = ok(walking, "get_neighbors", {"id": PERSON, "at": before, "limit": 50})
+    assert there == here
+    assert here["items"]
