@@ -12,16 +12,27 @@ The tests skip only when CANON_SKIP_BROWSER_TESTS=1; otherwise a missing Chromiu
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, Request, Response, Route, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    ConsoleMessage,
+    Locator,
+    Page,
+    Request,
+    Response,
+    Route,
+    expect,
+    sync_playwright,
+)
 
 from core.access import sees, sight_of
 from core.model import load_model
@@ -162,3 +173,17 @@ def page(browser: Browser, site: Site) -> Iterator[Watched]:
 def _origin(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
+
+
+def try_out(operation: Locator, inputs: dict[str, str]) -> dict[str, Any]:
+    """Swagger UI's "Try it out" on one operation, as a reader of the docs would: fill `inputs` (parameter name ->
+    value), execute, wait for a 200 and give its JSON body."""
+    operation.locator(".opblock-summary").click()
+    operation.locator(".try-out__btn").click()
+    for name, value in inputs.items():
+        operation.locator(f'tr[data-param-name="{name}"] input').fill(value)
+    operation.locator(".execute").click()
+    live = operation.locator(".live-responses-table tr.response")
+    expect(live.locator(".response-col_status")).to_have_text("200", timeout=WAIT_MS)
+    body: dict[str, Any] = json.loads(live.locator(".response-col_description .highlight-code pre").inner_text())
+    return body

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from playwright.sync_api import expect
 
-from tests.browser.conftest import WAIT_MS, Site, Watched
+from tests.browser.conftest import WAIT_MS, Site, Watched, try_out
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")  # an OpenAPI path item's operations
 
@@ -44,14 +44,7 @@ def test_docs_renders_the_operations_with_local_assets(site: Site, page: Watched
     expect(operations).to_have_count(sum(1 for item in document["paths"].values() for m in item if m in METHODS))
 
     # the page works, not just renders: try get_node out on a public node, as a reader of the docs would
-    get_node.locator(".opblock-summary").click()
-    get_node.locator(".try-out__btn").click()
-    get_node.locator('tr[data-param-name="id"] input').fill(site.public_id)
-    get_node.locator(".execute").click()
-    live = get_node.locator(".live-responses-table tr.response")
-    expect(live.locator(".response-col_status")).to_have_text("200", timeout=WAIT_MS)
-    body = json.loads(live.locator(".response-col_description .highlight-code pre").inner_text())
-    assert body["node"]["id"] == site.public_id
+    assert try_out(get_node, {"id": site.public_id})["node"]["id"] == site.public_id
     page.page.screenshot(path=tmp_path / "docs-try-out.png")
     assert {url.removeprefix(site.base) for url in loaded} >= {  # (a browser may fetch the favicon, or not)
         "/ui-assets/swagger-ui-dist@5/swagger-ui-bundle.js",

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import WAIT_MS, Site, Watched, public_node_id
+from tests.browser.conftest import WAIT_MS, Site, Watched, public_node_id, try_out
 from tests.conftest import copy_store
 from tests.http.test_oauth import RESOURCE, Issuer, running_issuer
 from tests.mcp.conftest import serving
@@ -52,14 +52,7 @@ def test_docs_loads_without_a_token_and_shows_the_operations_once_given_one(
     page.page.locator("#canon-token-value").fill(issuer.token())
     page.page.locator("#canon-token button").click()
     expect(get_node).to_be_visible(timeout=WAIT_MS)
-    get_node.locator(".opblock-summary").click()
-    get_node.locator(".try-out__btn").click()
-    get_node.locator('tr[data-param-name="id"] input').fill(site.public_id)
-    get_node.locator(".execute").click()
-    live = get_node.locator(".live-responses-table tr.response")
-    expect(live.locator(".response-col_status")).to_have_text("200", timeout=WAIT_MS)
-    body = json.loads(live.locator(".response-col_description .highlight-code pre").inner_text())
-    assert body["node"]["id"] == site.public_id
+    assert try_out(get_node, {"id": site.public_id})["node"]["id"] == site.public_id
     page.page.screenshot(path=tmp_path / "docs-with-token.png")
     assert page.failed == [f"GET {site.base}/openapi.json: 401"]  # that one, before the token; nothing since
     assert [p for p in page.problems() if "401" not in p] == []
