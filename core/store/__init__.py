@@ -82,12 +82,14 @@ class NodeQuery:
 class CommitResult:
     """What a commit changed; `revision` is the store's revision after it (unchanged when nothing changed).
 
-    `operations[i]` is the index (in the committed batch) of the operation that made `changes[i]`.
+    `operations[i]` is the index (in the committed batch) of the operation that made `changes[i]`; a dry run's
+    `planned` holds the writes it would have made (`core.validation.Write`: each record before and after).
     """
 
     revision: int
     changes: tuple[Change, ...]
     operations: tuple[int, ...] = ()
+    planned: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -200,6 +202,7 @@ class Store(Protocol):
         dry_run: bool = False,
         progress: Callable[[str, int, int], None] | None = None,
         guard: Callable[[StateView, Sequence[Operation]], None] | None = None,
+        then: Callable[[Any, int], None] | None = None,
     ) -> CommitResult: ...
     def bulk(self, *, principal: str, dry_run: bool = False) -> AbstractContextManager[Bulk]: ...
     def append_audit(self, records: Sequence[AuditRecord]) -> None: ...

@@ -36,6 +36,7 @@ from core.store import StoreDump, StoreStats
 from core.store.common import Bulk, Discard, dumps, utc_now
 from core.store.pg_notices import Listener, announce
 from core.store.pg_sql import DIALECT, search_text
+from core.store.proposals_sql import PROPOSALS_TABLE
 from core.store.sql import (
     AUDIT_COLUMNS,
     CHANGE_ALL,
@@ -52,7 +53,7 @@ from core.validation import Write
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 WRITE_LOCK = 0x63616E6F6E  # "canon": the advisory lock every write transaction takes first
 POOL_SIZE = 8
 POOL_TIMEOUT_S = 30.0  # how long a call waits for a connection (all busy, or the server down) before `unavailable`
@@ -119,7 +120,7 @@ _PAST: tuple[LiteralString, ...] = (  # a record's changes by id and by edge end
 )
 
 # version reached -> the statements that upgrade the previous version to it
-MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {1: _SCHEMA, 2: _HISTORY, 3: _PAST}
+MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {1: _SCHEMA, 2: _HISTORY, 3: _PAST, 4: PROPOSALS_TABLE}
 
 _NODE_ROW = "id, type, key, visibility, readers, properties, revision, created_at, updated_at, updated_by, search"
 

@@ -539,10 +539,13 @@ class SQLStore(ABC):
         dry_run: bool = False,
         progress: Callable[[str, int, int], None] | None = None,
         guard: Callable[[StateView, Sequence[Operation]], None] | None = None,
+        then: Callable[[Any, int], None] | None = None,
     ) -> CommitResult:
         """Validate and commit a batch in one write transaction; see `core.validation.plan` for the rules.
 
-        `guard` (authorisation) runs first, inside the same transaction, on the same state `plan` reads.
+        `guard` (authorisation) runs first, inside the same transaction, on the same state `plan` reads; `then`
+        runs last in it, given the connection and the revision after the batch (a proposal's merge records
+        itself so, all or nothing with the batch). A dry run answers the planned writes (`CommitResult.planned`).
         """
         with self._transaction() as db:
             if guard is not None:
@@ -553,10 +556,12 @@ class SQLStore(ABC):
                 now=utc_now(), progress=progress,
             )  # fmt: skip
             changes = [] if dry_run else self._apply(db, writes, principal, progress)
+            if then is not None and not dry_run:
+                then(db, changes[-1].revision if changes else base)
         made_by = tuple(w.index for w in writes) if changes else ()
         revision = changes[-1].revision if changes else base
         self._committed(revision)
-        return CommitResult(revision, tuple(changes), made_by)
+        return CommitResult(revision, tuple(changes), made_by, tuple(writes) if dry_run else ())
 
     # -- the audit log ---------------------------------------------------------------------------------------
     def audit_records(self, query: AuditQuery, *, before: int | None, limit: int) -> tuple[list[dict[str, Any]], int]:

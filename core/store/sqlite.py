@@ -29,6 +29,7 @@ from core.model_migration import SQLITE
 from core.records import Change, Edge, Node
 from core.store import StoreDump, StoreStats
 from core.store.common import Bulk, Discard, dumps, utc_now
+from core.store.proposals_sql import PROPOSALS_TABLE
 from core.store.sql import (
     AUDIT_COLUMNS,
     CHANGE_ALL,
@@ -45,7 +46,7 @@ from core.validation import Write
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 BUSY_TIMEOUT_S = 60.0
 IDLE_READERS = 4  # read-only connections kept open between reads (more are opened while more threads read at once)
 TEXT_COMPACT_MIN = 100  # node writes in one commit from which the text index may be compacted after it
@@ -137,6 +138,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     3: _TEXT,  # the trigram index text search uses (filled by `_ensure_text_index`)
     4: _HISTORY,  # every recorded model, the one recorded so far first
     5: _PAST,  # a record's changes by id and by edge end, for reading a past revision (`core.store.past`)
+    6: PROPOSALS_TABLE,  # pending change-sets (`core.proposals`)
 }
 
 _CHANGE_INSERT = f"INSERT INTO changes ({CHANGE_ALL}) VALUES ({', '.join('?' * 15)})"

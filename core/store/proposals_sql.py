@@ -1,0 +1,16 @@
+"""The table proposals live in (`core.proposals`), the same on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import LiteralString
+
+__all__ = ["PROPOSALS_TABLE"]
+
+PROPOSALS_TABLE: tuple[LiteralString, ...] = (
+    """CREATE TABLE proposals (
+  id text PRIMARY KEY, title text NOT NULL, rationale text NOT NULL, author text NOT NULL, state text NOT NULL,
+  base_revision bigint NOT NULL, operations text NOT NULL, bases text NOT NULL, comments text NOT NULL,
+  created_at text NOT NULL, updated_at text NOT NULL, reviewer text, merge_revision bigint
+)""",
+    "CREATE INDEX proposals_state ON proposals (state, id)",
+)

@@ -1,0 +1,91 @@
+"""Proposals (`core.proposals`) on both backends: propose, revise, approve (merged), reject, withdraw, conflict."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from core import proposals
+from core.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
+from core.operations import Operation
+from core.principal import Principal
+from core.store import Store
+from core.tools.writes import _operation  # pyright: ignore[reportPrivateUsage]
+
+pytestmark = pytest.mark.both_backends
+AGENT = Principal("agent", frozenset({"writer"}))
+REVIEWER = Principal("rita", frozenset({"writer"}), frozenset({"reviewers"}))
+OTHER = Principal("rita2", frozenset({"writer"}), frozenset({"reviewers"}))
+
+
+def convert(requested: Sequence[Mapping[str, Any]]) -> list[Operation]:
+    return [_operation(r["op"], dict(r)) for r in requested]
+
+
+def _a_node(store: Store) -> str:
+    return next(n.id for n in store.iter_nodes() if n.visibility != "restricted" and "description" in n.properties)
+
+
+def _patch(id_: str, name: str) -> list[dict[str, Any]]:
+    return [{"op": "patch_node", "id": id_, "properties": {"description": name}}]
+
+
+def test_propose_revise_approve_merges_once_with_the_author_as_writer(seeded_store: Store) -> None:
+    id_ = _a_node(seeded_store)
+    p = proposals.propose(seeded_store, AGENT, _patch(id_, "first"), "t", "because", convert)
+    assert p.state == "open"
+    assert f"node:{id_}" in p.bases
+    p = proposals.revise(seeded_store, AGENT, p.id, convert, requested=_patch(id_, "second"))
+    entries, clean, _ = proposals.diff(seeded_store, p, REVIEWER, convert)
+    assert clean
+    assert entries[0].properties["description"]["after"] == "second"
+    with pytest.raises(ForbiddenError):
+        proposals.review(seeded_store, AGENT, p.id, "approve", "mine", convert)
+    merged = proposals.review(seeded_store, REVIEWER, p.id, "approve", "ok", convert)
+    assert merged.state == "merged"
+    assert merged.reviewer == "rita"
+    assert merged.merge_revision is not None
+    node = seeded_store.node(id_)
+    assert node is not None
+    assert node.properties["description"] == "second"
+    assert node.updated_by == "agent"
+    with pytest.raises(ValidationError):  # a second approval finds it closed: merged once
+        proposals.review(seeded_store, OTHER, p.id, "approve", "me too", convert)
+    assert seeded_store.revision() == merged.merge_revision
+
+
+def test_a_record_changed_since_the_base_is_a_conflict_naming_it(seeded_store: Store) -> None:
+    id_ = _a_node(seeded_store)
+    p = proposals.propose(seeded_store, AGENT, _patch(id_, "mine"), "t", "r", convert)
+    seeded_store.commit(convert(_patch(id_, "theirs")), principal="someone")
+    _, clean, why = proposals.diff(seeded_store, p, REVIEWER, convert)
+    assert not clean
+    assert why is not None
+    assert id_ in why
+    with pytest.raises(ConflictError) as caught:
+        proposals.review(seeded_store, REVIEWER, p.id, "approve", "ok", convert)
+    assert id_ in str(caught.value)
+    assert proposals.get(seeded_store, p.id).state == "open"
+
+
+def test_reject_and_withdraw_close_a_proposal_without_writing(seeded_store: Store) -> None:
+    id_ = _a_node(seeded_store)
+    before = seeded_store.revision()
+    a = proposals.propose(seeded_store, AGENT, _patch(id_, "a"), "a", "r", convert)
+    b = proposals.propose(seeded_store, AGENT, _patch(id_, "b"), "b", "r", convert)
+    assert proposals.review(seeded_store, REVIEWER, a.id, "reject", "no", convert).state == "rejected"
+    with pytest.raises(ForbiddenError):
+        proposals.revise(seeded_store, REVIEWER, b.id, convert, withdraw=True)
+    assert proposals.revise(seeded_store, AGENT, b.id, convert, withdraw=True).state == "withdrawn"
+    assert seeded_store.revision() == before
+    page, total = proposals.find(seeded_store, author="agent", node=id_)
+    assert total == 2
+    assert {p.state for p in page} == {"rejected", "withdrawn"}
+
+
+def test_an_invalid_proposal_is_refused_at_once(seeded_store: Store) -> None:
+    with pytest.raises(NotFoundError):  # the write path's own error, as write_batch answers it
+        proposals.propose(seeded_store, AGENT, [{"op": "patch_node", "id": "no-such-node"}], "t", "r", convert)
+    assert proposals.find(seeded_store)[1] == 0
