@@ -59,6 +59,7 @@ from core.errors import (
 from core.graph import GraphIndex
 from core.json_values import value_problems
 from core.model import Model
+from core.pinning import pin
 from core.principal import Principal
 from core.priority import Priority
 from core.projection import shape
@@ -297,6 +298,7 @@ class Dispatcher:
             # call (same cursor fingerprint) whichever surface sent it
             defaults = self.registry.input_defaults(tool.name)
             full = {**copy.deepcopy(defaults), **args} if defaults else dict(args)
+            full = pin(self.store, tool.name, tool.input_schema, full)  # as_of -> at (core.pinning)
             handler, ctx = self.handlers[tool.name], self.context(principal, surface, received)
             value = self._walk(handler, ctx, tool.name, full) if tool.execution == "walk" else handler(ctx, full)
             outcome = "ok"

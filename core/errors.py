@@ -235,10 +235,14 @@ class GoneError(CanonError, LookupError):
 
     code = "gone"
 
-    def __init__(self, *, since: int, oldest: int) -> None:
-        super().__init__(
-            f"The change log no longer holds the changes after revision {since}: the oldest revision it keeps is "
-            f"{oldest}. Read the current state again (find_nodes, export), then follow changes from its revision."
-        )
+    def __init__(self, *, since: int, oldest: int, as_of: str | None = None) -> None:
+        if as_of is None:
+            message = (f"The change log no longer holds the changes after revision {since}: the oldest revision it "
+                       f"keeps is {oldest}. Read the current state again (find_nodes, export), then follow changes "
+                       "from its revision.")  # fmt: skip
+        else:
+            message = (f"The change log keeps no revision at or before {as_of}: the oldest revision it keeps is "
+                       f"{oldest}. Read as_of a later time, or at {oldest} or later.")  # fmt: skip
+        super().__init__(message)
         self.since = since
         self.oldest = oldest

@@ -434,6 +434,7 @@ async def test_the_past_reads_the_same_on_mcp_rest_and_graphql(seed_template: Pa
     instance = open_copy(seed_template, tmp_path)
     principal = Principal("gus", frozenset({"reader"}), frozenset({"payments"}))
     before = instance.store.revision()
+    logged = instance.store.changes(before - 1, 1)[0].at  # the time of revision `before`: as_of reads at it
     for tool, arguments in (("patch_node", {"id": "team-payments", "properties": {"name": "Payments Later"}}),
                             ("delete_node", {"id": "person-ada-okafor", "cascade": True})):  # fmt: skip
         assert not instance.dispatcher.call_tool(LOCAL, "test", tool, arguments).is_error
@@ -445,6 +446,9 @@ async def test_the_past_reads_the_same_on_mcp_rest_and_graphql(seed_template: Pa
         ("get_neighbors", {"id": "person-ada-okafor", "at": before, "limit": 5}),
         ("diff_revisions", {"from": before, "limit": 5}),
         ("get_node", {"id": "team-payments", "at": head + 1}),
+        ("get_node", {"id": "team-payments", "as_of": logged}),
+        ("find_nodes", {"type": "Team", "as_of": logged, "limit": 3}),
+        ("get_node", {"id": "team-payments", "at": before, "as_of": logged}),
     ]
     try:
         async with callers(instance, token(instance, "gus", "reader", "payments")) as on:
@@ -457,6 +461,7 @@ async def test_the_past_reads_the_same_on_mcp_rest_and_graphql(seed_template: Pa
                     assert comparable(answer) == comparable(expected), f"{tool} {arguments} on {surface}"
             old = (await on.http.get(f"/api/nodes/team-payments?at={before}")).json()
             future = await on.http.get(f"/api/nodes/team-payments?at={head + 1}")
+            as_of = (await on.http.get("/api/nodes/team-payments", params={"as_of": logged})).json()
             done = instance.store.compact(Retention(changes_keep_revisions=3))
             gone = {"mcp": await on.on_mcp("get_node", {"id": "team-payments", "at": before}),
                     "rest": await on.on_rest("get_node", {"id": "team-payments", "at": before}),
@@ -465,6 +470,7 @@ async def test_the_past_reads_the_same_on_mcp_rest_and_graphql(seed_template: Pa
         instance.close()
     assert (old["node"]["properties"]["name"], old["revision"]) == ("Payments", before)
     assert future.status_code == 404
+    assert (as_of["node"]["properties"]["name"], as_of["revision"]) == ("Payments", before)
     assert before < done.oldest - 1
     assert gone == {"mcp": ("error", "gone"), "rest": ("error", "gone"), "graphql": ("error", "gone")}
 

@@ -178,6 +178,11 @@ class Store(Protocol):
         before the oldest revision the change log keeps, `FutureRevisionError` beyond the store's."""
         ...
 
+    def revision_at(self, moment: str) -> int:
+        """The last revision logged at or before `moment` (UTC, milliseconds, Z); `GoneError` when the change log
+        keeps none."""
+        ...
+
     def diff_revisions(
         self,
         since: int,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, LiteralString
 
 from core.audit import AuditQuery
 from core.conditions import Condition
-from core.errors import NotFoundError, StoreError
+from core.errors import GoneError, NotFoundError, StoreError
 from core.model import Model, parse_model
 from core.model_migration import Moved, MoveSql, migrate
 from core.model_version import check_successor
@@ -587,6 +587,19 @@ class SQLStore(ABC):
         return tuple(row)
 
     # -- day-two operations ------------------------------------------------------------------------------------
+    def revision_at(self, moment: str) -> int:
+        """The revision a read `as_of` the time `moment` (UTC, milliseconds, Z: as the change log writes it) reads
+        at: the last change logged at or before it; `GoneError` when the log keeps none (0 for a log never
+        compacted and empty)."""
+        m = self.DIALECT.mark
+        rows = self._read(f"SELECT max(revision) FROM changes WHERE at <= {m}", (moment,))
+        floor = self.changes_floor()
+        if rows and rows[0][0] is not None:
+            return int(rows[0][0])
+        if floor == 0 and self.revision() == 0:
+            return 0
+        raise GoneError(since=floor, oldest=floor + 1, as_of=moment)
+
     def changes_floor(self) -> int:
         """The revision through which `compact` removed the change log (0: it holds every revision)."""
         rows = self._read("SELECT value FROM meta WHERE key = 'changes_floor'", ())

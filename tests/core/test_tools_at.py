@@ -194,3 +194,21 @@ def test_get_neighbors_at_a_revision_answers_the_same_from_a_walk_worker(store_l
         there = ok(walking, "get_neighbors", {"id": PERSON, "at": before, "limit": 50})
     assert there == here
     assert here["items"]
+
+
+def test_as_of_reads_at_the_last_revision_at_or_before_that_time(seeded: Instance) -> None:
+    before = seeded.store.revision()
+    logged = seeded.store.changes(before - 1, 1)[0].at
+    rename(seeded, TEAM, "Payments As Of")
+    got = ok(seeded, "get_node", {"id": TEAM, "as_of": logged})
+    assert (got["node"]["properties"]["name"], got["revision"]) == ("Payments", before)
+    later = logged.replace("Z", "+00:00")  # any RFC 3339 offset names the same instant
+    assert ok(seeded, "find_nodes", {"type": "Team", "as_of": later})["revision"] == before
+    assert ok(seeded, "get_neighbors", {"id": TEAM, "as_of": logged})["revision"] == before
+    both = error(seeded, "get_node", {"id": TEAM, "at": before, "as_of": logged})
+    assert (both["code"], both["problems"][0]["pointer"]) == ("invalid_arguments", "/as_of")
+    bad = error(seeded, "get_node", {"id": TEAM, "as_of": "yesterday"})
+    assert (bad["code"], bad["problems"][0]["pointer"]) == ("invalid_arguments", "/as_of")
+    done = seeded.store.compact(Retention(changes_keep_revisions=1))
+    gone = error(seeded, "get_node", {"id": TEAM, "as_of": "2000-01-01T00:00:00Z"})
+    assert (gone["code"], gone["oldest"]) == ("gone", done.oldest)

@@ -1,0 +1,37 @@
+"""Which revision a read of the past is pinned to, one rule for every tool and surface.
+
+A tool whose input takes both `at` (a revision) and `as_of` (an RFC 3339 time) reads at `at`, or at the last
+revision logged at or before `as_of` (`Store.revision_at`, at the change log's precision: milliseconds, UTC).
+Dispatch resolves `as_of` into `at` before the handler runs, so a handler, a walk worker and a page's cursor see
+one revision, and the answer's `revision` says which. Both together is an error; a time older than the change log
+keeps is the change feed's `gone`, naming the oldest revision kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from core.errors import InvalidArgumentsError, Problem
+from core.store import Store
+
+__all__ = ["pin", "utc"]
+
+
+def utc(value: str) -> str:
+    """An RFC 3339 time as the change log writes it (UTC, milliseconds, Z), so text order is time order."""
+    moment = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def pin(store: Store, tool: str, schema: Mapping[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    """`args` with `as_of` resolved to `at`, for a tool whose input takes both (others: unchanged)."""
+    if "as_of" not in args or not {"at", "as_of"} <= set(schema.get("properties", {})):
+        return args
+    if "at" in args:
+        raise InvalidArgumentsError(tool, [Problem("/as_of", "give at (a revision) or as_of (a time), not both")])
+    revision = store.revision_at(utc(args["as_of"]))
+    return {**{k: v for k, v in args.items() if k != "as_of"}, "at": revision}
