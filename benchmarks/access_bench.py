@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.config import Config
-from core.instance import open_instance
-from core.principal import ANONYMOUS, Principal
+from core.ops.config import Config
+from core.seam.instance import open_instance
 from core.store import NodeQuery
+from core.values.principal import ANONYMOUS, Principal
 
 ADMIN = Principal("bench-admin", frozenset({"admin"}))
 READER = Principal("bench-reader", frozenset({"reader"}))
@@ -112,8 +112,8 @@ def main() -> None:
             shutil.copyfile(args.store, store)
         else:
             data = Path(folder) / "graph.jsonl"
-            canon = [sys.executable, "-m", "core.cli", "--store", str(store)]
-            subprocess.run([sys.executable, "-m", "core.cli", "synth", str(data), "--nodes", str(args.nodes)],
+            canon = [sys.executable, "-m", "core.app.cli", "--store", str(store)]
+            subprocess.run([sys.executable, "-m", "core.app.cli", "synth", str(data), "--nodes", str(args.nodes)],
                            check=True, capture_output=True)  # fmt: skip
             subprocess.run([*canon, "--model", str(_default_model()), "import", str(data), "--no-progress"],
                            check=True, capture_output=True)  # fmt: skip
@@ -121,7 +121,7 @@ def main() -> None:
 
 
 def _default_model() -> Path:
-    from core.model import default_model_path
+    from core.lang.model import default_model_path
 
     return default_model_path()
 

@@ -81,7 +81,7 @@ def ask(wire: Wire, questions: tuple[Question, ...], seed: Seed, script: Callabl
 
 def run_canon(source: Path, profile: str, folder: Path, seed: Seed, label: str) -> Run:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("CANON_")}, "PYTHONPATH": str(source)}
-    command = [sys.executable, "-m", "core.cli", "--store", str(folder / f"{label}.db"), "serve", "--stdio",
+    command = [sys.executable, "-m", "core.app.cli", "--store", str(folder / f"{label}.db"), "serve", "--stdio",
                "--profile", profile, "--log-level", "warning"]  # fmt: skip
     wire = Wire(command, env, folder, "agent-tasks")
     try:

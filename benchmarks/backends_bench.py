@@ -34,9 +34,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 READS = """
 import json, random, statistics, sys, time
-from core.config import Config
-from core.instance import open_instance
-from core.principal import Principal
+from core.ops.config import Config
+from core.seam.instance import open_instance
+from core.values.principal import Principal
 store, calls = sys.argv[1], int(sys.argv[2])
 instance = open_instance(Config(store=store, seed=False))
 dispatcher = instance.dispatcher
@@ -68,9 +68,9 @@ print(json.dumps(out))
 
 def _import(store: str, data: Path) -> dict[str, Any]:
     """`canon import` of `data` into `store` in a child process: its wall clock, CPU time and peak RSS."""
-    from core.model import default_model_path
+    from core.lang.model import default_model_path
 
-    command = [sys.executable, "-m", "core.cli", "--store", store, "--model", str(default_model_path()), "import",
+    command = [sys.executable, "-m", "core.app.cli", "--store", store, "--model", str(default_model_path()), "import",
                str(data), "--no-progress"]  # fmt: skip
     started = time.perf_counter()
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -104,7 +104,7 @@ def _ratios(sqlite: dict[str, Any], postgres: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(nodes: int, calls: int, reads: bool, backends: list[str], folder: Path) -> dict[str, Any]:
-    from core.synthetic import write_synthetic
+    from core.app.synthetic import write_synthetic
     from tests.postgres_server import Server
 
     data = folder / "graph.jsonl"

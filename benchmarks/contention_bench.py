@@ -7,7 +7,7 @@ It starts `canon serve` on 127.0.0.1 (one process, Streamable HTTP, 2026-07-28) 
 one client's `get_node`, one call at a time on a kept-alive connection, twice: quiet, then while `--heavy` other
 clients (threads of another process, each with its own connection) loop heavy patterns: `get_neighbors` at depth 3,
 `find_paths` up to 6 hops, and `query_graph` patterns of two and three edge terms over every person. The heavy
-clients keep running until the loaded sample is taken. A server with walk worker processes (core.walkers) is
+clients keep running until the loaded sample is taken. A server with walk worker processes (core.dispatch.walkers) is
 timed once they have loaded their graph (its /metrics say so). Reports get_node p50/p90/p99 quiet and loaded with the
 loaded/quiet ratios (the target: within 2x), and the heavy calls' count, rate (calls answered per second while
 they ran: what the walks get), outcomes and slowest wall time (the bound: the call's 10 s time limit, whatever the
@@ -37,7 +37,7 @@ from benchmarks.mcp_bench import MODERN, Peer, admin_token, peer, percentiles, p
 
 
 def heavy_patterns(nodes: int) -> list[dict[str, Any]]:
-    """Walks that each examine a large part of a synthetic graph (ids from core.synthetic)."""
+    """Walks that each examine a large part of a synthetic graph (ids from core.app.synthetic)."""
     person, team = f"person-{nodes // 5:07d}", "team-0000003"
     return [
         {"name": "get_neighbors", "arguments": {"id": team, "depth": 3, "limit": 10}},
@@ -100,7 +100,8 @@ def heavy_clients(url: str, token: str, nodes: int, heavy: int, stop: Any, start
 
 
 def walk_workers_ready(mcp_url: str, timeout: float = 300) -> int | None:
-    """Wait until the server's walk workers (core.walkers) have loaded their graph, as its metrics say; how many
+    """Wait until the server's walk workers (core.dispatch.walkers) have loaded their graph, as its metrics say; how
+    many
     there are (None: a server without walk workers, such as one from before them)."""
     metrics = mcp_url.removesuffix("/mcp") + "/metrics"
     deadline = time.monotonic() + timeout
@@ -115,7 +116,7 @@ def walk_workers_ready(mcp_url: str, timeout: float = 300) -> int | None:
 
 def run(store: Path, nodes: int, heavy: int, calls: int) -> dict[str, Any]:
     token = admin_token(store, "bench")
-    canon = [sys.executable, "-m", "core.cli", "--store", str(store), "serve", "--log-level", "warning"]
+    canon = [sys.executable, "-m", "core.app.cli", "--store", str(store), "serve", "--log-level", "warning"]
     get_node = {"name": "get_node", "arguments": {"id": f"person-{nodes // 3:07d}"}}
     with peer(canon, "http", MODERN, store.parent, token) as server:
         for call in heavy_patterns(nodes):  # warm every path once (and start the walk workers, if any)

@@ -7,7 +7,7 @@ Each row is the size of the JSON-RPC answer line a client reads over stdio (raw 
 protocol 2025-11-25), from a fresh `canon serve --stdio` per model and profile on a fresh store:
 
 * `tools/list` with the full and the agent profile, on the default model (seeded with the sample data) and on
-  synthetic models of 7, 50 and 200 node types (`core.synthetic.synthetic_model`, no data);
+  synthetic models of 7, 50 and 200 node types (`core.app.synthetic.synthetic_model`, no data);
 * the largest single tool definition of the full profile;
 * `get_neighbors` of one team at depth 1 and 2 (the default page), plain and with `summary`, and of a service;
 * `find_nodes` of two types (the default page);
@@ -40,7 +40,7 @@ TEAM = "team-payments"  # a node of the sample data with many neighbours
 def serve(source: Path, folder: Path, profile: str, model: Path | None) -> Wire:
     """One `canon serve --stdio` of the code in `source`, on a new store in `folder`."""
     env = {**os.environ, "PYTHONPATH": str(source)}
-    command = [sys.executable, "-m", "core.cli", "--store", str(folder / f"{profile}.db")]
+    command = [sys.executable, "-m", "core.app.cli", "--store", str(folder / f"{profile}.db")]
     command += ["--model", str(model)] if model else []
     command += ["serve", "--stdio", "--profile", profile, "--log-level", "warning"]
     return Wire(command, env, folder, "context_budget")
@@ -85,7 +85,7 @@ def _calls() -> list[tuple[str, dict[str, Any]]]:
 
 def synthetic_models(folder: Path, sizes: list[int]) -> dict[str, Path | None]:
     sys.path.insert(0, str(REPO))
-    from core.synthetic import synthetic_model
+    from core.app.synthetic import synthetic_model
 
     models: dict[str, Path | None] = {"default": None}
     for n in sizes:

@@ -90,7 +90,7 @@ SERIES = ("commit_to_last", "commit_to_first", "first_to_last", "send_to_last", 
 
 # -- the server ---------------------------------------------------------------------------------------------------
 def _canon(*args: str, store: Path) -> list[str]:
-    return [sys.executable, "-m", "core.cli", "--store", str(store), *args]
+    return [sys.executable, "-m", "core.app.cli", "--store", str(store), *args]
 
 
 def _clean_env() -> dict[str, str]:

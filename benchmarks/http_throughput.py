@@ -148,7 +148,7 @@ def _listening(pid: int) -> bool:
 
 
 def run_once(store: Path, workers: int, token: str, node_id: str, connections: int, seconds: float) -> dict[str, Any]:
-    command = [sys.executable, "-m", "core.cli", "--store", str(store), "serve", "--log-level", "warning",
+    command = [sys.executable, "-m", "core.app.cli", "--store", str(store), "serve", "--log-level", "warning",
                "--workers", str(workers), "--port", "0"]  # fmt: skip
     proc = subprocess.Popen(command, cwd=store.parent, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip

@@ -64,7 +64,7 @@ def peak_rss_mib(pid: int) -> float:
 
 def admin_token(store: Path, name: str) -> str:
     """`canon token create NAME --role admin` in the store's folder (where a server started there reads it)."""
-    command = [sys.executable, "-m", "core.cli", "--store", str(store), "token", "create", name, "--role", "admin"]
+    command = [sys.executable, "-m", "core.app.cli", "--store", str(store), "token", "create", name, "--role", "admin"]
     return subprocess.run(command, cwd=store.parent, capture_output=True, check=True, text=True).stdout.strip()
 
 
@@ -213,7 +213,7 @@ def timed(call: Callable[[], Any], calls: int, warmup: int | None = None) -> dic
 
 
 def scenarios(nodes: int) -> dict[str, tuple[str, dict[str, Any]]]:
-    """Calls on the synthetic graph (ids from core.synthetic); each answers a small, non-empty result."""
+    """Calls on the synthetic graph (ids from core.app.synthetic); each answers a small, non-empty result."""
     team, person = "team-0000003", f"person-{nodes // 5:07d}"
     return {
         "get_node": ("tools/call", {"name": "get_node", "arguments": {"id": person}}),
@@ -251,7 +251,7 @@ def scenarios(nodes: int) -> dict[str, tuple[str, dict[str, Any]]]:
 def run(store: Path, nodes: int, transports: list[str], revisions: list[str], calls: int,
         rounds: int = 1) -> dict[str, Any]:  # fmt: skip
     work = store.parent
-    canon = [sys.executable, "-m", "core.cli", "--store", str(store), "serve", "--log-level", "warning"]
+    canon = [sys.executable, "-m", "core.app.cli", "--store", str(store), "serve", "--log-level", "warning"]
     echo = [sys.executable, str(HERE / "echo_server.py")]
     token = admin_token(store, "bench")
     results: dict[str, Any] = {}
@@ -321,13 +321,14 @@ def prepare_store(folder: Path, source: Path | None, nodes: int) -> tuple[Path, 
     env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
     if source is not None:
         shutil.copyfile(source, store)
-        stats = subprocess.run([sys.executable, "-m", "core.cli", "--store", str(store), "stats"], cwd=REPO, env=env,
+        stats = subprocess.run([sys.executable, "-m", "core.app.cli", "--store", str(store), "stats"], cwd=REPO,
+        env=env,
                                capture_output=True, check=True, text=True).stdout  # fmt: skip
         return store, int(json.loads(stats)["nodes"])
     data = folder / "graph.jsonl"
-    subprocess.run([sys.executable, "-m", "core.cli", "synth", str(data), "--nodes", str(nodes)], cwd=REPO,
+    subprocess.run([sys.executable, "-m", "core.app.cli", "synth", str(data), "--nodes", str(nodes)], cwd=REPO,
                    env=env, check=True, capture_output=True)  # fmt: skip
-    subprocess.run([sys.executable, "-m", "core.cli", "--store", str(store), "--model",
+    subprocess.run([sys.executable, "-m", "core.app.cli", "--store", str(store), "--model",
                     str(REPO / "schema" / "default" / "model.schema.json"), "import", str(data),
                     "--no-progress"], cwd=REPO, env=env, check=True, capture_output=True)  # fmt: skip
     return store, nodes

@@ -5,7 +5,7 @@ baselines measured in the same run.
 
 The renaming model (version 2.0.0) renames the node type Person to Employee (40% of the nodes), the property
 Person.title to job_title and the edge type member_of to belongs_to; adopting it moves those records in the
-adopting transaction (`core.model_migration`), then re-validates every record and rebuilds the key column and the
+adopting transaction (`core.lang.model_migration`), then re-validates every record and rebuilds the key column and the
 text index, as every model change does. Baselines, on copies of the same store:
 
 * the same adoption without a rename: a model that only adds an optional property (what any model change costs);
@@ -39,7 +39,7 @@ RENAMES = {"Person": "Employee", "member_of": "belongs_to"}
 def renamed_document() -> dict[str, Any]:
     """The embedded model, version 2.0.0, with Person -> Employee, Person.title -> job_title, member_of ->
     belongs_to declared."""
-    from core.model import load_model
+    from core.lang.model import load_model
 
     document: dict[str, Any] = copy.deepcopy(dict(load_model().document))
     document["x-canon-model"]["version"] = "2.0.0"
@@ -61,7 +61,7 @@ def renamed_document() -> dict[str, Any]:
 
 def compatible_document() -> dict[str, Any]:
     """The embedded model, version 1.1.0, with one optional property added: a model change with no rename."""
-    from core.model import load_model
+    from core.lang.model import load_model
 
     document: dict[str, Any] = copy.deepcopy(dict(load_model().document))
     document["x-canon-model"]["version"] = "1.1.0"
@@ -99,7 +99,7 @@ def phase_adopt(store: str, document: str) -> str:
 import json, sqlite3, time
 from pathlib import Path
 from benchmarks.model_rename_bench import _memory
-from core.model import load_model
+from core.lang.model import load_model
 from core.store.sqlite import SQLiteStore
 model = load_model(Path({document!r}))
 before = _memory()["VmRSS"]
@@ -118,13 +118,13 @@ print(json.dumps({{"seconds": elapsed, "rss_before_mib": before, "peak_rss_mib":
 
 
 def phase_move(store: str, document: str) -> str:
-    """The data move alone: `core.model_migration.migrate` in a transaction that is rolled back, timed."""
+    """The data move alone: `core.lang.model_migration.migrate` in a transaction that is rolled back, timed."""
     return f"""
 import json, sqlite3, time
 from pathlib import Path
 from benchmarks.model_rename_bench import _memory
-from core.model import load_model
-from core.model_migration import SQLITE, migrate
+from core.lang.model import load_model
+from core.lang.model_migration import SQLITE, migrate
 model = load_model(Path({document!r}))
 db = sqlite3.connect({store!r}, isolation_level=None)
 stored = json.loads(db.execute("SELECT value FROM meta WHERE key = 'model'").fetchone()[0])
@@ -145,9 +145,9 @@ def phase_import(data: str, store: str, document: str | None) -> str:
 import json, time
 from pathlib import Path
 from benchmarks.model_rename_bench import _memory
-from core.model import load_model
+from core.lang.model import load_model
 from core.store.sqlite import SQLiteStore
-from core.interchange import import_path
+from core.store.interchange import import_path
 store = SQLiteStore.open(Path({store!r}), load_model({model}))
 before = _memory()["VmRSS"]
 t = time.perf_counter()
@@ -176,7 +176,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])
-    from core.synthetic import write_synthetic
+    from core.app.synthetic import write_synthetic
 
     with tempfile.TemporaryDirectory(prefix="canon-rename-bench-") as folder:
         tmp = Path(folder)

@@ -33,14 +33,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.config import Config  # noqa: E402
-from core.instance import open_instance  # noqa: E402
-from core.interchange import import_path  # noqa: E402
-from core.model import load_model  # noqa: E402
-from core.operations import DeleteEdge, Operation, PatchNode, PutEdge  # noqa: E402
-from core.principal import Principal  # noqa: E402
+from core.app.synthetic import write_synthetic  # noqa: E402
+from core.lang.model import load_model  # noqa: E402
+from core.ops.config import Config  # noqa: E402
+from core.seam.instance import open_instance  # noqa: E402
 from core.store import Store, open_store  # noqa: E402
-from core.synthetic import write_synthetic  # noqa: E402
+from core.store.interchange import import_path  # noqa: E402
+from core.values.operations import DeleteEdge, Operation, PatchNode, PutEdge  # noqa: E402
+from core.values.principal import Principal  # noqa: E402
 
 ADMIN = Principal("bench-admin", frozenset({"admin"}))
 

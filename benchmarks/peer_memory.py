@@ -175,7 +175,7 @@ def _canon_env() -> dict[str, str]:
 
 
 def _canon(args: list[str]) -> None:
-    subprocess.run([sys.executable, "-m", "core.cli", *args], cwd=REPO, env=_canon_env(), check=True,
+    subprocess.run([sys.executable, "-m", "core.app.cli", *args], cwd=REPO, env=_canon_env(), check=True,
                    stdout=subprocess.DEVNULL)  # fmt: skip
 
 
@@ -332,7 +332,7 @@ def main() -> None:
             "get": ("open_nodes", [{"names": [i]} for i in ids]),
             "search": ("search_nodes", [{"query": w} for w in words]),
         }
-        canon = serve([sys.executable, "-m", "core.cli", "--store", str(store), "serve", "--stdio",
+        canon = serve([sys.executable, "-m", "core.app.cli", "--store", str(store), "serve", "--stdio",
                        "--log-level", "warning"], _canon_env(), tmp / "canon.log", canon_plan, args.calls,
                       ("find_nodes", canon_plan["search"][1], "total"))  # fmt: skip
         memory = serve([str(args.node), str(entry)], {**os.environ, "MEMORY_FILE_PATH": str(memory_file)},

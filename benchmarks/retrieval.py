@@ -47,10 +47,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from core.config import Config  # noqa: E402
-from core.instance import Instance, open_instance  # noqa: E402
-from core.principal import Principal  # noqa: E402
-from core.search import forget_rankings  # noqa: E402
+from core.index.search import forget_rankings  # noqa: E402
+from core.ops.config import Config  # noqa: E402
+from core.seam.instance import Instance, open_instance  # noqa: E402
+from core.values.principal import Principal  # noqa: E402
 
 QUERIES = Path(__file__).with_name("retrieval_queries.json")
 KINDS = ("exact_name", "scattered_words", "paraphrase_synonym", "acronym", "typo", "question",
@@ -324,8 +324,8 @@ SYNTHETIC_QUERIES = ("service", "payments ledger", "team", "decision", "person",
 
 def latency(nodes: Sequence[int], backends: Sequence[str], calls: int) -> dict[str, Any]:
     """p50/p99 (ms) of `search` and of `find_nodes` text over synthetic stores of each size on each backend."""
-    from core.model import default_model_path
-    from core.synthetic import write_synthetic
+    from core.app.synthetic import write_synthetic
+    from core.lang.model import default_model_path
 
     out: dict[str, Any] = {}
     for backend in backends:
@@ -335,7 +335,7 @@ def latency(nodes: Sequence[int], backends: Sequence[str], calls: int) -> dict[s
                 write_synthetic(data, size)
                 import subprocess
 
-                subprocess.run([sys.executable, "-m", "core.cli", "--store", str(location), "--model",
+                subprocess.run([sys.executable, "-m", "core.app.cli", "--store", str(location), "--model",
                                 str(default_model_path()), "import", str(data), "--no-progress"],
                                cwd=ROOT, check=True, stdout=subprocess.DEVNULL)  # fmt: skip
                 instance = open_instance(Config(store=location, seed=False))

@@ -101,7 +101,7 @@ def summary(samples: list[dict[str, float]]) -> dict[str, Any]:
 
 
 def canon_command(store: Path) -> list[str]:
-    return [sys.executable, "-m", "core.cli", "--store", str(store), "serve", "--stdio", "--log-level", "warning"]
+    return [sys.executable, "-m", "core.app.cli", "--store", str(store), "serve", "--stdio", "--log-level", "warning"]
 
 
 def importtime(store: Path, env: dict[str, str], top: int) -> dict[str, Any]:

@@ -105,9 +105,9 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="canon-bench-") as tmp:
         env = {**os.environ, "CANON_STORE": str(Path(tmp) / "canon.db")}
-        canon = [sys.executable, "-m", "core.cli", "serve", "--stdio", "--log-level", "warning"]
+        canon = [sys.executable, "-m", "core.app.cli", "serve", "--stdio", "--log-level", "warning"]
         echo = [sys.executable, str(HERE / "echo_server.py")]
-        subprocess.run([sys.executable, "-m", "core.cli", "init"], env=env, check=True, capture_output=True)
+        subprocess.run([sys.executable, "-m", "core.app.cli", "init"], env=env, check=True, capture_output=True)
         results: dict[str, Any] = {}
         for era in (LEGACY, MODERN):
             floor = summary(measure(echo, env, era, "echo", {"id": "team-payments"}, args.calls))

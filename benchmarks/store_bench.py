@@ -45,9 +45,9 @@ def phase_import(data: str, store: str, default: bool) -> str:
     return f"""
 import json, time
 from pathlib import Path
-from core.model import load_model, default_model_path
+from core.lang.model import load_model, default_model_path
 from core.store.sqlite import SQLiteStore
-from core.interchange import import_path
+from core.store.interchange import import_path
 store = SQLiteStore.open(Path({store!r}), load_model({model}))
 t = time.perf_counter()
 report = import_path(store, Path({data!r}), principal="bench")
@@ -90,10 +90,10 @@ def phase_index(store: str, with_properties: bool) -> str:
 import gc, json, time
 from pathlib import Path
 from benchmarks.store_bench import _rss_mib
-from core.model import load_model, default_model_path
+from core.lang.model import load_model, default_model_path
 from core.store.sqlite import SQLiteStore
 import networkx as nx
-from core.graph import GraphIndex
+from core.index.graph import GraphIndex
 store = SQLiteStore.open(Path({store!r}), load_model(default_model_path()))
 list(store.iter_topology())[:0]  # warm the read path before measuring
 gc.collect(); before = _rss_mib(); t = time.perf_counter()
@@ -120,11 +120,11 @@ def main() -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])
     with tempfile.TemporaryDirectory(prefix="canon-bench-") as tmp:
         if args.default:
-            from core.model import default_seed_path
+            from core.lang.model import default_seed_path
 
             data = str(default_seed_path())
         else:
-            from core.synthetic import write_synthetic
+            from core.app.synthetic import write_synthetic
 
             data = str(Path(tmp) / "graph.jsonl")
             write_synthetic(Path(data), args.nodes, args.seed)

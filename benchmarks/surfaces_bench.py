@@ -191,7 +191,7 @@ def _agree(label: str, calls: dict[str, Call]) -> None:
 
 def run(store: Path, nodes: int, calls: int, warmup: int) -> dict[str, Any]:
     token = admin_token(store, "bench")
-    command = [sys.executable, "-m", "core.cli", "--store", str(store), "serve", "--log-level", "warning"]
+    command = [sys.executable, "-m", "core.app.cli", "--store", str(store), "serve", "--log-level", "warning"]
     results: dict[str, Any] = {}
     server = Peer(command, "http", MODERN, store.parent, token)
     try:

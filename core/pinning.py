@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from core.errors import InvalidArgumentsError, Problem
 from core.store import Store
+from core.values.errors import InvalidArgumentsError, Problem
 
 __all__ = ["pin", "utc"]
 

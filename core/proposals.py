@@ -1,7 +1,7 @@
 """Proposals: named, pending change-sets that a reviewer approves (merged) or rejects.
 
 A proposal holds the operations `write_batch` takes, checked when proposed (and when revised) by a dry run of
-the one write path (`Store.commit`: the model, every write rule, the author's `core.access.write_guard`), and
+the one write path (`Store.commit`: the model, every write rule, the author's `core.dispatch.access.write_guard`), and
 the revision each touched record had then (`bases`). Approval commits the operations in one transaction on the
 current revision and marks the proposal merged in that same transaction (`Store.commit(then=...)`), so a
 merge is all or nothing and two approvals merge once: the second finds the proposal no longer open.
@@ -21,14 +21,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.access import sees, sight_of, write_guard
-from core.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
-from core.operations import DeleteNode, Operation, PatchNode, PutEdge, PutNode
-from core.principal import Principal
-from core.records import Edge, Node, Sight, edge_key
+from core.dispatch.access import sees, sight_of, write_guard
+from core.lang.validation import StateView
 from core.store.common import utc_now
-from core.validation import StateView
-from core.view import DiffEntry
+from core.store.view import DiffEntry
+from core.values.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
+from core.values.operations import DeleteNode, Operation, PatchNode, PutEdge, PutNode
+from core.values.principal import Principal
+from core.values.records import Edge, Node, Sight, edge_key
 
 __all__ = ["REVIEW_GROUP", "Proposal", "diff", "find", "get", "is_reviewer", "propose", "review", "revise"]
 

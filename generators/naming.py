@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from core.registry import ToolDefinition
-from core.uris import path_of
+from core.dispatch.registry import ToolDefinition
+from core.values.uris import path_of
 
 __all__ = ["API", "resource_field_name", "resource_path", "rest_route"]
 

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from core.config import Config, load_config
-from core.instance import Instance, open_instance
-from core.interchange import import_path
-from core.model import Model, default_seed_path, load_model
-from core.registry import Permission, ToolDefinition, build_registry
+from core.dispatch.registry import Permission, ToolDefinition, build_registry
+from core.lang.model import Model, default_seed_path, load_model
+from core.ops.config import Config, load_config
+from core.seam.instance import Instance, open_instance
 from core.store import Store, open_store
+from core.store.interchange import import_path
 from core.tools import Toolset
 from tests.postgres_server import Server
 
@@ -62,7 +62,8 @@ def tool_names(*permissions: Permission, advanced: bool | None = None) -> list[s
 
 @contextlib.contextmanager
 def walking_in_a_worker(store: str | Path) -> Iterator[Instance]:
-    """An instance on `store` whose walks run in a walk worker process (core.walkers), started before the block;
+    """An instance on `store` whose walks run in a walk worker process (core.dispatch.walkers), started before the
+    block;
     when the block ends, the worker must have answered at least one walk (so the walks did not run in process)."""
     opened = open_instance(Config(store=store, walk_workers=1))
     try:
@@ -180,7 +181,7 @@ def run_canon(
     """Run the `canon` CLI in a child process, as a user would, without inheriting canon settings."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
     return subprocess.run(
-        [sys.executable, "-m", "core.cli", *args],
+        [sys.executable, "-m", "core.app.cli", *args],
         cwd=cwd,
         env={**clean, **(env or {})},
         capture_output=True,

@@ -127,7 +127,7 @@ class Server:
             db.execute(f"CREATE DATABASE {TEMPLATE}")
         with psycopg.connect(_with_database(self.url, TEMPLATE), autocommit=True) as db:
             db.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
-        from core.model import load_model
+        from core.lang.model import load_model
         from core.store.postgres import PostgresStore
 
         PostgresStore.open_empty(_with_database(self.url, TEMPLATE), load_model()).close()  # canon's tables, no model

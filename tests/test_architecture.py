@@ -11,7 +11,8 @@ per generated surface in `generators/` (`rest`, `graphql`, `llms`) with `generat
 3. The host imports no surface: core/http imports neither core/mcp nor generators.
 4. A generator uses the host only through `core.http`'s public names (`core.http.__all__`) and never core/mcp.
 5. No surface imports another: a generator package imports its own modules and `generators.naming` only.
-6. Authorisation is `core.access`'s alone: no surface (generators, core/mcp, core/http) imports `core.access` or
+6. Authorisation is `core.dispatch.access`'s alone: no surface (generators, core/mcp, core/http) imports
+`core.dispatch.access` or
    the `Sight` type, or asks `sees`; a surface passes the caller's principal to the dispatcher.
 
 The walker reads every import, inside functions too, resolves relative imports, and counts
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-import core.access
+import core.dispatch.access
 import core.http
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,11 +51,11 @@ ROOMS: dict[str, tuple[str, ...]] = {  # an imported module (and its submodules)
 """Most specific first: a module is judged by the first entry it falls under."""
 
 SURFACES = ("generators/", "core/mcp/", "core/http/")
-ACCESS = {"Sight", "sees", *core.access.__all__}  # the names of deciding who sees what
+ACCESS = {"Sight", "sees", *core.dispatch.access.__all__}  # the names of deciding who sees what
 
 KNOWN: dict[tuple[str, str], str] = {
     ("generators/graphql/schema.py", "access"): "GraphQL subscriptions shape each change event for its caller with "
-    "core.access's own `change_for` (the feed already filtered the events with `sees_change`): it calls the one "
+    "core.dispatch.access's own `change_for` (the feed already filtered the events with `sees_change`): it calls the one "
     "rule, it does not restate it. Delivering shaped entries from the feed would remove this entry",
 }
 """(module, what it may still import or use) -> why, and which change removes it."""
@@ -120,7 +121,7 @@ def the_host_imports_no_surface(module: str, targets: set[str], names: set[str])
         for target in sorted(targets):
             surface = next((s for s in ("core.mcp", "generators") if _under(target, s)), None)
             if surface is not None:
-                yield surface, f"imports {target}; the host knows surfaces only through core.surfaces"
+                yield surface, f"imports {target}; the host knows surfaces only through core.seam.surfaces"
 
 
 def generators_use_the_host_through_its_public_names(module: str, targets: set[str],
@@ -149,10 +150,13 @@ def only_core_access_decides_who_sees_what(module: str, targets: set[str],
                                            names: set[str]) -> Iterator[tuple[str, str]]:  # fmt: skip
     if not module.startswith(SURFACES):
         return
-    imported = sorted(t for t in targets if _under(t, "core.access") or t == "core.records.Sight")
+    imported = sorted(t for t in targets if _under(t, "core.dispatch.access") or t == "core.values.records.Sight")
     used = sorted(names & ACCESS)
     if imported or used:
-        yield "access", f"imports {imported} and uses {used}: who sees what is core.access's rule (via dispatch)"
+        yield (
+            "access",
+            f"imports {imported} and uses {used}: who sees what is core.dispatch.access's rule (via dispatch)",
+        )
 
 
 RULES: list[Rule] = [
@@ -201,7 +205,7 @@ def test_the_mcp_sdk_is_imported_somewhere_and_only_in_core_mcp_but_for_the_know
 @pytest.mark.parametrize(
     ("rule", "module", "source"),
     [
-        (frameworks_stay_in_their_rooms, "core/graph.py", "import starlette\n"),
+        (frameworks_stay_in_their_rooms, "core/index/graph.py", "import starlette\n"),
         (frameworks_stay_in_their_rooms, "generators/rest/app.py", "import mcp_types\n"),
         (frameworks_stay_in_their_rooms, "core/mcp/server.py", "from uvicorn import Config\n"),
         (frameworks_stay_in_their_rooms, "generators/graphql/app.py", "from starlette.middleware import Middleware\n"),
@@ -209,13 +213,13 @@ def test_the_mcp_sdk_is_imported_somewhere_and_only_in_core_mcp_but_for_the_know
         (frameworks_stay_in_their_rooms, "generators/rest/app.py", "import strawberry\n"),
         (frameworks_stay_in_their_rooms, "generators/rest/openapi.py", "from graphql import parse\n"),
         (frameworks_stay_in_their_rooms, "generators/graphql/types.py", "from jinja2 import Environment\n"),
-        (core_never_imports_generators, "core/cli.py", "def f():\n    from generators.rest import app\n"),
+        (core_never_imports_generators, "core/app/cli.py", "def f():\n    from generators.rest import app\n"),
         (the_host_imports_no_surface, "core/http/app.py", "from core.mcp.server import build_server\n"),
         (the_host_imports_no_surface, "core/http/app.py", "import generators.rest.app\n"),
         (
             generators_use_the_host_through_its_public_names,
             "generators/rest/app.py",
-            "from core.http.problems import STATUS\n",
+            "from core.web.problems import STATUS\n",
         ),
         (
             generators_use_the_host_through_its_public_names,
@@ -229,8 +233,8 @@ def test_the_mcp_sdk_is_imported_somewhere_and_only_in_core_mcp_but_for_the_know
         ),
         (no_surface_imports_another, "generators/llms/pages.py", "from generators.rest.openapi import route_of\n"),
         (no_surface_imports_another, "generators/naming.py", "from generators.graphql import types\n"),
-        (only_core_access_decides_who_sees_what, "generators/rest/app.py", "from core.access import sees\n"),
-        (only_core_access_decides_who_sees_what, "core/mcp/server.py", "from core.records import Sight\n"),
+        (only_core_access_decides_who_sees_what, "generators/rest/app.py", "from core.dispatch.access import sees\n"),
+        (only_core_access_decides_who_sees_what, "core/mcp/server.py", "from core.values.records import Sight\n"),
         (only_core_access_decides_who_sees_what, "generators/llms/pages.py", "ok = sight.sees(node)\n"),
     ],
     ids=lambda value: getattr(value, "__name__", None) or (value if value.endswith(".py") else ""),
@@ -270,7 +274,7 @@ def test_the_walker_sees_imports_inside_functions_relative_ones_and_import_modul
         "def later():\n    import uvicorn\n    from . import problems\n    from ..store import sqlite\n"
         "class Lazy:\n    def load(self):\n        return importlib.import_module('mcp_types')\n"
     )
-    assert {"uvicorn", "core.http.problems", "core.store.sqlite", "mcp_types"} <= _targets("core/http/app.py", source)
-    assert "core.http.conditional.none_match" in _targets(
+    assert {"uvicorn", "core.web.problems", "core.store.sqlite", "mcp_types"} <= _targets("core/http/app.py", source)
+    assert "core.web.conditional.none_match" in _targets(
         "core/http/__init__.py", "from .conditional import none_match\n"
     )

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from core.config import _KEYS as CONFIG_KEYS  # pyright: ignore[reportPrivateUsage]
-from core.config import Config
-from core.model import default_model_path, load_model
-from core.synthetic import write_synthetic
+from core.app.synthetic import write_synthetic
+from core.lang.model import default_model_path, load_model
+from core.ops.config import _KEYS as CONFIG_KEYS  # pyright: ignore[reportPrivateUsage]
+from core.ops.config import Config
 from tests.conftest import REPO, run_canon
 from tests.core.test_model import EIGHT, eight_problems_in_one_type
 
@@ -333,7 +333,7 @@ def test_output_piped_into_a_reader_that_stops_ends_quietly(tmp_path: Path, comm
     """`canon export - | head`: the reader closes the pipe; canon stops as a Unix tool stopped by SIGPIPE does."""
     _init(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
-    child = subprocess.Popen([sys.executable, "-m", "core.cli", *command], cwd=tmp_path, env=env,
+    child = subprocess.Popen([sys.executable, "-m", "core.app.cli", *command], cwd=tmp_path, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     assert child.stdout is not None
     child.stdout.close()  # gone before canon writes its first byte (its start-up alone takes far longer)

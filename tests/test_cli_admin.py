@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from core.config import Config
-from core.dispatch import OUTCOMES
-from core.instance import open_instance
-from core.principal import ANONYMOUS, Principal
-from core.tokens import TOKEN_PREFIX, TokenFile
+from core.dispatch.dispatcher import OUTCOMES
+from core.ops.config import Config
+from core.ops.tokens import TOKEN_PREFIX, TokenFile
+from core.seam.instance import open_instance
+from core.values.principal import ANONYMOUS, Principal
 from tests.conftest import run_canon
 
 TOKEN_FILE = "canon-tokens.json"  # the default, in the working directory

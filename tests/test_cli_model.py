@@ -16,7 +16,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from core.model import default_model_path, load_model
+from core.lang.model import default_model_path, load_model
 from tests.conftest import run_canon
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE = 0, 1, 2, 3
@@ -199,7 +199,7 @@ def test_serve_with_follow_in_the_config_starts_on_a_compatible_change_and_the_s
         (folder / name).write_bytes((seeded / name).read_bytes())
     _follow_config(folder, "compatible.json")
     clean = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
-    command = [sys.executable, "-m", "core.cli", "serve", "--stdio"]
+    command = [sys.executable, "-m", "core.app.cli", "serve", "--stdio"]
     served = subprocess.run(command, cwd=folder, env=clean, stdin=subprocess.DEVNULL, capture_output=True,
                             text=True, timeout=120, check=False)  # fmt: skip
     assert served.returncode == EXIT_OK, served.stderr  # started, served stdin until its end

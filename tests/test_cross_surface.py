@@ -22,11 +22,11 @@ import httpx2
 import pytest
 from llms_txt import parse_llms_file
 
-from core.instance import Instance
-from core.principal import ANONYMOUS, Principal
-from core.schemas import DIALECT
-from core.surfaces import discover
+from core.lang.schemas import DIALECT
+from core.seam.instance import Instance
+from core.seam.surfaces import discover
 from core.tools import Toolset
+from core.values.principal import ANONYMOUS, Principal
 from tests.conftest import tool_names
 from tests.generators.conftest import live, open_copy, token
 from tests.mcp.conftest import connect
@@ -428,8 +428,8 @@ async def test_the_past_reads_the_same_on_mcp_rest_and_graphql(seed_template: Pa
     """A node updated since and one deleted since read at the old revision (`at`), and what changed since
     (`diff_revisions`), give the dispatcher's answer on MCP, REST and GraphQL; a future revision is not_found on
     each, and a revision compacted away is gone."""
-    from core.principal import LOCAL
     from core.store.retention import Retention
+    from core.values.principal import LOCAL
 
     instance = open_copy(seed_template, tmp_path)
     principal = Principal("gus", frozenset({"reader"}), frozenset({"payments"}))

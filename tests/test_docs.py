@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from core.cli import _parser
-from core.errors import CanonError
-from core.guides import guides
-from core.model import Model
-from core.registry import build_registry
+from core.app.cli import _parser
+from core.dispatch.guides import guides
+from core.dispatch.registry import build_registry
+from core.lang.model import Model
+from core.values.errors import CanonError
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"

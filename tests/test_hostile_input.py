@@ -32,15 +32,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from core.config import Config
-from core.dispatch import AuditRecord
-from core.instance import Instance, open_instance
+from core.dispatch.dispatcher import AuditRecord
+from core.dispatch.registry import ToolDefinition, build_registry
+from core.lang.model import load_model
 from core.mcp.surface import surface as mcp_surface
-from core.model import load_model
-from core.paging import encode_cursor
-from core.principal import Principal
-from core.registry import ToolDefinition, build_registry
+from core.ops.config import Config
+from core.seam.instance import Instance, open_instance
 from core.store import copy_store
+from core.values.paging import encode_cursor
+from core.values.principal import Principal
 from generators.rest.app import surface as rest_surface
 from generators.rest.openapi import ToolRoute, route_of
 from tests.generators.conftest import live, open_copy, token
@@ -492,7 +492,7 @@ def test_a_models_backtracking_pattern_never_holds_the_server_on_any_way_in(targ
                                headers=headers)  # fmt: skip
     assert applied.json()["result"]["isError"] is False, applied.text[:500]
     assert json.loads(applied.json()["result"]["content"][0]["text"])["applied"] is True, applied.text[:800]
-    for _ in range(3000):  # the host adopts the applied model as its change feed follows the store (core.changes)
+    for _ in range(3000):  # the host adopts the applied model as its change feed follows the store (core.seam.changes)
         if "code" in target.instance.model.node_types["Team"].schema["properties"]:
             break
         threading.Event().wait(0.01)

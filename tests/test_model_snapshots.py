@@ -1,4 +1,4 @@
-"""A model is one snapshot (`core.snapshot`): every surface serves the newest model after model changes in a row,
+"""A model is one snapshot (`core.seam.snapshot`): every surface serves the newest model after model changes in a row,
 and a call that is running when the model changes finishes on the model it started with."""
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ import httpx2
 import mcp
 import pytest
 
-from core.changes import ChangeFeed
 from core.http.app import build_app
-from core.instance import Instance
+from core.lang.model import Model, load_model, parse_model
 from core.mcp.events import EventFanout
 from core.mcp.server import build_server
-from core.model import Model, load_model, parse_model
-from core.principal import LOCAL
+from core.seam.changes import ChangeFeed
+from core.seam.instance import Instance
+from core.seam.surfaces import discover
 from core.store.sqlite import SQLiteStore
-from core.surfaces import discover
-from core.uris import type_uri
+from core.values.principal import LOCAL
+from core.values.uris import type_uri
 from tests.mcp.conftest import asgi_http, modern_request, open_copy
 
 pytestmark = pytest.mark.anyio

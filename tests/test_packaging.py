@@ -22,7 +22,7 @@ DATA_FILES = (
     "schema/meta/model.schema.json",
     "schema/config/config.schema.json",
     "generators/llms/templates/llms.txt.j2",
-    "core/cli.py",
+    "core/app/cli.py",
 )
 
 # Run in the unpacked wheel only: `-S` skips site (and the editable install's .pth that points at the repo), so
@@ -31,7 +31,7 @@ PROBE = """
 import json, sys
 from pathlib import Path
 import core
-from core.model import default_seed_path, load_model
+from core.lang.model import default_seed_path, load_model
 model = load_model()
 seed = default_seed_path()
 print(json.dumps({
@@ -98,7 +98,7 @@ def test_the_wheel_declares_the_canon_command(wheel: Path) -> None:
         (entry_points,) = [n for n in archive.namelist() if n.endswith(".dist-info/entry_points.txt")]
         text = archive.read(entry_points).decode()
 
-    assert "canon = core.cli:main" in text
+    assert "canon = core.app.cli:main" in text
 
 
 @pytest.mark.slow

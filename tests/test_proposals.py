@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from core import proposals
-from core.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
-from core.operations import Operation
-from core.principal import Principal
 from core.store import Store
 from core.tools.writes import _operation  # pyright: ignore[reportPrivateUsage]
+from core.values.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
+from core.values.operations import Operation
+from core.values.principal import Principal
 
 pytestmark = pytest.mark.both_backends
 AGENT = Principal("agent", frozenset({"writer"}))

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from benchmarks.retrieval import BM25, KINDS, load_queries, ndcg, recall, reciprocal_rank
-from core.model import default_seed_path
+from core.lang.model import default_seed_path
 
 
 def test_the_query_set_holds_at_least_60_queries_and_6_of_every_kind() -> None:

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from benchmarks.retrieval import load_queries, per_query, run, summary
-from core.config import Config
-from core.instance import Instance, open_instance
+from core.ops.config import Config
+from core.seam.instance import Instance, open_instance
 
 pytestmark = pytest.mark.both_backends
 

@@ -14,8 +14,8 @@ from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
-from core.interchange import import_path
-from core.model import check_model, default_model_path, default_seed_path, load_model
+from core.lang.model import check_model, default_model_path, default_seed_path, load_model
+from core.store.interchange import import_path
 from core.store.sqlite import SQLiteStore
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schema"

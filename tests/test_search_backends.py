@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from benchmarks.retrieval import SYNTHETIC_QUERIES, load_queries
-from core.interchange import import_path
-from core.model import Model, default_seed_path
-from core.records import Sight
-from core.search import parse_query, search
+from core.app.synthetic import write_synthetic
+from core.index.search import parse_query, search
+from core.lang.model import Model, default_seed_path
 from core.store import Store, open_store
-from core.synthetic import write_synthetic
+from core.store.interchange import import_path
+from core.values.records import Sight
 from tests.postgres_server import Server
 
 READER = Sight(frozenset({"public", "internal"}), ("group:payments", "group:team-03"))

@@ -8,8 +8,8 @@ import copy
 
 import pytest
 
-from core.model import Model, parse_model, property_text
-from core.search import parse_query, search
+from core.index.search import parse_query, search
+from core.lang.model import Model, parse_model, property_text
 from core.store import Store
 
 pytestmark = pytest.mark.both_backends

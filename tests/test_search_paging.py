@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.instance import Instance
-from core.principal import Principal
-from core.search import RANKINGS
+from core.index.search import RANKINGS
+from core.seam.instance import Instance
+from core.values.principal import Principal
 
 ADMIN = Principal("root", frozenset({"admin"}))
 QUERY = {"query": "payments", "limit": 4}
@@ -59,7 +59,7 @@ def test_a_cursor_whose_ranking_is_gone_after_a_write_is_refused_at_cursor(insta
 
 
 def test_a_cursor_from_a_revision_the_store_has_not_reached_is_refused(instance: Instance) -> None:
-    from core.paging import encode_cursor
+    from core.values.paging import encode_cursor
 
     arguments = {**instance.registry.input_defaults("search"), **QUERY}
     cursor = encode_cursor("search", arguments, {"start": 4, "revision": 10**9})

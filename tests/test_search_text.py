@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from core.errors import ModelError
-from core.model import Model, check_model, parse_model
-from core.search import parse_query, search
+from core.index.search import parse_query, search
+from core.lang.model import Model, check_model, parse_model
 from core.store import NodeQuery, Store
+from core.values.errors import ModelError
 
 pytestmark = pytest.mark.both_backends
 

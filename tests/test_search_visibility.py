@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from core.interchange import import_path
-from core.model import Model, default_seed_path
-from core.principal import ANONYMOUS, Principal
-from core.records import Sight
-from core.search import parse_query, search
+from core.index.search import parse_query, search
+from core.lang.model import Model, default_seed_path
 from core.store import Store, open_store
+from core.store.interchange import import_path
+from core.values.principal import ANONYMOUS, Principal
+from core.values.records import Sight
 from tests.generators.conftest import open_copy, token
 from tests.test_cross_surface import callers
 

@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 
-from core.artifacts import MANIFEST, check, generate, write
-from core.audit import AuditQuery
-from core.instance import Instance
-from core.registry import Registry, build_registry
-from core.surfaces import (
+from core.app.artifacts import MANIFEST, check, generate, write
+from core.dispatch.registry import Registry, build_registry
+from core.seam.instance import Instance
+from core.seam.surfaces import (
     ENTRY_POINT_GROUP,
     RESERVED,
     Lifespan,
@@ -26,6 +25,7 @@ from core.surfaces import (
     discover,
     surface_named,
 )
+from core.values.audit import AuditQuery
 from tests.conftest import run_canon
 from tests.generators.conftest import asgi, open_copy, token
 

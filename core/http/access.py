@@ -15,7 +15,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from core.logs import ACCESS, FIELDS
+from core.ops.logs import ACCESS, FIELDS
 
 __all__ = ["AccessLog", "route_of"]
 

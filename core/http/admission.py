@@ -14,7 +14,7 @@ decides for all of them:
 * **The body** is read here, before any route sees it, and refused with **413** once it passes
   `max_body_bytes`; a `Content-Length` over the limit is refused at once, without reading anything.
 
-Refusals are problem documents (`core.http.problems.refuse`), on `/mcp` JSON-RPC errors without an id.
+Refusals are problem documents (`core.web.problems.refuse`), on `/mcp` JSON-RPC errors without an id.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from core.http.problems import refuse
+from core.web.problems import refuse
 
 __all__ = ["LOCAL_HOSTS", "Admission", "Allowed", "allowed_for"]
 

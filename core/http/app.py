@@ -1,10 +1,11 @@
 """The HTTP app: one ASGI application on one port, serving every surface and knowing none.
 
 Routes: `/healthz`, `/metrics` (`core.http.metrics`, with the gauges each running surface reports), `/`, and every path
-a discovered surface claims (`core.surfaces`: MCP at `/mcp`, a built-in plugin in `core.mcp.surface`; REST, GraphQL,
+a discovered surface claims (`core.seam.surfaces`: MCP at `/mcp`, a built-in plugin in `core.mcp.surface`; REST,
+GraphQL,
 llms.txt in `generators/`), each served by that surface's app for the current registry, or, for a surface with a
 lifespan, by the app its lifespan yields. Outside every route the middleware list applies one rule each:
-`core.http.problems` makes every error answer an RFC 9457 problem (JSON-RPC errors stay on `/mcp`),
+`core.web.problems` makes every error answer an RFC 9457 problem (JSON-RPC errors stay on `/mcp`),
 `core.http.admission` checks Host (421) and Origin (403) and bounds the request body (413), `core.http.cors` answers the
 browser-facing surfaces' CORS, and `core.http.auth` identifies the caller by bearer token; around every surface
 `BearerGate` refuses a bad token with 401. With `[oauth]`, a token that is not canon's may be an issuer's JWT
@@ -31,8 +32,6 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core import __version__
-from core.changes import ChangeFeed
-from core.config import Config
 from core.http.access import AccessLog
 from core.http.admission import Admission, Allowed, allowed_for
 from core.http.auth import Authenticate, BearerGate, principal_of_request
@@ -42,12 +41,12 @@ from core.http.landing import landing_endpoint
 from core.http.metrics import add_gauges, metrics_route
 from core.http.oauth import JwtVerifier, metadata_path
 from core.http.prefix import RootPath
-from core.http.problems import ProblemAnswers, internal_error
 from core.http.ui_assets import BUNDLED
-from core.instance import Instance
-from core.principal import Principal
-from core.snapshot import PerSnapshot, Snapshot
-from core.surfaces import (
+from core.ops.config import Config
+from core.seam.changes import ChangeFeed
+from core.seam.instance import Instance
+from core.seam.snapshot import PerSnapshot, Snapshot
+from core.seam.surfaces import (
     Gauge,
     Lifespan,
     Running,
@@ -60,6 +59,8 @@ from core.surfaces import (
     page_shell_of,
     serves_browsers,
 )
+from core.values.principal import Principal
+from core.web.problems import ProblemAnswers, internal_error
 
 __all__ = ["UI_ASSETS", "build_app", "close_streams"]
 
@@ -172,7 +173,7 @@ def _browser_paths(surfaces: list[Surface]) -> Callable[[str], bool]:
 
 def build_app(instance: Instance, surfaces: list[Surface] | None = None) -> Starlette:
     """The ASGI app serving `instance` on every surface in `surfaces` (default: every installed one,
-    `core.surfaces.discover`). Its lifespan runs the change pump and each surface's own lifespan.
+    `core.seam.surfaces.discover`). Its lifespan runs the change pump and each surface's own lifespan.
 
     Callers are identified by bearer token (`core.http.auth`); without one they are anonymous.
     `close_streams(app)` ends the surfaces' long-lived responses gracefully.

@@ -9,7 +9,7 @@ the outcome into the rule:
   `WWW-Authenticate: Bearer error="invalid_token"`, audited as `rejected`; never a silent downgrade to
   anonymous, so a client with a stale token finds out;
 * no `Authorization` header → the anonymous principal (read-only, public nodes only), or 401 when the
-  configuration turns anonymous access off, except for a surface's page shell (`core.surfaces.page_shell_of`: a
+  configuration turns anonymous access off, except for a surface's page shell (`core.seam.surfaces.page_shell_of`: a
   docs page holding no data), served as ever, whose calls then carry a token.
 
 With `[oauth]` configured, `Authenticate` asks the issuer's rule (`core.http.oauth.JwtVerifier`) about a bearer
@@ -32,9 +32,9 @@ from typing import Any
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.http.oauth import JwtVerifier, Rejection
-from core.http.problems import MCP_PATH, PROBLEM_MEDIA, problem_body
-from core.principal import ANONYMOUS, Principal
-from core.tokens import TokenFile
+from core.ops.tokens import TokenFile
+from core.values.principal import ANONYMOUS, Principal
+from core.web.problems import MCP_PATH, PROBLEM_MEDIA, problem_body
 
 __all__ = [
     "PRINCIPAL",

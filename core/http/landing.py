@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from core.model import Model
-from core.surfaces import Surface
+from core.lang.model import Model
+from core.seam.surfaces import Surface
 
 __all__ = ["landing_endpoint", "mcp_json"]
 

@@ -1,11 +1,11 @@
-"""`/metrics`: this process's Prometheus metrics (`core.metrics`), served by the HTTP host.
+"""`/metrics`: this process's Prometheus metrics (`core.ops.metrics`), served by the HTTP host.
 
 On unless `[metrics] enabled = false` (`CANON_METRICS=0`). Open to any caller the server admits, like `/healthz`,
 unless `[metrics] protected = true`: then it answers only a bearer token whose role grants `admin` (401 without a
 token, 403 with another role). A bad token is a 401 as on every route, audited as `rejected`.
 
 The host adds the gauges of what it holds open (the change feed's watches) and those each running surface reports
-(`core.surfaces.Running.gauges`: MCP's sessions and streams), each read at scrape time; the domain's own (store
+(`core.seam.surfaces.Running.gauges`: MCP's sessions and streams), each read at scrape time; the domain's own (store
 revision, index lag, audit queue) come with `Instance.metrics`.
 """
 
@@ -18,9 +18,9 @@ from starlette.responses import Response
 from starlette.routing import Route, request_response
 
 from core.http.auth import BearerGate, principal_of_request
-from core.http.problems import PROBLEM_MEDIA, problem_body
-from core.instance import Instance
-from core.surfaces import Gauge
+from core.seam.instance import Instance
+from core.seam.surfaces import Gauge
+from core.web.problems import PROBLEM_MEDIA, problem_body
 
 __all__ = ["PATH", "add_gauges", "metrics_route"]
 

@@ -43,9 +43,9 @@ import anyio.from_thread
 import anyio.to_thread
 import jwt
 
-from core.config import OAuthSettings
-from core.principal import ROLES, Principal
-from core.tokens import TOKEN_PREFIX
+from core.ops.config import OAuthSettings
+from core.ops.tokens import TOKEN_PREFIX
+from core.values.principal import ROLES, Principal
 
 __all__ = ["METADATA_PREFIX", "JwtVerifier", "Rejection", "metadata_path"]
 

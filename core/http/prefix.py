@@ -14,7 +14,7 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.http.oauth import METADATA_PREFIX
-from core.http.problems import send_problem
+from core.web.problems import send_problem
 
 __all__ = ["RootPath"]
 

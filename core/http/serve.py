@@ -29,12 +29,12 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 
-from core.config import Config
-from core.errors import CanonError
 from core.http.app import build_app, close_streams
-from core.instance import Instance, open_instance
-from core.logs import configure_logging
-from core.surfaces import Surface, discover
+from core.ops.config import Config
+from core.ops.logs import configure_logging
+from core.seam.instance import Instance, open_instance
+from core.seam.surfaces import Surface, discover
+from core.values.errors import CanonError
 
 __all__ = ["GracefulServer", "listening_socket", "serve_http", "serve_workers", "served", "worker_sockets"]
 

@@ -23,9 +23,9 @@ from typing import Any, get_args
 from mcp.server.context import ServerRequestContext
 from mcp_types import LoggingLevel, LoggingMessageNotification, LoggingMessageNotificationParams
 
-from core.dispatch import ToolResult
+from core.dispatch.dispatcher import ToolResult
 from core.mcp.events import EventFanout
-from core.records import Change
+from core.values.records import Change
 
 __all__ = ["LEVELS", "SLOW_CALL_S", "ClientLog"]
 

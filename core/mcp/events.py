@@ -1,6 +1,6 @@
 """Change events to MCP subscribers of both protocol revisions: one subscriber of the change feed.
 
-`EventFanout` subscribes to the change feed (`core.changes.ChangeFeed`, which syncs the index, serves a new model
+`EventFanout` subscribes to the change feed (`core.seam.changes.ChangeFeed`, which syncs the index, serves a new model
 and says which resource URIs each batch touches) and sends:
 
 * `notifications/resources/updated` for every URI a batch touches (each changed node's, and the change log's),
@@ -45,9 +45,9 @@ from mcp_types import (
     ToolListChangedNotification,
 )
 
-from core.changes import Batch, ChangeFeed
 from core.mcp.fastpath.sdk_compat import connection_of
-from core.records import Change
+from core.seam.changes import Batch, ChangeFeed
+from core.values.records import Change
 
 __all__ = ["EventFanout", "EventSink", "LegacyOutlet"]
 

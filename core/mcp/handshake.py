@@ -67,7 +67,7 @@ SERVER_INFO: Final[Mapping[str, Any]] = {
 CAPABILITIES: Final[Mapping[str, Any]] = {
     "completions": {},
     "logging": {},
-    "prompts": {"listChanged": False},  # the same prompts for every model (core.prompts)
+    "prompts": {"listChanged": False},  # the same prompts for every model (core.dispatch.prompts)
     "resources": {"listChanged": True, "subscribe": True},
     "tools": {"listChanged": True},
 }

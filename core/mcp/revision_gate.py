@@ -14,7 +14,7 @@ the SDK, when the request
 * is a request of neither revision's shape, without a session: -32600 saying how each revision starts.
 
 A body of valid JSON nested deeper than a parser can follow (Python's and the SDK's recurse) goes on cut to
-`core.documents.WIRE_DEPTH` levels (`shallow_json`): still deeper than any value canon holds, so the tool refuses
+`core.values.documents.WIRE_DEPTH` levels (`shallow_json`): still deeper than any value canon holds, so the tool refuses
 it as nested too deeply (invalid_arguments, with the pointer), answering the request's id, not a -32700.
 
 A GET or DELETE naming an unserved revision in its header gets the same -32022. Everything else, and every POST
@@ -46,9 +46,9 @@ from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from core.documents import WIRE_DEPTH, shallow_json
 from core.mcp.fastpath.takeover import json_error, read_body
 from core.mcp.revisions import BATCH, HANDSHAKE, MODERN, SUPPORTED_VERSIONS, envelope_version, refusal, unsupported
+from core.values.documents import WIRE_DEPTH, shallow_json
 
 __all__ = ["RevisionGate", "judge"]
 

@@ -13,7 +13,7 @@ one MCP method onto the dispatcher and its answer back; errors map in one table:
 | other resource/completion  | -32602 with the error's message (ForbiddenError included,    |
 |                            | with data.code "forbidden")                                  |
 
-Prompts (`core.prompts`): prompts/list, prompts/get (rendered through the dispatcher, refusals mapped as for
+Prompts (`core.dispatch.prompts`): prompts/list, prompts/get (rendered through the dispatcher, refusals mapped as for
 resources) and completion/complete of their arguments; the list never changes, so its capability says so.
 
 Every handler runs as the principal `principal_of` gives for the request (the transport decides: the local
@@ -40,20 +40,20 @@ from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from core.dispatch import ToolResult
-from core.errors import CanonError, NotFoundError, UnknownToolError
+from core.dispatch.dispatcher import ToolResult
+from core.dispatch.prompts import PROMPTS, PromptDefinition, prompt, render
+from core.dispatch.prompts import complete as complete_prompt
+from core.dispatch.registry import ToolDefinition
+from core.dispatch.resources import complete, read_resource
+from core.dispatch.resources import list_resources as resource_page
 from core.mcp.client_log import ClientLog
 from core.mcp.events import EventFanout
 from core.mcp.handshake import DISCOVER_CACHE_SCOPE, DISCOVER_TTL_MS, SERVER_INFO
 from core.mcp.options import DEFAULT_OPTIONS, ServeOptions
 from core.mcp.revisions import SUPPORTED_VERSIONS, Negotiate
-from core.principal import Principal
-from core.prompts import PROMPTS, PromptDefinition, prompt, render
-from core.prompts import complete as complete_prompt
-from core.registry import ToolDefinition
-from core.resources import complete, read_resource
-from core.resources import list_resources as resource_page
-from core.snapshot import PerSnapshot, Snapshot
+from core.seam.snapshot import PerSnapshot, Snapshot
+from core.values.errors import CanonError, NotFoundError, UnknownToolError
+from core.values.principal import Principal
 
 __all__ = ["DEFAULT_OPTIONS", "SUPPORTED_VERSIONS", "ServeOptions", "build_server"]
 
@@ -243,7 +243,7 @@ def build_server(current: Current, fanout: EventFanout, principal_of: PrincipalO
                  single_client: bool = False) -> CanonServer:  # fmt: skip
     """An SDK server whose every handler is one dispatcher call, made for the caller `principal_of` names.
 
-    `current` gives the model's snapshot (`core.snapshot`); every handler reads it once, so a model change (which
+    `current` gives the model's snapshot (`core.seam.snapshot`); every handler reads it once, so a model change (which
     replaces the snapshot) is served from the next request on and a request finishes on the snapshot it started
     with. `single_client` (stdio): searches the store answers from its indexes run on
     the event loop when nothing else holds the store, as point reads always do.
@@ -414,7 +414,7 @@ def build_server(current: Current, fanout: EventFanout, principal_of: PrincipalO
         on_get_prompt=get_prompt,
     )
     # without the SDK's own span per message: it names a tool as the client spelt it (anything a client sends);
-    # canon's one span per call is core.tracing's, with `[tracing] enabled`
+    # canon's one span per call is core.ops.tracing's, with `[tracing] enabled`
     server.middleware.clear()
     server.middleware.append(Negotiate())
     server.middleware.append(_RememberLegacy(fanout))
@@ -478,7 +478,7 @@ class _RememberLegacy:
 class _HonestListen:
     """The SDK's listen handler, honouring only what canon serves and the caller may read.
 
-    The SDK acknowledges every requested kind; canon's prompt list never changes (`core.prompts`), so it never
+    The SDK acknowledges every requested kind; canon's prompt list never changes (`core.dispatch.prompts`), so it never
     offers its list_changed, and a resource subscription the caller may not read (or that does not exist) is dropped
     before the SDK sees it.
     """

@@ -24,9 +24,9 @@ import json
 import os
 import threading
 
-from core.instance import Instance
 from core.mcp.handshake import early_result, opening_request
 from core.mcp.options import DEFAULT_OPTIONS, ServeOptions
+from core.seam.instance import Instance
 
 __all__ = ["read_line", "serve_stdio"]
 

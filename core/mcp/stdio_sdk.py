@@ -10,7 +10,8 @@ line that is no JSON-RPC message (the SDK drops those without a word), and a req
 not serve (`core.mcp.revisions.refusal`: the same -32022 as over HTTP). A refused request changes nothing: the
 SDK picks the connection's revision from the first request it sees, and it never sees that one.
 
-A line the SDK's parser refuses is read again with canon's own (`core.documents.parse_json`, the one the HTTP side
+A line the SDK's parser refuses is read again with canon's own (`core.values.documents.parse_json`, the one the HTTP
+side
 reads a body with) before it is called no JSON (`_reread`): the SDK's parser refuses a lone surrogate (`"\\ud800"`),
 which is valid JSON, and would leave the client waiting for an answer to a request id nobody read. Read as over
 HTTP, the request reaches the tool, whose arguments dispatch refuses as over HTTP.
@@ -41,13 +42,13 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
-from core.changes import ChangeFeed
-from core.documents import parse_json, shallow_json
-from core.instance import Instance
 from core.mcp.events import EventFanout
 from core.mcp.options import ServeOptions
 from core.mcp.revisions import BATCH, refusal
 from core.mcp.server import build_server
+from core.seam.changes import ChangeFeed
+from core.seam.instance import Instance
+from core.values.documents import parse_json, shallow_json
 
 __all__ = ["AnsweredOnce", "Opening", "screen", "serve_on_sdk"]
 

@@ -1,4 +1,4 @@
-"""MCP over Streamable HTTP at `/mcp`: a built-in surface on the host's `core.surfaces.Surface` protocol.
+"""MCP over Streamable HTTP at `/mcp`: a built-in surface on the host's `core.seam.surfaces.Surface` protocol.
 
 It is registered in `pyproject.toml`'s `canon.surfaces` entry-point group next to REST, GraphQL and llms.txt
 (built-ins are plugins), so the HTTP host (`core.http`) knows no surface. Both protocol revisions are served:
@@ -30,6 +30,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, Streamable
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from core.dispatch.registry import Registry
 from core.http.auth import principal_of_request, principal_of_scope
 from core.mcp.events import EventFanout
 from core.mcp.fastpath.calls import CallRoute
@@ -40,9 +41,8 @@ from core.mcp.fastpath.sdk_compat import fastpath, open_sessions, session_manage
 from core.mcp.revision_gate import RevisionGate
 from core.mcp.revisions import SUPPORTED_VERSIONS
 from core.mcp.server import DEFAULT_OPTIONS, CanonServer, ServeOptions, build_server
-from core.principal import Principal
-from core.registry import Registry
-from core.surfaces import Gauge, Running, SurfaceHost
+from core.seam.surfaces import Gauge, Running, SurfaceHost
+from core.values.principal import Principal
 
 __all__ = ["SURFACE", "McpEndpoint", "McpSurface", "SdkUser", "fast_routes", "mcp_chain", "surface"]
 

@@ -5,7 +5,7 @@ PostgreSQL database (`core.store.postgres`, shared by many processes and machine
 (`core.store.sqlite`, the embedded default). A backend must give these guarantees, which the tests check against
 every backend:
 
-* `commit` validates a batch with `core.validation.plan` inside one write transaction and commits all of
+* `commit` validates a batch with `core.lang.validation.plan` inside one write transaction and commits all of
   it or nothing (with `dry_run`, it stops after validating); each change gets the next revision, and the
   change log and the records move together;
 * revisions are strictly increasing across every process sharing the store;
@@ -28,14 +28,14 @@ every backend:
   a read from before it is `gone`; `backup(path)` writes a consistent copy while the store serves (SQLite; a
   PostgreSQL store is backed up with pg_dump, and refuses both with a `StoreError` that says so);
 * the model changes only through `apply_model`, in one write transaction: the version must rise
-  (`core.model_version`), every stored record is re-validated under the new model (refused: nothing changes), and
+  (`core.lang.model_version`), every stored record is re-validated under the new model (refused: nothing changes), and
   the change is recorded in the change log (a `model` change, with the principal) and in the model history
   (`model_history`, `model_at`); `commit` and `bulk` validate under the model recorded in the store at their
   transaction, re-reading it if another process applied one, so no write is validated against a stale model;
   opening a store with a model file that differs from its recorded one is a `ModelError`, not a change, unless
   the file is an older entry of the history (`superseded`: the file a server started from before a model was
   applied), when the store opens on its own model and logs one warning that says how to update the file;
-* `view(revision)` is the graph at a revision, read from the change log and the model history (`core.view`), and
+* `view(revision)` is the graph at a revision, read from the change log and the model history (`core.store.view`), and
   `diff_revisions` what differs between two; both answer `gone` from before the change log's floor;
 * `dump()` reads everything a store holds (model, nodes, edges, change log, audit log) as it is, and `restore`
   writes such a dump into an empty store (of either backend), so `copy_store` moves a store losslessly.
@@ -50,15 +50,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from core.audit import AuditQuery, AuditRecord
-from core.conditions import Condition
-from core.model import Model
-from core.operations import Operation
-from core.records import Change, Edge, Node, Sight
+from core.lang.conditions import Condition
+from core.lang.model import Model
+from core.lang.validation import StateView
 from core.store.common import Bulk, ModelVersion
 from core.store.retention import Compaction, Retention
-from core.validation import StateView
-from core.view import DiffPage, DiffPosition, View
+from core.store.view import DiffPage, DiffPosition, View
+from core.values.audit import AuditQuery, AuditRecord
+from core.values.operations import Operation
+from core.values.records import Change, Edge, Node, Sight
 
 __all__ = [
     "HISTORY_FIELDS", "Bulk", "CommitResult", "ModelVersion", "NodeQuery", "Store", "StoreDump", "StoreStats",
@@ -83,7 +83,7 @@ class CommitResult:
     """What a commit changed; `revision` is the store's revision after it (unchanged when nothing changed).
 
     `operations[i]` is the index (in the committed batch) of the operation that made `changes[i]`; a dry run's
-    `planned` holds the writes it would have made (`core.validation.Write`: each record before and after).
+    `planned` holds the writes it would have made (`core.lang.validation.Write`: each record before and after).
     """
 
     revision: int
@@ -174,7 +174,7 @@ class Store(Protocol):
         self, since: int, limit: int, *, sight: Sight | None = None, until: int | None = None
     ) -> list[Change]: ...
     def view(self, revision: int | None = None) -> View:
-        """The graph at `revision` (None: the store's revision now), pinned to it (`core.view`): `GoneError`
+        """The graph at `revision` (None: the store's revision now), pinned to it (`core.store.view`): `GoneError`
         before the oldest revision the change log keeps, `FutureRevisionError` beyond the store's."""
         ...
 
@@ -196,7 +196,7 @@ class Store(Protocol):
     ) -> DiffPage:
         """One page of the nodes and edges added, removed and changed between revisions `since` and `until`
         (None: now), of `types` (named as the model at `until` names them) or at `ids` (a node, or an end of an
-        edge), as `sight` may see them (`core.view.sees_then`), from `after` (the `next` of the page before)."""
+        edge), as `sight` may see them (`core.store.view.sees_then`), from `after` (the `next` of the page before)."""
         ...
 
     def commit(

@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from core.audit import AuditQuery
-from core.documents import pointer
-from core.errors import ModelError, Problem, ValidationError
-from core.model import Model
-from core.model_migration import Moved
-from core.model_version import semver
-from core.operations import Operation, PutEdge, PutNode
-from core.records import Edge, Node
-from core.validation import IndexedProblem, StateView, Write, check, indexed_problems, plan
+from core.lang.model import Model
+from core.lang.model_migration import Moved
+from core.lang.model_version import semver
+from core.lang.validation import IndexedProblem, StateView, Write, check, indexed_problems, plan
+from core.values.audit import AuditQuery
+from core.values.documents import pointer
+from core.values.errors import ModelError, Problem, ValidationError
+from core.values.operations import Operation, PutEdge, PutNode
+from core.values.records import Edge, Node
 
 EdgeRef = tuple[str, str, str]  # (type, source, target)
 FetchNodes = Callable[[Sequence[str]], dict[str, Node]]  # the stored nodes among these ids
@@ -266,7 +266,7 @@ class Discard(Exception):
 
 
 class Bulk:
-    """One write transaction fed batch by batch (`Store.bulk`): each batch is checked (`core.validation.check`)
+    """One write transaction fed batch by batch (`Store.bulk`): each batch is checked (`core.lang.validation.check`)
     on the state the batches before it left, and its good operations are written at once, so what one batch holds
     in memory is all any batch needs. Revisions continue from batch to batch, one per change."""
 

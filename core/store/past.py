@@ -1,10 +1,10 @@
 """The graph at a past revision, over the SQL both backends speak: `StoredView` (`Store.view`) and
-`diff_revisions` (`Store.diff_revisions`); see `core.view` for what they promise.
+`diff_revisions` (`Store.diff_revisions`); see `core.store.view` for what they promise.
 
 A record's state at revision R is the `before` of its first change after R, or its current row if it has none,
-carried back through the renames of the model changes after R (`core.view.unrename`). The change log is indexed
+carried back through the renames of the model changes after R (`core.store.view.unrename`). The change log is indexed
 by node id (`key`) and by edge end (`source`, `target`), each with the revision, so one record's first change
-after R is one index probe, whatever R is. Who sees what is `core.view.sees_then`, applied here to every state
+after R is one index probe, whatever R is. Who sees what is `core.store.view.sees_then`, applied here to every state
 read; the SQL sight clause (`Dialect.sight`) only pre-filters records that did not change after R, whose state
 then is their state now, where the rule is the current one.
 """
@@ -15,12 +15,10 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from core.errors import ForbiddenError, FutureRevisionError, NotFoundError, Problem, ValidationError
-from core.model import Model
-from core.records import Change, Edge, Node, Sight
+from core.lang.model import Model
 from core.store.retention import check_since
 from core.store.sql import EDGE_COLUMNS, NODE_COLUMNS, SQLStore
-from core.view import (
+from core.store.view import (
     DiffEntry,
     DiffPage,
     DiffPosition,
@@ -35,6 +33,8 @@ from core.view import (
     sees_then,
     unrename,
 )
+from core.values.errors import ForbiddenError, FutureRevisionError, NotFoundError, Problem, ValidationError
+from core.values.records import Change, Edge, Node, Sight
 
 __all__ = ["StoredView", "diff_revisions", "open_view"]
 
@@ -81,7 +81,7 @@ def _rename_log(store: SQLStore, since: int) -> RenameLog:
 
 
 class StoredView:
-    """`core.view.View` of an SQL store at one revision. The renames of later model changes are read when it is
+    """`core.store.view.View` of an SQL store at one revision. The renames of later model changes are read when it is
     made: a view is for one call or one task, and one held across a model change that renames is made again."""
 
     def __init__(self, store: SQLStore, revision: int, log: RenameLog) -> None:
@@ -170,7 +170,7 @@ class StoredView:
     def find_nodes(
         self, type: str | None = None, *, sight: Sight | None = None, after: str | None = None, limit: int = 50
     ) -> tuple[list[Node], int]:
-        """See `core.view.View.find_nodes`: the nodes that did not change since, from the nodes table (in SQL,
+        """See `core.store.view.View.find_nodes`: the nodes that did not change since, from the nodes table (in SQL,
         paged), merged in id order with those that did, from their first change after the revision."""
         m, b = self._mark, self._binary
         clauses, params = [self._store.DIALECT.true], list[Any]()

@@ -17,11 +17,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from core.conditions import Condition
-from core.model import property_text
-from core.records import Sight
+from core.lang.conditions import Condition
+from core.lang.model import property_text
 from core.store import NodeQuery
 from core.store.sql import Dialect
+from core.values.records import Sight
 
 __all__ = ["DIALECT", "like_pattern", "search_text", "sight_sql"]
 

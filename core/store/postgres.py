@@ -26,12 +26,10 @@ import psycopg
 from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from core.audit import AuditRecord
-from core.config import without_password as _redacted
-from core.errors import StoreError, StoreUnavailableError
-from core.model import Model, parse_model
-from core.model_migration import POSTGRES
-from core.records import Change, Edge, Node
+from core.lang.model import Model, parse_model
+from core.lang.model_migration import POSTGRES
+from core.lang.validation import Write
+from core.ops.config import without_password as _redacted
 from core.store import StoreDump, StoreStats
 from core.store.common import Bulk, Discard, dumps, utc_now
 from core.store.pg_notices import Listener, announce
@@ -49,7 +47,9 @@ from core.store.sql import (
     edge_row,
     text_fields_json,
 )
-from core.validation import Write
+from core.values.audit import AuditRecord
+from core.values.errors import StoreError, StoreUnavailableError
+from core.values.records import Change, Edge, Node
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from core.errors import GoneError
+from core.values.errors import GoneError
 
 __all__ = ["Compaction", "Retention", "check_since", "compaction_floor", "cutoff"]
 

@@ -20,14 +20,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, LiteralString
 
-from core.audit import AuditQuery
-from core.conditions import Condition
-from core.errors import GoneError, NotFoundError, StoreError
-from core.model import Model, parse_model
-from core.model_migration import Moved, MoveSql, migrate
-from core.model_version import check_successor
-from core.operations import Operation
-from core.records import Change, Edge, Node, Sight
+from core.lang.conditions import Condition
+from core.lang.model import Model, parse_model
+from core.lang.model_migration import Moved, MoveSql, migrate
+from core.lang.model_version import check_successor
+from core.lang.validation import StateView, Write, plan
 from core.store import AUDIT_FIELDS, HISTORY_FIELDS, CommitResult, NodeQuery, StoreDump
 from core.store.common import (
     ModelVersion,
@@ -44,8 +41,11 @@ from core.store.common import (
     utc_now,
 )
 from core.store.retention import Compaction, Retention, compaction_floor, cutoff
-from core.validation import StateView, Write, plan
-from core.view import DiffPage, DiffPosition
+from core.store.view import DiffPage, DiffPosition
+from core.values.audit import AuditQuery
+from core.values.errors import GoneError, NotFoundError, StoreError
+from core.values.operations import Operation
+from core.values.records import Change, Edge, Node, Sight
 
 if TYPE_CHECKING:
     from core.store.past import StoredView
@@ -130,8 +130,8 @@ def node_filter(dialect: Dialect, query: NodeQuery, key_property: str | None, *,
 def change_filter(dialect: Dialect, since: int, sight: Sight | None, until: int | None) -> Clause:
     """The changes after `since` (up to `until`) that `sight` may see something of.
 
-    A node change: its state before or after is visible (`core.access.change_for` hides the other one). An edge
-    change: both ends are visible now, by the nodes table. A model change: always. `core.access.sees_change`
+    A node change: its state before or after is visible (`core.dispatch.access.change_for` hides the other one). An edge
+    change: both ends are visible now, by the nodes table. A model change: always. `core.dispatch.access.sees_change`
     decides the same for one change; a test holds the two to agreement."""
     clauses, params = [f"revision > {dialect.mark}"], list[Any]([since])
     if until is not None:
@@ -218,7 +218,7 @@ class SQLStore(ABC):
     methods; a write transaction's connection (`_transaction`) is used as `db.execute(sql, params)`."""
 
     DIALECT: ClassVar[Dialect]
-    MOVES: ClassVar[MoveSql]  # how a declared rename moves stored records (`core.model_migration`)
+    MOVES: ClassVar[MoveSql]  # how a declared rename moves stored records (`core.lang.model_migration`)
 
     _model: Model
     _model_revision: int | None  # the revision that recorded `_model` (`_model_in`)
@@ -350,7 +350,7 @@ class SQLStore(ABC):
             if row is not None and previous is not None:
                 check_replaced(self.location, row[0], replaces)
                 check_successor(previous, model)
-                # rename migrations (core.model_migration) move the data here: after the version check, before
+                # rename migrations (core.lang.model_migration) move the data here: after the version check, before
                 # every stored record is re-validated under the new model
                 moved = migrate(previous, model, db.execute, self.MOVES)
                 revalidate(
@@ -541,7 +541,7 @@ class SQLStore(ABC):
         guard: Callable[[StateView, Sequence[Operation]], None] | None = None,
         then: Callable[[Any, int], None] | None = None,
     ) -> CommitResult:
-        """Validate and commit a batch in one write transaction; see `core.validation.plan` for the rules.
+        """Validate and commit a batch in one write transaction; see `core.lang.validation.plan` for the rules.
 
         `guard` (authorisation) runs first, inside the same transaction, on the same state `plan` reads; `then`
         runs last in it, given the connection and the revision after the batch (a proposal's merge records

@@ -2,7 +2,7 @@
 
 One file in WAL mode with `synchronous=FULL`: a commit is durable when it returns, readers never block the
 writer, and several processes can share the file. Every commit is one `BEGIN IMMEDIATE` transaction, so
-validation (`core.validation.plan`) reads a state no other process can change until the commit lands, and
+validation (`core.lang.validation.plan`) reads a state no other process can change until the commit lands, and
 revisions are assigned without gaps or races.
 
 Tables: `nodes`, `edges`, `changes` (the change log; its primary key is the revision), `audit`, `meta` (store
@@ -22,11 +22,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from core.audit import AuditRecord
-from core.errors import StoreError
-from core.model import Model, parse_model
-from core.model_migration import SQLITE
-from core.records import Change, Edge, Node
+from core.lang.model import Model, parse_model
+from core.lang.model_migration import SQLITE
+from core.lang.validation import Write
 from core.store import StoreDump, StoreStats
 from core.store.common import Bulk, Discard, dumps, utc_now
 from core.store.proposals_sql import PROPOSALS_TABLE
@@ -42,7 +40,9 @@ from core.store.sql import (
     text_fields_json,
 )
 from core.store.sqlite_sql import DIALECT, text_sql
-from core.validation import Write
+from core.values.audit import AuditRecord
+from core.values.errors import StoreError
+from core.values.records import Change, Edge, Node
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 

@@ -14,10 +14,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from core.conditions import Condition
-from core.records import Sight
+from core.lang.conditions import Condition
 from core.store import NodeQuery
 from core.store.sql import Dialect
+from core.values.records import Sight
 
 __all__ = ["DIALECT", "property_text", "sight_sql", "text_sql"]
 

@@ -1,10 +1,10 @@
 """The tools' handlers, and the toolsets that add more.
 
-A handler is bound to its tool where it is written: `@handler("get_node")` (`core.dispatch`). The built-in
+A handler is bound to its tool where it is written: `@handler("get_node")` (`core.dispatch.dispatcher`). The built-in
 handlers are the bound functions of every module of this package, found by walking it, so a new handler module
 needs no line here. A `Toolset` is more tools from outside canon's own folders: definitions in the
 `schema/tools/` file format and their handlers, usually a tools folder (`Toolset.from_folder`) passed to
-`core.instance.open_instance`. How to add a tool: docs/development/adding-a-tool.md.
+`core.seam.instance.open_instance`. How to add a tool: docs/development/adding-a-tool.md.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from core.dispatch import Handler, handlers_in
+from core.dispatch.dispatcher import Handler, handlers_in
 
 __all__ = ["HANDLERS", "Toolset"]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.audit import AuditQuery
-from core.dispatch import CallContext, handler
-from core.paging import decode_cursor, encode_cursor, page
+from core.dispatch.dispatcher import CallContext, handler
+from core.values.audit import AuditQuery
+from core.values.paging import decode_cursor, encode_cursor, page
 
 
 @handler("get_audit_log")

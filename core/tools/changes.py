@@ -1,4 +1,4 @@
-"""get_changes: the change log as a resumable feed, as the caller may see it (see `core.access.change_for`).
+"""get_changes: the change log as a resumable feed, as the caller may see it (see `core.dispatch.access.change_for`).
 
 A paged read is a snapshot: the first page fixes the revision it reads up to and counts `total` once (for a
 non-admin that count filters the log in SQL, the costly part); both travel in the cursor, so later pages are
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.access import change_for
-from core.dispatch import CallContext, handler
-from core.paging import decode_cursor, encode_cursor, page, refused_cursor
+from core.dispatch.access import change_for
+from core.dispatch.dispatcher import CallContext, handler
 from core.store.retention import check_since
+from core.values.paging import decode_cursor, encode_cursor, page, refused_cursor
 
 POSITION = {"after": int, "until": int, "total": int}  # the last revision sent, the snapshot's, and its count
 

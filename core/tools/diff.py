@@ -1,7 +1,8 @@
-"""diff_revisions: what changed between two revisions (`Store.diff_revisions`, `core.view`), as the caller may see.
+"""diff_revisions: what changed between two revisions (`Store.diff_revisions`, `core.store.view`), as the caller may
+see.
 
 A paged read is pinned to the later revision and counts `total` once, on its first page; both travel in the
-cursor (as get_changes does), with the position `core.view.DiffPosition` where the next page starts, so every
+cursor (as get_changes does), with the position `core.store.view.DiffPosition` where the next page starts, so every
 page compares the same two revisions whatever is committed meanwhile.
 """
 
@@ -9,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.dispatch import CallContext, handler
-from core.errors import FutureRevisionError, InvalidArgumentsError, Problem
-from core.paging import decode_cursor, encode_cursor, page, refused_cursor
-from core.view import DiffPosition
+from core.dispatch.dispatcher import CallContext, handler
+from core.store.view import DiffPosition
+from core.values.errors import FutureRevisionError, InvalidArgumentsError, Problem
+from core.values.paging import decode_cursor, encode_cursor, page, refused_cursor
 
 PAGE = 500  # entries per store read while counting a first page's total
 AT_NODE = {"to": int, "total": int, "node": str}  # a cursor's position: after this node

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.dispatch import CallContext, handler
-from core.errors import LimitExceededError, ModelError, Problem, ValidationError
-from core.model import parse_model
-from core.registry import type_schema
+from core.dispatch.dispatcher import CallContext, handler
+from core.dispatch.registry import type_schema
+from core.lang.model import parse_model
+from core.values.errors import LimitExceededError, ModelError, Problem, ValidationError
 
 
 @handler("describe_model")
@@ -57,11 +57,11 @@ def describe_model(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
 
 @handler("apply_model")
 def apply_model(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    """Plan, check and (unless `dry_run`) apply a model through `core.model_apply`, the path `canon model apply`
+    """Plan, check and (unless `dry_run`) apply a model through `core.app.model_apply`, the path `canon model apply`
     takes; a refused model is a validation error whose problems point into the arguments or at stored records.
     The plan runs under the call's time bound, checked last in the store's transaction before it commits: a call
     answered `limit_exceeded` has applied nothing."""
-    from core.model_apply import apply_plan, check_plan, plan_apply  # the generators' diff: loaded when used
+    from core.app.model_apply import apply_plan, check_plan, plan_apply  # the generators' diff: loaded when used
 
     allow_breaking = bool(args.get("allow_breaking", False))
     try:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.conditions import parse_where
-from core.dispatch import CallContext, handler
-from core.errors import InvalidArgumentsError, NotFoundError, Problem
-from core.paging import decode_cursor, encode_cursor, page
+from core.dispatch.dispatcher import CallContext, handler
+from core.lang.conditions import parse_where
 from core.store import NodeQuery
+from core.values.errors import InvalidArgumentsError, NotFoundError, Problem
+from core.values.paging import decode_cursor, encode_cursor, page
 
 
 def not_at_a_past_revision(tool: str, args: dict[str, Any], names: tuple[str, ...]) -> None:

@@ -16,14 +16,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from core.access import sees_in_graph
-from core.conditions import Condition, all_match, parse_where
-from core.dispatch import CallContext, handler
-from core.errors import InvalidArgumentsError, LimitExceededError, Problem
-from core.paging import decode_cursor, encode_cursor, page
+from core.dispatch.access import sees_in_graph
+from core.dispatch.dispatcher import CallContext, handler
+from core.lang.conditions import Condition, all_match, parse_where
 from core.store import NodeQuery
+from core.values.errors import InvalidArgumentsError, LimitExceededError, Problem
+from core.values.paging import decode_cursor, encode_cursor, page
 
-if TYPE_CHECKING:  # only annotations: the graph index imports networkx on first use (core.graph)
+if TYPE_CHECKING:  # only annotations: the graph index imports networkx on first use (core.index.graph)
     import networkx as nx
 
 MAX_WORK = 100_000

@@ -1,7 +1,7 @@
-"""search: nodes found by words, ranked (the rule and the query's parsing live in `core.search`).
+"""search: nodes found by words, ranked (the rule and the query's parsing live in `core.index.search`).
 
 A page's cursor holds where the next page starts and the revision its ranking was made at. The next page reads
-that ranking (`core.search.ranked` keeps it), so the pages of one search are one ranking at one revision, each
+that ranking (`core.index.search.ranked` keeps it), so the pages of one search are one ranking at one revision, each
 as cheap as a slice; once the store has moved on and the ranking is no longer kept, the cursor is refused (start
 the search again) rather than answering pages of two rankings.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.dispatch import CallContext, handler
-from core.paging import decode_cursor, encode_cursor, page, refused_cursor
-from core.search import parse_query, ranked
+from core.dispatch.dispatcher import CallContext, handler
+from core.index.search import parse_query, ranked
+from core.values.paging import decode_cursor, encode_cursor, page, refused_cursor
 
 
 @handler("search")

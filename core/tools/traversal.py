@@ -6,15 +6,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from core.access import sees_in_graph
-from core.dispatch import CallContext, handler
-from core.errors import ForbiddenError, InvalidArgumentsError, LimitExceededError, NotFoundError, Problem
-from core.model import Model
-from core.paging import decode_cursor, encode_cursor, page
-from core.records import Edge, Sight
-from core.view import Step
+from core.dispatch.access import sees_in_graph
+from core.dispatch.dispatcher import CallContext, handler
+from core.lang.model import Model
+from core.store.view import Step
+from core.values.errors import ForbiddenError, InvalidArgumentsError, LimitExceededError, NotFoundError, Problem
+from core.values.paging import decode_cursor, encode_cursor, page
+from core.values.records import Edge, Sight
 
-if TYPE_CHECKING:  # only annotations: the graph index imports networkx on first use (core.graph)
+if TYPE_CHECKING:  # only annotations: the graph index imports networkx on first use (core.index.graph)
     import networkx as nx
 
 EdgeRef = tuple[str, str, str]  # (type, source, target)

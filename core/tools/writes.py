@@ -1,7 +1,7 @@
 """The write tools: upsert_node, patch_node, delete_node, upsert_edge, delete_edge and write_batch.
 
-Each builds `core.operations` and hands them to `Store.commit`, the one write path imports also take, so a
-write is validated exactly as an import is, inside the transaction, with `core.access.write_guard` checking
+Each builds `core.values.operations` and hands them to `Store.commit`, the one write path imports also take, so a
+write is validated exactly as an import is, inside the transaction, with `core.dispatch.access.write_guard` checking
 that the caller may touch every record involved. After the commit the index is synced at once, which also
 hands the changes to the change listeners (subscriptions, the change feed).
 """
@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from core.access import write_guard
-from core.dispatch import CallContext, handler
-from core.errors import NotFoundError, Problem, ValidationError
-from core.operations import DeleteEdge, DeleteNode, Operation, PatchNode, PutEdge, PutNode, put_node
-from core.records import Change, Edge, Node, edge_key
+from core.dispatch.access import write_guard
+from core.dispatch.dispatcher import CallContext, handler
 from core.store import CommitResult
+from core.values.errors import NotFoundError, Problem, ValidationError
+from core.values.operations import DeleteEdge, DeleteNode, Operation, PatchNode, PutEdge, PutNode, put_node
+from core.values.records import Change, Edge, Node, edge_key
 
 __all__ = ["delete_edge", "delete_node", "patch_node", "upsert_edge", "upsert_node", "write_batch"]
 NODE_OPS = ("upsert_node", "patch_node", "delete_node")

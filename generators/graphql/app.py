@@ -29,8 +29,8 @@ from strawberry.exceptions import ConnectionRejectionError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.types.unset import UNSET, UnsetType
 
-from core.documents import parse_json
-from core.surfaces import ASGIApp, SurfaceHost
+from core.seam.surfaces import ASGIApp, SurfaceHost
+from core.values.documents import parse_json
 from generators.graphql.bounds import MAX_SUBSCRIPTIONS_PER_CONNECTION
 from generators.graphql.ide import ide_page, shows_ide
 

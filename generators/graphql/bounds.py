@@ -49,8 +49,8 @@ from graphql import (
 from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.graphql import OperationType as StrawberryOperationType
 
-from core.dispatch import error_json
-from core.errors import CanonError, LimitExceededError
+from core.dispatch.dispatcher import error_json
+from core.values.errors import CanonError, LimitExceededError
 
 __all__ = [
     "MAX_ALIASES",

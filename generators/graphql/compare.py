@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from graphql import build_schema
 from graphql.utilities import find_breaking_changes, find_dangerous_changes
 
-from core.schema_diff import BREAKING, COMPATIBLE, Finding
+from core.lang.schema_diff import BREAKING, COMPATIBLE, Finding
 
 __all__ = ["SDL", "compare"]
 

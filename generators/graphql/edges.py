@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 import strawberry
 
-from core.model import EdgeEnd, Model, deprecation
+from core.lang.model import EdgeEnd, Model, deprecation
 from generators.graphql.types import Mapped, TypeMapper, argument, pascal
 
 __all__ = ["EDGE_LIMIT", "EdgeFields"]

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs
 
-from core.examples import Examples
-from core.registry import Registry
+from core.dispatch.examples import Examples
+from core.dispatch.registry import Registry
 
 __all__ = ["DEFAULT_HEADERS", "example_query", "ide_page", "scope_shows_ide", "shows_ide"]
 

@@ -11,7 +11,7 @@ graphql-transport-ws protocol) and `/schema.graphql` (the printed SDL). Names ar
   (`uri`, `mimeType`, `text`: what MCP's resources/read returns).
 * **Mutation**: one field per write tool. **Subscription**: one field per subscribable resource
   (`resource_changes`, `resource_node(type, id)`), fed by `host.watch(sight, uri)`: the change feed's events
-  (`core.changes`), the same MCP subscribers hear, filtered by the one rule for change events.
+  (`core.seam.changes`), the same MCP subscribers hear, filtered by the one rule for change events.
 * **Node types** implement `interface Node`; each has `properties` typed from its JSON Schema and a field per
   edge end: `<edge>` (edges leaving the node) and the edge's inverse name (edges arriving; `<edge>_incoming`
   when the model declares none), each a cursor-paged page of `{node, edge, properties}` read through
@@ -41,14 +41,14 @@ import strawberry
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types.unset import UNSET
 
-from core.access import change_for, sight_of
-from core.errors import CanonError, LimitExceededError
-from core.model import DEPRECATED
-from core.principal import Principal
-from core.registry import Registry, ResourceDefinition, ToolDefinition
-from core.resources import ResourceContent, read_resource
-from core.schema_diff import Finding
-from core.surfaces import ASGIApp, SurfaceHost
+from core.dispatch.access import change_for, sight_of
+from core.dispatch.registry import Registry, ResourceDefinition, ToolDefinition
+from core.dispatch.resources import ResourceContent, read_resource
+from core.lang.model import DEPRECATED
+from core.lang.schema_diff import Finding
+from core.seam.surfaces import ASGIApp, SurfaceHost
+from core.values.errors import CanonError, LimitExceededError
+from core.values.principal import Principal
 from generators.graphql.app import asgi_app, local_assets
 from generators.graphql.bounds import (
     MAX_COST,
@@ -103,7 +103,9 @@ FALLBACKS: tuple[Fallback, ...] = (
 
 
 # -- calls through the dispatcher -------------------------------------------------------------------------------------
-SELECTION_ARGUMENTS = frozenset({"fields", "summary"})  # `core.projection`'s arguments, which GraphQL does not take
+SELECTION_ARGUMENTS = frozenset(
+    {"fields", "summary"}
+)  # `core.lang.projection`'s arguments, which GraphQL does not take
 
 
 class Runtime:

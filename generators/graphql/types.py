@@ -36,7 +36,7 @@ from typing import Annotated, Any, Optional
 import strawberry
 from strawberry.scalars import JSON
 
-from core.model import Model, deprecated_description, deprecation
+from core.lang.model import Model, deprecated_description, deprecation
 
 __all__ = [
     "Fallback",

@@ -33,10 +33,10 @@ from typing import Any
 
 import anyio.to_thread
 
+from core.dispatch.registry import Registry
 from core.http import none_match, send_problem
-from core.registry import Registry
-from core.schema_diff import Finding
-from core.surfaces import ASGIApp, SurfaceHost
+from core.lang.schema_diff import Finding
+from core.seam.surfaces import ASGIApp, SurfaceHost
 from generators.llms.compare import compare
 from generators.llms.pages import Site, share
 

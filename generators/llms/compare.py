@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from core.schema_diff import BREAKING, COMPATIBLE, Finding
+from core.lang.schema_diff import BREAKING, COMPATIBLE, Finding
 
 __all__ = ["LLMS_TXT", "compare"]
 

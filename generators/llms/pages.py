@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from core.model import deprecated_description
-from core.principal import ANONYMOUS, ROLES
-from core.prompts import PROMPTS, PromptDefinition
-from core.registry import Registry, ResourceDefinition, ToolDefinition
-from core.resources import read_resource
-from core.surfaces import SurfaceHost
-from core.uris import node_uri, type_of
+from core.dispatch.prompts import PROMPTS, PromptDefinition
+from core.dispatch.registry import Registry, ResourceDefinition, ToolDefinition
+from core.dispatch.resources import read_resource
+from core.lang.model import deprecated_description
+from core.seam.surfaces import SurfaceHost
+from core.values.principal import ANONYMOUS, ROLES
+from core.values.uris import node_uri, type_of
 from generators.llms.markdown import (
     environment,
     first_sentence,

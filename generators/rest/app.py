@@ -14,7 +14,7 @@ How a tool becomes an operation (`generators.rest.openapi.route_of`, which also 
   (`"<id>@<revision>"` for one node, else the store revision plus a digest of the body) and answer a matching
   If-None-Match with 304 (after the call, so it is authorised and audited); `Link: rel="next"` follows
   next_cursor. Writes accept `If-Match: "<revision>"` as expected_revision.
-* Resources: `GET /api/resources/<the URI's path>` (`core.uris.path_of`) answers with the resource's own media
+* Resources: `GET /api/resources/<the URI's path>` (`core.values.uris.path_of`) answers with the resource's own media
   type; `GET /api/resources` pages the list as MCP resources/list does.
 
 Errors are RFC 9457 problem+json from the HTTP host's one table (`core.http.STATUS`):
@@ -46,14 +46,14 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 
-from core.dispatch import CallContext, error_json
-from core.documents import parse_json
-from core.errors import CanonError
+from core.dispatch.dispatcher import CallContext, error_json
+from core.dispatch.registry import Registry
+from core.dispatch.resources import list_resources, read_resource
 from core.http import PROBLEM_MEDIA, STATUS, code_of_status, none_match, problem_body
-from core.registry import Registry
-from core.resources import list_resources, read_resource
-from core.schema_diff import Finding
-from core.surfaces import ASGIApp, SurfaceHost
+from core.lang.schema_diff import Finding
+from core.seam.surfaces import ASGIApp, SurfaceHost
+from core.values.documents import parse_json
+from core.values.errors import CanonError
 from generators.rest.compare import compare
 from generators.rest.docs import DOCS_PATH, docs_page, is_docs_page
 from generators.rest.openapi import (
@@ -382,7 +382,7 @@ def document_text(registry: Registry, base_url: str = "") -> str:
 def build_app(host: SurfaceHost, registry: Registry) -> FastAPI:
     """The REST app for `registry`: one route per tool and resource, plus /openapi.json and /docs."""
     # FastAPI's own telemetry off: its spans and logs carry request paths, queries and validation errors (node ids,
-    # argument values); canon's spans are core.tracing's (docs/operations/observability.md)
+    # argument values); canon's spans are core.ops.tracing's (docs/operations/observability.md)
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None, redirect_slashes=False, telemetry=NO_TELEMETRY)
     app.add_exception_handler(HTTPException, _http_error)
     by_path: dict[str, dict[str, Endpoint]] = {}  # one route per path, so a 405 names every method it takes
@@ -418,7 +418,7 @@ class RestSurface:
     paths: tuple[str, ...] = ("/api/", "/openapi.json", DOCS_PATH)
 
     def page_shell(self, scope: Mapping[str, Any]) -> bool:
-        """`/docs` holds no data: served without a token even when anonymous access is off (`core.surfaces`)."""
+        """`/docs` holds no data: served without a token even when anonymous access is off (`core.seam.surfaces`)."""
         return is_docs_page(scope)
 
     def app(self, host: SurfaceHost, registry: Registry) -> ASGIApp:

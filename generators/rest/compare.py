@@ -1,6 +1,6 @@
 """What a model change does to REST callers: the old and new OpenAPI documents compared operation by operation.
 
-An operation's parameters and request body are what callers send (input rules of `core.schema_diff`), its
+An operation's parameters and request body are what callers send (input rules of `core.lang.schema_diff`), its
 responses what they receive (output rules); the named component schemas are compared once each, in both
 directions (a node type's schema is sent and received). An operation or parameter removed is breaking; the
 document's `info` (the model's title and description) is described, compatible. What no rule compares (the order of
@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from core.schema_diff import COMPATIBLE, Finding, annotation_changes, diff_schema, named, worst
+from core.lang.schema_diff import COMPATIBLE, Finding, annotation_changes, diff_schema, named, worst
 
 __all__ = ["OPENAPI", "compare"]
 

@@ -14,7 +14,7 @@ How a tool becomes an operation (`route_of`); `generators.rest.app` serves exact
   list refuses any other Content-Type with 415.
 * 200 carries the output schema (what MCP's structuredContent carries); errors are RFC 9457 problem+json.
 
-Resources: a resource URI is `GET /api/resources/<its path>` (`core.uris.path_of`), a template keeps its
+Resources: a resource URI is `GET /api/resources/<its path>` (`core.values.uris.path_of`), a template keeps its
 `{var}`s as path parameters, and `GET /api/resources` lists them a page at a time.
 
 Schemas are the registry's, unchanged except that each one's `$defs` move into `components/schemas` with their
@@ -31,8 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from core.dispatch.registry import Registry, ResourceDefinition, ToolDefinition
 from core.http import PROBLEM_MEDIA, STATUS
-from core.registry import Registry, ResourceDefinition, ToolDefinition
 from generators.naming import API, resource_path, rest_route
 from generators.rest.hoist import COMPONENTS, hoist, unhoist
 

@@ -34,10 +34,10 @@ from playwright.sync_api import (
     sync_playwright,
 )
 
-from core.access import sees, sight_of
-from core.model import load_model
-from core.principal import ANONYMOUS
+from core.dispatch.access import sees, sight_of
+from core.lang.model import load_model
 from core.store.sqlite import SQLiteStore
+from core.values.principal import ANONYMOUS
 from tests.conftest import copy_store
 from tests.mcp.conftest import serving
 

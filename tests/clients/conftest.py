@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from core.model import load_model
-from core.operations import PutNode
+from core.lang.model import load_model
 from core.store.sqlite import SQLiteStore
+from core.values.operations import PutNode
 from tests.clients._processes import outputs, start, stop
 from tests.conftest import tool_names
 
@@ -106,7 +106,7 @@ def serving(workdir: Path) -> Iterator[Served]:
     """`canon serve` over HTTP on 127.0.0.1 and a free port, on a new store in `workdir`; stopped on exit."""
     store = workdir / "canon.db"
     env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
-    command = [sys.executable, "-m", "core.cli", "--store", store, "serve", "--host", "127.0.0.1", "--port", "0"]
+    command = [sys.executable, "-m", "core.app.cli", "--store", store, "serve", "--host", "127.0.0.1", "--port", "0"]
     process = start(command, cwd=workdir, env=env)
     stdout, stderr = outputs(process)
     try:

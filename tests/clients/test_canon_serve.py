@@ -18,7 +18,7 @@ from tests.clients.conftest import SERVING
 
 def test_canon_serve_accepts_connections_as_soon_as_it_says_it_is_serving(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
-    command = [sys.executable, "-m", "core.cli", "--store", tmp_path / "canon.db", "serve", "--port", "0"]
+    command = [sys.executable, "-m", "core.app.cli", "--store", tmp_path / "canon.db", "serve", "--port", "0"]
     process = start(command, cwd=tmp_path, env=env)
     stdout, stderr = outputs(process)
     try:

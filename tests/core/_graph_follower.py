@@ -12,10 +12,10 @@ import threading
 import time
 from pathlib import Path
 
-from core.graph import GraphIndex
-from core.model import load_model
-from core.records import Change
+from core.index.graph import GraphIndex
+from core.lang.model import load_model
 from core.store.sqlite import SQLiteStore
+from core.values.records import Change
 
 
 def main() -> int:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import sys
 
-from core.errors import ValidationError
-from core.operations import PutNode
-from core.records import Node
 from core.store import open_existing_store
+from core.values.errors import ValidationError
+from core.values.operations import PutNode
+from core.values.records import Node
 
 
 def main() -> None:

@@ -13,10 +13,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from core.model import load_model
-from core.operations import Operation, PutEdge, PutNode
-from core.records import Edge, Node
+from core.lang.model import load_model
 from core.store import Store, open_store
+from core.values.operations import Operation, PutEdge, PutNode
+from core.values.records import Edge, Node
 
 PRINCIPAL = "test:write-loop"
 

@@ -4,7 +4,8 @@ A small graph holds a node of every kind of visibility (public, internal, restri
 admins only, and to readers that only look like a user's or a group's), edges between all of them, a chain of
 glossary terms of every visibility (so lists page and completions are cut), a node that went from public to
 restricted and a restricted node that was deleted. What each principal may see is worked out here from the rules
-in docs/operations/security.md, without core.access, and every read path (the read tools, resources, completions,
+in docs/operations/security.md, without core.dispatch.access, and every read path (the read tools, resources,
+completions,
 the change feed) is checked against it: no id of a record the caller may not see appears anywhere in an answer,
 and every total and count is the caller's own.
 """
@@ -22,19 +23,19 @@ from typing import Any
 import networkx as nx
 import pytest
 
-from core.access import sees_change, sight_of
-from core.audit import AuditRecord
-from core.config import Config
-from core.dispatch import CallContext, ToolResult
-from core.errors import ForbiddenError, NotFoundError, UnknownToolError
-from core.instance import Instance, open_instance
-from core.model import load_model
-from core.operations import DeleteNode, Operation, PutEdge, PutNode
-from core.principal import ANONYMOUS, Principal
-from core.records import Change, Edge, Node, Visibility
-from core.registry import ResourceDefinition
-from core.resources import complete, list_resources, read_resource
-from core.uris import NODE_TEMPLATE
+from core.dispatch.access import sees_change, sight_of
+from core.dispatch.dispatcher import CallContext, ToolResult
+from core.dispatch.registry import ResourceDefinition
+from core.dispatch.resources import complete, list_resources, read_resource
+from core.lang.model import load_model
+from core.ops.config import Config
+from core.seam.instance import Instance, open_instance
+from core.values.audit import AuditRecord
+from core.values.errors import ForbiddenError, NotFoundError, UnknownToolError
+from core.values.operations import DeleteNode, Operation, PutEdge, PutNode
+from core.values.principal import ANONYMOUS, Principal
+from core.values.records import Change, Edge, Node, Visibility
+from core.values.uris import NODE_TEMPLATE
 from tests.conftest import walking_in_a_worker
 
 pytestmark = pytest.mark.both_backends
@@ -153,7 +154,7 @@ CORE_SEEN = {
 
 
 def may_see(who: Principal, visibility: str, readers: Iterable[str]) -> bool:
-    """The visibility rules of docs/operations/security.md, written out again (not core.access)."""
+    """The visibility rules of docs/operations/security.md, written out again (not core.dispatch.access)."""
     if "admin" in who.roles or visibility == "public":
         return True
     if not who.authenticated:
@@ -272,7 +273,7 @@ def walking(
     instance: Instance, module_store_location: str | Path, request: pytest.FixtureRequest
 ) -> Iterator[Instance]:
     """The shared instance, whose walks run in the process; or another on its store whose walks run in a walk
-    worker process (core.walkers): a walk's visibility is the caller's either way."""
+    worker process (core.dispatch.walkers): a walk's visibility is the caller's either way."""
     if request.param == "in-process":
         yield instance
         return
@@ -582,7 +583,8 @@ LOOKALIKES = [
 
 @pytest.mark.parametrize("who", [*EVERYONE, *LOOKALIKES], ids=names([*EVERYONE, *LOOKALIKES]))
 def test_the_store_s_change_filter_and_sees_change_select_the_same_entries(instance: Instance, who: Principal) -> None:
-    """`Store.changes` decides in SQL (`core.store.sql.change_filter`) what `core.access.sees_change` decides for
+    """`Store.changes` decides in SQL (`core.store.sql.change_filter`) what `core.dispatch.access.sees_change` decides
+    for
     change events (subscriptions): over the whole history (every visibility, a flip, a deletion and its edges,
     the model) both pick the same entries for every principal."""
     assert instance.index is not None

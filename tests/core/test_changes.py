@@ -1,4 +1,4 @@
-"""The change feed (`core.changes`): batches to subscribers, filtered streams to watchers, a pump that wakes on
+"""The change feed (`core.seam.changes`): batches to subscribers, filtered streams to watchers, a pump that wakes on
 commit, and the resource URIs a change touches. Real stores and indexes; the pump runs where a test says so."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from pathlib import Path
 import anyio
 import pytest
 
-from core.access import sight_of
-from core.changes import Batch, ChangeFeed, uris_of
-from core.instance import Instance
-from core.operations import DeleteNode, PutEdge, PutNode
-from core.principal import ANONYMOUS, LOCAL, Principal
-from core.records import Change, Edge, Node
-from core.uris import CHANGES_URI, node_uri
+from core.dispatch.access import sight_of
+from core.seam.changes import Batch, ChangeFeed, uris_of
+from core.seam.instance import Instance
+from core.values.operations import DeleteNode, PutEdge, PutNode
+from core.values.principal import ANONYMOUS, LOCAL, Principal
+from core.values.records import Change, Edge, Node
+from core.values.uris import CHANGES_URI, node_uri
 from tests.mcp.conftest import open_copy, pumping
 
 pytestmark = pytest.mark.anyio

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from core.config import Config
-from core.instance import open_instance
-from core.principal import LOCAL, Principal
+from core.ops.config import Config
+from core.seam.instance import open_instance
+from core.values.principal import LOCAL, Principal
 
 pytestmark = pytest.mark.both_backends
 

@@ -1,4 +1,5 @@
-"""The classes of a model change (`core.schema_diff.CLASSES`: none < compatible < needs-data-check < breaking), held
+"""The classes of a model change (`core.lang.schema_diff.CLASSES`: none < compatible < needs-data-check < breaking),
+held
 to small model pairs written here: every rule sees through `$ref`s (a shared helper narrowed is breaking wherever it
 is used), a pattern change is classified as far as canon can prove it, and a surface nothing changed on reads none.
 `test_classification_wire.py` holds the same answers to MCP, REST and the data check on both backends."""
@@ -12,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from core.model import Model, parse_model
-from core.model_diff import WRITES, ModelDiff, diff_models
-from core.schema_diff import BREAKING, CLASSES, COMPATIBLE, NEEDS_DATA_CHECK, NONE, diff_schema, worst
+from core.app.model_diff import WRITES, ModelDiff, diff_models
+from core.lang.model import Model, parse_model
+from core.lang.schema_diff import BREAKING, CLASSES, COMPATIBLE, NEEDS_DATA_CHECK, NONE, diff_schema, worst
 from tests.conftest import REPO
 
 Document = dict[str, Any]

@@ -13,11 +13,11 @@ from typing import Any
 import httpx2
 import pytest
 
-from core.config import Config
-from core.instance import Instance, open_instance
-from core.operations import PutNode
-from core.records import Node
+from core.ops.config import Config
+from core.seam.instance import Instance, open_instance
 from core.store import is_database_url
+from core.values.operations import PutNode
+from core.values.records import Node
 from tests.core.test_classification import Document, code_pattern, hosted, without_tape
 from tests.generators.conftest import live, token
 from tests.mcp.conftest import connect

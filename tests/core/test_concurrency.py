@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from core.config import Config
-from core.instance import Instance, open_instance
-from core.principal import LOCAL
-from core.records import Change
+from core.ops.config import Config
+from core.seam.instance import Instance, open_instance
 from core.store import Store
+from core.values.principal import LOCAL
+from core.values.records import Change
 
 pytestmark = pytest.mark.both_backends
 
@@ -35,9 +35,9 @@ TIMEOUT_S = 120
 
 CHILD = r"""
 import json, sys
-from core.config import Config
-from core.instance import open_instance
-from core.principal import Principal
+from core.ops.config import Config
+from core.seam.instance import open_instance
+from core.values.principal import Principal
 
 store, name, mode, count, ids = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]
 PREFIX = "counter "

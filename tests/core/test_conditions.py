@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from core.conditions import OPERATORS, Condition
-from core.interchange import import_path
-from core.model import Model, default_seed_path
-from core.operations import PutNode
-from core.records import Node
+from core.lang.conditions import OPERATORS, Condition
+from core.lang.model import Model, default_seed_path
 from core.store import NodeQuery, Store, open_store
+from core.store.interchange import import_path
+from core.values.operations import PutNode
+from core.values.records import Node
 
 pytestmark = pytest.mark.both_backends
 

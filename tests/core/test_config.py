@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from core.config import Config, load_config
-from core.errors import ConfigError
+from core.ops.config import Config, load_config
+from core.values.errors import ConfigError
 
 
 @pytest.fixture(autouse=True)

@@ -22,16 +22,16 @@ import anyio
 import httpx2
 import pytest
 
-from core.audit import AuditQuery
-from core.changes import ChangeFeed
-from core.config import Config
-from core.errors import StoreUnavailableError
-from core.instance import open_instance
-from core.model import Model, default_model_path
-from core.principal import LOCAL
+from core.app.synthetic import write_synthetic
+from core.lang.model import Model, default_model_path
+from core.ops.config import Config
+from core.seam.changes import ChangeFeed
+from core.seam.instance import open_instance
 from core.store import Store, open_store
 from core.store.sqlite import SQLiteStore
-from core.synthetic import write_synthetic
+from core.values.audit import AuditQuery
+from core.values.errors import StoreUnavailableError
+from core.values.principal import LOCAL
 from tests.core._write_loop import PRINCIPAL, batch, batch_arguments, batch_ids, batches_present, missing_parts
 from tests.mcp.conftest import create_token, pumping, serving
 from tests.postgres_server import Server
@@ -79,7 +79,7 @@ def test_sigkill_during_a_large_import_leaves_no_partial_import(
     write_synthetic(data, 20_000)
     # --model given explicitly: a new store is not seeded, so it holds only what the import writes
     proc = subprocess.Popen(
-        [sys.executable, "-m", "core.cli", "--model", str(default_model_path()), "--store", str(store_location),
+        [sys.executable, "-m", "core.app.cli", "--model", str(default_model_path()), "--store", str(store_location),
          "import", str(data), "--progress"],
         cwd=tmp_path, env=_clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip

@@ -10,7 +10,7 @@ from importlib import metadata
 import pytest
 from jsonschema import FormatChecker, SchemaError
 
-from core.dialect import FORMAT_CHECKER, FORMATS, check_schema, ecma_regex, require_formats, schema_validator
+from core.values.dialect import FORMAT_CHECKER, FORMATS, check_schema, ecma_regex, require_formats, schema_validator
 
 # (format, a valid value, an invalid value): one pair per format canon promises to assert
 EXAMPLES: list[tuple[str, str, str]] = [

@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 
-from core.config import Config
-from core.dispatch import AuditRecord, CallContext, Dispatcher, ToolResult, handler, handlers_in
-from core.errors import LimitExceededError, NotFoundError, UnknownToolError
-from core.instance import Instance, open_instance
-from core.json_values import MAX_DEPTH
-from core.operations import PutNode
-from core.principal import LOCAL, Principal
-from core.registry import build_registry
-from core.resources import read_resource
+from core.dispatch.dispatcher import AuditRecord, CallContext, Dispatcher, ToolResult, handler, handlers_in
+from core.dispatch.registry import build_registry
+from core.dispatch.resources import read_resource
+from core.ops.config import Config
+from core.seam.instance import Instance, open_instance
 from core.tools import HANDLERS
+from core.values.errors import LimitExceededError, NotFoundError, UnknownToolError
+from core.values.json_values import MAX_DEPTH
+from core.values.operations import PutNode
+from core.values.principal import LOCAL, Principal
 
 pytestmark = pytest.mark.both_backends
 # `call_tool_now` answers on the event loop only when the store reads without waiting (`Store.uncontended`): the
@@ -164,7 +164,7 @@ def test_a_problem_with_the_arguments_object_itself_points_at_the_root(
 
     assert result.error is not None
     assert result.error.code == "invalid_arguments"
-    # RFC 6901: the whole document is "", while "/" would be a member named "" (core.documents.pointer agrees)
+    # RFC 6901: the whole document is "", while "/" would be a member named "" (core.values.documents.pointer agrees)
     assert [p["pointer"] for p in result.as_json()["error"]["problems"]] == [""]
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from core.cli import _check_served_model  # pyright: ignore[reportPrivateUsage]
-from core.config import Config
-from core.instance import open_instance
-from core.model import Model, load_model, parse_model
+from core.app.cli import _check_served_model  # pyright: ignore[reportPrivateUsage]
+from core.lang.model import Model, load_model, parse_model
+from core.ops.config import Config
+from core.seam.instance import open_instance
 from core.store import open_store
 
 pytestmark = pytest.mark.both_backends

@@ -14,11 +14,11 @@ from typing import IO, Any
 
 import pytest
 
-from core.graph import GraphIndex
-from core.model import Model
-from core.operations import DeleteEdge, DeleteNode, PutEdge, PutNode
-from core.records import Change, Edge, Node, Sight
+from core.index.graph import GraphIndex
+from core.lang.model import Model
 from core.store.sqlite import SQLiteStore
+from core.values.operations import DeleteEdge, DeleteNode, PutEdge, PutNode
+from core.values.records import Change, Edge, Node, Sight
 from tests.core._write_loop import batch_ids
 
 HERE = Path(__file__).resolve().parent
@@ -404,9 +404,9 @@ def test_changes_applied_under_a_reader_then_folded_or_rebased_give_the_graph_a_
     """Copy-on-write while a reader holds the base (puts, edges, visibility moves, a cascading delete), a new base
     once the copies pass the bound, then changes in place again once the readers are gone: every step mirrors the
     store."""
-    import core.graph
+    import core.index.graph
 
-    monkeypatch.setattr(core.graph, "_REBASE_MIN", 6)
+    monkeypatch.setattr(core.index.graph, "_REBASE_MIN", 6)
     index = GraphIndex.build(seeded_store)
     reader, finish, _, seen = _hold_a_view(index)
     try:
@@ -451,7 +451,7 @@ def test_an_index_behind_a_compacted_change_log_reloads_from_the_store(
     done = seeded_store.compact(Retention(changes_keep_revisions=1))
     assert done.oldest > behind + 1  # the log no longer holds what the index misses
 
-    with caplog.at_level("WARNING", logger="core.graph"):
+    with caplog.at_level("WARNING", logger="core.index.graph"):
         index.sync()
 
     assert "compacted past this process's graph index" in caplog.text
@@ -489,6 +489,6 @@ def test_the_follower_thread_outlives_a_failed_sync_and_catches_up(
     finally:
         halt()
     assert failures == []
-    assert [r.getMessage() for r in caplog.records if r.name == "core.graph"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "core.index.graph"] == [
         f"following the change log of {seeded_store.location} failed; trying again"
     ]

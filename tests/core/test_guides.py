@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from core.guides import BEGIN, END, fill, guides, tables
-from core.model import Model
-from core.registry import build_registry
+from core.dispatch.guides import BEGIN, END, fill, guides, tables
+from core.dispatch.registry import build_registry
+from core.lang.model import Model
 from tests.conftest import tool_names
 
 SCRATCH = {

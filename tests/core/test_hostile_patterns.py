@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from core.errors import ImportFileError, ModelError, ValidationError
-from core.interchange import import_path
-from core.model import Model, parse_model
-from core.operations import PutNode
-from core.records import Node
+from core.lang.model import Model, parse_model
 from core.store import Store, open_store
 from core.store.common import check_records
+from core.store.interchange import import_path
+from core.values.errors import ImportFileError, ModelError, ValidationError
+from core.values.operations import PutNode
+from core.values.records import Node
 
 pytestmark = pytest.mark.both_backends
 HOSTILE = ("^(a+)+$", "^([a-z]+-?)+$", "^(a|aa)+$")

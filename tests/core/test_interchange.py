@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from core.errors import ImportFileError, Problem
-from core.interchange import export_graph, import_path
-from core.model import Model, default_seed_path
+from core.app.synthetic import write_synthetic
+from core.lang.model import Model, default_seed_path
 from core.store import StoreStats
+from core.store.interchange import export_graph, import_path
 from core.store.sqlite import SQLiteStore
-from core.synthetic import write_synthetic
+from core.values.errors import ImportFileError, Problem
 
 TEAM = {"slug": "payments", "name": "Payments", "mission": "Move money.", "area": "product"}
 ADA = {"email": "ada@northwind.test", "name": "Ada", "handle": "ada", "title": "Engineer", "role": "engineer"}

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ImportFileError
-from core.interchange import import_path
+from core.app.synthetic import write_synthetic
 from core.store import Store
-from core.synthetic import write_synthetic
+from core.store.interchange import import_path
+from core.values.errors import ImportFileError
 
 pytestmark = pytest.mark.both_backends
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from core.merge_patch import merge_patch, removed_members
+from core.values.merge_patch import merge_patch, removed_members
 
 RFC_7396_APPENDIX_A: list[tuple[Any, Any, Any]] = [
     ({"a": "b"}, {"a": "c"}, {"a": "c"}),

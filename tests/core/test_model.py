@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from core.errors import ModelError, Problem
-from core.model import Model, check_model, load_model, parse_model
-from core.model_limits import MAX_DEFINITIONS, MAX_DEPTH, MAX_PROPERTIES
+from core.lang.model import Model, check_model, load_model, parse_model
+from core.lang.model_limits import MAX_DEFINITIONS, MAX_DEPTH, MAX_PROPERTIES
+from core.values.errors import ModelError, Problem
 
 
 def _default_document(model: Model) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """Applying a model: the store's one explicit model change (`Store.apply_model`), its history, the rule of which
-changes may be applied (`core.model_apply`), the `apply_model` tool, and writers in other processes that keep
+changes may be applied (`core.app.model_apply`), the `apply_model` tool, and writers in other processes that keep
 writing while a model is applied."""
 
 from __future__ import annotations
@@ -19,22 +19,22 @@ from typing import Any
 import psycopg
 import pytest
 
-from core.dispatch import Dispatcher
-from core.errors import LimitExceededError, ModelError, NotFoundError, ValidationError
-from core.graph import GraphIndex
-from core.instance import Instance
-from core.model import Model, parse_model
-from core.model_apply import apply_plan, plan_apply
-from core.model_limits import MAX_PROPERTIES
-from core.operations import PutNode
-from core.principal import LOCAL, Principal
-from core.records import Node
-from core.registry import build_registry
-from core.resources import complete, read_resource
+from core.app.model_apply import apply_plan, plan_apply
+from core.dispatch.dispatcher import Dispatcher
+from core.dispatch.registry import build_registry
+from core.dispatch.resources import complete, read_resource
+from core.index.graph import GraphIndex
+from core.lang.model import Model, parse_model
+from core.lang.model_limits import MAX_PROPERTIES
+from core.seam.instance import Instance
 from core.store import Store, copy_store, is_database_url, open_existing_store
 from core.store.common import check_records
 from core.tools import Toolset
-from core.uris import MODEL_AT_TEMPLATE, model_at_uri
+from core.values.errors import LimitExceededError, ModelError, NotFoundError, ValidationError
+from core.values.operations import PutNode
+from core.values.principal import LOCAL, Principal
+from core.values.records import Node
+from core.values.uris import MODEL_AT_TEMPLATE, model_at_uri
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.both_backends

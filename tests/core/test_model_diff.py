@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from core.artifacts import generate_for
-from core.model import Model, parse_model
-from core.model_diff import WRITES, ModelDiff, at_version, diff_artifacts, diff_type_schemas, diff_write_rules
-from core.surfaces import discover
+from core.app.artifacts import generate_for
+from core.app.model_diff import WRITES, ModelDiff, at_version, diff_artifacts, diff_type_schemas, diff_write_rules
+from core.lang.model import Model, parse_model
+from core.seam.surfaces import discover
 
 Document = dict[str, Any]
 Change = Callable[[Document], None]
@@ -277,19 +277,19 @@ def test_generate_for_builds_a_model_s_artifacts_once_and_hands_out_copies(
 ) -> None:
     """A plan generates the store's model and the new one; a dry run and the apply, or the reality replay's cases,
     generate the same models again: the process keeps the last few, and no caller can change what it keeps."""
-    import core.artifacts
+    import core.app.artifacts
 
     document = copy.deepcopy(dict(model.document))
     document["x-canon-model"]["version"] = "9.9.9"  # a model no other test generated in this process
     fresh = parse_model(document, source="kept.schema.json")
     built: list[str] = []
-    generate_by_owner = core.artifacts.generate_by_owner
+    generate_by_owner = core.app.artifacts.generate_by_owner
 
     def counted(path: Any, surfaces: Any = None, check_time: Any = None) -> dict[str, dict[str, str]]:
         built.append(str(path))
         return generate_by_owner(path, surfaces, check_time)
 
-    monkeypatch.setattr(core.artifacts, "generate_by_owner", counted)
+    monkeypatch.setattr(core.app.artifacts, "generate_by_owner", counted)
     first = generate_for(fresh)
     first["mcp"].clear()  # a caller's change stays its own
     again = generate_for(fresh)

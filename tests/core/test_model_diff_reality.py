@@ -28,18 +28,18 @@ import httpx2
 import jsonschema
 import pytest
 
-from core.config import Config
-from core.graph import GraphIndex
+from core.dispatch.registry import type_schema
 from core.http.app import build_app
-from core.instance import Instance
-from core.model import Model
-from core.operations import PutEdge, PutNode
-from core.records import Edge, Node
-from core.registry import type_schema
+from core.index.graph import GraphIndex
+from core.lang.model import Model
+from core.ops.config import Config
+from core.ops.tokens import TokenFile
+from core.seam.instance import Instance
+from core.seam.surfaces import discover
 from core.store import open_store
-from core.surfaces import discover
-from core.tokens import TokenFile
-from core.uris import type_uri
+from core.values.operations import PutEdge, PutNode
+from core.values.records import Edge, Node
+from core.values.uris import type_uri
 from tests.core.test_model_diff import CORPUS, Change, corpus_model
 from tests.mcp.conftest import modern_request
 from tests.test_cross_surface import INTROSPECTION, named, rest_request, select, type_ref

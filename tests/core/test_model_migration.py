@@ -1,5 +1,5 @@
 """Renames declared in a model (`x-canon-renamed-from`): how a model declares them, and the data move adopting the
-model makes on every backend (`core.model_migration`), keeping ids, edges, the change log and the audit log."""
+model makes on every backend (`core.lang.model_migration`), keeping ids, edges, the change log and the audit log."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from core.audit import AuditQuery, AuditRecord
-from core.conditions import Condition
-from core.errors import ModelError
-from core.model import Model, check_model, parse_model
-from core.model_diff import WRITES, diff_models
-from core.model_migration import Rename, declared_renames, renamed_edge, renamed_node
-from core.records import Edge, Node
+from core.app.model_diff import WRITES, diff_models
+from core.lang.conditions import Condition
+from core.lang.model import Model, check_model, parse_model
+from core.lang.model_migration import Rename, declared_renames, renamed_edge, renamed_node
 from core.store import NodeQuery, Store, open_existing_store
+from core.values.audit import AuditQuery, AuditRecord
+from core.values.errors import ModelError
+from core.values.records import Edge, Node
 
 pytestmark = pytest.mark.both_backends
 
@@ -397,9 +397,9 @@ def test_a_server_follows_a_type_rename_applied_by_another_process_with_its_grap
 ) -> None:
     """The records move to the new type name in the applying transaction, without a change each: a running
     server that hears of the model change loads its graph index again, so walks and counts use the new name."""
-    from core.config import Config
-    from core.instance import open_instance
-    from core.principal import Principal
+    from core.ops.config import Config
+    from core.seam.instance import open_instance
+    from core.values.principal import Principal
 
     config = Config(store=tmp_path / "canon.db", tokens=tmp_path / "tokens.json", walk_workers=0)
     server = open_instance(config)  # seeded with the sample data

@@ -1,6 +1,6 @@
 """The graph at a past revision (`Store.view`, `core.store.past`) and the difference between two revisions
 (`Store.diff_revisions`), on both backends: records updated, deleted and re-created, edges added and removed, a
-type renamed by a model change, visibility narrowed (the rule `core.view.sees_then`), and compaction (`gone`)."""
+type renamed by a model change, visibility narrowed (the rule `core.store.view.sees_then`), and compaction (`gone`)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from core.errors import ForbiddenError, FutureRevisionError, GoneError
-from core.model import Model
-from core.operations import DeleteEdge, DeleteNode, PatchNode, PutEdge, PutNode
-from core.records import Edge, Node, Sight
+from core.lang.model import Model
 from core.store import Store
 from core.store.retention import Retention
+from core.values.errors import ForbiddenError, FutureRevisionError, GoneError
+from core.values.operations import DeleteEdge, DeleteNode, PatchNode, PutEdge, PutNode
+from core.values.records import Edge, Node, Sight
 from tests.core.test_model_migration import evolved, member_of_to_belongs_to, slug_to_code, team_to_squad
 
 pytestmark = pytest.mark.both_backends

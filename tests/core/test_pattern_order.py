@@ -1,4 +1,4 @@
-"""Whether a changed `pattern` accepts every value the old one did (`core.pattern_order`): proven looser, shown
+"""Whether a changed `pattern` accepts every value the old one did (`core.lang.pattern_order`): proven looser, shown
 tighter by a value it now refuses, or honestly unknown. Each answer is checked against what canon's matcher does
 with a fixed set of probe values, so a wrong proof fails here."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.dialect import ecma_regex
-from core.pattern_order import LOOSER, SAME, TIGHTER, UNKNOWN, compare_patterns
+from core.lang.pattern_order import LOOSER, SAME, TIGHTER, UNKNOWN, compare_patterns
+from core.values.dialect import ecma_regex
 
 PROBES = ["", "S", "S1", "S12345", "S123456", "S1234567", "S12345678", "S123456789", "xS123456", "S123456x", "T1234",
           "a", "b", "c", "ab", "a0", "a-b", "abc", "z", "Z", "-", "_", " ", "\n", "foo", "foo-bar", "x", "xy", "S\n",

@@ -1,4 +1,4 @@
-"""core.priority: graph walks take turns."""
+"""core.values.priority: graph walks take turns."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from core.priority import Priority
+from core.values.priority import Priority
 
 
 def test_a_walk_waits_for_the_running_walks_turn_no_longer_than_its_deadline() -> None:

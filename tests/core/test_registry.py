@@ -15,12 +15,12 @@ from referencing import Registry as RefRegistry
 from referencing import Resource
 from referencing.jsonschema import DRAFT202012
 
-from core.errors import UnknownToolError
-from core.interchange import import_path
-from core.model import Model, default_seed_path, load_model, parse_model
-from core.registry import QuickCheck, Registry, build_registry, type_schema
+from core.app.synthetic import synthetic_model
+from core.dispatch.registry import QuickCheck, Registry, build_registry, type_schema
+from core.lang.model import Model, default_seed_path, load_model, parse_model
+from core.store.interchange import import_path
 from core.store.sqlite import SQLiteStore
-from core.synthetic import synthetic_model
+from core.values.errors import UnknownToolError
 
 DOCUMENT_URI = "urn:canon:test:tool-schema"
 
@@ -448,8 +448,8 @@ def test_an_edge_type_resource_takes_the_models_edge_icon_and_a_default_otherwis
 
 def test_a_model_without_edge_types_builds_a_registry_and_every_surface(model: Model) -> None:
     """`canon.Edge` of a model with no edge types accepts no edge instead of being an invalid empty `allOf`."""
-    from core.artifacts import generate_for
-    from core.surfaces import discover
+    from core.app.artifacts import generate_for
+    from core.seam.surfaces import discover
 
     document: dict[str, Any] = json.loads(json.dumps(model.document))
     document["$defs"] = {name: d for name, d in document["$defs"].items() if "x-canon-edge" not in d}

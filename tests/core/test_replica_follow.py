@@ -18,14 +18,14 @@ import anyio
 import psycopg
 import pytest
 
-from core.changes import ChangeFeed
-from core.config import Config
-from core.instance import Instance, open_instance
-from core.model import Model
-from core.records import Change
+from core.lang.model import Model
+from core.ops.config import Config
+from core.seam.changes import ChangeFeed
+from core.seam.instance import Instance, open_instance
 from core.store.pg_notices import APPLICATION_NAME
 from core.store.postgres import PostgresStore
-from core.uris import node_uri
+from core.values.records import Change
+from core.values.uris import node_uri
 from tests.core.test_store import changed_model, with_optional_team_budget
 from tests.mcp.conftest import DEADLINE_S, pumping, touch_node
 from tests.postgres_server import Server

@@ -1,4 +1,4 @@
-"""Checks remembered between starts (`core.schema_checks`): a second start checks nothing that passed before, and a
+"""Checks remembered between starts (`core.lang.schema_checks`): a second start checks nothing that passed before, and a
 changed schema or model is checked again."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from jsonschema import SchemaError
 
-from core.config import Config
-from core.errors import ModelError
-from core.instance import open_instance
-from core.model import default_model_path, load_model
-from core.registry import build_registry
-from core.schema_checks import FOLDER, SchemaChecks
+from core.dispatch.registry import build_registry
+from core.lang.model import default_model_path, load_model
+from core.lang.schema_checks import FOLDER, SchemaChecks
+from core.ops.config import Config
+from core.seam.instance import open_instance
+from core.values.errors import ModelError
 
 
 def test_a_second_build_on_the_same_cache_checks_nothing_and_gives_the_same_tools(tmp_path: Path) -> None:
@@ -28,9 +28,10 @@ def test_a_second_build_on_the_same_cache_checks_nothing_and_gives_the_same_tool
 
 
 def test_a_registry_for_another_stores_data_finds_its_checks_remembered(tmp_path: Path) -> None:
-    """Descriptions name the served data's ids (`core.examples`), which differ from store to store; the checks do
+    """Descriptions name the served data's ids (`core.dispatch.examples`), which differ from store to store; the checks
+    do
     not depend on them, so a server on a new store of the same model starts without checking again."""
-    from core.examples import Examples
+    from core.dispatch.examples import Examples
 
     model = load_model()
     first = SchemaChecks(tmp_path)

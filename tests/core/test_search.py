@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from core.errors import InvalidArgumentsError
-from core.model import Model
-from core.records import Sight
-from core.search import parse_query, search
+from core.index.search import parse_query, search
+from core.lang.model import Model
 from core.store import Store
+from core.values.errors import InvalidArgumentsError
+from core.values.records import Sight
 
 pytestmark = pytest.mark.both_backends
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from core.instance import Instance
-from core.registry import build_registry
-from core.snapshot import PerSnapshot, Snapshot
+from core.dispatch.registry import build_registry
+from core.seam.instance import Instance
+from core.seam.snapshot import PerSnapshot, Snapshot
 from tests.mcp.conftest import open_copy
 
 

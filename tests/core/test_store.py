@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from core.audit import AuditQuery, AuditRecord
-from core.errors import ModelError, ValidationError
-from core.model import Model, parse_model
-from core.operations import DeleteEdge, DeleteNode, PutEdge, PutNode
-from core.records import Edge, Node
+from core.lang.model import Model, parse_model
 from core.store import Store, open_existing_store, open_store
 from core.store.sql import SQLStore
+from core.values.audit import AuditQuery, AuditRecord
+from core.values.errors import ModelError, ValidationError
+from core.values.operations import DeleteEdge, DeleteNode, PutEdge, PutNode
+from core.values.records import Edge, Node
 
 pytestmark = pytest.mark.both_backends
 
@@ -73,9 +73,9 @@ def test_a_new_store_records_its_model_as_the_first_change(store: Store, model: 
 def test_a_store_that_records_no_model_yet_says_so(store_location: str | Path, model: Model) -> None:
     """A store made for a copy records its model only with the copy: until then both backends name the gap, in
     the same error."""
-    from core.errors import StoreError
     from core.store.postgres import PostgresStore
     from core.store.sqlite import SQLiteStore
+    from core.values.errors import StoreError
 
     if isinstance(store_location, Path):
         empty: Store = SQLiteStore.open_empty(store_location, model)
@@ -460,7 +460,7 @@ def test_concurrent_writers_get_gap_free_totally_ordered_revisions(store_locatio
 
 
 def test_a_stale_expected_revision_is_a_conflict_on_every_backend(store: Store) -> None:
-    from core.errors import ConflictError
+    from core.values.errors import ConflictError
 
     first = store.commit([PutNode(team("team-a"))], principal="test").revision
     store.commit([PutNode(team("team-a", oncall=True))], principal="test")

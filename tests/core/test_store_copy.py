@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from core.audit import AuditQuery, AuditRecord
-from core.errors import StoreError
-from core.interchange import export_graph, import_path
-from core.model import Model, default_seed_path
-from core.operations import DeleteNode, PutNode
-from core.records import Node
+from core.lang.model import Model, default_seed_path
 from core.store import Store, copy_store, open_existing_store, open_store
+from core.store.interchange import export_graph, import_path
+from core.values.audit import AuditQuery, AuditRecord
+from core.values.errors import StoreError
+from core.values.operations import DeleteNode, PutNode
+from core.values.records import Node
 from tests.conftest import run_canon
 from tests.postgres_server import Server
 

@@ -11,11 +11,11 @@ import httpx2
 import psycopg
 import pytest
 
-from core.audit import AuditRecord
-from core.errors import StoreError
-from core.model import Model
+from core.lang.model import Model
 from core.store import open_store
 from core.store.postgres import SCHEMA_VERSION
+from core.values.audit import AuditRecord
+from core.values.errors import StoreError
 from tests.conftest import run_canon
 from tests.mcp.conftest import connect, serving
 from tests.postgres_server import Server

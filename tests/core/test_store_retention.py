@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from core.config import Config
-from core.errors import StoreError
-from core.instance import open_instance
-from core.model import Model
-from core.operations import PutNode
-from core.principal import Principal
-from core.records import Node
+from core.lang.model import Model
+from core.ops.config import Config
+from core.seam.instance import open_instance
 from core.store import Store, open_existing_store, open_store
 from core.store.retention import Retention
 from core.store.sqlite import SQLiteStore
+from core.values.errors import StoreError
+from core.values.operations import PutNode
+from core.values.principal import Principal
+from core.values.records import Node
 from tests.postgres_server import Server
 
 pytestmark = pytest.mark.both_backends
@@ -94,7 +94,7 @@ def _delete_audit_directly(store: Store) -> None:
 
 
 def test_audit_retention_removes_old_records_and_the_log_stays_append_only(store: Store) -> None:
-    from core.audit import AuditQuery, AuditRecord
+    from core.values.audit import AuditQuery, AuditRecord
 
     old = (datetime.now(UTC) - timedelta(days=40)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     new = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -11,11 +11,11 @@ from typing import TypeVar
 
 import pytest
 
-from core.errors import StoreError
-from core.model import Model
-from core.operations import PutNode
+from core.lang.model import Model
 from core.store import NodeQuery
 from core.store.sqlite import SCHEMA_VERSION, SQLiteStore
+from core.values.errors import StoreError
+from core.values.operations import PutNode
 from tests.core.test_store import (
     team,
 )
@@ -139,7 +139,7 @@ def test_integrity_check_is_ok(seeded_store: SQLiteStore) -> None:
 
 
 def test_an_equality_on_the_key_property_is_found_through_the_key_index(seeded_store: SQLiteStore) -> None:
-    from core.conditions import Condition
+    from core.lang.conditions import Condition
     from core.store import NodeQuery
     from core.store.sql import node_filter
     from core.store.sqlite_sql import DIALECT

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from core.model import Model, parse_model, property_text
-from core.operations import DeleteNode, PutNode
-from core.records import Node
+from core.lang.model import Model, parse_model, property_text
 from core.store import NodeQuery, Store, open_store
 from core.store.sqlite import SQLiteStore
+from core.values.operations import DeleteNode, PutNode
+from core.values.records import Node
 
 SPECIAL = ["pay", "PAY", "Payments", "*", "a*b", "?ay", "[pa", "50%", "a_b", "ß", "straße", "ÉCO", "\n", "ts\nsvc",
            "zzzz-not-there", "e", "ay", "é"]  # fmt: skip

@@ -11,13 +11,13 @@ import networkx as nx
 import pytest
 from jsonschema import Draft202012Validator
 
-from core.config import Config
-from core.dispatch import ToolResult
-from core.instance import Instance, open_instance
-from core.paging import encode_cursor
-from core.principal import LOCAL
-from core.registry import type_schema
+from core.dispatch.dispatcher import ToolResult
+from core.dispatch.registry import type_schema
+from core.ops.config import Config
+from core.seam.instance import Instance, open_instance
 from core.store import Store
+from core.values.paging import encode_cursor
+from core.values.principal import LOCAL
 from tests.conftest import walking_in_a_worker
 
 ORIGIN = "team-payments"
@@ -36,7 +36,7 @@ def instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
 @pytest.fixture(scope="module", params=["in-process", "worker"])
 def walking(instance: Instance, request: pytest.FixtureRequest) -> Iterator[Instance]:
     """The shared instance, whose walks run in the process; or another on its store whose walks run in a walk
-    worker process (core.walkers), with the same answers."""
+    worker process (core.dispatch.walkers), with the same answers."""
     if request.param == "in-process":
         yield instance
         return

@@ -1,7 +1,7 @@
 """Reads at a past revision through the tools (`at` on get_node, find_nodes and get_neighbors) and the difference
 between two revisions (`diff_revisions`), on both backends, through the dispatch path: the old value of a node
 updated since, a node deleted since, `gone` before what compaction keeps, `not_found` for a future revision, no past
-state for a reader who lost access (`core.access.sees_then`), and diff pages that lose nothing."""
+state for a reader who lost access (`core.dispatch.access.sees_then`), and diff pages that lose nothing."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from core.config import Config
-from core.instance import Instance, open_instance
-from core.principal import LOCAL, Principal
+from core.ops.config import Config
+from core.seam.instance import Instance, open_instance
 from core.store.retention import Retention
+from core.values.principal import LOCAL, Principal
 from tests.conftest import walking_in_a_worker
 
 pytestmark = pytest.mark.both_backends

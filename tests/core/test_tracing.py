@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from core.config import Config
-from core.errors import UnknownToolError
-from core.instance import Instance, open_instance
-from core.principal import ANONYMOUS, LOCAL
+from core.ops.config import Config
+from core.seam.instance import Instance, open_instance
+from core.values.errors import UnknownToolError
+from core.values.principal import ANONYMOUS, LOCAL
 from tests.conftest import copy_store
 from tests.otel import exported
 

@@ -1,11 +1,21 @@
-"""canon's resource URIs (`core.uris`): what the builders make, the parsers read back, and no other module spells
+"""canon's resource URIs (`core.values.uris`): what the builders make, the parsers read back, and no other module spells
 the scheme."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from core.uris import CHANGES_URI, MODEL_URI, NODE_TEMPLATE, SCHEME, node_of, node_uri, path_of, type_of, type_uri
+from core.values.uris import (
+    CHANGES_URI,
+    MODEL_URI,
+    NODE_TEMPLATE,
+    SCHEME,
+    node_of,
+    node_uri,
+    path_of,
+    type_of,
+    type_uri,
+)
 
 
 def test_a_node_uri_reads_back_as_its_type_and_id_and_nothing_else_does() -> None:
@@ -31,4 +41,4 @@ def test_no_module_of_core_or_generators_but_core_uris_spells_the_scheme() -> No
     root = Path(__file__).resolve().parents[2]
     spelled = [str(p.relative_to(root)) for folder in ("core", "generators") for p in sorted((root / folder).rglob("*"))
                if p.is_file() and p.suffix in {".py", ".j2"} and SCHEME in p.read_text(encoding="utf-8")]  # fmt: skip
-    assert spelled == ["core/uris.py"]
+    assert spelled == ["core/values/uris.py"]

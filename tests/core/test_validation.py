@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from core.errors import ConflictError, ValidationError
-from core.operations import DeleteEdge, DeleteNode, Operation, PutEdge, PutNode
-from core.records import Edge, Node
 from core.store import StoreStats
 from core.store.sqlite import SQLiteStore
+from core.values.errors import ConflictError, ValidationError
+from core.values.operations import DeleteEdge, DeleteNode, Operation, PutEdge, PutNode
+from core.values.records import Edge, Node
 
 
 def person(id: str, email: str | None = None, **extra: Any) -> Node:

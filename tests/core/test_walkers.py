@@ -1,4 +1,4 @@
-"""core.walkers: graph walks answered by walk worker processes, with the serving process's answers, bounds and
+"""core.dispatch.walkers: graph walks answered by walk worker processes, with the serving process's answers, bounds and
 visibility (the visibility of each walk is also checked both ways in tests/core/test_access.py)."""
 
 from __future__ import annotations
@@ -16,17 +16,17 @@ from typing import Any
 import psutil
 import pytest
 
-from core.config import Config, load_config
-from core.dispatch import Dispatcher, ToolResult
-from core.errors import ForbiddenError, LimitExceededError, UnavailableError
-from core.instance import Instance, open_instance
-from core.model import parse_model
-from core.operations import PutEdge, PutNode
-from core.principal import LOCAL, Principal
-from core.records import Edge, Node
+from core.dispatch.dispatcher import Dispatcher, ToolResult
+from core.dispatch.walkers import NICENESS, Walkers
+from core.lang.model import parse_model
+from core.ops.config import Config, load_config
+from core.seam.instance import Instance, open_instance
 from core.store import open_existing_store
 from core.tools import HANDLERS
-from core.walkers import NICENESS, Walkers
+from core.values.errors import ForbiddenError, LimitExceededError, UnavailableError
+from core.values.operations import PutEdge, PutNode
+from core.values.principal import LOCAL, Principal
+from core.values.records import Edge, Node
 
 pytestmark = pytest.mark.both_backends
 
@@ -281,7 +281,7 @@ def test_a_request_that_reaches_its_worker_late_keeps_the_call_s_deadline(instan
     """The deadline travels as the serving process's own monotonic time (one clock for every process here), not as
     time left counted again from when the worker reads the request: a request delayed on its way (a busy machine)
     is answered `limit_exceeded`, unwalked."""
-    from core.walkers import WalkRequest, _run  # pyright: ignore[reportPrivateUsage]
+    from core.dispatch.walkers import WalkRequest, _run  # pyright: ignore[reportPrivateUsage]
 
     assert instance.index is not None
     arguments = {**instance.registry.input_defaults("get_neighbors"), "id": SERVICE}

@@ -12,16 +12,16 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from core.config import Config
-from core.dispatch import ToolResult
-from core.graph import GraphIndex
-from core.instance import Instance, open_instance
-from core.interchange import import_path
-from core.model import Model, parse_model
-from core.principal import ANONYMOUS, LOCAL, Principal
-from core.records import Change, edge_key
-from core.registry import Registry, build_registry, type_schema
+from core.dispatch.dispatcher import ToolResult
+from core.dispatch.registry import Registry, build_registry, type_schema
+from core.index.graph import GraphIndex
+from core.lang.model import Model, parse_model
+from core.ops.config import Config
+from core.seam.instance import Instance, open_instance
 from core.store import Store, open_existing_store, open_store
+from core.store.interchange import import_path
+from core.values.principal import ANONYMOUS, LOCAL, Principal
+from core.values.records import Change, edge_key
 
 TEAM = "team-payments"  # public
 CASCADE = "team-billing"  # public, 22 edges, every one between nodes WRITER can see

@@ -19,12 +19,12 @@ import httpx2
 import pytest
 import uvicorn
 
-from core.config import Config
 from core.http.app import build_app
 from core.http.serve import listening_socket
-from core.instance import Instance, open_instance
-from core.surfaces import Surface
-from core.tokens import TokenFile
+from core.ops.config import Config
+from core.ops.tokens import TokenFile
+from core.seam.instance import Instance, open_instance
+from core.seam.surfaces import Surface
 from core.tools import Toolset
 from tests.conftest import copy_store
 

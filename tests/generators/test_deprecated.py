@@ -14,16 +14,16 @@ import graphql
 import mcp
 import pytest
 
-from core.artifacts import generate_for
-from core.changes import ChangeFeed
-from core.config import Config
-from core.instance import Instance, open_instance
+from core.app.artifacts import generate_for
+from core.app.model_diff import diff_models
+from core.lang.model import DEPRECATED, Model, load_model, parse_model
 from core.mcp.events import EventFanout
 from core.mcp.server import DEFAULT_OPTIONS, build_server
-from core.model import DEPRECATED, Model, load_model, parse_model
-from core.model_diff import diff_models
-from core.principal import LOCAL
+from core.ops.config import Config
+from core.seam.changes import ChangeFeed
+from core.seam.instance import Instance, open_instance
 from core.store import open_existing_store
+from core.values.principal import LOCAL
 from tests.conftest import copy_store
 from tests.generators.conftest import asgi
 

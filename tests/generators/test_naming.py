@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from core.model import load_model
-from core.registry import build_registry
+from core.dispatch.registry import build_registry
+from core.lang.model import load_model
 from generators.naming import resource_field_name, resource_path, rest_route
 from generators.rest.openapi import openapi_document
 

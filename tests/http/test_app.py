@@ -12,8 +12,8 @@ import httpx2
 import pytest
 
 from core import __version__
-from core.instance import Instance
-from core.surfaces import discover
+from core.seam.instance import Instance
+from core.seam.surfaces import discover
 from tests.generators.conftest import asgi
 from tests.mcp.conftest import DEADLINE_S, LEGACY, MODERN, asgi_http, envelope, mcp_app, modern_request
 from tests.mcp.raw_http import Raw, served

@@ -33,9 +33,9 @@ import mcp_types as types
 import pytest
 
 from core.http.auth import Authenticate, principal_of_scope
-from core.model import default_seed_path
-from core.principal import ANONYMOUS, Principal
-from core.tokens import TOKEN_PREFIX, TokenFile
+from core.lang.model import default_seed_path
+from core.ops.tokens import TOKEN_PREFIX, TokenFile
+from core.values.principal import ANONYMOUS, Principal
 from tests.conftest import run_canon
 from tests.mcp.conftest import (
     DEADLINE_S,

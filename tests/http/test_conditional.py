@@ -1,4 +1,4 @@
-"""`If-None-Match` as every HTTP surface reads it (core/http/conditional.py): weak comparison, lists, `*`."""
+"""`If-None-Match` as every HTTP surface reads it (core/web/conditional.py): weak comparison, lists, `*`."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from core.config import Config, OAuthSettings
-from core.instance import Instance, open_instance
+from core.ops.config import Config, OAuthSettings
+from core.seam.instance import Instance, open_instance
 from tests.generators.conftest import asgi
 
 pytestmark = pytest.mark.anyio

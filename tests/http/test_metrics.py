@@ -13,9 +13,9 @@ import httpx2
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from core.config import Config
 from core.http.app import build_app
-from core.instance import Instance, open_instance
+from core.ops.config import Config
+from core.seam.instance import Instance, open_instance
 from tests.conftest import copy_store
 from tests.generators.conftest import token
 from tests.mcp.conftest import LEGACY_HEADERS, initialize_body, modern_request

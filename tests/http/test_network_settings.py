@@ -15,10 +15,10 @@ from typing import Any
 import httpx2
 import pytest
 
-from core.config import Config, OAuthSettings, load_config
-from core.errors import ConfigError
 from core.http.app import build_app
-from core.instance import Instance, open_instance
+from core.ops.config import Config, OAuthSettings, load_config
+from core.seam.instance import Instance, open_instance
+from core.values.errors import ConfigError
 from tests.conftest import copy_store, run_canon
 from tests.mcp.conftest import serving
 

@@ -34,12 +34,12 @@ from mcp.client.streamable_http import streamable_http_client
 from websockets.sync.client import connect
 from websockets.typing import Subprotocol
 
-from core.audit import AuditRecord
-from core.config import Config, OAuthSettings
 from core.http.app import build_app
-from core.instance import Instance, open_instance
 from core.mcp.surface import McpSurface
-from core.principal import Principal
+from core.ops.config import Config, OAuthSettings
+from core.seam.instance import Instance, open_instance
+from core.values.audit import AuditRecord
+from core.values.principal import Principal
 from generators.graphql.ide import example_query
 from tests.conftest import copy_store
 from tests.generators.conftest import live

@@ -13,10 +13,10 @@ import mcp
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 
-from core.config import Config
-from core.instance import open_instance
-from core.logs import ACCESS, JsonFormatter, SessionIdFilter
-from core.uris import node_uri
+from core.ops.config import Config
+from core.ops.logs import ACCESS, JsonFormatter, SessionIdFilter
+from core.seam.instance import open_instance
+from core.values.uris import node_uri
 from tests.conftest import copy_store
 from tests.generators.conftest import token
 from tests.http.test_metrics import served

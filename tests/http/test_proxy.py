@@ -27,7 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ResourceUpdated
 from websockets.sync.client import connect as websocket
 
-from core.uris import node_uri
+from core.values.uris import node_uri
 from tests.conftest import copy_store
 from tests.mcp.conftest import DEADLINE_S, LEGACY, MODERN, Process, create_token, serving
 from tests.mcp.test_subscriptions import Notifications

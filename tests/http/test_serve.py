@@ -14,7 +14,7 @@ import pytest
 from starlette.applications import Starlette
 
 from core.http.serve import GracefulServer, listening_socket
-from core.instance import Instance
+from core.seam.instance import Instance
 from tests.mcp.conftest import DEADLINE_S, copy_store, mcp_app, serving
 
 pytestmark = pytest.mark.anyio

@@ -38,17 +38,17 @@ import pytest
 from mcp.client.streamable_http import streamable_http_client
 from starlette.applications import Starlette
 
-from core.changes import ChangeFeed
 from core.http.app import build_app
-from core.instance import Instance
 from core.mcp.events import EventFanout
 from core.mcp.server import DEFAULT_OPTIONS, CanonServer, ServeOptions, build_server
 from core.mcp.surface import McpEndpoint, McpSurface
-from core.operations import PutNode
-from core.principal import LOCAL
-from core.records import Node
+from core.seam.changes import ChangeFeed
+from core.seam.instance import Instance
+from core.seam.surfaces import discover
 from core.store import Store
-from core.surfaces import discover
+from core.values.operations import PutNode
+from core.values.principal import LOCAL
+from core.values.records import Node
 from tests.conftest import FASTPATH_VAR, run_canon
 from tests.conftest import copy_store as copy_store  # re-exported: MCP tests import it from here
 from tests.conftest import open_copy as open_copy
@@ -224,7 +224,7 @@ def _wait_healthy(base: str, deadline: float, prefix: str = "") -> None:
 def serving(store: Path | str, *options: str, cwd: Path) -> Iterator[Process]:
     """`canon --store STORE serve --port 0 OPTIONS` as a user runs it; killed when the block ends."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_") or k == FASTPATH_VAR}
-    command = [sys.executable, "-m", "core.cli", "--store", str(store), "serve", "--port", "0",
+    command = [sys.executable, "-m", "core.app.cli", "--store", str(store), "serve", "--port", "0",
                "--log-level", "warning", *options]  # fmt: skip
     popen = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)  # fmt: skip

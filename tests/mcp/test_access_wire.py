@@ -32,15 +32,15 @@ import pytest
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.subscriptions import ResourceUpdated
 
-from core.dispatch import CallContext
-from core.instance import Instance
-from core.model import default_seed_path, load_model
-from core.operations import PutNode
-from core.principal import ANONYMOUS, Principal
-from core.records import parse_edge_key
-from core.resources import complete, list_resources, read_resource
+from core.dispatch.dispatcher import CallContext
+from core.dispatch.resources import complete, list_resources, read_resource
+from core.lang.model import default_seed_path, load_model
+from core.seam.instance import Instance
 from core.store.sqlite import SQLiteStore
-from core.uris import CHANGES_URI, NODE_TEMPLATE, node_uri
+from core.values.operations import PutNode
+from core.values.principal import ANONYMOUS, Principal
+from core.values.records import parse_edge_key
+from core.values.uris import CHANGES_URI, NODE_TEMPLATE, node_uri
 from tests.conftest import run_canon
 from tests.mcp.conftest import (
     DEADLINE_S,
@@ -441,7 +441,7 @@ LOCAL_READER = Principal("pat-local", frozenset({"reader"}), frozenset({"payment
 @contextlib.asynccontextmanager
 async def stdio(folder: Path, mode: str) -> AsyncGenerator[mcp.Client]:
     """`canon serve --stdio` launched by the SDK client in `folder`, as an MCP host launches it."""
-    parameters = StdioServerParameters(command=sys.executable, args=["-m", "core.cli", "serve", "--stdio",
+    parameters = StdioServerParameters(command=sys.executable, args=["-m", "core.app.cli", "serve", "--stdio",
                                        "--log-level", "warning"], cwd=folder)  # fmt: skip
     with (folder / "stdio.log").open("a", encoding="utf-8") as errors:
         async with mcp.Client(stdio_client(parameters, errlog=errors), mode=mode) as client:  # pyright: ignore[reportArgumentType]

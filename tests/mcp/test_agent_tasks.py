@@ -13,8 +13,8 @@ import mcp_types as types
 import pytest
 
 from benchmarks.agent_questions import QUESTIONS, Seed, set_up
-from core.instance import Instance
 from core.mcp.server import ServeOptions
+from core.seam.instance import Instance
 from tests.mcp.conftest import serve
 
 pytestmark = pytest.mark.anyio

@@ -14,11 +14,11 @@ import mcp
 import mcp_types as types
 import pytest
 
-from core.changes import ChangeFeed
-from core.dispatch import ToolResult
-from core.errors import NotFoundError
-from core.instance import Instance
+from core.dispatch.dispatcher import ToolResult
 from core.mcp.client_log import SLOW_CALL_S, call_messages
+from core.seam.changes import ChangeFeed
+from core.seam.instance import Instance
+from core.values.errors import NotFoundError
 from tests.mcp.conftest import LEGACY, MODERN, Served, asgi_http, envelope, pumping
 from tests.mcp.test_model_change import _adopt_in_another_process, _serve
 from tests.mcp.test_subscriptions import Notifications

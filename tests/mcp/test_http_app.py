@@ -8,8 +8,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from core.instance import Instance
 from core.mcp.server import SUPPORTED_VERSIONS
+from core.seam.instance import Instance
 from tests.conftest import tool_names
 from tests.mcp.conftest import (
     LEGACY,

@@ -251,7 +251,7 @@ def test_serve_with_two_workers_answers_from_both_and_stops_them_all(seed_templa
     import psutil
 
     store = copy_store(seed_template, tmp_path / "canon.db")
-    created = subprocess.run([sys.executable, "-m", "core.cli", "--store", str(store), "token", "create", "op",
+    created = subprocess.run([sys.executable, "-m", "core.app.cli", "--store", str(store), "token", "create", "op",
                               "--role", "admin"], cwd=tmp_path, capture_output=True, text=True, check=True)  # fmt: skip
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
                "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call",
@@ -275,7 +275,7 @@ def test_serve_with_two_workers_answers_from_both_and_stops_them_all(seed_templa
     assert {a["result"]["structuredContent"]["node"]["id"] for a in answers[1:]} == {"team-two"}
     assert status == 143
     assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
-    audit = subprocess.run([sys.executable, "-m", "core.cli", "--store", str(store), "audit", "--json", "--limit",
+    audit = subprocess.run([sys.executable, "-m", "core.app.cli", "--store", str(store), "audit", "--json", "--limit",
                             "100"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout  # fmt: skip
     records = [json.loads(line) for line in audit.splitlines()]
     assert sum(r["target"] in ("get_node", "upsert_node") for r in records) == 40
@@ -283,7 +283,7 @@ def test_serve_with_two_workers_answers_from_both_and_stops_them_all(seed_templa
 
 
 def test_workers_apply_to_http_only(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "core.cli", "--store", str(tmp_path / "c.db"), "serve", "--stdio",
+    done = subprocess.run([sys.executable, "-m", "core.app.cli", "--store", str(tmp_path / "c.db"), "serve", "--stdio",
                            "--workers", "2"], cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 2
     assert "--workers applies to HTTP" in done.stderr
@@ -360,10 +360,10 @@ def test_workers_that_cannot_start_stop_the_server_with_a_clear_error(tmp_path: 
     """A worker that exits again and again right after starting is not restarted for ever: every worker is stopped
     and `serve_workers` says which worker failed and how often. (The store is not a SQLite file, so each worker
     fails to open it.)"""
-    from core.config import Config
-    from core.errors import CanonError
     from core.http.serve import serve_workers
     from core.mcp.surface import McpSurface
+    from core.ops.config import Config
+    from core.values.errors import CanonError
 
     store = tmp_path / "canon.db"
     store.write_text("not a database")

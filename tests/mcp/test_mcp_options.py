@@ -9,10 +9,10 @@ import mcp
 import mcp_types as types
 import pytest
 
-from core.instance import Instance
+from core.dispatch.registry import build_registry
+from core.lang.model import Model, load_model
 from core.mcp.server import ServeOptions
-from core.model import Model, load_model
-from core.registry import build_registry
+from core.seam.instance import Instance
 from tests.mcp.conftest import asgi_http, modern_request, serve
 from tests.mcp.test_mcp_tools import canonical, structured
 

@@ -9,7 +9,7 @@ import mcp
 import mcp_types as types
 import pytest
 
-from core.uris import MODEL_AT_TEMPLATE, NODE_TEMPLATE
+from core.values.uris import MODEL_AT_TEMPLATE, NODE_TEMPLATE
 from tests.mcp.conftest import MODERN, Served
 
 pytestmark = pytest.mark.anyio

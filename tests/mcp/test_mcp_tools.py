@@ -15,9 +15,9 @@ import mcp_types as types
 import pytest
 from jsonschema import Draft202012Validator
 
-from core.dispatch import CallContext
-from core.model import Model, default_seed_path
-from core.schemas import DIALECT
+from core.dispatch.dispatcher import CallContext
+from core.lang.model import Model, default_seed_path
+from core.lang.schemas import DIALECT
 from core.tools import Toolset
 from core.tools.query import MAX_WORK
 from tests.conftest import tool_names

@@ -15,7 +15,7 @@ import mcp_types as types
 import pytest
 from mcp.client.subscriptions import ToolsListChanged
 
-from core.model import load_model
+from core.lang.model import load_model
 from core.store import copy_store as copy_any_store
 from tests.conftest import copy_store, run_canon
 from tests.mcp.conftest import DEADLINE_S, connect, serving

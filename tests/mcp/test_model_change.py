@@ -13,14 +13,14 @@ import mcp_types as types
 import pytest
 from mcp.client.subscriptions import ToolsListChanged
 
-from core.changes import ChangeFeed
-from core.instance import Instance
+from core.lang.model import Model, load_model, parse_model
 from core.mcp.events import EventFanout
 from core.mcp.server import build_server
-from core.model import Model, load_model, parse_model
-from core.principal import LOCAL
+from core.seam.changes import ChangeFeed
+from core.seam.instance import Instance
 from core.store.sqlite import SQLiteStore
-from core.uris import type_uri
+from core.values.principal import LOCAL
+from core.values.uris import type_uri
 from tests.mcp.conftest import DEADLINE_S, open_copy, pumping
 from tests.mcp.test_subscriptions import Notifications
 

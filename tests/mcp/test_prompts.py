@@ -1,4 +1,5 @@
-"""MCP prompts (`core.prompts`) on both protocol revisions: listed, rendered from the served model and its data,
+"""MCP prompts (`core.dispatch.prompts`) on both protocol revisions: listed, rendered from the served model and its
+data,
 their arguments completed, the capability advertised, and refusals mapped like every other bad argument."""
 
 from __future__ import annotations
@@ -8,11 +9,11 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from core.changes import ChangeFeed
-from core.instance import Instance
 from core.mcp.events import EventFanout
 from core.mcp.server import ServeOptions, build_server
-from core.principal import ANONYMOUS
+from core.seam.changes import ChangeFeed
+from core.seam.instance import Instance
+from core.values.principal import ANONYMOUS
 from tests.mcp.conftest import LEGACY_HEADERS, MODERN, Served, asgi_http, initialize_body, modern_request, serve
 
 pytestmark = pytest.mark.anyio

@@ -26,7 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from websockets.sync.client import connect as websocket
 
 from core.store.pg_notices import APPLICATION_NAME
-from core.uris import node_uri
+from core.values.uris import node_uri
 from tests.load_balancer import REPLICA_HEADER, Balancer, balancing
 from tests.mcp.conftest import DEADLINE_S, LEGACY, MODERN, Process, create_token, serving
 from tests.mcp.test_subscriptions import watching

@@ -37,10 +37,10 @@ import mcp
 import pytest
 from mcp.client.subscriptions import ResourceUpdated
 
-from core.model import load_model
-from core.operations import PutNode
+from core.lang.model import load_model
 from core.store.sqlite import SQLiteStore
-from core.uris import node_uri
+from core.values.operations import PutNode
+from core.values.uris import node_uri
 from tests.mcp.conftest import DEADLINE_S, LEGACY, LEGACY_HEADERS, Process, copy_store, initialize_body, serving
 
 pytestmark = pytest.mark.anyio

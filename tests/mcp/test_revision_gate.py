@@ -12,8 +12,8 @@ import anyio
 import httpx2
 import pytest
 
-from core.instance import Instance
 from core.mcp.revisions import SUPPORTED_VERSIONS
+from core.seam.instance import Instance
 from tests.mcp.conftest import (
     DEADLINE_S,
     LEGACY,

@@ -23,12 +23,12 @@ import pytest
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from core.config import Config
-from core.instance import Instance
 from core.mcp.handshake import early_result, initialize_result, opening_request
 from core.mcp.revisions import BATCH, SUPPORTED_VERSIONS
 from core.mcp.server import CanonServer
 from core.mcp.stdio_sdk import AnsweredOnce, Item, Opening
+from core.ops.config import Config
+from core.seam.instance import Instance
 from tests.mcp.conftest import LEGACY, Served, asgi_http, copy_store, envelope, modern_request
 from tests.mcp.test_handshake import ANSWERED
 
@@ -90,7 +90,7 @@ def spawned(command: list[str], store: Path, cwd: Path, env: dict[str, str] | No
 
 @pytest.fixture
 def stdio(seed_template: Path, tmp_path: Path) -> Iterator[Stdio]:
-    with spawned(["-m", "core.cli"], copy_store(seed_template, tmp_path / "canon.db"), tmp_path) as process:
+    with spawned(["-m", "core.app.cli"], copy_store(seed_template, tmp_path / "canon.db"), tmp_path) as process:
         yield process
 
 
@@ -98,7 +98,7 @@ def stdio(seed_template: Path, tmp_path: Path) -> Iterator[Stdio]:
 def agent_stdio(seed_template: Path, tmp_path: Path) -> Iterator[Stdio]:
     """`canon serve --stdio --profile agent`."""
     store = copy_store(seed_template, tmp_path / "canon.db")
-    with spawned(["-m", "core.cli"], store, tmp_path, options=("--profile", "agent")) as process:
+    with spawned(["-m", "core.app.cli"], store, tmp_path, options=("--profile", "agent")) as process:
         yield process
 
 
@@ -149,7 +149,7 @@ def test_stdio_answers_initialize_without_importing_what_it_does_not_need(seed_t
     on module names from `-X importtime`, not on times."""
     store = copy_store(seed_template, tmp_path / "canon.db")
     env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")} | {"CANON_CACHE": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "core.cli", "--store", str(store), "serve",
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "core.app.cli", "--store", str(store), "serve",
                            "--stdio"], input=json.dumps(initialize("2025-11-25", 1)) + "\n", capture_output=True,
                           text=True, cwd=tmp_path, env=env, timeout=60, check=True)  # fmt: skip
     assert json.loads(done.stdout.splitlines()[0])["result"]["serverInfo"]["name"]
@@ -206,7 +206,7 @@ def test_the_tools_list_line_fits_its_budget_in_each_profile_and_only_the_full_p
     lines: dict[str, str] = {}
     for profile, options in (("agent", ("--profile", "agent")), ("full", ())):
         env = {"CANON_CONFIG": str(tmp_path / "canon.toml")}
-        with spawned(["-m", "core.cli"], store, tmp_path, env, options=options) as process:
+        with spawned(["-m", "core.app.cli"], store, tmp_path, env, options=options) as process:
             process.ask(initialize(LEGACY, 1))
             process.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
             lines[profile] = process.ask_line({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
@@ -251,7 +251,7 @@ class HoldTheSdk:
 
 sys.meta_path.insert(0, HoldTheSdk())
 sys.argv[0] = "canon"
-runpy.run_module("core.cli", run_name="__main__", alter_sys=True)
+runpy.run_module("core.app.cli", run_name="__main__", alter_sys=True)
 """
 DIFFERS = "differs from the SDK's"  # what core.mcp.stdio_sdk logs if the early answer was not the SDK's
 
@@ -290,7 +290,7 @@ def test_stdio_with_the_fast_path_off_answers_initialize_from_the_sdk_alone_with
     seed_template: Path, tmp_path: Path, shared_instance: Instance
 ) -> None:
     store = copy_store(seed_template, tmp_path / "canon.db")
-    with spawned(["-m", "core.cli"], store, tmp_path, {"CANON_MCP_FASTPATH": "0"}) as canon:
+    with spawned(["-m", "core.app.cli"], store, tmp_path, {"CANON_MCP_FASTPATH": "0"}) as canon:
         answer = canon.ask(initialize(LEGACY, 7))
     assert answer == {
         "jsonrpc": "2.0",
@@ -353,7 +353,7 @@ async def test_the_sdks_answer_to_an_initialize_answered_early_is_compared_and_n
 def test_the_stdio_entry_imports_neither_the_sdk_nor_an_http_stack(tmp_path: Path) -> None:
     """What `canon serve --stdio` imports before it answers `initialize`: the command line and the stdio entry,
     without the SDK (nor pydantic, its types, anyio's friends on the HTTP side) or any HTTP surface."""
-    script = "import sys, core.cli, core.mcp.stdio; print(' '.join(sorted(sys.modules)))"
+    script = "import sys, core.app.cli, core.mcp.stdio; print(' '.join(sorted(sys.modules)))"
     env = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env,
                           timeout=60, check=True)  # fmt: skip

@@ -24,12 +24,12 @@ import pytest
 from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp.server.lowlevel.server import Server
 
-from core.changes import ChangeFeed
-from core.model import load_model
-from core.operations import PutNode
-from core.records import Node
+from core.lang.model import load_model
+from core.seam.changes import ChangeFeed
 from core.store.sqlite import SQLiteStore
-from core.uris import CHANGES_URI, node_uri
+from core.values.operations import PutNode
+from core.values.records import Node
+from core.values.uris import CHANGES_URI, node_uri
 from tests.mcp.conftest import DEADLINE_S, LEGACY, MODERN, copy_store, open_copy, pumping, serve, serving, touch_node
 
 pytestmark = pytest.mark.anyio

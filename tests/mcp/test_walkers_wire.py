@@ -1,4 +1,4 @@
-"""Walk worker processes (core.walkers) behind a real `canon serve`, over Streamable HTTP and over stdio: walks
+"""Walk worker processes (core.dispatch.walkers) behind a real `canon serve`, over Streamable HTTP and over stdio: walks
 answered by a worker equal the same walks in process, and the workers end with the server."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import psutil
 import pytest
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from core.config import Config
-from core.instance import open_instance
-from core.principal import ANONYMOUS, Principal
+from core.ops.config import Config
+from core.seam.instance import open_instance
+from core.values.principal import ANONYMOUS, Principal
 from tests.mcp.conftest import LEGACY, MODE_IDS, MODERN, MODES, connect, copy_store, serving
 from tests.mcp.test_mcp_tools import structured, tool_error
 
@@ -72,7 +72,7 @@ def walkers_of(folder: Path) -> list[psutil.Process]:
     found: list[psutil.Process] = []
     for process in psutil.process_iter(["cmdline", "cwd"]):
         with contextlib.suppress(psutil.Error):
-            if process.info["cwd"] == str(folder) and "core.walkers" in (process.info["cmdline"] or []):
+            if process.info["cwd"] == str(folder) and "core.dispatch.walkers" in (process.info["cmdline"] or []):
                 found.append(process)
     return found
 
@@ -107,7 +107,7 @@ async def test_walks_over_http_answered_by_a_worker_equal_the_same_walks_in_proc
 
 @contextlib.asynccontextmanager
 async def stdio(folder: Path) -> AsyncGenerator[mcp.Client]:
-    parameters = StdioServerParameters(command=sys.executable, args=["-m", "core.cli", "serve", "--stdio",
+    parameters = StdioServerParameters(command=sys.executable, args=["-m", "core.app.cli", "serve", "--stdio",
                                        "--log-level", "warning"], cwd=folder)  # fmt: skip
     with (folder / "stdio.log").open("a", encoding="utf-8") as errors:
         async with mcp.Client(stdio_client(parameters, errlog=errors), mode="auto") as client:  # pyright: ignore[reportArgumentType]

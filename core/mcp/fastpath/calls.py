@@ -31,13 +31,13 @@ from mcp.server.transport_security import TransportSecurityMiddleware
 from mcp_types import SERVER_INFO_META_KEY, CallToolRequestParams, RequestId
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from core.dispatch import ToolResult
-from core.errors import UnknownToolError
+from core.dispatch.dispatcher import ToolResult
+from core.dispatch.registry import ToolDefinition
 from core.http.auth import principal_of_scope
 from core.mcp.fastpath.takeover import json_error, may_be, read_body, recognise
 from core.mcp.server import ToolCalls
-from core.registry import ToolDefinition
-from core.snapshot import Snapshot
+from core.seam.snapshot import Snapshot
+from core.values.errors import UnknownToolError
 
 __all__ = ["CALL", "CallRoute", "response_body"]
 

@@ -43,14 +43,14 @@ from mcp_types import (
 )
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from core.dispatch import Dispatcher
-from core.errors import CanonError
+from core.dispatch.dispatcher import Dispatcher
+from core.dispatch.resources import read_resource
 from core.http.auth import principal_of_scope
 from core.mcp.fastpath.listen_streams import LISTEN, ListenStreams, Stream
 from core.mcp.fastpath.takeover import json_error, may_be, read_body, recognise
-from core.principal import Principal
-from core.resources import read_resource
-from core.snapshot import Snapshot
+from core.seam.snapshot import Snapshot
+from core.values.errors import CanonError
+from core.values.principal import Principal
 
 __all__ = ["ListenRoute", "readable_uris"]
 

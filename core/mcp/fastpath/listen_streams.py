@@ -266,7 +266,7 @@ class ListenStreams:
             return self._tools
         if isinstance(event, ResourcesListChanged):
             return self._resources
-        return None  # prompts: their list never changes (core.prompts), so canon never acknowledges them
+        return None  # prompts: their list never changes (core.dispatch.prompts), so canon never acknowledges them
 
     def close(self) -> None:
         """End every stream gracefully: what is queued, then the `SubscriptionsListenResult` frame. Streams opened

@@ -36,7 +36,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from core.documents import parse_json
+from core.values.documents import parse_json
 
 __all__ = ["Recognised", "json_error", "may_be", "read_body", "recognise"]
 

@@ -19,8 +19,8 @@ import pytest
 from websockets.sync.client import connect
 from websockets.typing import Subprotocol
 
-from core.instance import Instance
-from core.principal import LOCAL
+from core.seam.instance import Instance
+from core.values.principal import LOCAL
 from generators.graphql.bounds import (
     MAX_ALIASES,
     MAX_DEPTH,

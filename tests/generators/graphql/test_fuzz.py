@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_graphql import mutations, nodes, queries
 
-from core.instance import Instance
-from core.surfaces import Surface
+from core.seam.instance import Instance
+from core.seam.surfaces import Surface
 from generators.graphql.schema import surface
 from tests.generators.conftest import live, token
 

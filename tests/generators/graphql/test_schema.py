@@ -23,9 +23,9 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from core.http.auth import principal_of_request
-from core.instance import Instance
-from core.principal import LOCAL
-from core.surfaces import Surface, SurfaceHost, host_for
+from core.seam.instance import Instance
+from core.seam.surfaces import Surface, SurfaceHost, host_for
+from core.values.principal import LOCAL
 from generators.graphql.gate import Gate
 from generators.graphql.schema import (
     FALLBACKS,

@@ -13,11 +13,11 @@ import httpx2
 import pytest
 from llms_txt import parse_llms_file  # pyright: ignore[reportMissingTypeStubs]
 
-from core.instance import Instance
-from core.principal import ANONYMOUS, LOCAL
-from core.prompts import PROMPTS
-from core.records import Node
-from core.surfaces import claims, host_for
+from core.dispatch.prompts import PROMPTS
+from core.seam.instance import Instance
+from core.seam.surfaces import claims, host_for
+from core.values.principal import ANONYMOUS, LOCAL
+from core.values.records import Node
 from generators.llms.app import LlmsSurface, share, surface
 from tests.generators.conftest import asgi, live, token
 

@@ -18,14 +18,14 @@ import httpx2
 import pytest
 from openapi_spec_validator import validate
 
-from core.audit import AuditQuery
-from core.config import Config
+from core.dispatch.registry import Registry, build_registry
+from core.dispatch.resources import read_resource
 from core.http.auth import principal_of_request
-from core.instance import Instance, open_instance
-from core.principal import ANONYMOUS, Principal
-from core.registry import Registry, build_registry
-from core.resources import read_resource
-from core.surfaces import host_for
+from core.ops.config import Config
+from core.seam.instance import Instance, open_instance
+from core.seam.surfaces import host_for
+from core.values.audit import AuditQuery
+from core.values.principal import ANONYMOUS, Principal
 from generators.rest.app import coerce, document_text, surface
 from generators.rest.openapi import openapi_document, route_of, unhoist
 from tests.generators.conftest import live, token

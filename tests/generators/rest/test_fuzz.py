@@ -25,9 +25,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from core.instance import Instance
-from core.model import load_model
-from core.registry import build_registry
+from core.dispatch.registry import build_registry
+from core.lang.model import load_model
+from core.seam.instance import Instance
 from generators.rest.app import surface
 from generators.rest.openapi import openapi_document
 from tests.generators.conftest import live, open_copy, token

@@ -28,12 +28,12 @@ from mcp.server.streamable_http import GET_STREAM_KEY
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
 
-from core.config import Config
 from core.http.serve import listening_socket
-from core.instance import Instance, open_instance
 from core.mcp.events import EventFanout
 from core.mcp.fastpath.legacy_streams import LegacyLimits, LegacyStreams
-from core.uris import CHANGES_URI, node_uri
+from core.ops.config import Config
+from core.seam.instance import Instance, open_instance
+from core.values.uris import CHANGES_URI, node_uri
 from tests.mcp.conftest import (
     DEADLINE_S,
     LEGACY,

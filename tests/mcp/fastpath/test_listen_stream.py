@@ -23,13 +23,13 @@ import pytest
 from starlette.applications import Starlette
 
 from core import __version__
-from core.audit import AuditQuery
-from core.config import Config
 from core.http.serve import listening_socket
-from core.instance import Instance, open_instance
 from core.mcp.fastpath.listen_streams import ListenLimits, ListenStreams
 from core.mcp.handshake import CANON_ICON
-from core.uris import node_uri
+from core.ops.config import Config
+from core.seam.instance import Instance, open_instance
+from core.values.audit import AuditQuery
+from core.values.uris import node_uri
 from tests.mcp.conftest import (
     DEADLINE_S,
     MODERN,

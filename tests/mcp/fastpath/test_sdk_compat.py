@@ -18,11 +18,11 @@ from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
 
-from core.config import Config
 from core.http.app import build_app
-from core.instance import Instance, open_instance
 from core.mcp.fastpath import sdk_compat
 from core.mcp.surface import McpSurface
+from core.ops.config import Config
+from core.seam.instance import Instance, open_instance
 from tests.conftest import REPO
 from tests.mcp.conftest import MODERN, copy_store, mcp_of
 

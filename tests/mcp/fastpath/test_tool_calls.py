@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 from starlette.applications import Starlette
 
-from core.config import Config
-from core.dispatch import ToolResult
-from core.errors import ConflictError
-from core.instance import Instance, open_instance
+from core.dispatch.dispatcher import ToolResult
+from core.dispatch.registry import Registry, ToolDefinition
 from core.mcp.fastpath.calls import CallRoute, response_body
 from core.mcp.revision_gate import RevisionGate
 from core.mcp.server import DEFAULT_OPTIONS, ServeOptions, ToolCalls
-from core.registry import Registry, ToolDefinition
+from core.ops.config import Config
+from core.seam.instance import Instance, open_instance
+from core.values.errors import ConflictError
 from tests.mcp.conftest import MODERN, copy_store, create_token, envelope, mcp_app
 from tests.mcp.raw_http import Raw, served
 

@@ -1,0 +1,1 @@
+"""The application: the command line, model diff and apply, artifacts, synthetic graphs."""

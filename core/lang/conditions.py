@@ -1,0 +1,90 @@
+"""Property conditions (`where`), shared by find_nodes and query_graph, with one meaning on every backend.
+
+A `where` object maps property names to a plain value (equality) or a one-operator object: `eq`, `ne`, `in`,
+`contains` (case-insensitive substring of a string, or membership in an array), `gt`/`gte`/`lt`/`lte`
+(numbers with numbers, strings with strings), `exists`. `Condition.matches` is the reference semantics; a
+store that filters in its query language must agree with it (the tests run both on the same data).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from core.lang.model import NodeType
+from core.values.errors import InvalidArgumentsError, Problem
+
+__all__ = ["OPERATORS", "Condition", "parse_where"]
+
+OPERATORS = ("eq", "ne", "in", "contains", "gt", "gte", "lt", "lte", "exists")
+_MISSING = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    property: str
+    op: str
+    value: Any
+
+    def matches(self, properties: Mapping[str, Any]) -> bool:
+        actual = properties.get(self.property, _MISSING)
+        if self.op == "exists":
+            return (actual is not _MISSING) == bool(self.value)
+        if actual is _MISSING:
+            return self.op == "ne"
+        return _compare(self.op, actual, self.value)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality with JSON semantics: true is not 1, 1 equals 1.0."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return bool(a == b)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _compare(op: str, actual: Any, value: Any) -> bool:
+    if op == "eq":
+        return _same(actual, value)
+    if op == "ne":
+        return not _same(actual, value)
+    if op == "in":
+        return any(_same(actual, v) for v in value)
+    if op == "contains":  # a substring of a string (strings only), or a member of an array
+        if isinstance(actual, str):
+            return isinstance(value, str) and value.lower() in actual.lower()
+        return isinstance(actual, list) and any(_same(item, value) for item in actual)
+    comparable = (_number(actual) and _number(value)) or (isinstance(actual, str) and isinstance(value, str))
+    if not comparable:
+        return False
+    return {"gt": actual > value, "gte": actual >= value, "lt": actual < value, "lte": actual <= value}[op]
+
+
+def parse_where(
+    where: Mapping[str, Any], node_type: NodeType | None, *, tool: str, at: str = "/where"
+) -> tuple[Condition, ...]:
+    """Turn a validated `where` object into conditions; unknown properties of the type are refused."""
+    problems: list[Problem] = []
+    conditions: list[Condition] = []
+    if where and node_type is None:
+        problems.append(Problem(at, "where needs a type: property conditions apply to one node type"))
+    for name, spec in where.items():
+        if node_type is not None and name not in node_type.properties:
+            close = difflib.get_close_matches(name, list(node_type.properties), n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            problems.append(Problem(f"{at}/{name}", f"{node_type.name} has no property {name!r}{hint}"))
+            continue
+        op, value = next(iter(spec.items())) if isinstance(spec, dict) else ("eq", spec)
+        conditions.append(Condition(name, op, value))
+    if problems:
+        raise InvalidArgumentsError(tool, problems)
+    return tuple(conditions)
+
+
+def all_match(conditions: Iterable[Condition], properties: Mapping[str, Any]) -> bool:
+    return all(c.matches(properties) for c in conditions)

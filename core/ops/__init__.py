@@ -1,0 +1,1 @@
+"""What an operator sets and sees: configuration, tokens, logs, metrics and traces."""

@@ -1,0 +1,203 @@
+"""Opening canon: the model, the store and the graph index, from a configuration.
+
+This is the composition root of the core: the only place that turns configuration into objects. A new store
+on the embedded model is seeded with the embedded sample data, so `canon serve` on a fresh machine needs
+nothing else. The model and everything built from it form one immutable `core.seam.snapshot.Snapshot`, which a model
+change replaces in one assignment (`Instance.reload_model`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from core.dispatch.dispatcher import Dispatcher
+from core.dispatch.examples import Examples
+from core.dispatch.registry import Registry, build_registry
+from core.dispatch.walkers import Walkers, workers_for
+from core.index.graph import GraphIndex
+from core.lang.model import Model, default_seed_path, load_model
+from core.lang.model_migration import renames_types
+from core.lang.schema_checks import SchemaChecks
+from core.ops.config import Config
+from core.ops.tokens import token_file
+from core.seam.snapshot import Snapshot
+from core.store import Store, is_database_url, open_existing_store, open_store, store_exists
+from core.store.interchange import import_path
+from core.tools import Toolset
+from core.values.audit import AuditLog
+
+if TYPE_CHECKING:
+    from core.ops.metrics import Metrics
+
+__all__ = ["Instance", "open_instance"]
+
+SEED_PRINCIPAL = "system:seed"
+log = logging.getLogger("canon.model")
+
+
+class Instance:
+    """An opened canon: its configuration, store, graph index, tokens and audit log, and the current `Snapshot`
+    (the model and everything built from it), which a model change replaces whole.
+
+    Opened without an index (the CLI's store commands), it has a model and no snapshot: nothing is dispatched.
+    """
+
+    def __init__(self, config: Config, model: Model, store: Store, index: GraphIndex | None = None,
+                 tools: Toolset | None = None, *, registry: Registry | None = None,
+                 checks: SchemaChecks | None = None) -> None:  # fmt: skip
+        """`tools`: tools beyond the built-in ones. `registry`: one already built for `model` and these tools
+        (otherwise it is built here, when there is an index). `checks`: the checks remembered between starts
+        (default: those of `config.cache`)."""
+        self.config = config
+        self.store = store
+        self.index = index
+        self.tools = tools or Toolset()
+        self.tokens = token_file(config)
+        self._model = model  # the model while there is no snapshot
+        self._audit: AuditLog | None = None
+        self._snapshot: Snapshot | None = None
+        self._metrics: Metrics | None = None
+        self._reloading = threading.Lock()
+        self._checks = checks or SchemaChecks(config.cache)
+        if index is not None:
+            self._audit = AuditLog(store.append_audit)  # written by a background thread until `close()`
+            examples = Examples.of_store(model, store)
+            registry = registry or build_registry(model, self.tools.definitions, examples, checks=self._checks)
+            dispatcher = Dispatcher(registry, store, index, self.tools.all_handlers(), audit=self._audit,
+                                    walkers=self._walkers(config))  # fmt: skip
+            self._snapshot = Snapshot(dispatcher.registry, dispatcher)
+            if config.tracing:  # imported only then: a process that traces nothing loads no tracing code
+                from core.ops.tracing import CallSpans
+
+                dispatcher.audit_hooks.append(CallSpans())
+
+    @staticmethod
+    def _walkers(config: Config) -> Walkers | None:
+        """The walk worker pool `[server] walk_workers` asks for (started on the first walk), or None."""
+        count = workers_for(config.walk_workers)
+        return Walkers(config.store, count) if count > 0 else None
+
+    @property
+    def walkers(self) -> Walkers | None:
+        """The walk worker processes (core.dispatch.walkers), if walks run in them."""
+        return None if self._snapshot is None else self._snapshot.dispatcher.walkers
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The current model's snapshot. A call reads it once and finishes on it, whatever happens meanwhile."""
+        if self._snapshot is None:
+            raise RuntimeError("this instance was opened without an index")
+        return self._snapshot
+
+    @snapshot.setter
+    def snapshot(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot  # the one assignment a model change makes
+
+    @property
+    def model(self) -> Model:
+        return self._model if self._snapshot is None else self._snapshot.model
+
+    @property
+    def registry(self) -> Registry:
+        return self.snapshot.registry
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        """The current snapshot's dispatcher: the one dispatch path; every call it takes is audited."""
+        return self.snapshot.dispatcher
+
+    @property
+    def audit(self) -> AuditLog:
+        """The store's audit log (an instance with an index keeps one)."""
+        if self._audit is None:
+            raise RuntimeError("this instance was opened without an index")
+        return self._audit
+
+    def metrics(self) -> Metrics:
+        """This process's metrics, made on first use (by the HTTP host, which serves them): calls counted from then
+        on, and the store's revision, the index's lag behind it and the audit queue read at every scrape."""
+        if self._metrics is None:
+            from core.ops.metrics import Metrics
+
+            metrics = Metrics()
+            index, audit = self.index, self.audit
+            assert index is not None
+            metrics.gauge("canon_store_revision", "The store's latest revision.", self.store.revision)
+            metrics.gauge("canon_index_revision", "The revision this process's graph index has caught up to.",
+                          lambda: index.revision)  # fmt: skip
+            metrics.gauge("canon_index_sync_lag_revisions", "Revisions committed (by any process) that this "
+                          "process's index has not applied yet.",
+                          lambda: max(0, self.store.revision() - index.revision))  # fmt: skip
+            metrics.gauge("canon_audit_queue_depth", "Audit records queued for the writer thread.", audit.pending)
+            walkers = self.walkers
+            if walkers is not None:
+                metrics.gauge("canon_walk_workers_ready", "Walk worker processes that have loaded their graph and "
+                              "take walks (they start on the first walk).", lambda: walkers.ready_count)  # fmt: skip
+            self.snapshot.dispatcher.audit_hooks.append(metrics.observe)
+            self._metrics = metrics
+        return self._metrics
+
+    def reload_model(self) -> bool:
+        """Adopt the model recorded in the store if another process changed it; True if it changed.
+
+        The store validates writes under it, and the next snapshot (its registry and dispatcher) replaces the
+        current one in one assignment, so every surface serves the new model from its next request on, while a
+        call already running finishes on the snapshot it started with.
+        """
+        with self._reloading:  # one at a time: a later reload never lands before an earlier one
+            stored = self.store.follow_model()
+            if stored.digest == self.model.digest:
+                return False
+            old = self.model
+            if self.index is not None and renames_types(self.model, stored):
+                self.index.reload()  # the records moved to the new type names without a change each
+            if self._snapshot is None:
+                self._model = stored
+            else:
+                examples = Examples.of_store(stored, self.store)
+                registry = build_registry(stored, self.tools.definitions, examples, checks=self._checks)
+                self.snapshot = self._snapshot.evolve(registry)
+            log.info("model %s %s -> %s %s: serving the model the store %s holds now", old.name, old.version,
+                     stored.name, stored.version, self.store.location)  # fmt: skip
+            return True
+
+    def close(self) -> None:
+        """Stop the walk workers, flush the audit log and close the store."""
+        try:
+            if self.walkers is not None:
+                self.walkers.close()
+            if self._audit is not None:
+                self._audit.close()
+        finally:
+            self.store.close()
+
+
+def open_instance(config: Config, *, with_index: bool = True, principal: str = "system",
+                  tools: Toolset | None = None, checks: SchemaChecks | None = None) -> Instance:  # fmt: skip
+    """Open the configured model and store (creating and seeding a new store), and build the index. `tools` adds
+    tools to the built-in ones (`Toolset.from_folder`: docs/development/adding-a-tool.md). `checks`: the schema
+    checks to run (default: those remembered in `config.cache`)."""
+    checks = checks or SchemaChecks(config.cache)  # what passed its check at an earlier start is not checked again
+    is_new = not store_exists(config.store)
+    if config.model is None and not is_new:
+        # no model configured: the embedded one makes new stores; an existing store serves the model it records
+        # (a store made from an earlier canon's embedded model keeps it: only `apply_model` changes a store's model)
+        store = open_existing_store(config.store)
+    else:
+        store = open_store(config.store, load_model(config.model, checks=checks), principal=principal)
+    try:
+        if is_new and config.model is None and config.seed:
+            import_path(store, default_seed_path(), principal=SEED_PRINCIPAL)
+        index = GraphIndex.build(store) if with_index else None
+    except BaseException:
+        store.close()
+        if is_new and not is_database_url(config.store):  # a store file that could not be seeded is not left behind
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{config.store}{suffix}").unlink(missing_ok=True)
+        raise
+    # the store's model: the configured file's, or the one applied since if the file is an older model of the
+    # store's history (`Store.superseded`); every process (`canon serve --workers`) opens through here
+    return Instance(config, store.model, store, index, tools or Toolset(), checks=checks)

@@ -1,0 +1,229 @@
+"""The graph at one revision: what `Store.view(revision)` gives, and what `Store.diff_revisions` answers.
+
+A `View` is pinned to one revision: its reads answer the nodes and edges as they were when the store was at
+`revision`, under the model in force then (`View.model`), whatever is committed after it was made. The current
+view is pinned to the revision the store was at when it was made. Every read takes the caller's `Sight` (None:
+sees everything) and keeps the one rule for the past (`core.dispatch.access.sees_then`): a past state is shown only to a
+caller who may read the record both at that revision and now (a record deleted since: who could read it then).
+
+A store answers a past revision from its change log: a record's state at revision R is the `before` of the first
+change to it after R, or its current state if none; model changes after R that renamed types or properties
+(`core.lang.model_migration`) moved the stored records without a change each, so a state logged after such a change is
+carried back through its renames (`unrename`). A revision older than the change log keeps is `gone`
+(`core.values.errors.GoneError`, the change feed's error), and one beyond the store's is a `FutureRevisionError`.
+
+`Store.diff_revisions(from, to)` compares two revisions: the nodes and edges added, removed and changed between
+them, each changed property with its value before and after, in the names of the model at `to`, paged by
+`DiffPage.next` (a position; the tools encode it as their cursor).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeVar
+
+from core.lang.model import Model
+from core.lang.model_migration import Rename
+from core.values.records import Change, Edge, Node, Sight
+
+__all__ = [
+    "DiffEntry",
+    "DiffPage",
+    "DiffPosition",
+    "Direction",
+    "RenameLog",
+    "Step",
+    "View",
+    "carry",
+    "edge_of_state",
+    "node_of_state",
+    "renames_of",
+    "sees_edge_then",
+    "sees_then",
+    "unrename",
+]
+
+Direction = Literal["out", "in", "both"]
+DiffPosition = tuple[str, ...]  # where a diff page ends: ("node", id) or ("edge", source, target, type)
+R = TypeVar("R", Node, Edge)
+RenameLog = Sequence[tuple[int, tuple[Rename, ...]]]  # (revision of a model change, what it renamed), in order
+
+
+@dataclass(frozen=True)
+class Step:
+    """One hop from a node at a view's revision: the edge, and the node at its other end."""
+
+    edge: Edge
+    node: Node
+
+
+@dataclass(frozen=True)
+class DiffEntry:
+    """How one node or edge differs between two revisions (`Store.diff_revisions`).
+
+    `before` is its state at the first revision and `after` at the second (None: absent, or hidden from the
+    caller, and then `redacted` is true); `change` says which of added, removed, changed it is. `fields` lists
+    the system fields that differ (`type`, `visibility`, `readers`), and `properties` each property that differs
+    as `{"before": ..., "after": ...}` (a side absent when the property was)."""
+
+    kind: Literal["node", "edge"]
+    key: str  # the node's id or the edge's key (type:source->target), in the names of the later revision
+    change: Literal["added", "removed", "changed"]
+    before: Node | Edge | None
+    after: Node | Edge | None
+    fields: tuple[str, ...] = ()
+    properties: Mapping[str, Mapping[str, Any]] = field(default_factory=dict[str, Mapping[str, Any]])
+    redacted: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "key": self.key,
+            "change": self.change,
+            "before": self.before.to_json() if self.before is not None else None,
+            "after": self.after.to_json() if self.after is not None else None,
+            "fields": list(self.fields),
+            "properties": {name: dict(sides) for name, sides in self.properties.items()},
+        }
+        if self.redacted:
+            out["redacted"] = True
+        return out
+
+
+@dataclass(frozen=True)
+class DiffPage:
+    """One page of the differences between revisions `since` and `until` (`Store.diff_revisions`): nodes in id
+    order, then edges by (source, target, type); `next` is where the next page starts (None: this is the last).
+    `model` is the model versions at both revisions when they differ (a model change is in the range)."""
+
+    since: int
+    until: int
+    entries: tuple[DiffEntry, ...]
+    next: DiffPosition | None
+    model: tuple[str, str] | None = None
+
+
+class View(Protocol):
+    """The graph at one revision (see the module docstring). Every read takes the caller's sight (None: all)."""
+
+    @property
+    def revision(self) -> int: ...
+    @property
+    def model(self) -> Model:
+        """The model in force at `revision` (from the store's model history)."""
+        ...
+
+    def node(self, id: str, *, sight: Sight | None = None) -> Node | None:
+        """The node as it was (None: it did not exist then); `ForbiddenError` if the caller may not see it."""
+        ...
+
+    def nodes(self, ids: Sequence[str], *, sight: Sight | None = None) -> dict[str, Node]:
+        """Those of `ids` that existed then and the caller may see, by id."""
+        ...
+
+    def find_nodes(
+        self, type: str | None = None, *, sight: Sight | None = None, after: str | None = None, limit: int = 50
+    ) -> tuple[list[Node], int]:
+        """One page of the nodes (of `type`, named as the view's model names it) in id order after `after`, and
+        how many there were in all, among those the caller may see."""
+        ...
+
+    def edges_of(
+        self, id: str, direction: Direction = "both", types: Sequence[str] = (), *, sight: Sight | None = None
+    ) -> list[Edge]:
+        """The edges at the node then (of `types`, if given), both ends visible to the caller, by (type, source,
+        target)."""
+        ...
+
+    def neighbours(
+        self, id: str, direction: Direction = "both", types: Sequence[str] = (), *, sight: Sight | None = None
+    ) -> list[Step]:
+        """Depth 1 from the node then: each edge and the node at its other end, by (neighbour id, edge type)."""
+        ...
+
+    def changes(self, limit: int, *, sight: Sight | None = None) -> list[Change]:
+        """The changes committed after `revision`, oldest first (`Store.changes` from it)."""
+        ...
+
+
+# -- who may see the past (`core.dispatch.access` holds it as its own; it is here so the store can apply it)
+# ---------------
+def sees_then(sight: Sight | None, then: Node, now: Node | None) -> bool:
+    """Whether a caller may see a node's state `then` (at a past revision), the node being `now` at present
+    (None: deleted since): the one rule for the past. At the current revision (`then` is `now`) it is
+    `core.dispatch.access.sees`."""
+    if sight is None:
+        return True
+    return sight.sees(then.visibility, then.readers) and (now is None or sight.sees(now.visibility, now.readers))
+
+
+def sees_edge_then(sight: Sight | None, ends: Sequence[tuple[Node | None, Node | None]]) -> bool:
+    """Whether a caller may see an edge as it was: each end, as (then, now), passes `sees_then` (an end absent
+    then, which a consistent store never has, passes for no one but an admin)."""
+    return sight is None or all(then is not None and sees_then(sight, then, now) for then, now in ends)
+
+
+# -- states in the change log ------------------------------------------------------------------------------------
+def node_of_state(state: Mapping[str, Any]) -> Node:
+    """A node from its logged state (`Node.to_json`)."""
+    return Node(
+        str(state["id"]), str(state["type"]), dict(state.get("properties") or {}), state.get("visibility", "internal"),
+        tuple(state.get("readers") or ()), int(state.get("revision", 0)), state.get("created_at"),
+        state.get("updated_at"), state.get("updated_by"),
+    )  # fmt: skip
+
+
+def edge_of_state(state: Mapping[str, Any]) -> Edge:
+    """An edge from its logged state (`Edge.to_json`)."""
+    return Edge(
+        str(state["type"]), str(state["source"]), str(state["target"]), dict(state.get("properties") or {}),
+        int(state.get("revision", 0)), state.get("created_at"), state.get("updated_at"), state.get("updated_by"),
+    )  # fmt: skip
+
+
+def renames_of(model_change: Mapping[str, Any] | None) -> tuple[Rename, ...]:
+    """What a model change's logged `after` says it renamed (`core.store.common.model_info`'s `renamed`)."""
+    found: list[Rename] = []
+    for entry in (model_change or {}).get("renamed") or ():
+        kind = entry["kind"]
+        table = "edges" if kind == "edge type" else "nodes"  # a property's table is found by its owner's name
+        found.append(Rename(kind, str(entry["from"]), str(entry["to"]), table, entry.get("type")))
+    return tuple(found)
+
+
+def _moved(record: Node | Edge, renames: Sequence[Rename], backward: bool) -> Node | Edge:
+    """`record` carried across one model change's renames: forward as `migrate` moved it, or back (undoing the
+    properties, named by their type's new name, before the types)."""
+    kind = "node type" if isinstance(record, Node) else "edge type"
+    type_, props = record.type, record.properties
+    for r in reversed(renames) if backward else renames:
+        old, new = (r.new, r.old) if backward else (r.old, r.new)
+        if r.owner is None and r.kind == kind and type_ == old:
+            type_ = new
+        elif r.owner is not None and r.owner == type_ and old in props:
+            props = {(new if k == old else k): v for k, v in props.items()}
+    if type_ == record.type and props is record.properties:
+        return record
+    if isinstance(record, Node):
+        return Node(record.id, type_, props, record.visibility, record.readers, record.revision, record.created_at,
+                    record.updated_at, record.updated_by)  # fmt: skip
+    return Edge(type_, record.source, record.target, props, record.revision, record.created_at, record.updated_at,
+                record.updated_by)  # fmt: skip
+
+
+def unrename(record: R, log: RenameLog, since: int, until: int | None) -> R:
+    """`record`, stored in the names of the model after the model changes of `log` up to `until` (None: all),
+    in the names it had at revision `since` (undoing the renames of the model changes after `since`)."""
+    for revision, renames in reversed(log):
+        if revision > since and (until is None or revision < until):
+            record = _moved(record, renames, backward=True)  # type: ignore[assignment]
+    return record
+
+
+def carry(record: R, log: RenameLog, since: int, until: int) -> R:
+    """`record`, in the names it had at revision `since`, in the names of revision `until` (later)."""
+    for revision, renames in log:
+        if since < revision <= until:
+            record = _moved(record, renames, backward=False)  # type: ignore[assignment]
+    return record
