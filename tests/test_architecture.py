@@ -1,7 +1,11 @@
-"""The dependency rules of the layout (ADR 0024), one test each, each shown able to fail.
+"""The dependency rules of the layout (ADR 0024, ADR 0045), one test each, each shown able to fail.
 
-The rooms: `core/` (the domain), `core/http/` (the one HTTP host), `core/mcp/` (the MCP surface), and one package
-per generated surface in `generators/` (`rest`, `graphql`, `llms`) with `generators/naming.py` below them.
+The floors, the ground first: `core/values/` (the leaf vocabulary), `core/lang/` (the model and its language),
+`core/ops/` (configuration, tokens, logs, metrics), `core/store/` (the store and its backends, the views),
+`core/index/` (the graph index and search), `core/dispatch/` (registry, access, dispatcher, walk workers),
+`core/tools/` (the handlers), `core/seam/` (the instance, its snapshot, the change feed, the Surface protocol),
+`core/web/` (HTTP's vocabulary), then the host `core/http/` beside the surfaces `core/mcp/` and `generators/`, and
+on top the application `core/app/` (CLI, model diff and apply).
 
 1. Each framework lives in its rooms: the MCP SDK only in core/mcp; uvicorn and starlette's server pieces (the
    layers around every route, `starlette.middleware`, and the static files the host serves) only in core/http;
@@ -9,11 +13,13 @@ per generated surface in `generators/` (`rest`, `graphql`, `llms`) with `generat
    generators/llms; starlette's app, request and response pieces in any surface; no framework in the domain.
 2. Core never imports generators (surfaces arrive through the `canon.surfaces` entry points).
 3. The host imports no surface: core/http imports neither core/mcp nor generators.
-4. A generator uses the host only through `core.http`'s public names (`core.http.__all__`) and never core/mcp.
-5. No surface imports another: a generator package imports its own modules and `generators.naming` only.
-6. Authorisation is `core.dispatch.access`'s alone: no surface (generators, core/mcp, core/http) imports
-`core.dispatch.access` or
-   the `Sight` type, or asks `sees`; a surface passes the caller's principal to the dispatcher.
+4. No surface imports a host module: generators and core/mcp use HTTP's vocabulary through `core.web`'s public
+   names (`core.web.__all__`) and the caller's principal through `core.seam.surfaces`; a generator never core/mcp.
+5. No import runs upward: a module imports only from its own floor and the floors below (`LAYERS`).
+6. No surface imports another: a generator package imports its own modules and `generators.naming` only.
+7. Authorisation is `core.dispatch.access`'s alone: no surface (generators, core/mcp, core/http) imports
+   `core.dispatch.access` or the `Sight` type, or asks `sees`; a surface passes the caller's principal to the
+   dispatcher.
 
 The walker reads every import, inside functions too, resolves relative imports, and counts
 `importlib.import_module("...")` with a literal name. `KNOWN` names what issue 15's redesign still has to move,
@@ -29,7 +35,7 @@ from pathlib import Path
 import pytest
 
 import core.dispatch.access
-import core.http
+import core.web
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -39,7 +45,7 @@ ROOMS: dict[str, tuple[str, ...]] = {  # an imported module (and its submodules)
     "uvicorn": ("core/http/",),
     "starlette.middleware": ("core/http/",),
     "starlette.staticfiles": ("core/http/",),
-    "starlette": ("core/http/", "core/mcp/", "generators/"),
+    "starlette": ("core/web/", "core/http/", "core/mcp/", "generators/"),
     "fastapi": ("generators/rest/",),
     "strawberry": ("generators/graphql/",),
     "graphql": ("generators/graphql/",),
@@ -55,8 +61,12 @@ ACCESS = {"Sight", "sees", *core.dispatch.access.__all__}  # the names of decidi
 
 KNOWN: dict[tuple[str, str], str] = {
     ("generators/graphql/schema.py", "access"): "GraphQL subscriptions shape each change event for its caller with "
-    "core.dispatch.access's own `change_for` (the feed already filtered the events with `sees_change`): it calls the one "
-    "rule, it does not restate it. Delivering shaped entries from the feed would remove this entry",
+    "core.dispatch.access's own `change_for` (the feed already filtered the events with `sees_change`): it calls "
+    "the one rule, it does not restate it. Delivering shaped entries from the feed would remove this entry",
+    ("core/dispatch/walkers.py", "up:core/tools/"): "a walk worker decides whether it may run a handler "
+    "from the built-in handler table; handing the table in (issue 27 item 1) removes this entry",
+    ("core/tools/model.py", "up:core/app/model_apply.py"): "apply_model plans with the application's planner, which "
+    "opens a second instance; a planner handed in from the composition root (issue 27 item 1) removes this entry",
 }
 """(module, what it may still import or use) -> why, and which change removes it."""
 
@@ -124,15 +134,60 @@ def the_host_imports_no_surface(module: str, targets: set[str], names: set[str])
                 yield surface, f"imports {target}; the host knows surfaces only through core.seam.surfaces"
 
 
-def generators_use_the_host_through_its_public_names(module: str, targets: set[str],
-                                                     names: set[str]) -> Iterator[tuple[str, str]]:  # fmt: skip
-    if not module.startswith("generators/"):
+def surfaces_use_no_host_module(module: str, targets: set[str], names: set[str]) -> Iterator[tuple[str, str]]:
+    if not module.startswith(("generators/", "core/mcp/")):
         return
     for target in sorted(targets):
-        if _under(target, "core.mcp"):
+        if _under(target, "core.http"):
+            yield "core.http", f"imports {target}; a surface uses HTTP's vocabulary from core.web, never the host"
+        elif module.startswith("generators/") and _under(target, "core.mcp"):
             yield "core.mcp", f"imports {target}; a generator never uses the MCP surface"
-        elif _under(target, "core.http") and target != "core.http" and target.split(".")[2] not in core.http.__all__:
-            yield "core.http", f"imports {target}; a surface may use only core.http's {core.http.__all__}"
+        elif _under(target, "core.web") and target != "core.web" and target.split(".")[2] not in core.web.__all__:
+            yield "core.web", f"imports {target}; a surface may use only core.web's {core.web.__all__}"
+
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("core/__init__.py",),
+    ("core/values/",),
+    ("core/lang/",),
+    ("core/ops/",),
+    ("core/store/",),
+    ("core/index/",),
+    ("core/dispatch/",),
+    ("core/tools/",),
+    ("core/seam/",),
+    ("core/web/",),
+    ("core/http/", "core/mcp/", "generators/"),
+    ("core/app/",),
+)
+"""The floors of the house, the ground first: a module imports only from its own floor and the floors below."""
+
+
+def _floor(path: str) -> int | None:
+    return next((i for i, rooms in enumerate(LAYERS) if path.startswith(rooms)), None)
+
+
+def _path_of(target: str) -> str | None:
+    """The file or package folder a dotted import names, or None when it is not canon's."""
+    parts = target.split(".")
+    for end in range(len(parts), 0, -1):
+        base = REPO.joinpath(*parts[:end])
+        if base.with_suffix(".py").is_file():
+            return str(base.with_suffix(".py").relative_to(REPO))
+        if (base / "__init__.py").is_file():
+            return str((base / "__init__.py").relative_to(REPO)) if end == 1 else f"{base.relative_to(REPO)}/"
+    return None
+
+
+def no_import_runs_up(module: str, targets: set[str], names: set[str]) -> Iterator[tuple[str, str]]:
+    floor = _floor(module)
+    if floor is None:
+        return
+    for target in sorted(targets):
+        path = _path_of(target) if _under(target, "core") or _under(target, "generators") else None
+        up = _floor(path) if path is not None else None
+        if up is not None and up > floor:
+            yield f"up:{path}", f"imports {target} (floor {up}) from floor {floor}: no import runs upward"
 
 
 def no_surface_imports_another(module: str, targets: set[str], names: set[str]) -> Iterator[tuple[str, str]]:
@@ -163,7 +218,8 @@ RULES: list[Rule] = [
     frameworks_stay_in_their_rooms,
     core_never_imports_generators,
     the_host_imports_no_surface,
-    generators_use_the_host_through_its_public_names,
+    surfaces_use_no_host_module,
+    no_import_runs_up,
     no_surface_imports_another,
     only_core_access_decides_who_sees_what,
 ]
@@ -217,20 +273,25 @@ def test_the_mcp_sdk_is_imported_somewhere_and_only_in_core_mcp_but_for_the_know
         (the_host_imports_no_surface, "core/http/app.py", "from core.mcp.server import build_server\n"),
         (the_host_imports_no_surface, "core/http/app.py", "import generators.rest.app\n"),
         (
-            generators_use_the_host_through_its_public_names,
+            surfaces_use_no_host_module,
             "generators/rest/app.py",
             "from core.web.problems import STATUS\n",
         ),
         (
-            generators_use_the_host_through_its_public_names,
+            surfaces_use_no_host_module,
             "generators/llms/app.py",
             "from core.http import admission\n",
         ),
         (
-            generators_use_the_host_through_its_public_names,
+            surfaces_use_no_host_module,
             "generators/graphql/app.py",
             "from core.mcp.events import EventFanout\n",
         ),
+        (surfaces_use_no_host_module, "core/mcp/surface.py", "from core.http.auth import BearerGate\n"),
+        (no_import_runs_up, "core/lang/model.py", "from core.store import Store\n"),
+        (no_import_runs_up, "core/store/sql.py", "def f():\n    from core.dispatch.access import sees\n"),
+        (no_import_runs_up, "core/values/records.py", "import core.lang.model\n"),
+        (no_import_runs_up, "core/http/app.py", "from core.app.cli import main\n"),
         (no_surface_imports_another, "generators/llms/pages.py", "from generators.rest.openapi import route_of\n"),
         (no_surface_imports_another, "generators/naming.py", "from generators.graphql import types\n"),
         (only_core_access_decides_who_sees_what, "generators/rest/app.py", "from core.dispatch.access import sees\n"),
@@ -249,12 +310,15 @@ def test_a_module_that_breaks_the_rule_is_caught(rule: Rule, module: str, source
         (frameworks_stay_in_their_rooms, "generators/rest/app.py", "from starlette.responses import Response\n"),
         (frameworks_stay_in_their_rooms, "core/http/app.py", "from starlette.middleware import Middleware\n"),
         (
-            generators_use_the_host_through_its_public_names,
+            surfaces_use_no_host_module,
             "generators/llms/app.py",
-            "from core.http import send_problem\n",
+            "from core.web import send_problem\n",
         ),
         (no_surface_imports_another, "generators/llms/pages.py", "from generators.llms.markdown import label\n"),
         (no_surface_imports_another, "generators/graphql/schema.py", "from generators.naming import API\n"),
+        (no_import_runs_up, "core/store/sql.py", "from core.lang.model import Model\n"),
+        (no_import_runs_up, "core/mcp/server.py", "from core.seam.surfaces import principal_of_scope\n"),
+        (no_import_runs_up, "core/app/cli.py", "from core.http.serve import serve\n"),
     ],
 )
 def test_a_module_that_keeps_the_rule_passes(rule: Rule, module: str, source: str) -> None:
@@ -274,7 +338,7 @@ def test_the_walker_sees_imports_inside_functions_relative_ones_and_import_modul
         "def later():\n    import uvicorn\n    from . import problems\n    from ..store import sqlite\n"
         "class Lazy:\n    def load(self):\n        return importlib.import_module('mcp_types')\n"
     )
-    assert {"uvicorn", "core.web.problems", "core.store.sqlite", "mcp_types"} <= _targets("core/http/app.py", source)
-    assert "core.web.conditional.none_match" in _targets(
+    assert {"uvicorn", "core.http.problems", "core.store.sqlite", "mcp_types"} <= _targets("core/http/app.py", source)
+    assert "core.http.conditional.none_match" in _targets(
         "core/http/__init__.py", "from .conditional import none_match\n"
     )

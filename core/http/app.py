@@ -34,7 +34,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from core import __version__
 from core.http.access import AccessLog
 from core.http.admission import Admission, Allowed, allowed_for
-from core.http.auth import Authenticate, BearerGate, principal_of_request
+from core.http.auth import Authenticate, BearerGate
 from core.http.cors import Cors
 from core.http.forwarded import TrustedProxies
 from core.http.landing import landing_endpoint
@@ -57,6 +57,7 @@ from core.seam.surfaces import (
     discover,
     host_for,
     page_shell_of,
+    principal_of_request,
     serves_browsers,
 )
 from core.values.principal import Principal

@@ -18,8 +18,9 @@ leaves its `Rejection` there (`REJECTION`), and `BearerGate` answers with that r
 `insufficient_scope` for a valid token granting no canon role), the audit naming why. Every challenge then
 carries RFC 9728's `resource_metadata` and the scope to ask for.
 
-`principal_of_scope` (and `principal_of_request`, for a framework's request object) gives the principal of a
-request that passed the gate; every surface calls it, none looks at client-supplied identity. The token file is
+The principal goes into the scope under `core.seam.surfaces.PRINCIPAL`; `principal_of_scope` there (and
+`principal_of_request`, for a framework's request object) gives it to every surface, none looks at client-supplied
+identity. The token file is
 asked on every request, so a revoked token is refused from the next request on.
 """
 
@@ -33,21 +34,15 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.http.oauth import JwtVerifier, Rejection
 from core.ops.tokens import TokenFile
-from core.values.principal import ANONYMOUS, Principal
+from core.seam.surfaces import PRINCIPAL
 from core.web.problems import MCP_PATH, PROBLEM_MEDIA, problem_body
 
 __all__ = [
-    "PRINCIPAL",
     "REJECTION",
     "Authenticate",
     "BearerGate",
     "bearer_token",
-    "principal_of_request",
-    "principal_of_scope",
 ]
-
-PRINCIPAL = "canon.principal"
-"""The scope key holding the principal of a request whose bearer token is current."""
 
 REJECTION = "canon.rejection"
 """The scope key holding why the OAuth issuer's rule refused a request's bearer token (a `Rejection`)."""
@@ -84,18 +79,6 @@ class Authenticate:
             if principal is not None:
                 scope[PRINCIPAL] = principal
         await self.app(scope, receive, send)
-
-
-def principal_of_scope(scope: Scope) -> Principal:
-    """The caller of a request that passed `BearerGate`: its token's principal, or the anonymous one."""
-    principal = scope.get(PRINCIPAL)
-    return principal if isinstance(principal, Principal) else ANONYMOUS
-
-
-def principal_of_request(request: Any) -> Principal:
-    """The principal of a framework request (anything with a `.scope`) that passed `BearerGate` (None: no HTTP
-    request, i.e. anonymous)."""
-    return principal_of_scope(request.scope) if request is not None else ANONYMOUS
 
 
 class BearerGate:

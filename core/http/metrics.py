@@ -17,9 +17,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route, request_response
 
-from core.http.auth import BearerGate, principal_of_request
+from core.http.auth import BearerGate
 from core.seam.instance import Instance
-from core.seam.surfaces import Gauge
+from core.seam.surfaces import Gauge, principal_of_request
 from core.web.problems import PROBLEM_MEDIA, problem_body
 
 __all__ = ["PATH", "add_gauges", "metrics_route"]

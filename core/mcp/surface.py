@@ -31,7 +31,6 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.dispatch.registry import Registry
-from core.http.auth import principal_of_request, principal_of_scope
 from core.mcp.events import EventFanout
 from core.mcp.fastpath.calls import CallRoute
 from core.mcp.fastpath.legacy_streams import DEFAULT_LEGACY_LIMITS, LegacyLimits, LegacyRoute, LegacyStreams
@@ -41,7 +40,7 @@ from core.mcp.fastpath.sdk_compat import fastpath, open_sessions, session_manage
 from core.mcp.revision_gate import RevisionGate
 from core.mcp.revisions import SUPPORTED_VERSIONS
 from core.mcp.server import DEFAULT_OPTIONS, CanonServer, ServeOptions, build_server
-from core.seam.surfaces import Gauge, Running, SurfaceHost
+from core.seam.surfaces import Gauge, Running, SurfaceHost, principal_of_request, principal_of_scope
 from core.values.principal import Principal
 
 __all__ = ["SURFACE", "McpEndpoint", "McpSurface", "SdkUser", "fast_routes", "mcp_chain", "surface"]

@@ -32,11 +32,12 @@ from core.lang.schema_diff import Finding
 from core.seam.changes import ChangeFeed, Watch
 from core.seam.instance import Instance
 from core.seam.snapshot import Snapshot
-from core.values.principal import Principal
+from core.values.principal import ANONYMOUS, Principal
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "FIRST",
+    "PRINCIPAL",
     "RESERVED",
     "ASGIApp",
     "Comparing",
@@ -51,6 +52,8 @@ __all__ = [
     "discover",
     "host_for",
     "page_shell_of",
+    "principal_of_request",
+    "principal_of_scope",
     "serves_browsers",
     "surface_named",
 ]
@@ -60,6 +63,21 @@ ENTRY_POINT_GROUP = "canon.surfaces"
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
+
+PRINCIPAL = "canon.principal"
+"""The scope key holding the principal of a request the host authenticated (the host puts it there)."""
+
+
+def principal_of_scope(scope: Scope) -> Principal:
+    """The caller of a request that passed the host's gate: its token's principal, or the anonymous one."""
+    principal = scope.get(PRINCIPAL)
+    return principal if isinstance(principal, Principal) else ANONYMOUS
+
+
+def principal_of_request(request: Any) -> Principal:
+    """The principal of a framework request (anything with a `.scope`) that passed the host's gate (None: no HTTP
+    request, i.e. anonymous)."""
+    return principal_of_scope(request.scope) if request is not None else ANONYMOUS
 
 
 @dataclass(frozen=True)

@@ -34,9 +34,9 @@ from typing import Any
 import anyio.to_thread
 
 from core.dispatch.registry import Registry
-from core.http import none_match, send_problem
 from core.lang.schema_diff import Finding
 from core.seam.surfaces import ASGIApp, SurfaceHost
+from core.web import none_match, send_problem
 from generators.llms.compare import compare
 from generators.llms.pages import Site, share
 

@@ -49,11 +49,11 @@ from starlette.responses import HTMLResponse, Response
 from core.dispatch.dispatcher import CallContext, error_json
 from core.dispatch.registry import Registry
 from core.dispatch.resources import list_resources, read_resource
-from core.http import PROBLEM_MEDIA, STATUS, code_of_status, none_match, problem_body
 from core.lang.schema_diff import Finding
 from core.seam.surfaces import ASGIApp, SurfaceHost
 from core.values.documents import parse_json
 from core.values.errors import CanonError
+from core.web import PROBLEM_MEDIA, STATUS, code_of_status, none_match, problem_body
 from generators.rest.compare import compare
 from generators.rest.docs import DOCS_PATH, docs_page, is_docs_page
 from generators.rest.openapi import (

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from core.dispatch.registry import Registry, ResourceDefinition, ToolDefinition
-from core.http import PROBLEM_MEDIA, STATUS
+from core.web import PROBLEM_MEDIA, STATUS
 from generators.naming import API, resource_path, rest_route
 from generators.rest.hoist import COMPONENTS, hoist, unhoist
 

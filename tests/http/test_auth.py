@@ -32,9 +32,10 @@ import mcp
 import mcp_types as types
 import pytest
 
-from core.http.auth import Authenticate, principal_of_scope
+from core.http.auth import Authenticate
 from core.lang.model import default_seed_path
 from core.ops.tokens import TOKEN_PREFIX, TokenFile
+from core.seam.surfaces import principal_of_scope
 from core.values.principal import ANONYMOUS, Principal
 from tests.conftest import run_canon
 from tests.mcp.conftest import (

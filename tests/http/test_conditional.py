@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.http import none_match
+from core.web import none_match
 
 
 @pytest.mark.parametrize(

@@ -33,10 +33,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.dispatch.dispatcher import ToolResult
 from core.dispatch.registry import ToolDefinition
-from core.http.auth import principal_of_scope
 from core.mcp.fastpath.takeover import json_error, may_be, read_body, recognise
 from core.mcp.server import ToolCalls
 from core.seam.snapshot import Snapshot
+from core.seam.surfaces import principal_of_scope
 from core.values.errors import UnknownToolError
 
 __all__ = ["CALL", "CallRoute", "response_body"]

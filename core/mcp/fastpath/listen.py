@@ -45,10 +45,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.dispatch.dispatcher import Dispatcher
 from core.dispatch.resources import read_resource
-from core.http.auth import principal_of_scope
 from core.mcp.fastpath.listen_streams import LISTEN, ListenStreams, Stream
 from core.mcp.fastpath.takeover import json_error, may_be, read_body, recognise
 from core.seam.snapshot import Snapshot
+from core.seam.surfaces import principal_of_scope
 from core.values.errors import CanonError
 from core.values.principal import Principal
 

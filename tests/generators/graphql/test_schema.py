@@ -22,9 +22,8 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from core.http.auth import principal_of_request
 from core.seam.instance import Instance
-from core.seam.surfaces import Surface, SurfaceHost, host_for
+from core.seam.surfaces import Surface, SurfaceHost, host_for, principal_of_request
 from core.values.principal import LOCAL
 from generators.graphql.gate import Gate
 from generators.graphql.schema import (

@@ -20,10 +20,9 @@ from openapi_spec_validator import validate
 
 from core.dispatch.registry import Registry, build_registry
 from core.dispatch.resources import read_resource
-from core.http.auth import principal_of_request
 from core.ops.config import Config
 from core.seam.instance import Instance, open_instance
-from core.seam.surfaces import host_for
+from core.seam.surfaces import host_for, principal_of_request
 from core.values.audit import AuditQuery
 from core.values.principal import ANONYMOUS, Principal
 from generators.rest.app import coerce, document_text, surface
