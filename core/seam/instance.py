@@ -84,7 +84,8 @@ class Instance:
     @property
     def walkers(self) -> Walkers | None:
         """The walk worker processes (core.dispatch.walkers), if walks run in them."""
-        return None if self._snapshot is None else self._snapshot.dispatcher.walkers
+        pool = None if self._snapshot is None else self._snapshot.dispatcher.walkers
+        return pool if isinstance(pool, Walkers) else None  # the dispatcher knows it only as a `WalkPool`
 
     @property
     def snapshot(self) -> Snapshot:

@@ -297,8 +297,9 @@ def test_a_request_that_reaches_its_worker_late_keeps_the_call_s_deadline(instan
     request = WalkRequest("get_neighbors", LOCAL, "test", arguments, time.monotonic() + 0.2, 0.2,
                           instance.index.revision, instance.store.model.digest)  # fmt: skip
     in_time = _run(
-        None, instance.store, instance.index, HANDLERS, dataclasses.replace(request, deadline=time.monotonic() + 60)
-    )  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]  (no hold: no pipe used)
+        instance.store, instance.index, HANDLERS, dataclasses.replace(request, deadline=time.monotonic() + 60),
+    )  # fmt: skip
     assert in_time[0] == "ok"
     time.sleep(0.25)  # the request on its way to the worker: past its deadline when read
     late = _run(None, instance.store, instance.index, HANDLERS, request)  # type: ignore[arg-type]  (no hold: no pipe used)
