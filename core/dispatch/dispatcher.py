@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from core.dispatch.access import may_call, require_node, require_tool, sight_of
 from core.dispatch.registry import Registry, ToolDefinition
@@ -68,9 +68,6 @@ from core.values.principal import Principal
 from core.values.priority import Priority
 from core.values.records import Node, Sight
 
-if TYPE_CHECKING:
-    from core.dispatch.walkers import Walkers
-
 __all__ = [
     "OUTCOMES",
     "AuditRecord",
@@ -78,6 +75,7 @@ __all__ = [
     "Dispatcher",
     "Handler",
     "ToolResult",
+    "WalkPool",
     "error_json",
     "handler",
     "handlers_in",
@@ -152,6 +150,18 @@ def handlers_in(namespaces: Iterable[Mapping[str, object]]) -> dict[str, Handler
     return found
 
 
+class WalkPool(Protocol):
+    """Where walks run off this interpreter (`core.walkers.Walkers`, handed in by the composition root)."""
+
+    def serves(self, name: str, handler: Handler) -> bool:
+        """Whether the pool can run `handler` for the tool `name` (one of the handler table it was handed)."""
+        ...
+
+    def walk(self, ctx: CallContext, tool: str, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The handler's value, run in the pool; None when it cannot take the call now (it runs here then)."""
+        ...
+
+
 @dataclass(frozen=True)
 class ToolResult:
     tool: str
@@ -209,7 +219,7 @@ class Dispatcher:
     audit_hooks: list[Callable[[AuditRecord], None]] = field(default_factory=list[Callable[[AuditRecord], None]])
     audit: AuditLog | None = None  # the store's audit log, when this dispatcher keeps one
     priority: Priority = field(default_factory=Priority)  # walks take turns: cheap calls before walks
-    walkers: Walkers | None = None  # walk worker processes (core.dispatch.walkers); None: walks run in this process
+    walkers: WalkPool | None = None  # walk worker processes (core.dispatch.walkers); None: walks run in this process
 
     def __post_init__(self) -> None:
         names = {t.name for t in self.registry.tools}

@@ -118,12 +118,19 @@ class _Lost(Exception):
 
 
 class Walkers:
-    """A pool of `count` walk worker processes on the store at `location` (started on the first walk)."""
+    """A pool of `count` walk worker processes on the store at `location` (started on the first walk).
 
-    def __init__(self, location: Path | str, count: int) -> None:
+    `handlers` is the table a worker runs walks from, handed in by the composition root (`core.instance`), and
+    `source` where a worker finds the same table, as `module:attribute` (a worker imports it by that name: this
+    module imports no toolset, so dispatch, the walkers and the tools make no circle)."""
+
+    def __init__(self, location: Path | str, count: int, handlers: Mapping[str, Handler], source: str) -> None:
         if count < 1:
             raise ValueError(f"a walk worker pool needs at least one worker, not {count}")
+        if ":" not in source:
+            raise ValueError(f"the walk handlers' source must be module:attribute, not {source!r}")
         self._location, self._count = str(location), count
+        self._handlers, self._source = handlers, source
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._live: set[_Worker] = set()  # started, answering or not
         self._ready = 0  # workers that have loaded their graph
@@ -134,13 +141,10 @@ class Walkers:
         self.answered = 0  # walks the workers answered (a value or an error)
 
     # -- the serving side --------------------------------------------------------------------------------------
-    @staticmethod
-    def serves(name: str, handler: Handler) -> bool:
-        """Whether a worker can run `handler` for the tool `name`: a built-in handler (a worker imports canon's own
-        tools; a tools folder's handlers run in the serving process)."""
-        from core.tools import HANDLERS
-
-        return HANDLERS.get(name) is handler
+    def serves(self, name: str, handler: Handler) -> bool:
+        """Whether a worker can run `handler` for the tool `name`: one of the handed-in table (a worker imports
+        that table by its `source`; a tools folder's handlers run in the serving process)."""
+        return self._handlers.get(name) is handler
 
     def walk(self, ctx: CallContext, tool: str, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
         """The value of `tool`'s handler for `arguments`, run in a worker; None when no worker can take it now (it
@@ -268,7 +272,8 @@ class Walkers:
 
     def _boot(self, worker: _Worker) -> None:
         try:
-            worker.conn.send(self._location)  # over the pipe, not the command line: a URL may hold a password
+            worker.conn.send((self._location, self._source))  # over the pipe, not the command line: a URL may
+            # hold a password
             if not worker.conn.poll(BOOT_TIMEOUT_S):
                 raise TimeoutError(f"it loaded no graph in {BOOT_TIMEOUT_S:g} s")
             answer = cast("tuple[Any, ...]", worker.conn.recv())
@@ -340,8 +345,9 @@ def _serve(conn: Connection) -> None:
     from core.index.graph import GraphIndex
     from core.store import open_existing_store
 
-    location = cast("str", conn.recv())
+    location, source = cast("tuple[str, str]", conn.recv())
     try:
+        handlers = _handlers_of(source)
         store = open_existing_store(location, read_only=True)
         index = GraphIndex.build(store)
     except Exception as exc:  # noqa: BLE001 - said to the serving process, which then runs walks itself
@@ -356,10 +362,19 @@ def _serve(conn: Connection) -> None:
                 request = cast("WalkRequest", conn.recv())
             except EOFError:
                 return
-            conn.send(_run(conn, store, index, request))
+            conn.send(_run(conn, store, index, handlers, request))
 
 
-def _run(conn: Connection, store: Store, index: GraphIndex, request: WalkRequest) -> tuple[Any, ...]:
+def _handlers_of(source: str) -> Mapping[str, Handler]:
+    """The handler table named `module:attribute` (what the serving process handed its pool)."""
+    import importlib
+
+    module, _, attribute = source.partition(":")
+    return cast("Mapping[str, Handler]", getattr(importlib.import_module(module), attribute))
+
+
+def _run(conn: Connection, store: Store, index: GraphIndex, handlers: Mapping[str, Handler],
+         request: WalkRequest) -> tuple[Any, ...]:  # fmt: skip
     """The answer to one request: ("ok", value), ("error", class, args, attributes), ("elsewhere",) when the
     serving process runs another model than the store's, or ("failed", traceback)."""
     import traceback
@@ -368,7 +383,6 @@ def _run(conn: Connection, store: Store, index: GraphIndex, request: WalkRequest
     from core.dispatch.dispatcher import CallContext
     from core.dispatch.registry import Registry
     from core.lang.model_migration import renames_types
-    from core.tools import HANDLERS
 
     deadline = request.deadline
     try:
@@ -388,7 +402,7 @@ def _run(conn: Connection, store: Store, index: GraphIndex, request: WalkRequest
         registry = Registry(store.model, (), (), ())  # the model alone: what walk handlers read (`ctx.model`)
         ctx = CallContext(request.principal, request.surface, registry, store, index, deadline, request.time_limit_s,
                           sight_of(request.principal), None)  # fmt: skip
-        return ("ok", HANDLERS[request.tool](ctx, dict(request.arguments)))
+        return ("ok", handlers[request.tool](ctx, dict(request.arguments)))
     except CanonError as exc:
         return ("error", type(exc), exc.args, dict(vars(exc)))
     except Exception:  # noqa: BLE001 - a bug: the serving process raises it as the handler would have

@@ -9,12 +9,12 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from jsonschema import ValidationError
 from jsonschema.protocols import Validator
@@ -28,15 +28,13 @@ from core.values.documents import load_document, pointer
 from core.values.errors import ModelError, Problem
 from core.values.records import Node, Visibility
 
-if TYPE_CHECKING:  # core.lang.schema_checks imports this module: its digest covers the checks defined here
-    from core.lang.schema_checks import SchemaChecks
-
 __all__ = [
     "DEPRECATED",
     "INCOMING_SUFFIX",
     "RENAMED_FROM",
     "SEARCH",
     "Cardinality",
+    "Checks",
     "Direction",
     "EdgeEnd",
     "EdgeType",
@@ -56,6 +54,16 @@ __all__ = [
     "property_text",
     "search_weights",
 ]
+
+
+class Checks(Protocol):
+    """Checks that may remember the passed ones (`core.schema_checks.SchemaChecks`, which imports this module: its
+    digest covers the checks defined here, so this module names only what it calls)."""
+
+    def once(self, kind: str, document: Any, check: Callable[[], None]) -> None:
+        """Run `check` (which raises if `document` fails as a `kind`), unless `document` passed it before."""
+        ...
+
 
 Cardinality = Literal["one-to-one", "one-to-many", "many-to-one", "many-to-many"]
 Direction = Literal["out", "in"]
@@ -276,7 +284,7 @@ class Model:
         return found
 
 
-def load_model(path: Path | str | None = None, *, checks: SchemaChecks | None = None) -> Model:
+def load_model(path: Path | str | None = None, *, checks: Checks | None = None) -> Model:
     """Read and check a model file (JSON or YAML); `None` loads the embedded default model. With `checks`, a model
     document that passed before is not checked again."""
     file = Path(path) if path is not None else default_model_path()
@@ -286,7 +294,7 @@ def load_model(path: Path | str | None = None, *, checks: SchemaChecks | None = 
     return parse_model(document, source=str(file), checks=checks)
 
 
-def parse_model(document: Any, *, source: str = "<memory>", checks: SchemaChecks | None = None) -> Model:
+def parse_model(document: Any, *, source: str = "<memory>", checks: Checks | None = None) -> Model:
     """Check a model document and build a `Model`; raise `ModelError` listing every problem. With `checks`, a
     document that passed before is not checked again (`core.lang.schema_checks`)."""
 

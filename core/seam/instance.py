@@ -26,7 +26,7 @@ from core.ops.tokens import token_file
 from core.seam.snapshot import Snapshot
 from core.store import Store, is_database_url, open_existing_store, open_store, store_exists
 from core.store.interchange import import_path
-from core.tools import Toolset
+from core.tools import HANDLERS, Toolset
 from core.values.audit import AuditLog
 
 if TYPE_CHECKING:
@@ -78,12 +78,14 @@ class Instance:
     def _walkers(config: Config) -> Walkers | None:
         """The walk worker pool `[server] walk_workers` asks for (started on the first walk), or None."""
         count = workers_for(config.walk_workers)
-        return Walkers(config.store, count) if count > 0 else None
+        # the built-in handlers: what a worker imports by the same name (a tools folder's run in this process)
+        return Walkers(config.store, count, HANDLERS, "core.tools:HANDLERS") if count > 0 else None
 
     @property
     def walkers(self) -> Walkers | None:
         """The walk worker processes (core.dispatch.walkers), if walks run in them."""
-        return None if self._snapshot is None else self._snapshot.dispatcher.walkers
+        pool = None if self._snapshot is None else self._snapshot.dispatcher.walkers
+        return pool if isinstance(pool, Walkers) else None  # the dispatcher knows it only as a `WalkPool`
 
     @property
     def snapshot(self) -> Snapshot:

@@ -268,13 +268,22 @@ def test_a_walk_under_another_model_than_the_workers_runs_in_the_serving_process
 
 
 @pytest.mark.sqlite_only("which handlers a worker runs does not depend on the store")
-def test_a_worker_runs_only_canons_own_walk_handlers() -> None:
+def test_a_worker_runs_only_the_walk_handlers_it_was_handed(walkers: Walkers) -> None:
     def elsewhere(ctx: object, arguments: dict[str, Any]) -> dict[str, Any]:
         return {}
 
-    assert Walkers.serves("get_neighbors", HANDLERS["get_neighbors"])
-    assert not Walkers.serves("get_neighbors", elsewhere)  # a tools folder's handler runs in the serving process
-    assert not Walkers.serves("regional_walk", elsewhere)
+    assert walkers.serves("get_neighbors", HANDLERS["get_neighbors"])  # the instance hands its pool canon's own
+    assert not walkers.serves("get_neighbors", elsewhere)  # a tools folder's handler runs in the serving process
+    assert not walkers.serves("regional_walk", elsewhere)
+    mine = Walkers("unused.db", 1, {"regional_walk": elsewhere}, "tests.unused:TABLE")  # never started: no walk
+    assert mine.serves("regional_walk", elsewhere)
+    assert not mine.serves("get_neighbors", HANDLERS["get_neighbors"])
+
+
+@pytest.mark.sqlite_only("the handlers' source is checked before any store is opened")
+def test_a_pool_refuses_a_handlers_source_that_names_no_attribute() -> None:
+    with pytest.raises(ValueError, match="module:attribute"):
+        Walkers("unused.db", 1, HANDLERS, "core.tools")
 
 
 def test_a_request_that_reaches_its_worker_late_keeps_the_call_s_deadline(instance: Instance) -> None:
@@ -287,9 +296,12 @@ def test_a_request_that_reaches_its_worker_late_keeps_the_call_s_deadline(instan
     arguments = {**instance.registry.input_defaults("get_neighbors"), "id": SERVICE}
     request = WalkRequest("get_neighbors", LOCAL, "test", arguments, time.monotonic() + 0.2, 0.2,
                           instance.index.revision, instance.store.model.digest)  # fmt: skip
-    in_time = _run(None, instance.store, instance.index, dataclasses.replace(request, deadline=time.monotonic() + 60))  # type: ignore[arg-type]
+    in_time = _run(
+        None,  # type: ignore[arg-type]  (no hold: no pipe used)
+        instance.store, instance.index, HANDLERS, dataclasses.replace(request, deadline=time.monotonic() + 60),
+    )  # fmt: skip
     assert in_time[0] == "ok"
     time.sleep(0.25)  # the request on its way to the worker: past its deadline when read
-    late = _run(None, instance.store, instance.index, request)  # type: ignore[arg-type]  (no hold: no pipe used)
+    late = _run(None, instance.store, instance.index, HANDLERS, request)  # type: ignore[arg-type]  (no hold: no pipe used)
     assert late[0] == "error"
     assert late[1] is LimitExceededError
