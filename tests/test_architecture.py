@@ -63,8 +63,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("generators/graphql/schema.py", "access"): "GraphQL subscriptions shape each change event for its caller with "
     "core.dispatch.access's own `change_for` (the feed already filtered the events with `sees_change`): it calls "
     "the one rule, it does not restate it. Delivering shaped entries from the feed would remove this entry",
-    ("core/dispatch/walkers.py", "up:core/tools/"): "a walk worker decides whether it may run a handler "
-    "from the built-in handler table; handing the table in (issue 27 item 1) removes this entry",
     ("core/tools/model.py", "up:core/app/model_apply.py"): "apply_model plans with the application's planner, which "
     "opens a second instance; a planner handed in from the composition root (issue 27 item 1) removes this entry",
 }
