@@ -190,8 +190,8 @@ def test_the_agent_profile_answers_the_two_heaviest_nodes_default_reads_within_8
     assert all(page["truncated"] and page["next_cursor"] for page in pages)  # the rest is a page away, said so
 
 
-AGENT_TOOLS_LIST_BUDGET = 12 * 1024  # bytes of the agent profile's tools/list line (ADR 0032, ADR 0042)
-FULL_TOOLS_LIST_BUDGET = 48 * 1024  # output schemas and tool icons: for programs and UIs
+AGENT_TOOLS_LIST_BUDGET = 12_800  # bytes of the agent profile's tools/list line (ADR 0032, ADR 0042: 12 KiB + as_of)
+FULL_TOOLS_LIST_BUDGET = 49_664  # (ADR 0042: 48 KiB + as_of) output schemas and tool icons: for programs and UIs
 
 
 @pytest.mark.parametrize("role", ["writer", "admin"])
