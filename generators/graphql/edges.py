@@ -22,6 +22,7 @@ from typing import Any, Optional
 import strawberry
 
 from core.lang.model import EdgeEnd, Model, deprecation
+from generators.graphql.pinning import pinned
 from generators.graphql.types import Mapped, TypeMapper, argument, pascal
 
 __all__ = ["EDGE_LIMIT", "EdgeFields"]
@@ -109,6 +110,7 @@ class EdgeFields:
                                          "limit": limit}  # fmt: skip
             if cursor is not None:
                 arguments["cursor"] = cursor
+            arguments.update(pinned(info, "get_neighbors"))  # under a read of the past, read at its revision
             return hydrate(await call(info, "get_neighbors", arguments))
 
         positional = inspect.Parameter.POSITIONAL_OR_KEYWORD

@@ -63,6 +63,7 @@ from generators.graphql.compare import compare
 from generators.graphql.edges import EdgeFields
 from generators.graphql.gate import request_extensions
 from generators.graphql.ide import scope_shows_ide
+from generators.graphql.pinning import PIN_ARGUMENTS, pinned
 from generators.graphql.types import (
     Fallback,
     HashableDict,
@@ -207,6 +208,7 @@ class Builder:
         typed = tool.typed_output_schema
         result = self.mapper.map(typed, typed, pascal(tool.name) + "Result", tool.name, output=True)
         runtime, name = self.runtime, tool.name
+        pins = set(PIN_ARGUMENTS) & set(tool.input_schema.get("properties", {}))
 
         async def resolve(info: strawberry.Info, **given: Any) -> Any:
             arguments: dict[str, Any] = {}
@@ -215,6 +217,10 @@ class Builder:
                 if value is UNSET or (value is None and not null_ok):
                     continue
                 arguments[prop] = mapped.dehydrate(value)  # the dispatcher fills in what is left out, as on MCP
+            if pins:  # one revision for the whole query (generators.graphql.pinning); root fields that differ: error
+                pin = pinned(info, name)
+                if not pins & set(arguments):
+                    arguments.update({k: v for k, v in pin.items() if k in pins})
             return result.hydrate(await runtime.call_tool(info, name, arguments))
 
         _sign(resolve, params, Optional[result.annotation])  # noqa: UP045

@@ -296,6 +296,42 @@ def test_typed_traversal_follows_edges_as_the_caller_may_see_them(gen_instance: 
     assert anonymous["members"] == {"total": 0, "items": []}  # people are internal
 
 
+def test_a_query_at_a_past_revision_reads_its_edge_fields_and_other_root_fields_then(fresh_instance: Instance) -> None:
+    """`at` (or `as_of`) on a root field pins the whole query: the edge fields under it and the other root fields
+    that take `at` read the graph as it was then, not as it is (generators.graphql.pinning)."""
+    before = fresh_instance.store.revision()
+    for tool, arguments in (("patch_node", {"id": "team-payments", "properties": {"name": "Payments Later"}}),
+                            ("delete_node", {"id": "person-ada-okafor", "cascade": True})):  # fmt: skip
+        assert not fresh_instance.dispatcher.call_tool(LOCAL, "test", tool, arguments).is_error
+    logged = fresh_instance.store.changes(before - 1, 1)[0].at  # the time of revision `before`
+    person = ("node { id ... on Person { member_of { revision items { node { id ... on Team { properties { name } } "
+              "} } } } }")  # fmt: skip
+    then = (f"query Then($at: Int) {{ ada: get_node(id: \"person-ada-okafor\", at: $at) {{ revision {person} }} "
+            "team: get_node(id: \"team-payments\") { revision node { ... on Team { properties { name } "
+            "members(limit: 100) { items { node { id } } } } } } }")  # fmt: skip
+    with live(fresh_instance, SURFACES) as base, Client(base, token(fresh_instance, "gq-pin", "admin")) as admin:
+        body = admin.post(then, {"at": before})
+        by_time = admin.post(then.replace("$at: Int", "$at: String").replace("at: $at", "as_of: $at"),
+                             {"at": logged})  # fmt: skip
+        now = admin.post(then, {})
+        split = admin.post(f'{{ a: get_node(id: "team-payments", at: {before}) {{ revision }} '
+                           f'b: get_node(id: "team-payments", at: {before - 1}) {{ revision }} }}')  # fmt: skip
+    for answer in (body, by_time):
+        assert "errors" not in answer, answer
+        ada, team = answer["data"]["ada"], answer["data"]["team"]
+        assert ada["revision"] == team["revision"] == before
+        assert ada["node"]["member_of"]["revision"] == before
+        assert ada["node"]["member_of"]["items"] == [{"node": {"id": "team-payments",
+                                                                "properties": {"name": "Payments"}}}]  # fmt: skip
+        assert team["node"]["properties"]["name"] == "Payments"
+        assert "person-ada-okafor" in {i["node"]["id"] for i in team["node"]["members"]["items"]}
+    assert codes(now) == ["NOT_FOUND"]  # today ada is gone, and the team is renamed and has no ada
+    assert now["data"]["team"]["node"]["properties"]["name"] == "Payments Later"
+    assert "person-ada-okafor" not in {i["node"]["id"] for i in now["data"]["team"]["node"]["members"]["items"]}
+    assert codes(split) == ["INVALID_ARGUMENTS"] * len(split["errors"])
+    assert "a query reads at one revision" in split["errors"][0]["message"]
+
+
 def test_an_edge_field_carries_each_edges_typed_properties_with_its_node(gen_instance: Instance,
                                                                         admin: Client) -> None:  # fmt: skip
     body = admin.post('{ get_node(id: "team-payments") { node { ... on Team { members(limit: 200) { items { '
