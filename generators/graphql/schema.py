@@ -77,30 +77,7 @@ from generators.graphql.types import (
 )
 from generators.naming import resource_field_name
 
-__all__ = ["FALLBACKS", "MAX_COST", "MAX_DEPTH", "GraphQLSurface", "build_schema", "local_assets", "surface"]
-
-FALLBACKS: tuple[Fallback, ...] = (
-    Fallback("Edge.properties", "one field for every edge type's properties"),
-    Fallback("Change.before", "an object of any properties"),
-    Fallback("Change.after", "an object of any properties"),
-    Fallback("DiffRevisionsResultItems.before", "an object of any properties"),
-    Fallback("DiffRevisionsResultItems.after", "an object of any properties"),
-    Fallback("DiffRevisionsResultItems.properties", "an object of any properties"),
-    Fallback("DescribeModelResultNodeTypes.schema", "an object of any properties"),
-    Fallback("DescribeModelResultEdgeTypes.schema", "an object of any properties"),
-    Fallback("SearchResult.facets", "a map"),
-    Fallback("find_nodes(where:)", "a map"),
-    Fallback("query_graph(match:)[]", "oneOf has no GraphQL equivalent"),
-    Fallback("QueryGraphResult.items[]", "a map"),
-    Fallback("upsert_node(properties:)", "an object of any properties"),
-    Fallback("patch_node(properties:)", "an object of any properties"),
-    Fallback("upsert_edge(properties:)", "an object of any properties"),
-    Fallback("write_batch(operations:)[]", "oneOf has no GraphQL equivalent"),
-    Fallback("apply_model(model:)", "an object of any properties"),
-    Fallback("ApplyModelResult.plan", "an object of any properties"),
-)
-"""Where the built-in tools' schemas fall back to the `JSON` scalar (which field, why); model-dependent ones
-(node or edge properties GraphQL cannot express) are in `build_schema(...).fallbacks`. A test keeps this true."""
+__all__ = ["MAX_COST", "MAX_DEPTH", "GraphQLSurface", "build_schema", "local_assets", "surface"]
 
 
 # -- calls through the dispatcher -------------------------------------------------------------------------------------
