@@ -31,7 +31,16 @@ from core.lang.schemas import DIALECT, derive
 from core.values.dialect import ecma_regex, schema_validator
 from core.values.documents import pointer
 from core.values.errors import UnknownToolError
-from core.values.uris import CHANGES_URI, MODEL_AT_TEMPLATE, MODEL_URI, NODE_TEMPLATE, node_uri, type_uri
+from core.values.uris import (
+    CHANGES_URI,
+    MODEL_AT_TEMPLATE,
+    MODEL_URI,
+    NODE_AT_TEMPLATE,
+    NODE_TEMPLATE,
+    node_at_uri,
+    node_uri,
+    type_uri,
+)
 
 __all__ = [
     "Execution",
@@ -365,6 +374,12 @@ def _templates(examples: Examples) -> tuple[ResourceDefinition, ...]:
             "store revision it was read at; this resource does not). Subscribe to be told when it changes. "
             f"Example: {node_uri(examples.type, examples.id)}.", "application/json",
             uri_template=NODE_TEMPLATE, subscribable=True, icon=NODE_ICON,
+        ),
+        ResourceDefinition(
+            "node-at", "A node at a revision", "One node as it was at a past store revision: what get_node with "
+            "at returns under `node`, shown only to a caller who may read it then and now. Example: "
+            f"{node_at_uri(examples.type, examples.id, 1)}.", "application/json",
+            uri_template=NODE_AT_TEMPLATE, icon=NODE_ICON,
         ),
         ResourceDefinition(
             "model-at", "The model at a revision", "The whole model as it was at a store revision: the model the "

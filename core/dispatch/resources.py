@@ -26,8 +26,10 @@ from core.values.uris import (
     CHANGES_URI,
     MODEL_AT_TEMPLATE,
     MODEL_URI,
+    NODE_AT_TEMPLATE,
     NODE_TEMPLATE,
     model_at_of,
+    node_at_of,
     node_of,
     node_uri,
     type_of,
@@ -70,6 +72,12 @@ def read_resource(ctx: CallContext, uri: str) -> ResourceContent:
         except NotFoundError:
             raise NotFoundError("resource", uri) from None
         return ResourceContent(uri, "application/schema+json", _json(past.document))
+    then = node_at_of(uri)
+    if then is not None:  # as get_node with at reads it: the store's view then, under the rule for the past
+        node = ctx.store.view(then[2]).node(then[1], sight=ctx.sight)
+        if node is not None and node.type == then[0]:
+            return ResourceContent(uri, "application/json", _json(node.to_json()))
+        raise NotFoundError("resource", uri)
     named = node_of(uri)
     if named is not None:
         node = ctx.store.node(named[1])
@@ -113,8 +121,10 @@ def complete(
     if template == MODEL_AT_TEMPLATE and argument == "revision":
         revisions = [str(e.revision) for e in reversed(ctx.store.model_history()) if str(e.revision).startswith(value)]
         return revisions[:MAX_COMPLETIONS], len(revisions), len(revisions) > MAX_COMPLETIONS
-    if template != NODE_TEMPLATE:
+    if template not in (NODE_TEMPLATE, NODE_AT_TEMPLATE):
         raise NotFoundError("resource template", template)
+    if argument == "revision" and template == NODE_AT_TEMPLATE:  # any revision the change log keeps: none to list
+        return [], 0, False
     if argument == "type":
         return complete_types(ctx.model, value)
     if argument == "id":

@@ -4,7 +4,8 @@ and parsers of the others.
 * `canon://model`: the whole model; `canon://model/at/{revision}`: the model in effect at a past revision (the
   store's model history); `canon://changes`: the latest change log entries;
 * `canon://types/{name}`: one node or edge type's schema;
-* `canon://nodes/{type}/{id}`: one node (a resource template, as is the model at a revision).
+* `canon://nodes/{type}/{id}`: one node (a resource template, as is the model at a revision);
+  `canon://nodes/{type}/{id}/at/{revision}`: that node as it was at a past revision (the change log).
 
 Surfaces that map URIs onto paths (REST's `/api/resources/<path>`) take the part after the scheme (`path_of`).
 """
@@ -17,10 +18,13 @@ __all__ = [
     "CHANGES_URI",
     "MODEL_AT_TEMPLATE",
     "MODEL_URI",
+    "NODE_AT_TEMPLATE",
     "NODE_TEMPLATE",
     "SCHEME",
     "model_at_of",
     "model_at_uri",
+    "node_at_of",
+    "node_at_uri",
     "node_of",
     "node_uri",
     "path_of",
@@ -36,6 +40,8 @@ MODEL_AT_TEMPLATE = MODEL_URI + "/at/{revision}"
 _MODEL_AT = re.compile(rf"^{re.escape(MODEL_URI)}/at/(?P<revision>[0-9]{{1,18}})$")
 _TYPES = f"{SCHEME}types/"
 _NODE = re.compile(rf"^{re.escape(SCHEME)}nodes/(?P<type>[^/]+)/(?P<id>[^/]+)$")
+NODE_AT_TEMPLATE = NODE_TEMPLATE + "/at/{revision}"
+_NODE_AT = re.compile(rf"^{re.escape(SCHEME)}nodes/(?P<type>[^/]+)/(?P<id>[^/]+)/at/(?P<revision>[0-9]{{1,18}})$")
 
 
 def node_uri(type_: str, id_: str) -> str:
@@ -47,6 +53,17 @@ def node_of(uri: str) -> tuple[str, str] | None:
     """The (type, id) a node URI names; None when `uri` is not one."""
     match = _NODE.match(uri)
     return (match["type"], match["id"]) if match else None
+
+
+def node_at_uri(type_: str, id_: str, revision: int) -> str:
+    """`canon://nodes/{type}/{id}/at/{revision}`: one node as it was at `revision`."""
+    return NODE_AT_TEMPLATE.format(type=type_, id=id_, revision=revision)
+
+
+def node_at_of(uri: str) -> tuple[str, str, int] | None:
+    """The (type, id, revision) a node-at URI names; None when `uri` is not one."""
+    match = _NODE_AT.match(uri)
+    return (match["type"], match["id"], int(match["revision"])) if match else None
 
 
 def model_at_uri(revision: int) -> str:

@@ -20,7 +20,7 @@ from core.dispatch.resources import read_resource
 from core.lang.model import deprecated_description
 from core.seam.surfaces import SurfaceHost
 from core.values.principal import ANONYMOUS, ROLES
-from core.values.uris import node_uri, type_of
+from core.values.uris import NODE_AT_TEMPLATE, NODE_TEMPLATE, node_uri, type_of
 from generators.llms.markdown import (
     environment,
     first_sentence,
@@ -258,8 +258,13 @@ class Site:
             for resource in self._all_resources():
                 if resource.name in words:
                     found.append((tool, resource, f"{tool.name} works on {resource.title.lower()}"))
-                elif resource.uri_template and "canon.Node" in tool.typed_output_schema.get("$defs", {}):
+                elif "canon.Node" not in tool.typed_output_schema.get("$defs", {}):
+                    continue
+                elif resource.uri_template == NODE_TEMPLATE:
                     found.append((tool, resource, f"each node {tool.name} returns is also {resource.uri_template}"))
+                elif resource.uri_template == NODE_AT_TEMPLATE and "at" in tool.input_schema.get("properties", {}):
+                    found.append((tool, resource, f"each node {tool.name} returns with at is also "
+                                                  f"{resource.uri_template}"))  # fmt: skip
         return found
 
     def _related_of_tool(self, tool: ToolDefinition) -> list[Link]:

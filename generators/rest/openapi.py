@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from core.dispatch.registry import Registry, ResourceDefinition, ToolDefinition
+from core.values.uris import NODE_AT_TEMPLATE
 from core.web import PROBLEM_MEDIA, STATUS
 from generators.naming import API, resource_path, rest_route
 from generators.rest.hoist import COMPONENTS, hoist, unhoist
@@ -172,6 +173,9 @@ _ERRORS: dict[str, tuple[str, str]] = {  # component name -> the problem code it
     "Gone": ("gone", "The change log no longer holds changes after that revision; `oldest` names the first it keeps."),
     "LimitExceeded": ("limit_exceeded", "Valid input, but the query went past a bound (work or time); narrow it."),
 }
+READS_THE_LOG = frozenset({"at", "as_of", "since", "from"})
+"""Input properties that name a point in the change log (a past revision, a time, where a feed or a difference
+starts): a tool taking one can answer `gone` (410) when compaction has removed that point."""
 _FIXED_SCHEMAS: dict[str, Any] = {
     "rest.Problem": {
         "type": "object",
@@ -277,6 +281,8 @@ def _operation(route: ToolRoute, components: dict[str, Any]) -> dict[str, Any]:
         names.append("ContentTooLarge")
     if route.strict_media:
         names.append("UnsupportedMediaType")
+    if READS_THE_LOG & set(properties):  # the change log may no longer reach back that far
+        names.append("Gone")
     op["responses"] = responses | _errors(*names, "LimitExceeded")
     op["x-canon-tool"] = tool.name
     op["x-canon-annotations"] = dict(tool.annotations)
@@ -328,7 +334,8 @@ def _resource_operation(route: ResourceRoute) -> dict[str, Any]:
         "description": f"The resource ({mime}).",
         "content": {mime: {"schema": {"type": "object" if json_like else "string"}}},
     }
-    op["responses"] = {"200": body} | _errors("Unauthorized", "Forbidden", "NotFound")
+    gone = ("Gone",) if resource.uri_template == NODE_AT_TEMPLATE else ()  # read from the change log, as `at` is
+    op["responses"] = {"200": body} | _errors("Unauthorized", "Forbidden", "NotFound", *gone)
     op["x-canon-resource"] = resource.name
     op["x-canon-permission"] = "read"
     return op

@@ -5,16 +5,20 @@ state for a reader who lost access (`core.dispatch.access.sees_then`), and diff 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from core.dispatch.resources import read_resource
 from core.ops.config import Config
 from core.seam.instance import Instance, open_instance
 from core.store.retention import Retention
+from core.values.errors import ForbiddenError, GoneError, NotFoundError
 from core.values.principal import LOCAL, Principal
+from core.values.uris import node_at_of, node_at_uri
 from tests.conftest import walking_in_a_worker
 
 pytestmark = pytest.mark.both_backends
@@ -153,6 +157,40 @@ def test_a_reader_who_lost_access_sees_no_past_state(seeded: Instance) -> None:
     assert ok(seeded, "diff_revisions", {"from": before, "ids": [TEAM]})["items"][0]["fields"] == [
         "visibility", "readers"
     ]  # fmt: skip
+
+
+def read_at(instance: Instance, uri: str, principal: Principal = LOCAL) -> dict[str, Any]:
+    content = instance.dispatcher.run(principal, "test", "resources/read", uri, {}, lambda ctx: read_resource(ctx, uri))
+    found: dict[str, Any] = json.loads(content.text)
+    return found
+
+
+def test_the_node_at_a_revision_resource_reads_what_get_node_with_at_reads(seeded: Instance) -> None:
+    """`canon://nodes/{type}/{id}/at/{revision}`: a node updated since and one deleted since as they were, the same
+    object get_node with at gives under `node`, under the same rule for who sees the past."""
+    before = seeded.store.revision()
+    rename(seeded, TEAM, "Payments Renamed")
+    ok(seeded, "delete_node", {"id": PERSON, "cascade": True})
+    for node_type, node_id in (("Team", TEAM), ("Person", PERSON)):
+        uri = node_at_uri(node_type, node_id, before)
+        assert node_at_of(uri) == (node_type, node_id, before)
+        assert read_at(seeded, uri) == ok(seeded, "get_node", {"id": node_id, "at": before})["node"]
+    assert read_at(seeded, node_at_uri("Team", TEAM, before))["properties"]["name"] == "Payments"
+    assert read_at(seeded, node_at_uri("Team", TEAM, seeded.store.revision()))["properties"]["name"] == (
+        "Payments Renamed"
+    )
+    with pytest.raises(NotFoundError):  # deleted since: not at the current revision
+        read_at(seeded, node_at_uri("Person", PERSON, seeded.store.revision()))
+    with pytest.raises(NotFoundError):  # the id under another type is no such resource
+        read_at(seeded, node_at_uri("Person", TEAM, before))
+    with pytest.raises(NotFoundError):  # a revision not reached yet
+        read_at(seeded, node_at_uri("Team", TEAM, seeded.store.revision() + 1))
+    ok(seeded, "patch_node", {"id": TEAM, "properties": {}, "visibility": "restricted", "readers": ["group:security"]})
+    with pytest.raises(ForbiddenError):  # a reader who lost access sees no past state
+        read_at(seeded, node_at_uri("Team", TEAM, before), READER)
+    oldest = seeded.store.compact(Retention(changes_keep_revisions=2)).oldest
+    with pytest.raises(GoneError):
+        read_at(seeded, node_at_uri("Team", TEAM, oldest - 2))
 
 
 def test_diff_revisions_pages_without_loss_pinned_to_its_later_revision(seeded: Instance) -> None:
