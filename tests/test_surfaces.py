@@ -4,6 +4,8 @@ surfaces watch: tests/core/test_changes.py)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,6 +107,21 @@ def test_mcp_is_a_built_in_surface_found_like_any_other_and_only_the_host_paths_
     assert isinstance(mcp, Lifespan)
     assert mcp.paths == ("/mcp",)
     assert RESERVED == ("/healthz", "/metrics", "/ui-assets/")
+
+
+def test_discovering_the_surfaces_imports_no_mcp_sdk_and_the_plugin_stands_for_the_surface() -> None:
+    """`canon model diff`, `apply` and `generate` discover every surface; MCP's entry point (`core.mcp.plugin`)
+    makes the surface proper, and imports the SDK, only when `/mcp` is served."""
+    from core.mcp.plugin import McpPlugin
+    from core.mcp.surface import SURFACE, McpSurface
+
+    probe = "import sys; from core.seam.surfaces import discover; discover(); print('mcp' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
+    assert done.stdout.strip() == "False", done.stderr
+    plugin, proper = McpPlugin(), McpSurface()
+    assert (plugin.name, plugin.audit_name, plugin.paths) == (proper.name, SURFACE, proper.paths)
+    assert isinstance(plugin.served(), McpSurface)
+    assert plugin.served() is plugin.served()
 
 
 def test_two_surfaces_may_not_overlap() -> None:

@@ -421,10 +421,10 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _surfaces(options: ServeOptions) -> list[Surface]:
     """Every installed surface, in `discover`'s order, MCP presenting the registry as `options` say."""
-    from core.mcp.surface import McpSurface
+    from core.mcp.plugin import McpPlugin
     from core.seam.surfaces import discover
 
-    return [McpSurface(options) if isinstance(s, McpSurface) else s for s in discover()]
+    return [McpPlugin(options) if isinstance(s, McpPlugin) else s for s in discover()]
 
 
 def _check_served_model(config: Config, *, follow: bool) -> None:

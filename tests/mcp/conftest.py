@@ -99,7 +99,7 @@ def mcp_app(instance: Instance, options: ServeOptions = DEFAULT_OPTIONS, *, alon
             **parts: Any) -> Starlette:  # fmt: skip
     """The host serving MCP (`McpSurface(options, **parts)`), alone or with every other installed surface."""
     mcp = McpSurface(options, **parts)
-    return build_app(instance, [mcp] if alone else [mcp if isinstance(s, McpSurface) else s for s in discover()])
+    return build_app(instance, [mcp] if alone else [mcp if s.name == mcp.name else s for s in discover()])
 
 
 def mcp_of(app: Starlette) -> McpEndpoint:
