@@ -1,7 +1,7 @@
 """The HTTP app: one ASGI application on one port, serving every surface and knowing none.
 
 Routes: `/healthz`, `/metrics` (`core.http.metrics`, with the gauges each running surface reports), `/`, and every path
-a discovered surface claims (`core.seam.surfaces`: MCP at `/mcp`, a built-in plugin in `core.mcp.surface`; REST,
+a discovered surface claims (`core.seam.surfaces`: MCP at `/mcp`, a built-in plugin in `core.mcp.plugin`; REST,
 GraphQL,
 llms.txt in `generators/`), each served by that surface's app for the current registry, or, for a surface with a
 lifespan, by the app its lifespan yields. Outside every route the middleware list applies one rule each:

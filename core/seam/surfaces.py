@@ -1,7 +1,7 @@
 """Pluggable surfaces: MCP, REST, GraphQL, llms.txt, … each mapping the registry onto HTTP paths.
 
 A surface is one module plus one line in `pyproject.toml`'s `canon.surfaces` entry-point group, built-ins
-(`core.mcp.surface`, `generators/`) and third-party ones alike; the host discovers them here and never imports
+(`core.mcp.plugin`, `generators/`) and third-party ones alike; the host discovers them here and never imports
 one. The HTTP host (`core.http.app`) serves `/healthz` itself and hands every path a surface claims to that
 surface's ASGI app, built for the current model's snapshot (and built again, on a host bound to the new
 snapshot, when the model changes). A surface with work that lasts as long as the server (sessions, streams,
