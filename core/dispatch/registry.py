@@ -60,6 +60,9 @@ Execution = Literal["worker", "walk", "point", "indexed"]  # how the dispatcher 
 MODEL_ICON, CHANGES_ICON, EDGE_ICON, NODE_ICON = "🗺️", "🕒", "🔗", "📄"
 
 
+READS_THE_LOG = frozenset({"at", "as_of", "since", "from"})  # inputs naming a point in the change log
+
+
 @dataclass(frozen=True)
 class ToolDefinition:
     name: str
@@ -75,6 +78,12 @@ class ToolDefinition:
     execution: Execution = "worker"
     # the output schema with every node and edge typed by the model: what GraphQL maps and exact checks use
     typed_output_schema: Mapping[str, Any] = field(default_factory=dict[str, Any])
+
+    @property
+    def reads_the_log(self) -> bool:
+        """Whether an input names a point in the change log (`at`, `as_of`, `since`, `from`): such a call can be
+        `gone` when compaction has removed that point, whatever surface it came by."""
+        return not READS_THE_LOG.isdisjoint(self.input_schema.get("properties", {}))
 
     def to_json(self) -> dict[str, Any]:
         """The definition as the manifest and generated artifacts carry it."""

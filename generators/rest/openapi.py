@@ -173,9 +173,6 @@ _ERRORS: dict[str, tuple[str, str]] = {  # component name -> the problem code it
     "Gone": ("gone", "The change log no longer holds changes after that revision; `oldest` names the first it keeps."),
     "LimitExceeded": ("limit_exceeded", "Valid input, but the query went past a bound (work or time); narrow it."),
 }
-READS_THE_LOG = frozenset({"at", "as_of", "since", "from"})
-"""Input properties that name a point in the change log (a past revision, a time, where a feed or a difference
-starts): a tool taking one can answer `gone` (410) when compaction has removed that point."""
 _FIXED_SCHEMAS: dict[str, Any] = {
     "rest.Problem": {
         "type": "object",
@@ -281,7 +278,7 @@ def _operation(route: ToolRoute, components: dict[str, Any]) -> dict[str, Any]:
         names.append("ContentTooLarge")
     if route.strict_media:
         names.append("UnsupportedMediaType")
-    if READS_THE_LOG & set(properties):  # the change log may no longer reach back that far
+    if tool.reads_the_log:  # the change log may no longer reach back that far
         names.append("Gone")
     op["responses"] = responses | _errors(*names, "LimitExceeded")
     op["x-canon-tool"] = tool.name

@@ -165,6 +165,15 @@ def test_get_is_only_for_read_only_tools_and_query_styles_follow_the_property_sh
     assert body["required"] == ["type", "properties"]
     assert {"409", "412", "413"} <= set(put["responses"])
     assert "304" in doc["paths"]["/api/nodes/{id}"]["get"]["responses"]
+    # 410 gone is documented exactly where a tool's input names a point in the change log (ToolDefinition.reads_the_log)
+    by_tool = {op["x-canon-tool"]: op for path in doc["paths"].values() for op in path.values() if "x-canon-tool" in op}
+    assert {name for name, op in by_tool.items() if "410" in op["responses"]} == {
+        t.name for t in gen_instance.registry.tools if t.reads_the_log and t.name in by_tool
+    }
+    assert {"get_node", "find_nodes", "get_neighbors", "get_changes", "diff_revisions"} <= {
+        t.name for t in gen_instance.registry.tools if t.reads_the_log
+    }
+    assert "410" in doc["paths"]["/api/resources/nodes/{type}/{id}/at/{revision}"]["get"]["responses"]
 
 
 def test_the_document_is_deterministic_and_served_as_the_artifact(server: Server) -> None:
