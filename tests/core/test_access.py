@@ -35,7 +35,7 @@ from core.values.errors import ForbiddenError, NotFoundError, UnknownToolError
 from core.values.operations import DeleteNode, Operation, PutEdge, PutNode
 from core.values.principal import ANONYMOUS, Principal
 from core.values.records import Change, Edge, Node, Visibility
-from core.values.uris import NODE_TEMPLATE
+from core.values.uris import NODE_TEMPLATE, node_at_uri
 from tests.conftest import walking_in_a_worker
 
 pytestmark = pytest.mark.both_backends
@@ -677,6 +677,33 @@ def test_reading_a_node_resource_is_forbidden_unless_the_node_is_visible(
     assert {r.target: r.outcome for r in audit} == outcomes
     assert {(r.principal, r.action) for r in audit} == {(who.name, "resources/read")}
     assert set(outcomes.values()) == ({"ok", "not_found"} if who is ERIN else {"ok", "forbidden", "not_found"})
+
+
+@pytest.mark.parametrize("who", CALLERS, ids=names(CALLERS))
+def test_the_node_at_a_revision_resource_shows_only_what_the_caller_may_see(
+    instance: Instance, truth: Truth, who: Principal
+) -> None:
+    """`canon://nodes/{type}/{id}/at/{revision}` at the current revision reads through the store's past view, a
+    path of its own: the same nodes, the same refusals as the node resource, and nothing hidden in a body."""
+    seen, hidden, revision = truth.seen(who), truth.hidden(who), instance.store.revision()
+    outcomes: set[str] = set()
+    for id_, type_ in sorted(truth.ever.items()):
+        uri = node_at_uri(type_, id_, revision)
+        if id_ in seen:
+            content = run(instance, who, "resources/read", uri, lambda ctx, uri=uri: read_resource(ctx, uri))
+            assert json.loads(content.text) == truth.nodes[id_].to_json()
+            assert_shows_none_of(content.text, hidden)
+            outcomes.add("ok")
+        elif id_ in truth.nodes:
+            with pytest.raises(ForbiddenError) as caught:
+                run(instance, who, "resources/read", uri, lambda ctx, uri=uri: read_resource(ctx, uri))
+            assert_shows_none_of(str(caught.value), hidden - {id_})
+            outcomes.add("forbidden")
+        else:
+            with pytest.raises(NotFoundError):
+                run(instance, who, "resources/read", uri, lambda ctx, uri=uri: read_resource(ctx, uri))
+            outcomes.add("not_found")
+    assert outcomes == ({"ok", "not_found"} if who is ERIN else {"ok", "forbidden", "not_found"})
 
 
 @pytest.mark.parametrize("who", CALLERS, ids=names(CALLERS))
