@@ -375,6 +375,19 @@ def test_the_rest_next_link_is_built_from_the_validated_arguments_not_the_query_
     assert [set(n) for n in following.json()["items"]] == [{"id", "type", "visibility", "properties", "revision"}] * 2
 
 
+@pytest.mark.parametrize(
+    "revision", ["abc", "-1", "0", "1e3", "%00", "999999999999999999", "9" * 19, "1" * 4000, "1/at/1"]
+)
+def test_a_hostile_revision_in_the_node_at_resource_gets_a_documented_answer(target: Target, revision: str) -> None:
+    """`canon://nodes/{type}/{id}/at/{revision}` by REST: a revision that is no number, out of range, far in the
+    future or carrying more path is a documented 4xx problem, never a server error."""
+    answer = target.http.get(f"/api/resources/nodes/Team/team-payments/at/{revision}")
+
+    assert answer.status_code in (400, 404, 410, 414, 431), answer.text
+    if answer.status_code < 414:
+        assert answer.headers["content-type"].startswith("application/problem+json"), answer.text
+
+
 def test_a_query_string_near_the_url_limit_never_comes_back_in_a_header(target: Target) -> None:
     huge = "[" + ",".join(map(str, range(2_000))) + "]"  # the 79 KB URL of the report, within this client's limit
 

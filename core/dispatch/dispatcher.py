@@ -63,7 +63,7 @@ from core.values.errors import (
     Problem,
     UnknownToolError,
 )
-from core.values.json_values import value_problems
+from core.values.json_values import storable_text, value_problems
 from core.values.principal import Principal
 from core.values.priority import Priority
 from core.values.records import Node, Sight
@@ -358,7 +358,7 @@ class Dispatcher:
             return
         record = AuditRecord(
             datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-            principal.name, surface, action, target, _digest(arguments), outcome, self.index.revision,
+            principal.name, surface, action, storable_text(target), _digest(arguments), outcome, self.index.revision,
             round((time.perf_counter() - started) * 1000, 3),
         )  # fmt: skip
         if self.audit is not None:

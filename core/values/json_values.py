@@ -19,12 +19,24 @@ from typing import Any
 from core.values.documents import pointer_join
 from core.values.errors import Problem
 
-__all__ = ["INT64_MAX", "INT64_MIN", "MAX_DEPTH", "value_problems"]
+__all__ = ["INT64_MAX", "INT64_MIN", "MAX_DEPTH", "storable_text", "value_problems"]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_DEPTH = 64  # levels of arrays and objects; tool arguments and model data are far shallower
 MAX_PROBLEMS = 20  # a hostile value can hold millions; a caller fixes the first few and tries again
 _SURROGATE = re.compile("[\ud800-\udfff]")  # json.loads joins every valid pair, so any left is lone
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable_text(text: str) -> str:
+    """`text` as a store can keep it, for what canon records rather than refuses (an audit record's target: a URI
+    or tool name as a client sent it): the NUL character and lone surrogates, which PostgreSQL's text and UTF-8
+    cannot hold, become U+FFFD. Any other text is returned as it is."""
+    if "\x00" not in text and text.isascii():
+        return text
+    return _UNSTORABLE.sub("\ufffd", text)
 
 
 def value_problems(value: Any, at: str = "") -> list[Problem]:

@@ -20,6 +20,7 @@ from core.dispatch.resources import read_resource
 from core.ops.config import Config
 from core.seam.instance import Instance, open_instance
 from core.tools import HANDLERS
+from core.values.audit import AuditQuery
 from core.values.errors import LimitExceededError, NotFoundError, UnknownToolError
 from core.values.json_values import MAX_DEPTH
 from core.values.operations import PutNode
@@ -372,6 +373,24 @@ def test_a_failed_resource_read_raises_and_is_audited_with_its_outcome(
     assert caught.value.kind == "resource"
     [record] = records
     assert (record.action, record.target, record.outcome) == ("resources/read", uri, "not_found")
+
+
+def test_a_target_the_store_cannot_hold_is_audited_with_a_replacement_character(
+    instance: Instance, dispatcher: Dispatcher, records: list[AuditRecord]
+) -> None:
+    """A URI or tool name as a client sent it may hold NUL or a lone surrogate, which PostgreSQL's text and UTF-8
+    cannot hold: the record is written with U+FFFD in their place, on both backends (before, PostgreSQL's audit
+    writer failed on the whole batch)."""
+    uri = "canon://nodes/Team/team-payments/at/\x00"
+    with pytest.raises(NotFoundError):
+        dispatcher.run(LOCAL, "mcp", "resources/read", uri, {"uri": uri}, lambda ctx: read_resource(ctx, uri))
+    with pytest.raises(UnknownToolError):
+        dispatcher.call_tool(LOCAL, "test", "get_\ud800node", {})
+
+    assert [r.target for r in records] == ["canon://nodes/Team/team-payments/at/\ufffd", "get_\ufffdnode"]
+    instance.store.append_audit(records)
+    kept, _ = instance.store.audit_records(AuditQuery(target="get_\ufffdnode"), before=None, limit=10)
+    assert [r["target"] for r in kept] == ["get_\ufffdnode"]
 
 
 def test_every_audit_hook_gets_every_record(instance: Instance) -> None:
