@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -136,14 +138,38 @@ def store_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def store_location(backend: str, store_path: Path, request: pytest.FixtureRequest) -> Iterator[str | Path]:
-    """Where the test's store is: `store_path`, or a new database on the test PostgreSQL server."""
+    """Where the test's store is: `store_path`, or a new database on the test PostgreSQL server. For a test that
+    asks for `seeded_store`, a copy of the backend's seeded store (`_seeded`) is there already."""
+    seeded = "seeded_store" in request.fixturenames
     if backend == "sqlite":
+        if seeded:
+            copy_store(Path(_seeded(backend, request)), store_path)
         yield store_path
         return
     server: Server = request.getfixturevalue("postgres_server")
-    url = server.new_database()
+    url = server.new_database(copy_of=str(_seeded(backend, request)) if seeded else None)
     yield url
     server.drop_database(url)
+
+
+_SEEDED: dict[str, str | Path] = {}  # backend -> its seeded store, made once per test process
+
+
+def _seeded(backend: str, request: pytest.FixtureRequest) -> str | Path:
+    """A store on `backend` holding the embedded model's seed data imported as `seeded_store` documents it, made on
+    first use and never opened by tests: they get copies (a file copy; PostgreSQL's CREATE DATABASE TEMPLATE)."""
+    if backend not in _SEEDED:
+        if backend == "sqlite":
+            location: str | Path = request.getfixturevalue("tmp_path_factory").mktemp("seeded") / "canon.db"
+        else:
+            location = request.getfixturevalue("postgres_server").new_database()
+        made = open_store(location, load_model())
+        try:
+            import_path(made, default_seed_path(), principal="test:seed")
+        finally:
+            made.close()
+        _SEEDED[backend] = location
+    return _SEEDED[backend]
 
 
 @pytest.fixture(scope="module")
@@ -170,25 +196,72 @@ def store(store_location: str | Path, model: Model) -> Iterator[Store]:
 
 @pytest.fixture
 def seeded_store(store: Store) -> Store:
-    """A store holding the embedded model's seed data."""
-    import_path(store, default_seed_path(), principal="test:seed")
+    """A store holding the embedded model's seed data, imported by `test:seed` (`store_location` made it a copy of
+    a store seeded once per test process)."""
     return store
 
 
 def run_canon(
-    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120, process: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    """Run the `canon` CLI in a child process, as a user would, without inheriting canon settings."""
+    """Run the `canon` CLI as a user would, without inheriting canon settings, and return what a child process
+    would: its exit status, standard output and standard error.
+
+    By default it runs in this process (`core.app.cli.main` with the environment, folder and standard streams of
+    its own, all restored after), which spares each command the interpreter's start and canon's imports (about a
+    second each, most of the CLI tests' time). It runs in a child process when `process` is set, for `canon serve`
+    (which installs signal handlers and logging), off the main thread (the environment and folder are the
+    process's), and for every command under `CANON_TEST_CLI_PROCESS=1`. `timeout` bounds a child process only.
+    `test_cli.py` holds the two ways to the same answers."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
-    return subprocess.run(
-        [sys.executable, "-m", "core.app.cli", *args],
-        cwd=cwd,
-        env={**clean, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    if (process or _command(args) == "serve" or threading.current_thread() is not threading.main_thread()
+            or os.environ.get("CANON_TEST_CLI_PROCESS") == "1"):  # fmt: skip
+        return subprocess.run([sys.executable, "-m", "core.app.cli", *args], cwd=cwd, env={**clean, **(env or {})},
+                              capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
+    return _run_in_process(list(args), cwd, {**clean, **(env or {})})
+
+
+_VALUED = {"--config", "--store", "--model"}  # the CLI's global options that take a value
+
+
+def _command(args: tuple[str, ...]) -> str | None:
+    """The command `args` name (the first word that is neither a global option nor its value)."""
+    words = iter(args)
+    for word in words:
+        if word in _VALUED:
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def _run_in_process(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    from core.app.cli import main
+
+    def stream() -> io.TextIOWrapper:  # a text stream over bytes, as a pipe is: it has a buffer and no terminal
+        return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="", write_through=True)
+
+    out, err = stream(), stream()
+    saved_env, saved_cwd, saved_streams = dict(os.environ), os.getcwd(), (sys.stdin, sys.stdout, sys.stderr)
+    threads = set(threading.enumerate())
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(cwd)
+        sys.stdin, sys.stdout, sys.stderr = stream(), out, err
+        try:
+            status = main(args)
+        except SystemExit as exc:  # argparse: --help, --version, a usage error
+            status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    left = [t.name for t in set(threading.enumerate()) - threads if not t.daemon]
+    assert not left, f"canon {' '.join(args)} returned and left threads running: {left}"
+    text = [s.buffer.getvalue().decode("utf-8") for s in (out, err)]  # pyright: ignore[reportAttributeAccessIssue]
+    return subprocess.CompletedProcess(["canon", *args], status, text[0], text[1])
 
 
 def copy_store(source: Path, target: Path) -> Path:

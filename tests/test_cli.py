@@ -1,4 +1,6 @@
-"""The `canon` command line, run as a user runs it: a child process, a working directory, exit codes."""
+"""The `canon` command line, run as a user runs it: a working directory, exit codes, standard output and error
+(`run_canon`: in this process, as a child process would see it, or in a child process; the first test holds the
+two to the same answers)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,54 @@ from tests.core.test_model import EIGHT, eight_problems_in_one_type
 
 COMMANDS = ("init", "validate", "import", "export", "stats", "config", "synth")
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE = 0, 1, 2, 3
+
+
+@pytest.fixture(scope="module")
+def two_ways_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder after `canon init`, with a model file the meta-schema refuses and a compatible change."""
+    seeded = tmp_path_factory.mktemp("two-ways")
+    assert run_canon("init", cwd=seeded, process=True).returncode == EXIT_OK
+    (seeded / "bad.json").write_text('{"$schema": 1}', encoding="utf-8")
+    document = json.loads(default_model_path().read_text(encoding="utf-8"))
+    document["x-canon-model"]["version"] = "1.1.0"
+    document["$defs"]["Team"]["properties"]["budget"] = {"description": "Budget.", "type": "integer"}
+    (seeded / "budget.json").write_text(json.dumps(document), encoding="utf-8")
+    return seeded
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--version",),
+        ("stats",),
+        ("export", "-"),
+        ("validate", "bad.json"),
+        ("--model", "bad.json", "stats"),
+        ("no-such-command",),
+        ("stats", "--no-such-option"),
+        ("model", "diff", "budget.json"),
+        ("model", "apply", "budget.json"),
+        ("--store", "missing/canon.db", "stats"),
+    ],
+    ids=lambda argv: " ".join(argv),
+)
+def test_a_command_run_in_the_test_process_answers_as_the_same_command_in_a_child_process(
+    argv: tuple[str, ...], two_ways_folder: Path, tmp_path: Path
+) -> None:
+    """The exit status, standard output and standard error, byte for byte, on copies of one seeded folder."""
+    seeded = two_ways_folder
+    answers = []
+    for way in ("child", "here"):
+        folder = tmp_path / way
+        folder.mkdir()
+        for path in seeded.iterdir():
+            (folder / path.name).write_bytes(path.read_bytes())
+        done = run_canon(*argv, cwd=folder, process=way == "child")
+        answers.append((done.returncode, done.stdout.replace(str(folder), "<folder>"),
+                        done.stderr.replace(str(folder), "<folder>")))  # fmt: skip
+
+    assert answers[0] == answers[1]
+    assert answers[0][1] or answers[0][2]  # each says something
 
 
 def _description(help_text: str) -> str:
