@@ -65,6 +65,26 @@ class Checks(Protocol):
         ...
 
 
+_PASSED_HERE: set[bytes] = set()  # digests of the (kind, document) checks passed in this process
+
+
+def once_here(kind: str, document: Any, check: Callable[[], None]) -> bool:
+    """Run `check` (which raises if `document` fails as a `kind`) unless the same document passed it in this
+    process (the checking code cannot change under a running process); whether it ran. A document that is no JSON
+    (a YAML key that is no string) is checked every time."""
+    try:
+        text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError):
+        check()
+        return True
+    digest = hashlib.sha256(kind.encode() + b"\0" + text.encode()).digest()
+    if digest in _PASSED_HERE:
+        return False
+    check()
+    _PASSED_HERE.add(digest)
+    return True
+
+
 Cardinality = Literal["one-to-one", "one-to-many", "many-to-one", "many-to-many"]
 Direction = Literal["out", "in"]
 INCOMING_SUFFIX = "_incoming"  # an edge's name seen from its target when the model declares no inverse
@@ -295,8 +315,9 @@ def load_model(path: Path | str | None = None, *, checks: Checks | None = None) 
 
 
 def parse_model(document: Any, *, source: str = "<memory>", checks: Checks | None = None) -> Model:
-    """Check a model document and build a `Model`; raise `ModelError` listing every problem. With `checks`, a
-    document that passed before is not checked again (`core.lang.schema_checks`)."""
+    """Check a model document and build a `Model`; raise `ModelError` listing every problem. A document that passed
+    before is not checked again: in this process (`once_here`: a store reads its model at every open and every
+    model change, a plan parses both sides), or with `checks` also across starts (`core.lang.schema_checks`)."""
 
     def check() -> None:
         problems = check_model(document, source=source)
@@ -304,7 +325,7 @@ def parse_model(document: Any, *, source: str = "<memory>", checks: Checks | Non
             raise ModelError(f"The model {source} has {len(problems)} problem(s).", problems)
 
     if checks is None:
-        check()
+        once_here("model", document, check)
     else:
         checks.once("model", document, check)
     return _build(document, source)

@@ -50,9 +50,6 @@ def check_digest(kind: str, document: Any) -> str:
     return hashlib.sha256(b"\0".join((_checker_digest(), kind.encode(), text.encode()))).hexdigest()
 
 
-_PASSED_HERE: set[str] = set()  # digests of the checks passed in this process, for checks without a folder
-
-
 class SchemaChecks:
     """Checks that remember the passed ones in `folder` (`<folder>/schema-checks/<digest>`). Without a folder, a
     document is checked once per process (`canon model diff` builds two registries, the tests hundreds)."""
@@ -83,17 +80,12 @@ class SchemaChecks:
                 pass
 
     def _once_here(self, kind: str, document: Any, check: Callable[[], None]) -> None:
-        try:
-            digest = check_digest(kind, document)
-        except (TypeError, ValueError):  # no JSON document: checked, not remembered
-            digest = None
-        if digest is not None and digest in _PASSED_HERE:
-            return
-        self._in_time()
-        check()
-        self.checked += 1
-        if digest is not None:
-            _PASSED_HERE.add(digest)
+        def timed() -> None:
+            self._in_time()
+            check()
+
+        if model.once_here(kind, document, timed):
+            self.checked += 1
 
     def _in_time(self) -> None:
         if self._check_time is not None:
