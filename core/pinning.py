@@ -9,10 +9,10 @@ keeps is the change feed's `gone`, naming the oldest revision kept.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from core.dispatch.registry import ToolDefinition
 from core.store import Store
 from core.values.errors import InvalidArgumentsError, Problem
 
@@ -27,11 +27,12 @@ def utc(value: str) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def pin(store: Store, tool: str, schema: Mapping[str, Any], args: dict[str, Any]) -> dict[str, Any]:
-    """`args` with `as_of` resolved to `at`, for a tool whose input takes both (others: unchanged)."""
-    if "as_of" not in args or not {"at", "as_of"} <= set(schema.get("properties", {})):
+def pin(store: Store, tool: ToolDefinition, args: dict[str, Any]) -> dict[str, Any]:
+    """`args` with `as_of` resolved to `at`, for a tool that takes both (`ToolDefinition.pins`; others: unchanged)."""
+    if "as_of" not in args or not tool.pins:
         return args
     if "at" in args:
-        raise InvalidArgumentsError(tool, [Problem("/as_of", "give at (a revision) or as_of (a time), not both")])
+        problem = Problem("/as_of", "give at (a revision) or as_of (a time), not both")
+        raise InvalidArgumentsError(tool.name, [problem])
     revision = store.revision_at(utc(args["as_of"]))
     return {**{k: v for k, v in args.items() if k != "as_of"}, "at": revision}

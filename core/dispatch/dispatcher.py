@@ -309,7 +309,7 @@ class Dispatcher:
             # call (same cursor fingerprint) whichever surface sent it
             defaults = self.registry.input_defaults(tool.name)
             full = {**copy.deepcopy(defaults), **args} if defaults else dict(args)
-            full = pin(self.store, tool.name, tool.input_schema, full)  # as_of -> at (core.pinning)
+            full = pin(self.store, tool, full)  # as_of -> at (core.pinning)
             handler, ctx = self.handlers[tool.name], self.context(principal, surface, received)
             value = self._walk(handler, ctx, tool.name, full) if tool.execution == "walk" else handler(ctx, full)
             outcome = "ok"

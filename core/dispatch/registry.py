@@ -61,6 +61,7 @@ MODEL_ICON, CHANGES_ICON, EDGE_ICON, NODE_ICON = "🗺️", "🕒", "🔗", "�
 
 
 READS_THE_LOG = frozenset({"at", "as_of", "since", "from"})  # inputs naming a point in the change log
+PINS = ("at", "as_of")  # the inputs that pin a read to a past revision: a revision, or a time (core.pinning)
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,12 @@ class ToolDefinition:
         """Whether an input names a point in the change log (`at`, `as_of`, `since`, `from`): such a call can be
         `gone` when compaction has removed that point, whatever surface it came by."""
         return not READS_THE_LOG.isdisjoint(self.input_schema.get("properties", {}))
+
+    @property
+    def pins(self) -> tuple[str, ...]:
+        """`PINS` when the tool's input takes them all (it reads at any past revision), else none: what dispatch
+        resolves (`core.pinning`), what GraphQL holds to one value per query, what the pages offer."""
+        return PINS if set(PINS) <= set(self.input_schema.get("properties", {})) else ()
 
     def to_json(self) -> dict[str, Any]:
         """The definition as the manifest and generated artifacts carry it."""

@@ -27,12 +27,12 @@ from graphql import (
     value_from_ast_untyped,
 )
 
+from core.dispatch.registry import PINS
 from core.values.errors import InvalidArgumentsError, Problem
 from generators.graphql.bounds import canon_error
 
-__all__ = ["PIN_ARGUMENTS", "pinned"]
+__all__ = ["pinned"]
 
-PIN_ARGUMENTS = ("at", "as_of")  # the read tools' arguments that name a past revision (core.pinning)
 _KEY = "canon.pin"  # where a request's pin is kept in strawberry's context
 
 
@@ -48,7 +48,7 @@ def pinned(info: strawberry.Info, tool: str) -> dict[str, Any]:
     variables = info.variable_values
     for field in _root_fields(raw.operation.selection_set, raw.fragments):
         for argument in field.arguments or ():
-            if argument.name.value in PIN_ARGUMENTS:
+            if argument.name.value in PINS:
                 value = value_from_ast_untyped(argument.value, variables)
                 if value is not None and value is not Undefined:  # a variable not given is no pin
                     given.setdefault((argument.name.value, repr(value)), (field.name.value, value))

@@ -63,7 +63,7 @@ from generators.graphql.compare import compare
 from generators.graphql.edges import EdgeFields
 from generators.graphql.gate import request_extensions
 from generators.graphql.ide import scope_shows_ide
-from generators.graphql.pinning import PIN_ARGUMENTS, pinned
+from generators.graphql.pinning import pinned
 from generators.graphql.types import (
     Fallback,
     HashableDict,
@@ -185,7 +185,7 @@ class Builder:
         typed = tool.typed_output_schema
         result = self.mapper.map(typed, typed, pascal(tool.name) + "Result", tool.name, output=True)
         runtime, name = self.runtime, tool.name
-        pins = set(PIN_ARGUMENTS) & set(tool.input_schema.get("properties", {}))
+        pins = set(tool.pins)
 
         async def resolve(info: strawberry.Info, **given: Any) -> Any:
             arguments: dict[str, Any] = {}

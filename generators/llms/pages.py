@@ -262,7 +262,7 @@ class Site:
                     continue
                 elif resource.uri_template == NODE_TEMPLATE:
                     found.append((tool, resource, f"each node {tool.name} returns is also {resource.uri_template}"))
-                elif resource.uri_template == NODE_AT_TEMPLATE and "at" in tool.input_schema.get("properties", {}):
+                elif resource.uri_template == NODE_AT_TEMPLATE and tool.pins:
                     found.append((tool, resource, f"each node {tool.name} returns with at is also "
                                                   f"{resource.uri_template}"))  # fmt: skip
         return found

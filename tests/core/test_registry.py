@@ -16,7 +16,7 @@ from referencing import Resource
 from referencing.jsonschema import DRAFT202012
 
 from core.app.synthetic import synthetic_model
-from core.dispatch.registry import QuickCheck, Registry, build_registry, type_schema
+from core.dispatch.registry import PINS, QuickCheck, Registry, build_registry, type_schema
 from core.lang.model import Model, default_seed_path, load_model, parse_model
 from core.store.interchange import import_path
 from core.store.sqlite import SQLiteStore
@@ -467,3 +467,15 @@ def test_a_model_without_edge_types_builds_a_registry_and_every_surface(model: M
     for edge in edges:
         assert not Draft202012Validator(edge).is_valid({"type": "member_of", "source": "a", "target": "b"})
     assert {"mcp", "rest", "graphql", "llms"} <= set(artifacts)
+
+
+def test_a_tool_that_reads_the_past_takes_both_pins_and_no_tool_takes_only_one(model: Model) -> None:
+    """`ToolDefinition.pins` is the one rule dispatch, GraphQL and the pages ask: a tool with only one of `at` and
+    `as_of` would have it ignored by all three."""
+    tools = build_registry(model).tools
+    for tool in tools:
+        taken = set(PINS) & set(tool.input_schema.get("properties", {}))
+        assert taken in (set(), set(PINS)), f"{tool.name} takes {sorted(taken)} of {PINS}"
+        assert tool.pins == (PINS if taken else ())
+    assert {"get_node", "find_nodes", "get_neighbors"} <= {t.name for t in tools if t.pins}
+    assert not {"upsert_node", "get_changes", "apply_model"} & {t.name for t in tools if t.pins}
