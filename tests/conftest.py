@@ -139,8 +139,8 @@ def store_path(tmp_path: Path) -> Path:
 @pytest.fixture
 def store_location(backend: str, store_path: Path, request: pytest.FixtureRequest) -> Iterator[str | Path]:
     """Where the test's store is: `store_path`, or a new database on the test PostgreSQL server. For a test that
-    asks for `seeded_store`, a copy of the backend's seeded store (`_seeded`) is there already."""
-    seeded = "seeded_store" in request.fixturenames
+    asks for `seeded_store` or `seeded_location`, a copy of the backend's seeded store (`_seeded`) is there already."""
+    seeded = not {"seeded_store", "seeded_location"}.isdisjoint(request.fixturenames)
     if backend == "sqlite":
         if seeded:
             copy_store(Path(_seeded(backend, request)), store_path)
@@ -192,6 +192,13 @@ def store(store_location: str | Path, model: Model) -> Iterator[Store]:
     opened = open_store(store_location, model)
     yield opened
     opened.close()
+
+
+@pytest.fixture
+def seeded_location(store_location: str | Path) -> str | Path:
+    """`store_location` holding a copy of the seeded store `seeded_store` opens (for an instance to open: it seeds
+    a new store itself, the slow way)."""
+    return store_location
 
 
 @pytest.fixture

@@ -29,8 +29,8 @@ READER = Principal("gus", frozenset({"reader"}), frozenset({"payments"}))
 
 
 @pytest.fixture
-def seeded(store_location: str | Path) -> Iterator[Instance]:
-    opened = open_instance(Config(store=store_location, walk_workers=0))
+def seeded(seeded_location: str | Path) -> Iterator[Instance]:
+    opened = open_instance(Config(store=seeded_location, walk_workers=0))
     yield opened
     opened.close()
 
@@ -218,17 +218,17 @@ def test_diff_revisions_pages_without_loss_pinned_to_its_later_revision(seeded: 
     assert (wrong["code"], wrong["problems"][0]["pointer"]) == ("invalid_arguments", "/from")
 
 
-def test_get_neighbors_at_a_revision_answers_the_same_from_a_walk_worker(store_location: str | Path) -> None:
+def test_get_neighbors_at_a_revision_answers_the_same_from_a_walk_worker(seeded_location: str | Path) -> None:
     """get_neighbors is a walk: at a past revision it reads the store's view, which a walk worker's read-only store
     reads as the serving process does."""
-    instance = open_instance(Config(store=store_location, walk_workers=0))
+    instance = open_instance(Config(store=seeded_location, walk_workers=0))
     try:
         before = instance.store.revision()
         ok(instance, "delete_node", {"id": PERSON, "cascade": True})
         here = ok(instance, "get_neighbors", {"id": PERSON, "at": before, "limit": 50})
     finally:
         instance.close()
-    with walking_in_a_worker(store_location) as walking:
+    with walking_in_a_worker(seeded_location) as walking:
         there = ok(walking, "get_neighbors", {"id": PERSON, "at": before, "limit": 50})
     assert there == here
     assert here["items"]
