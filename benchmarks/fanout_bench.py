@@ -177,12 +177,15 @@ def _drain(stream: Any, lines: list[str], ready: queue.Queue[str]) -> None:
     ready.put("")
 
 
+SERVER_ENV: dict[str, str] = {}  # what the server's environment adds (`--fastpath off`: CANON_MCP_FASTPATH=0)
+
+
 @contextlib.contextmanager
 def serving(folder: Path, store: Path, options: list[str]) -> Iterator[Server]:
     """`canon --store STORE serve --port 0` in `folder`; stopped with SIGINT (then killed) when the block ends."""
     command = _canon("serve", "--port", "0", "--log-level", "warning", *options, store=store)
-    popen = subprocess.Popen(command, cwd=folder, env=_clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    popen = subprocess.Popen(command, cwd=folder, env=_clean_env() | SERVER_ENV, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
     lines: list[str] = []
     ready: queue.Queue[str] = queue.Queue()
     threading.Thread(target=_drain, args=(popen.stderr, lines, ready), daemon=True).start()
@@ -772,6 +775,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "client_processes": args.client_processes,
             "serve_args": args.serve_arg,
             "listeners": counts,
+            "fastpath": SERVER_ENV.get("CANON_MCP_FASTPATH", "1") == "1",
         },
         "results": results,
         "verdict": _verdict(results),
@@ -808,7 +812,10 @@ def main() -> None:
         help="one more argument for `canon serve` (repeat for more), e.g. --serve-arg=--profile=agent",
     )
     parser.add_argument("--client-processes", type=int, default=1, help="listener processes (default 1)")
+    parser.add_argument("--fastpath", choices=("on", "off"), default="on",
+                        help="off: /mcp through the plain SDK path (CANON_MCP_FASTPATH=0)")  # fmt: skip
     args = parser.parse_args()
+    SERVER_ENV["CANON_MCP_FASTPATH"] = "1" if args.fastpath == "on" else "0"
     if not set(args.client.split(",")) <= {"raw", "sdk"}:
         parser.error("--client takes raw, sdk or raw,sdk")
     try:
