@@ -27,6 +27,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = [
+    "ERROR_PAGE",
     "MCP_PATH",
     "PROBLEM_MEDIA",
     "STATUS",
@@ -41,6 +42,9 @@ __all__ = [
 
 MCP_PATH = "/mcp"
 PROBLEM_MEDIA = "application/problem+json"
+ERROR_PAGE = (b"canon-error-page", b"1")
+"""The header a surface's HTML error page carries (the pages surface's, written for a person to read and naming
+what went wrong): `ProblemAnswers` passes such an answer unchanged instead of replacing it with a problem."""
 
 STATUS: dict[str, int] = {
     # canon's error codes (core.values.errors)
@@ -144,7 +148,8 @@ class ProblemAnswers:
 
     JSON answers pass unchanged: problems already, and protocol bodies (GraphQL's errors, MCP's JSON-RPC), but for
     a problem's `instance` under a path prefix: a route wrote the path it saw, without the prefix, and the prefix
-    goes back in front. `/mcp` passes unchanged whatever it answers. A short plain-text body (a framework's own
+    goes back in front. `/mcp` passes unchanged whatever it answers, and so does an HTML error page a surface wrote
+    on purpose (it carries `ERROR_PAGE`). A short plain-text body (a framework's own
     message) is kept as the detail; any other body (HTML, Markdown) is replaced by a sentence naming the method
     and path.
     """
@@ -165,6 +170,9 @@ class ProblemAnswers:
         async def watch(message: Message) -> None:
             nonlocal held, problem
             if message["type"] == "http.response.start" and message["status"] >= 400:
+                if ERROR_PAGE in [tuple(h) for h in message.get("headers", [])]:
+                    await send(message)  # a page written for a person: the rest of it passes too
+                    return
                 if not _is_json(message):
                     held = message
                     return
