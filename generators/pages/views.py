@@ -135,10 +135,18 @@ class Views:
             "type.html.j2",
             {"node_type": node_type, "answer": answer, "columns": columns, "rows": rows, "facets": facets,
              "asked": asked, "ranges": ranges, "deprecated": deprecation(node_type.schema),
-             "texts": [p for p, s in node_type.properties.items() if _texty(self.model.resolved(s))]},
+             "texts": [p for p, s in node_type.properties.items() if self._contains(s)]},
             Download(name, download_columns, download_rows, answer),
             title=name,
         )  # fmt: skip
+
+    def _contains(self, declared: Mapping[str, Any]) -> bool:
+        """Whether a `contains` filter fits the property: free text, or an array of text (a member)."""
+        schema = self.model.resolved(declared)
+        items = schema.get("items")
+        if schema.get("type") == "array" and isinstance(items, Mapping):
+            schema = self.model.resolved(items)  # pyright: ignore[reportUnknownArgumentType]
+        return _texty(schema)
 
     def _facet_counts(self, reader: Reader, node_type: NodeType, asked: TypeQuery) -> Iterator[FacetCounts]:
         """Each facet's values with how many nodes have it among those the other filters leave (Datasette's
