@@ -217,6 +217,7 @@ class PagesSurface:
 
     name: str = "pages"
     paths: tuple[str, ...] = (PREFIX + "/",)
+    home: str = PREFIX + "/"  # where a person starts: the landing page links it (`core.seam.surfaces.home_of`)
 
     def app(self, host: SurfaceHost, registry: Registry) -> ASGIApp:
         return Router(routes=Pages(host, registry).routes(), redirect_slashes=False)
