@@ -144,7 +144,10 @@ class Pages:
     async def type_page(self, request: Request) -> Response:
         name, suffix = _split_suffix(request.path_params["name"])
         query = request.query_params.multi_items()
-        return await self.answer(request, lambda reader: self.views.type_page(reader, name, query), suffix)
+        facets = suffix is None  # a download carries the rows only
+
+        return await self.answer(request, lambda reader: self.views.type_page(reader, name, query, facets=facets),
+                                 suffix)  # fmt: skip
 
     async def node(self, request: Request) -> Response:
         id = request.path_params["id"]

@@ -120,20 +120,21 @@ class Views:
                                      "recent": RECENT}, title="Home")  # fmt: skip
 
     # -- a type's table ------------------------------------------------------------------------------------------
-    def type_page(self, reader: Reader, name: str, query: list[tuple[str, str]]) -> View:
+    def type_page(self, reader: Reader, name: str, query: list[tuple[str, str]], *, facets: bool = True) -> View:
+        """A type's table; `facets=False` (a download) leaves out the facet counts, which only the page shows."""
         node_type = self.node_type(name)
         asked = parse_type_query(self.model, node_type, query)
         answer = reader.call("find_nodes", asked.arguments(name))
         columns = self.columns(node_type)
         rows = [Row(n, self.title_of(n), tuple(self.shown(node_type, c, n["properties"].get(c)) for c in columns))
                 for n in answer["items"]]  # fmt: skip
-        facets = list(self._facet_counts(reader, node_type, asked))
+        counts = list(self._facet_counts(reader, node_type, asked)) if facets else []
         ranges = [p for p, s in node_type.properties.items() if _rangeable(self.model.resolved(s))]
         download_columns = ("id", "type", *node_type.properties)
         download_rows = tuple({"id": n["id"], "type": n["type"], **n["properties"]} for n in answer["items"])
         return View(
             "type.html.j2",
-            {"node_type": node_type, "answer": answer, "columns": columns, "rows": rows, "facets": facets,
+            {"node_type": node_type, "answer": answer, "columns": columns, "rows": rows, "facets": counts,
              "asked": asked, "ranges": ranges, "deprecated": deprecation(node_type.schema),
              "texts": [p for p, s in node_type.properties.items() if self._contains(s)]},
             Download(name, download_columns, download_rows, answer),
