@@ -7,6 +7,7 @@
     /browse/nodes/<id>?at=<rev>      the node as it was at a past revision
     /browse/nodes/<id>/diff?from=&to=   what changed on it between two revisions (diff_revisions)
     /browse/nodes/<id>/edges.csv|.json  its edges
+    /browse/nodes/<id>/edit          a form for its properties (GET), written through patch_node (POST)
     /browse/search?q=&type=          ranked search, facets by type (.csv, .json)
     /browse/changes?since=           the change log (.csv, .json)
     /browse/model                    every type, property, constraint and edge type of the model
@@ -25,6 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
+from urllib.parse import parse_qsl, quote, urlsplit
 
 import anyio.to_thread
 from starlette.requests import Request
@@ -33,8 +35,9 @@ from starlette.routing import Route, Router
 
 from core.dispatch.registry import Registry
 from core.seam.surfaces import ASGIApp, SurfaceHost
-from core.values.errors import CanonError, NotFoundError, Problem, ValidationError
+from core.values.errors import CanonError, ForbiddenError, NotFoundError, Problem, ValidationError
 from core.web import ERROR_PAGE, PROBLEM_MEDIA, STATUS, problem_body
+from generators.pages.editing import CSRF_COOKIE, CSRF_FIELD, csrf_matches, new_token
 from generators.pages.reads import Reader
 from generators.pages.render import PREFIX, csv_text, environment, json_text
 from generators.pages.views import View, Views
@@ -52,6 +55,8 @@ HEADERS = {
     "referrer-policy": "same-origin",
 }
 Endpoint = Callable[[Request], Awaitable[Response]]
+CSRF_REFUSED = ("This form was not sent from this server's own edit page (its anti-forgery token is missing or "
+                "does not match); open the edit page again and resubmit.")  # fmt: skip
 
 
 def _stylesheet() -> bytes:
@@ -83,7 +88,8 @@ class Pages:
             errors = [{"pointer": p.pointer, "message": p.message} for p in problems]
             body = problem_body(status, error.code, str(error), request.url.path, errors)
             return Response(body, status, headers=HEADERS, media_type=PROBLEM_MEDIA)
-        view = View("error.html.j2", {"error": error, "status": status, "problems": problems}, title="Error")
+        view = View("error.html.j2", {"error": str(error), "code": error.code, "status": status,
+                                      "problems": problems}, title="Error")  # fmt: skip
         response = self.render(view, status)
         response.raw_headers.append(ERROR_PAGE)
         return response
@@ -121,6 +127,7 @@ class Pages:
             Route(PREFIX + "/types/{name}", _guarded(self.type_page), methods=get),
             Route(PREFIX + "/nodes/{id}", _guarded(self.node), methods=get),
             Route(PREFIX + "/nodes/{id}/diff", _guarded(self.diff), methods=get),
+            Route(PREFIX + "/nodes/{id}/edit", _guarded(self.edit), methods=[*get, "POST"]),
             Route(PREFIX + "/nodes/{id}/edges.{suffix}", _guarded(self.edges), methods=get),
             *[Route(PREFIX + f"/{name}{dot}", _guarded(functools.partial(endpoint, suffix=suffix)), methods=get)
               for name, endpoint in (("search", self.search), ("changes", self.changes))
@@ -165,6 +172,46 @@ class Pages:
         id = request.path_params["id"]
         query = dict(request.query_params)
         return await self.answer(request, lambda reader: self.views.diff(reader, id, query))
+
+    async def edit(self, request: Request) -> Response:
+        """The edit form (GET), or a submitted one written through patch_node (POST, its CSRF token checked)."""
+        id = request.path_params["id"]
+        cookie = request.cookies.get(CSRF_COOKIE)
+        token = cookie or new_token()
+        if request.method != "POST":
+            response = await self.answer(request, lambda reader: self.views.edit_form(reader, id, token))
+            return self._with_token(request, response, token) if cookie is None else response
+        try:
+            form = parse_qsl((await request.body()).decode("utf-8"), keep_blank_values=True, max_num_fields=500,
+                             strict_parsing=False)  # fmt: skip
+        except (UnicodeDecodeError, ValueError):
+            problem = Problem("/form", "an application/x-www-form-urlencoded body in UTF-8, at most 500 fields")
+            return self.error_page(request, ValidationError("The form could not be read.", [problem]), None)
+        if not csrf_matches(cookie, dict(form).get(CSRF_FIELD)):
+            return self.error_page(request, ForbiddenError("form", "csrf", CSRF_REFUSED), None)
+        reader = self.reader(request)
+
+        def work() -> Response:
+            try:
+                again = self.views.save(reader, id, form, token)
+            except CanonError as error:
+                return self.error_page(request, error, None)
+            if again is None:
+                return RedirectResponse(self.host.settings.base_url + PREFIX + "/nodes/" + quote(id, safe=""), 303)
+            status = 409 if again.context.get("conflict") else 400
+            response = self.render(again, status)
+            response.raw_headers.append(ERROR_PAGE)
+            return response
+
+        return await anyio.to_thread.run_sync(work)
+
+    def _with_token(self, request: Request, response: Response, token: str) -> Response:
+        """Set the form's CSRF cookie: the pages' path only, never sent by another site's request, unreadable by
+        script, and Secure when the pages are reached over TLS."""
+        path = urlsplit(self.host.settings.base_url).path + PREFIX + "/"
+        secure = request.url.scheme == "https" or self.host.settings.base_url.startswith("https:")
+        response.set_cookie(CSRF_COOKIE, token, path=path, httponly=True, samesite="strict", secure=secure)
+        return response
 
     async def search(self, request: Request, suffix: str | None) -> Response:
         query = dict(request.query_params)

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.lang.model import EdgeEnd, Model, NodeType, deprecation, is_deprecated
-from core.values.errors import CanonError, NotFoundError, Problem, ValidationError
+from core.values.errors import CanonError, ConflictError, NotFoundError, Problem, ValidationError
+from generators.pages.editing import Field, fields_of, patch_of
 from generators.pages.filters import Facet, TypeQuery, facets_of, parse_type_query
 from generators.pages.reads import Reader
 from generators.pages.values import Shown, shown
@@ -226,6 +227,51 @@ class Views:
         answer = reader.call("diff_revisions", arguments)
         return View("diff.html.j2", {"id": id, "answer": answer, "since": since, "until": until},
                     title=f"{id}: what changed")  # fmt: skip
+
+    # -- editing ------------------------------------------------------------------------------------------------
+    def edit_form(self, reader: Reader, id: str, token: str) -> View:
+        node = reader.call("get_node", {"id": id})["node"]
+        node_type = self.node_type(node["type"])
+        fields, left = fields_of(self.model, node_type, node["properties"])
+        return self._form(node, fields, left, token, int(node["revision"]))
+
+    def _form(self, node: Mapping[str, Any], fields: list[Field], left: list[str], token: str, revision: int, *,
+              errors: Mapping[str, list[str]] | None = None, general: Sequence[str] = (),
+              conflict: Mapping[str, Any] | None = None) -> View:  # fmt: skip
+        return View("edit.html.j2", {"node": node, "fields": fields, "left": left, "token": token,
+                                     "revision": revision, "errors": errors or {}, "general": list(general),
+                                     "conflict": conflict, "heading": self.title_of(node)},
+                    title=f"Edit {self.title_of(node)}")  # fmt: skip
+
+    def save(self, reader: Reader, id: str, form: Sequence[tuple[str, str]], token: str) -> View | None:
+        """Write a submitted form with `patch_node`: None when it was written, else the form again, with the
+        tool's problems next to their fields, or, on a conflict, what the node holds now beside what was sent."""
+        node = reader.call("get_node", {"id": id})["node"]
+        node_type = self.node_type(node["type"])
+        patch, revision = patch_of(self.model, node_type, form)
+        sent = {**node["properties"], **{k: v for k, v in patch.items() if v is not None}}
+        sent = {k: v for k, v in sent.items() if patch.get(k, v) is not None}
+        try:
+            reader.call("patch_node", {"id": id, "properties": patch, "expected_revision": revision})
+        except ConflictError as conflict:
+            fields, left = fields_of(self.model, node_type, sent)  # what this person sent, to save again
+            theirs = {f.name: self.shown(node_type, f.name, node["properties"].get(f.name)) for f in fields
+                      if node["properties"].get(f.name) != sent.get(f.name)}  # fmt: skip
+            return self._form(node, fields, left, token, int(node["revision"]), general=[str(conflict)],
+                              conflict={"actual": conflict.actual, "expected": conflict.expected, "theirs": theirs,
+                                        "by": node.get("updated_by"), "at": node.get("updated_at")})  # fmt: skip
+        except ValidationError as invalid:
+            errors: dict[str, list[str]] = {}
+            general: list[str] = []
+            for problem in invalid.problems:
+                name = problem.pointer.removeprefix("/properties/").split("/", 1)[0]
+                if problem.pointer.startswith("/properties/") and name in node_type.properties:
+                    errors.setdefault(name, []).append(problem.message)
+                else:
+                    general.append(f"{problem.pointer}: {problem.message}")
+            fields, left = fields_of(self.model, node_type, sent)
+            return self._form(node, fields, left, token, revision, errors=errors, general=[str(invalid), *general])
+        return None
 
     # -- search and changes --------------------------------------------------------------------------------------
     def search(self, reader: Reader, query: Mapping[str, str], types: Sequence[str]) -> View:
