@@ -56,7 +56,9 @@ def new_token() -> str:
 
 def csrf_matches(cookie: str | None, field: str | None) -> bool:
     """Whether a POST's hidden token is its cookie's (compared in constant time); both must be there."""
-    return bool(cookie) and bool(field) and hmac.compare_digest(str(cookie), str(field))
+    if not cookie or not field:
+        return False
+    return hmac.compare_digest(cookie.encode("utf-8", "surrogatepass"), field.encode("utf-8", "surrogatepass"))
 
 
 def _text(value: Any) -> str:

@@ -111,7 +111,7 @@ async def test_the_tool_s_problems_are_shown_next_to_the_fields_they_concern(htt
     assert await _tier(http) == 1
 
 
-@pytest.mark.parametrize("csrf", [None, "", "forged", "wrong-but-long-enough-to-look-real-0123456789"])
+@pytest.mark.parametrize("csrf", [None, "", "forged", "wrong-but-long-enough-to-look-real-0123456789", "²é"])
 async def test_a_post_without_the_cookies_token_is_refused_before_any_tool_runs(
     http: httpx2.AsyncClient, fresh_instance: Instance, csrf: str | None
 ) -> None:
