@@ -38,7 +38,7 @@ class Field:
     """One form field: the property it edits, how it is shown, and what it holds now."""
 
     name: str
-    widget: str  # text, textarea, number, date, datetime, select, lines
+    widget: str  # text, textarea, url, number, date, select, lines
     value: str  # as the field shows it
     required: bool
     description: str = ""
@@ -78,6 +78,8 @@ def _widget(schema: Mapping[str, Any], model: Model) -> str | None:
     if kind == "string":
         if schema.get("format") == "date":
             return "date"
+        if schema.get("format") in ("uri", "iri", "url"):
+            return "url"
         return "textarea" if int(schema.get("maxLength", 10_000)) > LONG_TEXT else "text"
     if kind == "array" and isinstance(schema.get("items"), Mapping):
         items = model.resolved(schema["items"])

@@ -12,13 +12,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.browser.conftest import WAIT_MS, Site, Watched
+from tests.browser.conftest import WAIT_MS, Site, Watched, public_node_id
+from tests.conftest import copy_store
+from tests.mcp.conftest import create_token, serving
 
 AXE = Path(__file__).resolve().parent / "node_modules" / "axe-core" / "axe.min.js"
 AXE_RULES = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]
@@ -116,3 +119,67 @@ def test_axe_core_finds_no_accessibility_violation_on_the_page(site: Site, axe_p
     # what axe could not decide, but for the facet's ✕ (aria-hidden; the link's text says "remove"): before the
     # stylesheet wrapped long cells, tables overflowing a phone's width left 1-99 contrast checks undecided here
     assert [u for u in undecided if u["nodes"] != [[".remove"]]] == []
+
+
+# -- editing -------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Writers:
+    base: str
+    editor: str  # the person at the browser
+    other: str  # someone else, writing over REST meanwhile
+
+
+@pytest.fixture(scope="module")
+def writers(seed_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Writers]:
+    """`canon serve` on a store of its own, with two writers' tokens (the pages' browser session is a token here:
+    signing in from a browser is another piece of work)."""
+    folder = tmp_path_factory.mktemp("writers")
+    store = copy_store(seed_template, folder / "canon.db")
+    assert public_node_id(store)
+    editor, other = create_token(folder, "editor", "writer"), create_token(folder, "other", "writer")
+    with serving(store, cwd=folder) as process:
+        yield Writers(process.base, editor, other)
+        assert process.popen.poll() is None, f"canon serve exited:\n{process.output()}"
+
+
+def test_a_person_edits_a_property_then_meets_someone_elses_change_as_a_conflict(
+    browser: Browser, writers: Writers, tmp_path: Path
+) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True,
+                                  extra_http_headers={"Authorization": f"Bearer {writers.editor}"})  # fmt: skip
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
+    node = f"{writers.base}/browse/nodes/svc-checkout-api"
+    page.goto(node)
+    page.get_by_role("link", name="Edit", exact=True).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Edit checkout-api")
+    assert axe_findings(page)[0] == []
+    page.get_by_label("tier").fill("2")
+    page.get_by_role("button", name="Save").click()
+    expect(page).to_have_url(node)
+    tier_row = page.locator("table.properties tr", has=page.get_by_role("rowheader", name="tier", exact=True))
+    expect(tier_row.locator("td")).to_have_text("2")
+
+    page.get_by_role("link", name="Edit", exact=True).click()  # open the form ...
+    page.get_by_label("description").fill("Edited in the browser.")
+    other = context.request.patch(
+        f"{writers.base}/api/nodes/svc-checkout-api",
+        data={"properties": {"tier": 3}},
+        headers={"Authorization": f"Bearer {writers.other}"},
+    )  # ... someone else writes
+    assert other.ok, other.text()
+    page.get_by_role("button", name="Save").click()  # ... and this person saves
+
+    conflict = page.get_by_role("alert")
+    expect(conflict.get_by_role("heading")).to_have_text("Someone changed this node while you were editing it")
+    expect(conflict).to_contain_text("changed by other")
+    expect(conflict).to_contain_text("Nothing you sent was written.")
+    changed = conflict.locator("tr", has=page.get_by_role("rowheader", name="tier", exact=True))
+    expect(changed.locator("td.theirs")).to_have_text("3")
+    expect(page.get_by_label("description")).to_have_value("Edited in the browser.")  # what this person sent, kept
+    page.screenshot(path=tmp_path / "conflict.png", full_page=True)
+    assert axe_findings(page)[0] == []
+    stored = context.request.get(f"{writers.base}/api/nodes/svc-checkout-api").json()["node"]["properties"]
+    assert stored["tier"] == 3
+    assert stored["description"] != "Edited in the browser."
+    context.close()

@@ -67,7 +67,7 @@ async def test_markup_and_script_in_every_string_property_show_escaped_on_every_
              "/browse/search?q=pwned", "/browse/search?q=alert+script"]  # fmt: skip
     for node_type, id in changed:
         paths += [f"/browse/types/{node_type}?_size=100", f"/browse/types/{node_type}?_text=pwned",
-                  f"/browse/nodes/{id}", f"/browse/nodes/{id}?at={revision - 1}",
+                  f"/browse/nodes/{id}", f"/browse/nodes/{id}?at={revision - 1}", f"/browse/nodes/{id}/edit",
                   f"/browse/nodes/{id}/diff?from={revision - len(changed) - 1}"]  # fmt: skip
     admin = {"Authorization": "Bearer " + token(fresh_instance, "escaping-admin", "admin")}
     escaped = 0
