@@ -166,6 +166,19 @@ async def test_the_search_page_shows_the_hits_and_type_facets_rest_gives_the_cal
     assert [h["id"] for h in as_json["items"]] == [h["id"] for h in expected["items"]]
 
 
+@pytest.mark.parametrize("both", ["payments-reader"], indirect=True)
+async def test_a_type_page_offers_the_ranked_search_restricted_to_its_type(both: Both) -> None:
+    page = parse((await both.page("/browse/types/Service")).text)
+    forms = [a for t, a in page.tags if t == "form" and a.get("action") == "/browse/search"]
+    hidden = [a for t, a in page.tags if t == "input" and a.get("name") == "type"]
+    assert len(forms) == 2  # the site's search, and this type's
+    assert [h["value"] for h in hidden] == ["Service"]
+    expected = await both.rest("search", {"query": "payments", "types": ["Service"], "limit": 20})
+    hits = node_ids(parse((await both.page("/browse/search?q=payments&type=Service")).text))
+    assert hits == [h["id"] for h in expected["items"]]
+    assert {h["type"] for h in expected["items"]} == {"Service"}
+
+
 @pytest.mark.parametrize("both", WHO, indirect=True)
 async def test_the_home_page_counts_the_types_as_describe_model_does_for_the_caller(both: Both) -> None:
     expected = await both.rest("describe_model", {})
