@@ -517,6 +517,17 @@ def test_hostile_form_fields_of_the_edit_page_get_a_page_or_a_named_error_never_
             _check_page(f"POST {edit} {field}={value[:40]}", answer)
     garbage = target.http.post(edit, content=b"\xff\xfe&&==%%", headers={"content-type": "text/plain"})
     _check_page(f"POST {edit} garbage", garbage)
+    edges = "/browse/nodes/svc-checkout-api/edges"
+    base = {"_csrf": csrf, "_action": "remove", "type": "owns", "source": "team-payments",
+            "target": "svc-checkout-api", "_revision": "1", "name": "owned_by", "other": "team-payments"}  # fmt: skip
+    for action in ("add", "remove"):
+        for field in ("_action", "type", "source", "target", "_revision", "name", "other"):
+            for value in _encoded_values():
+                fields = {**base, "_action": action}
+                body = "&".join(f"{k}={quote(v, safe='')}" for k, v in fields.items() if k != field)
+                answer = target.http.post(edges, content=f"{body}&{field}={value}".encode(),
+                                          headers={"content-type": "application/x-www-form-urlencoded"})  # fmt: skip
+                _check_page(f"POST {edges} {action} {field}={value[:40]}", answer)
 
 
 @pytest.mark.parametrize("template", PAGE_SEGMENTS)

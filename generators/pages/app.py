@@ -8,6 +8,7 @@
     /browse/nodes/<id>/diff?from=&to=   what changed on it between two revisions (diff_revisions)
     /browse/nodes/<id>/edges.csv|.json  its edges
     /browse/nodes/<id>/edit          a form for its properties (GET), written through patch_node (POST)
+    /browse/nodes/<id>/edges         POST: add an edge (upsert_edge, expected_revision 0) or remove one (delete_edge)
     /browse/search?q=&type=          ranked search, facets by type (.csv, .json)
     /browse/changes?since=           the change log (.csv, .json)
     /browse/model                    every type, property, constraint and edge type of the model
@@ -128,6 +129,7 @@ class Pages:
             Route(PREFIX + "/nodes/{id}", _guarded(self.node), methods=get),
             Route(PREFIX + "/nodes/{id}/diff", _guarded(self.diff), methods=get),
             Route(PREFIX + "/nodes/{id}/edit", _guarded(self.edit), methods=[*get, "POST"]),
+            Route(PREFIX + "/nodes/{id}/edges", _guarded(self.edges_edit), methods=["POST"]),
             Route(PREFIX + "/nodes/{id}/edges.{suffix}", _guarded(self.edges), methods=get),
             *[Route(PREFIX + f"/{name}{dot}", _guarded(functools.partial(endpoint, suffix=suffix)), methods=get)
               for name, endpoint in (("search", self.search), ("changes", self.changes))
@@ -181,14 +183,9 @@ class Pages:
         if request.method != "POST":
             response = await self.answer(request, lambda reader: self.views.edit_form(reader, id, token))
             return self._with_token(request, response, token) if cookie is None else response
-        try:
-            form = parse_qsl((await request.body()).decode("utf-8"), keep_blank_values=True, max_num_fields=500,
-                             strict_parsing=False)  # fmt: skip
-        except (UnicodeDecodeError, ValueError):
-            problem = Problem("/form", "an application/x-www-form-urlencoded body in UTF-8, at most 500 fields")
-            return self.error_page(request, ValidationError("The form could not be read.", [problem]), None)
-        if not csrf_matches(cookie, dict(form).get(CSRF_FIELD)):
-            return self.error_page(request, ForbiddenError("form", "csrf", CSRF_REFUSED), None)
+        form = await self._posted(request, cookie)
+        if isinstance(form, Response):
+            return form
         reader = self.reader(request)
 
         def work() -> Response:
@@ -202,6 +199,37 @@ class Pages:
             response = self.render(again, status)
             response.raw_headers.append(ERROR_PAGE)
             return response
+
+        return await anyio.to_thread.run_sync(work)
+
+    async def _posted(self, request: Request, cookie: str | None) -> list[tuple[str, str]] | Response:
+        """A POSTed form's fields, or the page refusing it: a body that is not a form, or (before any tool
+        runs) a token that is not the cookie's."""
+        try:
+            form = parse_qsl((await request.body()).decode("utf-8"), keep_blank_values=True, max_num_fields=500,
+                             strict_parsing=False)  # fmt: skip
+        except (UnicodeDecodeError, ValueError):
+            problem = Problem("/form", "an application/x-www-form-urlencoded body in UTF-8, at most 500 fields")
+            return self.error_page(request, ValidationError("The form could not be read.", [problem]), None)
+        if not csrf_matches(cookie, dict(form).get(CSRF_FIELD)):
+            return self.error_page(request, ForbiddenError("form", "csrf", CSRF_REFUSED), None)
+        return form
+
+    async def edges_edit(self, request: Request) -> Response:
+        """Add or remove one of a node's edges (POST from its edit page): upsert_edge or delete_edge."""
+        id = request.path_params["id"]
+        form = await self._posted(request, request.cookies.get(CSRF_COOKIE))
+        if isinstance(form, Response):
+            return form
+        reader = self.reader(request)
+
+        def work() -> Response:
+            try:
+                self.views.change_edge(reader, id, form)
+            except CanonError as error:
+                return self.error_page(request, error, None)
+            edit = self.host.settings.base_url + PREFIX + "/nodes/" + quote(id, safe="") + "/edit#edges-heading"
+            return RedirectResponse(edit, 303)
 
         return await anyio.to_thread.run_sync(work)
 

@@ -195,10 +195,11 @@ class Views:
             title=self.title_of(node),
         )  # fmt: skip
 
-    def neighbours(self, reader: Reader, node_type: str, id: str) -> Iterator[Group]:
-        """The node's neighbours under each name its type's edges have: one get_neighbors call per edge end."""
+    def neighbours(self, reader: Reader, node_type: str, id: str, *, summary: bool = True) -> Iterator[Group]:
+        """The node's neighbours under each name its type's edges have: one get_neighbors call per edge end
+        (`summary=False`: whole edges, their revisions too, for the edit page)."""
         for end in self.model.edge_ends(node_type):
-            arguments = {"id": id, "direction": end.direction, "summary": True, "edge_types": [end.edge.name],
+            arguments = {"id": id, "direction": end.direction, "summary": summary, "edge_types": [end.edge.name],
                          "limit": NEIGHBOUR_LIMIT}  # fmt: skip
             answer = reader.call("get_neighbors", arguments)
             if answer["items"]:
@@ -233,7 +234,38 @@ class Views:
         node = reader.call("get_node", {"id": id})["node"]
         node_type = self.node_type(node["type"])
         fields, left = fields_of(self.model, node_type, node["properties"])
-        return self._form(node, fields, left, token, int(node["revision"]))
+        view = self._form(node, fields, left, token, int(node["revision"]))
+        groups = list(self.neighbours(reader, node["type"], id, summary=False))
+        view.context["groups"] = groups
+        view.context["titles"] = {i["node"]["id"]: self.title_of(i["node"]) for g in groups for i in g.items}
+        view.context["ends"] = self.model.edge_ends(node["type"])
+        return view
+
+    def change_edge(self, reader: Reader, id: str, form: Sequence[tuple[str, str]]) -> None:
+        """An edit page's edge form: `add` an edge under one of the node's edge names to the node `other` (it must
+        not exist yet: expected_revision 0), or `remove` the edge it names at the revision it was shown at."""
+        given = dict(form)
+        node_type = self.node_type(reader.call("get_node", {"id": id, "summary": True})["node"]["type"])
+        if given.get("_action") == "add":
+            names = {end.name: end for end in self.model.edge_ends(node_type.name)}
+            end = names.get(given.get("name", ""))
+            other = given.get("other", "").strip()
+            if end is None or not other:
+                raise ValidationError("Choose an edge and the other node's id.", [
+                    Problem("/form/name" if end is None else "/form/other",
+                            f"one of {', '.join(names)}" if end is None else "a node id")])  # fmt: skip
+            source, target = (id, other) if end.direction == "out" else (other, id)
+            reader.call("upsert_edge", {"type": end.edge.name, "source": source, "target": target,
+                                        "expected_revision": 0})  # fmt: skip
+            return
+        if given.get("_action") != "remove":
+            raise ValidationError("The form asks for nothing.", [Problem("/form/_action", "add or remove")])
+        raw = given.get("_revision", "")
+        if not WHOLE.fullmatch(raw) or id not in (given.get("source"), given.get("target")):
+            problem = Problem("/form", "type, source, target (this node at one end) and _revision")
+            raise ValidationError("The form does not name one of this node's edges at a revision.", [problem])
+        reader.call("delete_edge", {"type": given.get("type", ""), "source": given.get("source", ""),
+                                    "target": given.get("target", ""), "expected_revision": int(raw)})  # fmt: skip
 
     def _form(self, node: Mapping[str, Any], fields: list[Field], left: list[str], token: str, revision: int, *,
               errors: Mapping[str, list[str]] | None = None, general: Sequence[str] = (),

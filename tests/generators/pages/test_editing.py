@@ -23,6 +23,7 @@ pytestmark = pytest.mark.anyio
 
 NODE = "svc-checkout-api"
 EDIT = f"/browse/nodes/{NODE}/edit"
+DOC = "doc-runbook-ledger-reconciliation"
 
 
 @pytest.fixture
@@ -156,3 +157,66 @@ async def test_a_reader_s_edit_is_the_tool_s_refusal(fresh_instance: Instance) -
         assert answer.status_code == 403
         assert "patch_node" in answer.text
         assert await _tier(http) == 1
+
+
+# -- edges -----------------------------------------------------------------------------------------------------------
+async def _edge_form(http: httpx2.AsyncClient) -> str:
+    return (await http.get(EDIT)).text
+
+
+async def test_an_edge_is_added_under_one_of_the_nodes_edge_names_and_removed_at_its_revision(
+    http: httpx2.AsyncClient, fresh_instance: Instance
+) -> None:
+    page = await _edge_form(http)
+    csrf = _hidden(page, "_csrf")
+    assert '<option value="documented_by">' in page  # documents, seen from its target
+    add = {"_csrf": csrf, "_action": "add", "name": "documented_by", "other": DOC}
+    added = await http.post(f"/browse/nodes/{NODE}/edges", data=add)
+    assert added.status_code == 303, added.text[:500]
+    edge = fresh_instance.store.edge("documents", DOC, NODE)
+    assert edge is not None
+    again = await http.post(f"/browse/nodes/{NODE}/edges", data=add)
+    assert again.status_code == 409  # it exists: expected_revision 0 refuses a second add
+    page = await _edge_form(http)
+    assert f'aria-label="Remove documented_by {DOC}"' in page
+    removed = await http.post(f"/browse/nodes/{NODE}/edges", data={
+        "_csrf": csrf, "_action": "remove", "type": "documents", "source": DOC, "target": NODE,
+        "_revision": str(edge.revision)})  # fmt: skip
+    assert removed.status_code == 303
+    assert fresh_instance.store.edge("documents", DOC, NODE) is None
+
+
+async def test_removing_an_edge_someone_changed_since_is_a_conflict(
+    http: httpx2.AsyncClient, fresh_instance: Instance
+) -> None:
+    csrf = _hidden(await _edge_form(http), "_csrf")
+    edge = fresh_instance.store.edge("owns", "team-payments", NODE)
+    assert edge is not None
+    answer = await http.post(f"/browse/nodes/{NODE}/edges", data={
+        "_csrf": csrf, "_action": "remove", "type": "owns", "source": "team-payments", "target": NODE,
+        "_revision": str(edge.revision - 1)})  # fmt: skip
+    assert answer.status_code == 409
+    assert "read it again" in answer.text
+    assert fresh_instance.store.edge("owns", "team-payments", NODE) is not None
+
+
+@pytest.mark.parametrize(
+    "form",
+    [{"_action": "add", "name": "no_such_edge", "other": "team-payments"}, {"_action": "add", "name": "owned_by"},
+     {"_action": "drop"}, {"_action": "remove", "type": "owns", "source": "team-payments", "target": "team-x",
+                            "_revision": "1"}],
+)  # fmt: skip
+async def test_an_edge_form_that_names_no_edge_of_this_node_is_a_400(
+    http: httpx2.AsyncClient, form: dict[str, str]
+) -> None:
+    csrf = _hidden(await _edge_form(http), "_csrf")
+    answer = await http.post(f"/browse/nodes/{NODE}/edges", data={"_csrf": csrf, **form})
+    assert answer.status_code == 400, answer.text[:300]
+
+
+async def test_an_edge_form_without_the_token_is_refused(http: httpx2.AsyncClient, fresh_instance: Instance) -> None:
+    await _edge_form(http)
+    answer = await http.post(f"/browse/nodes/{NODE}/edges", data={"_action": "add", "name": "documented_by",
+                                                                  "other": DOC})  # fmt: skip
+    assert answer.status_code == 403
+    assert fresh_instance.store.edge("documents", DOC, NODE) is None
