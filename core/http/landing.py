@@ -79,16 +79,16 @@ def _caller(principal: Principal, base: str, *, session: bool, signs_in: bool) -
     """Who the page is served to, and the way to sign in or out (with a browser's sign-in)."""
     if principal == ANONYMOUS:
         link = f' <a href="{escape(base)}/signin">Sign in</a>' if signs_in else ""
-        return f'<p id="caller">Not signed in: you see public nodes only.{link}</p>' if signs_in or link else ""
+        return f'<div id="caller">Not signed in: you see public nodes only.{link}</div>' if signs_in or link else ""
     roles = ", ".join(sorted(principal.roles)) or "none"
     groups = ", ".join(sorted(principal.groups)) or "none"
     who = (f'<span class="name">{escape(principal.name)}</span> (roles: <span class="roles">{escape(roles)}</span>; '
            f'groups: <span class="groups">{escape(groups)}</span>)')  # fmt: skip
     if not session:
-        return f'<p id="caller">Calling as {who}, by bearer token.</p>'
+        return f'<div id="caller">Calling as {who}, by bearer token.</div>'
     out = (f'<form method="post" action="{escape(base)}/signout" style="display:inline">'
            '<button type="submit">Sign out</button></form>')  # fmt: skip
-    return f'<p id="caller">Signed in as {who}. {out}</p>'
+    return f'<div id="caller">Signed in as {who}. {out}</div>'
 
 
 def render(model: Model, surfaces: Sequence[Surface], base_url: str, *, token: bool, issuer: str | None = None,

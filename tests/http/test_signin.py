@@ -100,7 +100,7 @@ async def sign_in(client: httpx2.AsyncClient, provider: Provider, login: str = "
 
 
 def caller_line(page: str) -> str:
-    found = re.search(r'<p id="caller">(.*?)</p>', page, re.S)
+    found = re.search(r'<div id="caller">(.*?)</div>', page, re.S)
     assert found is not None, page
     return found.group(1)
 
