@@ -6,11 +6,12 @@ The flow is OpenID Connect's authorization code flow with PKCE (S256), canon bei
   for the keys, `core.http.oauth`), makes a `state`, a `nonce` and a PKCE verifier, keeps them in a short-lived
   encrypted cookie (`canon_signin`, ten minutes) and sends the browser to the issuer's `authorization_endpoint`;
 * the issuer sends it back to the redirect URI (`public_url`, else the URL the browser used, + `redirect_path`); the
-  callback checks that `state` is the cookie's, exchanges the code at the `token_endpoint` (HTTP Basic with the
-  client id and secret, and the verifier), checks the ID token with the issuer's rule for every token it signs
-  (`JwtVerifier.claims_of`: algorithm, key, signature, `iss`, `exp`, leeway; its `aud` is the client id, `azp` too
-  when there are several) and that its `nonce` is the cookie's, and only then sets the session cookie and sends the
-  browser back to where it was (`return`, a path on this server: anything else is `/`);
+  callback checks that `state` is the cookie's (and `iss`, when the issuer names itself: RFC 9207), exchanges the
+  code at the `token_endpoint` (HTTP Basic with the client id and secret, and the verifier), checks the ID token
+  with the issuer's rule for every token it signs (`JwtVerifier.claims_of`: algorithm, key, signature, `iss`,
+  `exp`, leeway; its `aud` is the client id, `azp` too when there are several) and that its `nonce` is the
+  cookie's, and only then sets the session cookie and sends the browser back to where it was (`return`, a path on
+  this server: anything else is `/`);
 * the session cookie (`canon_session`) holds, encrypted and authenticated (Fernet: AES-128-CBC and HMAC-SHA256, the
   key derived from the client secret by HKDF), an id, the claims a principal is computed from, and the expiry: the
   ID token's `exp` or `session_max_age_s` from now, whichever is sooner. It is HttpOnly, SameSite=Lax, Path the
@@ -330,6 +331,10 @@ class SignIn:
         if error is not None:
             shown = "".join(c for c in error if c.isalnum() or c == "_")[:64]
             raise SignInError(400, f"The identity provider did not sign you in ({shown}).", f"issuer said {shown}")
+        issuer = request.query_params.get("iss")  # RFC 9207: who answered, when the issuer says (mix-up defence)
+        if issuer is not None and issuer != self.settings.issuer:
+            raise SignInError(400, "The sign-in was answered by another identity provider than canon's.",
+                              "wrong iss in the answer")  # fmt: skip
         state = request.query_params.get("state", "")
         if not hmac.compare_digest(state.encode(), str(flow.get("state", "")).encode()):
             raise SignInError(400, "The sign-in's state does not match the one this browser started: start again.",
@@ -364,7 +369,6 @@ class SignIn:
             raise SignInError(403, f"You signed in, but your account has no role in canon ({principal.reason}).",
                               principal.reason)  # fmt: skip
         expires = min(float(claims["exp"]), time.time() + self.settings.session_max_age_s)
-        LOG.info("canon: %s signed in", principal.name)
         return kept, expires
 
     def _kept_claims(self, claims: Mapping[str, Any], answer: Mapping[str, Any]) -> dict[str, Any]:

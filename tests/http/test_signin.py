@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import json
 import re
 import secrets
 import time
@@ -20,17 +21,21 @@ from collections.abc import AsyncGenerator, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import httpx2
 import jwt
 import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+from websockets.typing import Subprotocol
 
 from core.http.app import build_app
 from core.http.oauth import JwtVerifier
 from core.http.signin import SESSION_COOKIE, SignIn, safe_return
 from core.ops.config import OAuthSettings
 from core.seam.instance import Instance
+from tests.generators.conftest import live
 from tests.http.test_oauth import RESOURCE, audited, canon
 from tests.identity_provider import Provider, running_provider, sign_in_at_provider
 
@@ -336,6 +341,42 @@ async def test_a_request_with_the_session_cookie_that_changes_something_must_com
         read = await client.get(f"/api/nodes/{RESTRICTED}", headers={"Origin": "http://127.0.0.1:9999"})
         assert read.status_code == 200  # a read changes nothing (and SameSite keeps other sites' reads cookieless)
     assert any(r.outcome == "rejected" and "cross-site" in r.principal for r in records)
+
+
+def test_a_websocket_opened_with_the_session_cookie_must_come_from_canons_origin(shared: Instance) -> None:
+    """GraphQL subscriptions over a WebSocket carry the cookie (no token in `connection_init`): canon's own page may
+    open one, a page on another origin may not (cross-site WebSocket hijacking)."""
+    assert shared.config.oauth is not None
+    claims = {"sub": "pat", "roles": ["canon:read"], "groups": ["payments"]}
+    made = SignIn(JwtVerifier(shared.config.oauth), public_url=None)  # the same key: as another worker would
+    cookie = made.session_cookie(claims, time.time() + 60, secure=False, path="/").split(";")[0]
+    protocol = [Subprotocol("graphql-transport-ws")]
+    query = f'{{ get_node(id: "{RESTRICTED}") {{ node {{ id }} }} }}'
+    with live(shared) as base:
+        url = base.replace("http://", "ws://") + "/graphql"
+        with connect(url, subprotocols=protocol, additional_headers={"Cookie": cookie, "Origin": base}) as socket:
+            socket.send(json.dumps({"type": "connection_init", "payload": {}}))
+            assert json.loads(socket.recv(timeout=10))["type"] == "connection_ack"
+            socket.send(json.dumps({"id": "1", "type": "subscribe", "payload": {"query": query}}))
+            answer = json.loads(socket.recv(timeout=10))
+        assert answer["payload"]["data"]["get_node"]["node"]["id"] == RESTRICTED, answer
+        with pytest.raises(InvalidStatus) as refused:
+            connect(url, subprotocols=protocol, additional_headers={"Cookie": cookie, "Origin": "http://127.0.0.1:9"})
+        assert refused.value.response.status_code == 403
+
+
+async def test_an_answer_naming_another_issuer_is_refused(shared: Instance, provider: Provider) -> None:
+    """RFC 9207: the provider names itself in `iss` on the way back; an answer from another issuer is a mix-up."""
+    async with site(shared) as (client, _):
+        authorize = await start(client)
+        with at_provider(provider) as browser:
+            back = sign_in_at_provider(browser, provider.issuer, authorize, "pat")
+        assert parse_qs(urlsplit(back).query)["iss"] == [provider.issuer]  # oidc-provider says who it is
+        other = back.replace(f"iss={quote(provider.issuer, safe='')}", "iss=https%3A%2F%2Fevil.example")
+        assert other != back
+        answer = await client.get(other)
+        assert answer.status_code == 400
+        _no_session(answer)
 
 
 async def test_scripts_with_a_bearer_token_need_no_origin(shared: Instance, provider: Provider) -> None:
