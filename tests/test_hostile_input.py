@@ -658,7 +658,7 @@ async def test_hostile_sign_in_parameters_get_a_page_or_a_redirect_never_a_sessi
                 assert answer.status_code in (400, 502), (query[:60], answer.status_code)
         for value in COOKIE_VALUES:
             for name in ("canon_session", "canon_signin"):
-                headers = {"Cookie": f"{name}={value}".encode()}  # raw UTF-8 bytes, as a hostile client sends
+                headers = {b"cookie": f"{name}={value}".encode()}  # raw UTF-8 bytes, as a hostile client sends
                 read = await client.get("/api/nodes?limit=1", headers=headers)
                 assert read.status_code == 200, (name, value[:40], read.status_code)  # anonymous: no session
                 _harmless(await client.get("/signin/callback?state=s&code=c", headers=headers), issuer, name)
