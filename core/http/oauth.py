@@ -22,6 +22,11 @@ An accepted token is remembered until its `exp` (`MAX_VERIFIED` of them), so a c
 lookup; fetching keys forgets them all. If the issuer cannot be reached when keys are due, the keys fetched
 before stay in use (a warning is logged).
 
+The pieces are shared with a browser's sign-in (`core.http.signin`), so one rule holds for both: `claims_of` checks
+any JWT of the issuer for an audience (access tokens: canon's resource; ID tokens: canon's client id),
+`principal_of` maps a set of claims to a principal (a token's, a session's), and `discovery` is the issuer's
+metadata, fetched for the keys and kept (the sign-in reads its endpoints from it).
+
 A rejection carries the RFC 6750 error, a reason for the audit log (never the token) and the HTTP status;
 `challenge` writes the `WWW-Authenticate` value with the RFC 9728 `resource_metadata` parameter, and
 `resource_metadata` is the document served at `metadata_path`.
