@@ -44,7 +44,6 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from html import escape
-from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -53,7 +52,7 @@ import anyio.to_thread
 from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from starlette.requests import Request
+from starlette.requests import Request, cookie_parser
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import Scope
@@ -456,15 +455,11 @@ def _root(request: Request) -> str:
 
 
 def _cookie(scope: Scope, name: str) -> str | None:
+    """The cookie `name` of the request. Starlette's lenient parser, as browsers read cookies: the standard library's
+    stops at the first cookie it finds malformed, which another application on the same site may well have set."""
     for key, value in scope["headers"]:
-        if key.lower() == b"cookie":
-            jar = SimpleCookie()
-            try:
-                jar.load(bytes(value).decode("latin-1"))
-            except Exception:  # noqa: BLE001 (a malformed Cookie header is no session)
-                continue
-            if name in jar:
-                return jar[name].value
+        if key.lower() == b"cookie" and (found := cookie_parser(bytes(value).decode("latin-1")).get(name)):
+            return found
     return None
 
 

@@ -145,7 +145,7 @@ async def test_a_browser_asking_a_page_signs_in_with_pkce_and_comes_back_with_a_
         assert "SameSite=Lax" in attributes
         assert "Path=/" in attributes
         assert "Secure" not in attributes  # plain http here; https: tests below
-        assert 0 < int(next(a for a in attributes if a.startswith("Max-Age="))[8:]) <= 8 * 3600
+        assert 0 < int(next(a for a in attributes if a.startswith("Max-Age="))[8:]) <= 3600  # the ID token's exp
         value = session.split(";")[0].split("=", 1)[1]
         assert "pat" not in value
         assert "payments" not in base64.urlsafe_b64decode(value + "==").decode("latin-1")  # sealed, not readable
@@ -298,6 +298,8 @@ async def test_an_expired_session_is_no_session(shared: Instance, provider: Prov
         dead = sign_in_.session_cookie(claims, time.time() - 1, secure=False, path="/").split(";")[0].split("=", 1)[1]
         client.cookies.set(SESSION_COOKIE, live)
         assert (await client.get(f"/api/nodes/{RESTRICTED}")).status_code == 200
+        beside = {"Cookie": f'other="unterminated; x=a b; {SESSION_COOKIE}={live}'}  # another app's odd cookies
+        assert (await client.get(f"/api/nodes/{RESTRICTED}", headers=beside)).status_code == 200
         client.cookies.set(SESSION_COOKIE, dead)
         assert (await client.get(f"/api/nodes/{RESTRICTED}")).status_code == 401
         page = await client.get("/docs", headers=HTML)
@@ -396,6 +398,9 @@ async def test_signing_out_clears_the_cookie_ends_the_session_and_the_providers(
         await sign_in(client, provider)
         kept = client.cookies.get(SESSION_COOKIE)
         assert (await client.get(f"/api/nodes/{RESTRICTED}")).status_code == 200
+        offered = await client.get("/signout")  # a link may lead here: the page's button posts
+        assert offered.status_code == 200
+        assert '<form method="post" action="/signout">' in offered.text
         refused = await client.post("/signout")  # no Origin: a cross-site sign-out is refused too
         assert refused.status_code == 403
         out = await client.post("/signout", headers=OWN)
@@ -409,6 +414,19 @@ async def test_signing_out_clears_the_cookie_ends_the_session_and_the_providers(
         assert (await client.get(f"/api/nodes/{RESTRICTED}")).status_code == 401
         client.cookies.set(SESSION_COOKIE, kept or "")  # the signed-out cookie, kept by someone: refused here
         assert (await client.get(f"/api/nodes/{RESTRICTED}")).status_code == 401
+
+
+async def test_a_session_lasts_at_most_session_max_age_s_when_that_is_sooner_than_the_id_token(
+    provider: Provider, seed_template: Path, tmp_path: Path
+) -> None:
+    with canon(seed_template, tmp_path, settings(provider, session_max_age_s=600), anonymous=False) as instance:
+        async with site(instance) as (client, _):
+            authorize = await start(client)
+            with at_provider(provider) as browser:
+                back = sign_in_at_provider(browser, provider.issuer, authorize, "pat")
+            done = await client.get(back)
+    session = next(c for c in done.headers.get_list("set-cookie") if c.startswith(f"{SESSION_COOKIE}="))
+    assert 590 <= int(session.split("Max-Age=", 1)[1].split(";", 1)[0]) <= 600  # not the ID token's hour
 
 
 async def test_behind_tls_the_cookies_are_secure_and_the_redirect_uri_is_the_public_url(
