@@ -198,6 +198,11 @@ async def test_a_bearer_token_wins_over_the_session_cookie(shared: Instance, pro
         await sign_in(client, provider)
         bad = await client.get(f"/api/nodes/{RESTRICTED}", headers={"Authorization": "Bearer not-a-token"})
         assert bad.status_code == 401  # a refused token is refused, never served as the cookie's principal
+        token = shared.tokens.create("ci-reader", "reader", ())
+        page = await client.get("/", headers={"Authorization": f"Bearer {token}"} | HTML)
+        assert who(page.text) == ("ci-reader", "reader", "none")  # the token's principal, not the session's
+        assert (await client.get(f"/api/nodes/{RESTRICTED}", headers={"Authorization": f"Bearer {token}"})
+                ).status_code == 403  # fmt: skip
 
 
 async def test_an_api_client_without_credentials_still_gets_the_401_challenge(shared: Instance) -> None:
