@@ -15,11 +15,12 @@ The flow is OpenID Connect's authorization code flow with PKCE (S256), canon bei
 * the session cookie (`canon_session`) holds, encrypted and authenticated (Fernet: AES-128-CBC and HMAC-SHA256, the
   key derived from the client secret by HKDF), an id, the claims a principal is computed from, and the expiry: the
   ID token's `exp` or `session_max_age_s` from now, whichever is sooner. It is HttpOnly, SameSite=Lax, Path the
-  root path, and Secure when canon is reached over https (`public_url`, or the scheme a trusted proxy names). Every
-  request computes its principal with `JwtVerifier.principal_of`, the rule a bearer token's claims go through, so a
-  session and a token with the same claims are the same principal, with the same roles and groups;
-* `POST /signout` clears it (the id is also refused by this process until the expiry) and, when the issuer
-  advertises an `end_session_endpoint`, sends the browser there to end the issuer's session too.
+  path canon is reached at (`public_url`'s, else the root path), and Secure when canon is reached over https
+  (`public_url`, or the scheme a trusted proxy names). Every request computes its principal with
+  `JwtVerifier.principal_of`, the rule a bearer token's claims go through, so a session and a token with the same
+  claims are the same principal, with the same roles and groups;
+* `POST /signout` (from canon's own origin only) clears it (the id is also refused by this process until the
+  expiry) and, when the issuer advertises an `end_session_endpoint`, sends the browser there to end its session too.
 
 `Authenticate` (`core.http.auth`) asks `SignIn.principal` for a request without a bearer token: a bearer token wins
 over a cookie; a cookie that is forged, expired, signed out or no longer maps to a role is no session at all (the
@@ -275,7 +276,7 @@ class SignIn:
         endpoint = metadata["authorization_endpoint"]
         answer = RedirectResponse(f"{endpoint}{'&' if '?' in endpoint else '?'}{query}", status_code=303)
         answer.headers.append("set-cookie", self.flow_cookie(flow, secure=self._secure(request),
-                                                             path=self._cookie_path(request)))  # fmt: skip
+                                                             path=self._flow_path(request)))  # fmt: skip
         answer.headers["cache-control"] = "no-store"
         return answer
 
@@ -287,26 +288,31 @@ class SignIn:
         except SignInError as exc:
             return self._failed(request, exc)
         path = self._cookie_path(request)
-        answer = RedirectResponse(_root(request) + str(flow["return"]), status_code=303)
+        answer = RedirectResponse(self._path(request) + str(flow["return"]), status_code=303)
         answer.headers.append("set-cookie", self.session_cookie(claims, expires, secure=self._secure(request),
                                                                 path=path))  # fmt: skip
-        answer.headers.append("set-cookie", _clear_cookie(FLOW_COOKIE, path))
+        answer.headers.append("set-cookie", _clear_cookie(FLOW_COOKIE, self._flow_path(request)))
         answer.headers["cache-control"] = "no-store"
         return answer
 
     async def sign_out(self, request: Request) -> Response:
         """GET: a page with the sign-out button. POST: end the session here, then at the issuer if it says how."""
         if request.method == "GET":
-            return HTMLResponse(_page("Sign out", f'<form method="post" action="{escape(_root(request))}'
+            return HTMLResponse(_page("Sign out", f'<form method="post" action="{escape(self._path(request))}'
                                       f'{SIGNOUT_PATH}"><button type="submit">Sign out of canon</button></form>'),
                                 headers={"cache-control": "no-store"})  # fmt: skip
+        refused = cross_site_refusal(request.scope, self.public_url)  # with a session or not: never from elsewhere
+        if refused is not None:
+            self.on_reject(request.url.path, "cross-site sign-out")
+            request.scope[PAGE_ANSWER] = True
+            return HTMLResponse(_page("Sign out", f"<p>Refused: {escape(refused)}.</p>"), status_code=403)
         session = self.session(request.scope)
         if session is not None:
             if len(self._revoked) >= _REVOKED_MAX:
                 now = time.time()
                 self._revoked = {sid: until for sid, until in self._revoked.items() if until > now}
             self._revoked[session.sid] = session.expires
-        location = _root(request) + "/"
+        location = self._path(request) + "/"
         try:
             end = (await self._metadata()).get("end_session_endpoint")
         except SignInError:
@@ -437,21 +443,25 @@ class SignIn:
     def _secure(self, request: Request) -> bool:
         return urlsplit(self._base(request)).scheme == "https"
 
+    def _path(self, request: Request) -> str:
+        """The path canon is reached at in the browser ("" at the host's root): `public_url`'s, else the root path."""
+        return urlsplit(self._base(request)).path.rstrip("/")
+
     def _cookie_path(self, request: Request) -> str:
-        return _root(request) or "/"
+        return self._path(request) or "/"
+
+    def _flow_path(self, request: Request) -> str:
+        """Where the flow cookie goes: the sign-in's own paths (the redirect path is under `/signin/`), nowhere else."""
+        return f"{self._path(request)}{SIGNIN_PATH}/"
 
     def _failed(self, request: Request, error: SignInError) -> Response:
         self.on_reject(request.url.path, f"sign-in: {error.reason}")
         request.scope[PAGE_ANSWER] = True  # a page for the person signing in, not a problem document
-        again = f'<p><a href="{escape(_root(request))}{SIGNIN_PATH}">Sign in again</a></p>'
+        again = f'<p><a href="{escape(self._path(request))}{SIGNIN_PATH}">Sign in again</a></p>'
         answer = HTMLResponse(_page("Sign-in failed", f"<p>{escape(error.told)}</p>{again}"), status_code=error.status,
                               headers={"cache-control": "no-store"})  # fmt: skip
-        answer.headers.append("set-cookie", _clear_cookie(FLOW_COOKIE, self._cookie_path(request)))
+        answer.headers.append("set-cookie", _clear_cookie(FLOW_COOKIE, self._flow_path(request)))
         return answer
-
-
-def _root(request: Request) -> str:
-    return str(request.scope.get("app_root_path", ""))
 
 
 def _cookie(scope: Scope, name: str) -> str | None:

@@ -149,7 +149,7 @@ async def test_a_browser_asking_a_page_signs_in_with_pkce_and_comes_back_with_a_
         value = session.split(";")[0].split("=", 1)[1]
         assert "pat" not in value
         assert "payments" not in base64.urlsafe_b64decode(value + "==").decode("latin-1")  # sealed, not readable
-        assert any(c.startswith("canon_signin=;") for c in cookies)  # the sign-in in progress is over
+        assert any(c.startswith("canon_signin=;") and "Path=/signin/" in c for c in cookies)  # the sign-in is over
 
         page = await client.get("/", headers=HTML)
         assert who(page.text) == ("oauth.pat", "reader, writer", "payments")
@@ -434,6 +434,14 @@ async def test_a_session_lasts_at_most_session_max_age_s_when_that_is_sooner_tha
     assert 590 <= int(session.split("Max-Age=", 1)[1].split(";", 1)[0]) <= 600  # not the ID token's hour
 
 
+async def test_a_sign_out_from_another_site_is_refused_even_without_a_session(shared: Instance) -> None:
+    async with site(shared) as (client, _):
+        answer = await client.post("/signout", headers={"Origin": "http://127.0.0.1:9999"})
+        assert answer.status_code == 403
+        assert "must come from" in answer.text
+        assert "location" not in answer.headers
+
+
 async def test_behind_tls_the_cookies_are_secure_and_the_redirect_uri_is_the_public_url(
     provider: Provider, seed_template: Path, tmp_path: Path
 ) -> None:
@@ -446,6 +454,7 @@ async def test_behind_tls_the_cookies_are_secure_and_the_redirect_uri_is_the_pub
             assert asked["redirect_uri"] == ["https://canon.example.test/kb/signin/callback"]
             flow = next(c for c in sent.headers.get_list("set-cookie") if c.startswith("canon_signin="))
             assert "Secure" in [a.strip() for a in flow.split(";")]
+            assert "Path=/kb/signin/" in flow  # where the browser sees canon: public_url's path
 
 
 @pytest.mark.parametrize(("asked", "kept"), [
