@@ -25,6 +25,7 @@ from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import httpx2
 import jwt
+import psutil
 import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
@@ -35,9 +36,12 @@ from core.http.oauth import JwtVerifier
 from core.http.signin import SESSION_COOKIE, SignIn, safe_return
 from core.ops.config import OAuthSettings
 from core.seam.instance import Instance
+from tests.conftest import copy_store
 from tests.generators.conftest import live
 from tests.http.test_oauth import RESOURCE, audited, canon
 from tests.identity_provider import Provider, running_provider, sign_in_at_provider
+from tests.mcp.conftest import serving
+from tests.reverse_proxy import free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -476,3 +480,41 @@ async def test_a_sign_in_started_with_a_foreign_return_address_comes_back_home(
         done = await client.get(back)
         assert done.status_code == 303
         assert done.headers["location"] == "/"
+
+
+def test_every_worker_process_opens_every_session(seed_template: Path, tmp_path: Path) -> None:
+    """`canon serve --workers 2`: the sign-in's steps and the requests after it land on either process (a fresh
+    connection each), and each opens the other's cookies, since the key comes from the configuration alone."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    store = copy_store(seed_template, tmp_path / "canon.db")
+    with running_provider(redirect_uris=[f"{base}/signin/callback"], post_logout_redirect_uris=[f"{base}/"],
+                          resource=base, accounts=ACCOUNTS) as idp:  # fmt: skip
+        (tmp_path / "canon.toml").write_text(
+            f'[oauth]\nissuer = "{idp.issuer}"\nresource = "{base}"\nroles_claim = "roles"\n'
+            f'client_id = "{idp.client_id}"\nclient_secret = "{idp.client_secret}"\nscopes = ["openid"]\n\n'
+            "[auth]\nanonymous = false\n",
+            encoding="utf-8",
+        )
+        with serving(store, "--workers", "2", "--port", str(port), cwd=tmp_path) as process:
+            workers = [c for c in psutil.Process(process.popen.pid).children() if "spawn_main" in " ".join(c.cmdline())]
+            assert len(workers) == 2
+            jar = httpx2.Cookies()
+
+            def fresh() -> httpx2.Client:  # a new connection per request, keeping the browser's cookies
+                return httpx2.Client(base_url=base, cookies=jar, timeout=30)
+
+            with fresh() as http:
+                sent = http.get("/signin?return=/")
+                jar.update(http.cookies)
+            with at_provider(idp) as browser:
+                back = sign_in_at_provider(browser, idp.issuer, sent.headers["location"], "pat")
+            with fresh() as http:
+                done = http.get(back)
+                assert done.status_code == 303, done.text
+                jar.update(http.cookies)
+            statuses = []
+            for _ in range(30):
+                with fresh() as http:
+                    statuses.append(http.get(f"/api/nodes/{RESTRICTED}").status_code)
+    assert statuses == [200] * 30
