@@ -33,7 +33,7 @@ from websockets.typing import Subprotocol
 
 from core.http.app import build_app
 from core.http.oauth import JwtVerifier
-from core.http.signin import SESSION_COOKIE, SignIn, safe_return
+from core.http.signin import SESSION_COOKIE, SignIn, cross_site_refusal, safe_return
 from core.ops.config import OAuthSettings
 from core.seam.instance import Instance
 from tests.conftest import copy_store
@@ -518,3 +518,34 @@ def test_every_worker_process_opens_every_session(seed_template: Path, tmp_path:
                 with fresh() as http:
                     statuses.append(http.get(f"/api/nodes/{RESTRICTED}").status_code)
     assert statuses == [200] * 30
+
+
+def _scope(method: str, headers: dict[str, str], *, kind: str = "http", scheme: str = "http") -> dict[str, Any]:
+    return {"type": kind, "method": method, "scheme": scheme,
+            "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]}  # fmt: skip
+
+
+@pytest.mark.parametrize(("method", "headers", "public_url", "allowed"), [
+    ("GET", {"Host": "canon.test"}, None, True),  # reads change nothing
+    ("HEAD", {"Host": "canon.test", "Origin": "https://evil.example"}, None, True),
+    ("POST", {"Host": "canon.test", "Origin": "http://canon.test"}, None, True),
+    ("POST", {"Host": "canon.test:80", "Origin": "http://canon.test"}, None, True),  # the default port, either way
+    ("POST", {"Host": "Canon.Test", "Origin": "http://canon.test:80"}, None, True),
+    ("POST", {"Host": "canon.test", "Origin": "https://canon.test"}, None, False),  # another scheme: another origin
+    ("POST", {"Host": "canon.test", "Origin": "http://canon.test:8080"}, None, False),
+    ("POST", {"Host": "canon.test", "Origin": "null"}, None, False),  # a sandboxed frame, a data: page
+    ("DELETE", {"Host": "canon.test"}, None, False),  # no Origin, no Sec-Fetch-Site
+    ("PATCH", {"Host": "canon.test", "Sec-Fetch-Site": "same-origin"}, None, True),
+    ("PUT", {"Host": "canon.test", "Sec-Fetch-Site": "same-site"}, None, False),
+    ("POST", {"Host": "internal:8000", "Origin": "https://canon.example.com"}, "https://canon.example.com/kb", True),
+    ("POST", {"Host": "canon.example.com", "Origin": "http://canon.example.com"}, "https://canon.example.com", False),
+])  # fmt: skip
+def test_the_cross_site_rule(method: str, headers: dict[str, str], public_url: str | None, allowed: bool) -> None:
+    assert (cross_site_refusal(_scope(method, headers), public_url) is None) is allowed
+
+
+def test_every_websocket_handshake_with_the_cookie_must_come_from_canons_origin() -> None:
+    scope = _scope("GET", {"Host": "canon.test", "Origin": "http://elsewhere.test"}, kind="websocket", scheme="ws")
+    assert cross_site_refusal(scope, None) is not None
+    own = _scope("GET", {"Host": "canon.test", "Origin": "http://canon.test"}, kind="websocket", scheme="ws")
+    assert cross_site_refusal(own, None) is None
