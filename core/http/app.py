@@ -80,9 +80,11 @@ class SurfaceRoute(BaseRoute):
     """
 
     def __init__(self, surface: Surface, host: SurfaceHost, current: Callable[[], Snapshot], *,
-                 anonymous: bool, oauth: JwtVerifier | None = None, signs_in: bool = False) -> None:  # fmt: skip
+                 anonymous: bool, oauth: JwtVerifier | None = None, signs_in: bool = False,
+                 public_url: str | None = None) -> None:  # fmt: skip
         self.surface = surface
         self.signs_in = signs_in  # browsers sign in: a page asked for without credentials sends them there
+        self.public_url = public_url
         self.host = host
         self.snapshot = current
         self.anonymous = anonymous
@@ -106,7 +108,8 @@ class SurfaceRoute(BaseRoute):
             host.at(current()).rejected(path, reason)
 
         return BearerGate(app, anonymous=self.anonymous, on_reject=refused, oauth=self.oauth,
-                          shell=page_shell_of(self.surface), signs_in=self.signs_in)  # fmt: skip
+                          shell=page_shell_of(self.surface), signs_in=self.signs_in,
+                          public_url=self.public_url)  # fmt: skip
 
     def current(self) -> ASGIApp:
         if self._served is not None:
@@ -205,7 +208,7 @@ def build_app(instance: Instance, surfaces: list[Surface] | None = None) -> Star
     if oauth is not None and oauth.settings.signs_in:
         sign_in = SignIn(oauth, public_url=config.public_url, on_reject=http_rejected)
     routes = [SurfaceRoute(s, host_of(s), current, anonymous=config.anonymous, oauth=oauth,
-                           signs_in=sign_in is not None) for s in installed]  # fmt: skip
+                           signs_in=sign_in is not None, public_url=config.public_url) for s in installed]  # fmt: skip
 
     async def healthz(request: Request) -> JSONResponse:
         model = instance.model

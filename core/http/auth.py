@@ -124,8 +124,9 @@ class BearerGate:
 
     def __init__(self, app: ASGIApp, *, anonymous: bool, on_reject: Callable[[str, str], None],
                  oauth: JwtVerifier | None = None, shell: Callable[[Scope], bool] | None = None,
-                 signs_in: bool = False) -> None:  # fmt: skip
+                 signs_in: bool = False, public_url: str | None = None) -> None:  # fmt: skip
         self.app = app
+        self.public_url = public_url  # where browsers reach canon: the sign-in URL's path starts with its path
         self.signs_in = signs_in  # browsers sign in (core.http.signin): a page asked for without credentials is
         # answered by sending the browser there, when anonymous access is off
         self.anonymous = anonymous
@@ -149,7 +150,7 @@ class BearerGate:
             return
         if not presented and not self.anonymous and self.signs_in and wants_page(scope):
             await send({"type": "http.response.start", "status": 303, "headers": [
-                (b"location", sign_in_location(scope).encode("latin-1")), (b"content-length", b"0"),
+                (b"location", sign_in_location(scope, self.public_url).encode("latin-1")), (b"content-length", b"0"),
                 (b"cache-control", b"no-store")]})  # fmt: skip
             await send({"type": "http.response.body", "body": b""})
             return

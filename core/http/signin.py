@@ -149,12 +149,14 @@ def safe_return(value: str | None) -> str:
     return value
 
 
-def sign_in_location(scope: Scope) -> str:
-    """The sign-in URL (a path under the root path) that brings the browser back to the page it asked for."""
+def sign_in_location(scope: Scope, public_url: str | None = None) -> str:
+    """The sign-in URL (a path on this host: under `public_url`'s path, else the root path) that brings the browser
+    back to the page it asked for."""
     back = str(scope.get("path", "/"))
     if scope.get("query_string"):
         back += "?" + bytes(scope["query_string"]).decode("latin-1")
-    return f"{scope.get('app_root_path', '')}{SIGNIN_PATH}?return={quote(safe_return(back), safe='')}"
+    base = urlsplit(public_url).path.rstrip("/") if public_url is not None else str(scope.get("app_root_path", ""))
+    return f"{base}{SIGNIN_PATH}?return={quote(safe_return(back), safe='')}"
 
 
 # -- the cookies' contents ------------------------------------------------------------------------------------------

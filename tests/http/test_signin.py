@@ -452,6 +452,8 @@ async def test_behind_tls_the_cookies_are_secure_and_the_redirect_uri_is_the_pub
     with canon(seed_template, tmp_path, settings(provider), anonymous=False) as instance:
         instance.config = replace(instance.config, public_url="https://canon.example.test/kb")
         async with site(instance) as (client, _):
+            asked = await client.get("/graphql", headers={"Host": "canon.example.test"} | HTML)
+            assert asked.headers["location"] == "/kb/signin?return=%2Fgraphql"  # the prefix the proxy took off
             sent = await client.get("/signin?return=/graphql", headers={"Host": "canon.example.test"})
             assert sent.status_code == 303
             asked = parse_qs(urlsplit(sent.headers["location"]).query)
