@@ -228,7 +228,7 @@ class _Planner:
                 f"{node.type!r} is not a node type of the model{_hint(node.type, self.model.node_types)}",
             )
             return
-        for error in self.model.validator(node.type).iter_errors(dict(node.properties)):
+        for error in self.model.property_errors(node.type, dict(node.properties)):
             self.problem(index, ["properties", *error.absolute_path], error.message)
         if current is not None and current.type != node.type:
             self.problem(index, ["type"], f"node {node.id!r} is a {current.type}; a node's type cannot change")
@@ -344,7 +344,7 @@ class _Planner:
                     f"a {edge.type} edge cannot {'start' if end == 'source' else 'end'} at a {node.type} "
                     f"(allowed: {', '.join(sorted(allowed))})",
                 )
-        for error in self.model.validator(edge.type).iter_errors(dict(edge.properties)):
+        for error in self.model.property_errors(edge.type, dict(edge.properties)):
             self.problem(index, ["properties", *error.absolute_path], error.message)
         if len(self.problems) == count:
             self._check_shape(index, edge, edge_type.one_per_source, edge_type.one_per_target, edge_type.acyclic)
