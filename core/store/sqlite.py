@@ -473,48 +473,67 @@ class SQLiteStore(SQLStore):
         *,
         compact: bool = True,
     ) -> list[Change]:
+        """Write the changes: puts gathered and sent by `executemany` (nodes, their text, edges), a delete after
+        the puts before it; the change log last, in one `executemany`."""
         changes: list[Change] = []
+        change_rows: list[tuple[Any, ...]] = []
+        puts = _Puts()
         at = utc_now()
         for done, w in enumerate(writes, start=1):
             before = w.before.to_json() if w.before is not None else None
             after = w.after.to_json() if w.after is not None else None
             if isinstance(w.after, Node):
-                self._put_node(db, w.after)
+                puts.nodes.append(self._node_row(w.after))
+                puts.text.append((w.after.id, w.before is not None))
             elif isinstance(w.after, Edge):
-                self._put_edge(db, w.after)
-            elif isinstance(w.before, Node):
-                db.execute("DELETE FROM nodes WHERE id = ?", (w.before.id,))
-                self._unindex_text(db, w.before.id)
-            elif isinstance(w.before, Edge):
-                e = w.before
-                db.execute(
-                    "DELETE FROM edges WHERE source = ? AND type = ? AND target = ?", (e.source, e.type, e.target)
-                )
+                puts.edges.append(edge_row(w.after))
+            else:  # a delete: the puts before it land first
+                self._flush(db, puts)
+                if isinstance(w.before, Node):
+                    db.execute("DELETE FROM nodes WHERE id = ?", (w.before.id,))
+                    self._unindex_text(db, w.before.id)
+                elif isinstance(w.before, Edge):
+                    e = w.before
+                    db.execute(
+                        "DELETE FROM edges WHERE source = ? AND type = ? AND target = ?", (e.source, e.type, e.target)
+                    )
             op = "put" if w.after is not None else "delete"
             record = w.after if w.after is not None else w.before
             ends = (record.source, record.target) if isinstance(record, Edge) else (None, None)
-            db.execute(
-                _CHANGE_INSERT,
+            change_rows.append(
                 (w.revision, at, principal, op, w.kind, w.key, w.type,
                  dumps(before) if before is not None else None, dumps(after) if after is not None else None,
-                 *ends, *_access(w.before), *_access(w.after)),
+                 *ends, *_access(w.before), *_access(w.after))
             )  # fmt: skip
             changes.append(Change(w.revision, at, principal, op, w.kind, w.key, w.type, before, after))  # type: ignore[arg-type]
             if progress is not None and (done % 1000 == 0 or done == len(writes)):
                 progress("writing", done, len(writes))
+        self._flush(db, puts)
+        db.executemany(_CHANGE_INSERT, change_rows)
         if compact:
             self._compact_text_index(db, sum(w.kind == "node" for w in writes))
         return changes
 
-    def _put_node(self, db: sqlite3.Connection, n: Node) -> None:
-        db.execute(
-            "INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
-            "type = excluded.type, key = excluded.key, visibility = excluded.visibility, readers = excluded.readers, "
-            "properties = excluded.properties, revision = excluded.revision, updated_at = excluded.updated_at, "
-            "updated_by = excluded.updated_by",
-            self._node_row(n),
-        )
-        self._index_text(db, n.id, n.type)
+    def _flush(self, db: sqlite3.Connection, puts: _Puts) -> None:
+        """Write the pending puts: node rows (in order, so a node's last put wins), then each put node's text
+        from its row, then edge rows."""
+        if puts.nodes:
+            db.executemany(
+                "INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                "type = excluded.type, key = excluded.key, visibility = excluded.visibility, "
+                "readers = excluded.readers, properties = excluded.properties, revision = excluded.revision, "
+                "updated_at = excluded.updated_at, updated_by = excluded.updated_by",
+                puts.nodes,
+            )
+            self._index_text(db, puts.text)
+        if puts.edges:
+            db.executemany(
+                "INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, type, target) DO UPDATE SET "
+                "properties = excluded.properties, revision = excluded.revision, updated_at = excluded.updated_at, "
+                "updated_by = excluded.updated_by",
+                puts.edges,
+            )
+        puts.clear()
 
     def _node_row(self, n: Node) -> tuple[Any, ...]:
         key = n.properties.get(self._model.node_types[n.type].key)
@@ -523,15 +542,16 @@ class SQLiteStore(SQLStore):
                 n.created_at, n.updated_at, n.updated_by)  # fmt: skip
 
     # -- the text index ----------------------------------------------------------------------------------------
-    def _index_text(self, db: sqlite3.Connection, id: str, type: str) -> None:
-        row = db.execute("SELECT docid FROM node_text_ids WHERE id = ?", (id,)).fetchone()
-        if row is None:
-            docid = int(db.execute("INSERT INTO node_text_ids (id) VALUES (?) RETURNING docid", (id,)).fetchone()[0])
-        else:
-            docid = int(row[0])
-            db.execute("DELETE FROM node_text WHERE rowid = ?", (docid,))
-        expression = text_sql({type: self._model.node_types[type].text})
-        db.execute(f"INSERT INTO node_text (rowid, text) SELECT ?, {expression} FROM nodes WHERE id = ?", (docid, id))
+    def _index_text(self, db: sqlite3.Connection, nodes: list[tuple[str, bool]]) -> None:
+        """Index the text of the nodes just written, (id, whether it may be indexed already) each, from their rows:
+        an old entry is removed first, a new node gets its docid, and each node is indexed once."""
+        db.executemany("DELETE FROM node_text WHERE rowid = (SELECT docid FROM node_text_ids WHERE id = ?)",
+                       [(id,) for id, known in nodes if known])  # fmt: skip
+        ids = [(id,) for id in dict.fromkeys(id for id, _ in nodes)]
+        db.executemany("INSERT INTO node_text_ids (id) VALUES (?) ON CONFLICT (id) DO NOTHING", ids)
+        expression = text_sql({name: t.text for name, t in self._model.node_types.items()})
+        db.executemany(f"INSERT INTO node_text (rowid, text) SELECT m.docid, {expression} FROM nodes "
+                       "JOIN node_text_ids m ON m.id = nodes.id WHERE nodes.id = ?", ids)  # fmt: skip
 
     @staticmethod
     def _compact_text_index(db: sqlite3.Connection, written: int) -> None:
@@ -563,15 +583,6 @@ class SQLiteStore(SQLStore):
                    "FROM nodes JOIN node_text_ids m ON m.id = nodes.id")  # fmt: skip
         db.execute("INSERT INTO node_text (node_text) VALUES ('optimize')")
         self._set_meta(db, "text_index", text_fields_json(model))
-
-    def _put_edge(self, db: sqlite3.Connection, e: Edge) -> None:
-        db.execute(
-            "INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, type, target) DO UPDATE SET "
-            "properties = excluded.properties, revision = excluded.revision, updated_at = excluded.updated_at, "
-            "updated_by = excluded.updated_by",
-            (e.source, e.type, e.target, dumps(dict(e.properties)), e.revision, e.created_at, e.updated_at,
-             e.updated_by),
-        )  # fmt: skip
 
     # -- the audit log ----------------------------------------------------------------------------------------
     def append_audit(self, records: Sequence[AuditRecord]) -> None:
@@ -724,6 +735,20 @@ class SQLiteStore(SQLStore):
     @staticmethod
     def _max_revision(db: sqlite3.Connection) -> int:
         return int(db.execute("SELECT coalesce(max(revision), 0) FROM changes").fetchone()[0])
+
+
+class _Puts:
+    """Rows of puts not yet written: nodes, (node id, indexed before) for the text index, edges."""
+
+    def __init__(self) -> None:
+        self.nodes: list[tuple[Any, ...]] = []
+        self.text: list[tuple[str, bool]] = []
+        self.edges: list[tuple[Any, ...]] = []
+
+    def clear(self) -> None:
+        self.nodes.clear()
+        self.text.clear()
+        self.edges.clear()
 
 
 def _access(record: Node | Edge | None) -> tuple[str | None, str | None]:
