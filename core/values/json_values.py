@@ -19,7 +19,7 @@ from typing import Any
 from core.values.documents import pointer_join
 from core.values.errors import Problem
 
-__all__ = ["INT64_MAX", "INT64_MIN", "MAX_DEPTH", "storable_text", "value_problems"]
+__all__ = ["INT64_MAX", "INT64_MIN", "MAX_DEPTH", "json_text_holdable", "storable_text", "value_problems"]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_DEPTH = 64  # levels of arrays and objects; tool arguments and model data are far shallower
@@ -37,6 +37,21 @@ def storable_text(text: str) -> str:
     if "\x00" not in text and text.isascii():
         return text
     return _UNSTORABLE.sub("\ufffd", text)
+
+
+# In JSON text, what could decode to something `value_problems` refuses: an escape (the one way JSON text holds a lone
+# surrogate or NUL), 19 digits in a row (an integer past 64 bits needs them; so does a float past the largest
+# finite one written without an exponent), an exponent of 3 digits (a float past it, or so small it is 0 anyway),
+# and the non-finite constants. It may also match where nothing is wrong (digits in a string): that only means
+# the value is checked in full.
+_SUSPECT_TEXT = re.compile(r"\\u|[0-9]{19}|[eE][+-]?[0-9]{3}|NaN|Infinity|[\x00\ud800-\udfff]")
+
+
+def json_text_holdable(text: str) -> bool:
+    """Whether the value JSON `text` decodes to is sure to have nothing `value_problems` finds, from the text alone:
+    no escape, no long run of digits or exponent, no non-finite constant, no NUL or lone surrogate, and at most
+    `MAX_DEPTH` brackets opening an array or object in all. False means "not sure": call `value_problems`."""
+    return text.count("[") + text.count("{") <= MAX_DEPTH and _SUSPECT_TEXT.search(text) is None
 
 
 def value_problems(value: Any, at: str = "") -> list[Problem]:
