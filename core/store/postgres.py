@@ -369,6 +369,19 @@ class PostgresStore(SQLStore):
         rows = self._read(sql, ([r[0] for r in refs], [r[1] for r in refs], [r[2] for r in refs]))
         return {(e.type, e.source, e.target): e for e in map(_edge, rows)}
 
+    def far_ends(self, ends: Sequence[tuple[str, str]], outgoing: bool) -> dict[tuple[str, str], list[str]]:
+        """For each (node id, edge type): the targets of the edges of that type leaving the node (`outgoing`), or
+        the sources of those arriving at it; a pair without such edges is left out. One query."""
+        if not ends:
+            return {}
+        near, far = ("source", "target") if outgoing else ("target", "source")
+        sql = (f"SELECT w.node, w.type, e.{far} FROM unnest(%s::text[], %s::text[]) AS w (node, type) "
+               f"JOIN edges e ON e.{near} = w.node AND e.type = w.type")  # fmt: skip
+        found: dict[tuple[str, str], list[str]] = {}
+        for node, type_, other in self._read(sql, ([e[0] for e in ends], [e[1] for e in ends])):
+            found.setdefault((node, type_), []).append(other)
+        return found
+
     def iter_node_heads(self) -> Iterator[tuple[str, str, str, tuple[str, ...]]]:
         yield from self._iterate(
             "SELECT id, type, visibility, readers FROM nodes", (), lambda r: (r[0], r[1], r[2], tuple(r[3] or ()))
@@ -392,7 +405,7 @@ class PostgresStore(SQLStore):
         the block ends, rolled back if it raises or with `dry_run`."""
         try:
             with self._transaction() as db:
-                fetch = (self.nodes, self.edges, self.key_owners)  # on this thread: in this transaction
+                fetch = (self.nodes, self.edges, self.key_owners, self.far_ends)  # on this thread: in this transaction
                 bulk = Bulk(self._model_in(db), self._view(db), lambda writes: self._apply(db, writes, principal, None),
                             self._max_revision(db), principal, fetch)  # fmt: skip
                 yield bulk

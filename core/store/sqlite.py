@@ -424,6 +424,20 @@ class SQLiteStore(SQLStore):
                 found[(edge.type, edge.source, edge.target)] = edge
         return found
 
+    def far_ends(self, ends: Sequence[tuple[str, str]], outgoing: bool) -> dict[tuple[str, str], list[str]]:
+        """For each (node id, edge type): the targets of the edges of that type leaving the node (`outgoing`), or
+        the sources of those arriving at it; a pair without such edges is left out. One query per 300 pairs."""
+        near, far = ("source", "target") if outgoing else ("target", "source")
+        found: dict[tuple[str, str], list[str]] = {}
+        for start in range(0, len(ends), 300):
+            chunk = ends[start : start + 300]
+            values = ", ".join("(?, ?)" for _ in chunk)
+            sql = (f"WITH w (node, type) AS (VALUES {values}) SELECT w.node, w.type, e.{far} "
+                   f"FROM w JOIN edges e ON e.{near} = w.node AND e.type = w.type")  # fmt: skip
+            for node, type_, other in self._read(sql, [v for pair in chunk for v in pair]):
+                found.setdefault((node, type_), []).append(other)
+        return found
+
     def iter_node_heads(self) -> Iterator[tuple[str, str, str, tuple[str, ...]]]:
         """(id, type, visibility, readers) of every node."""
         yield from self._iterate(
@@ -455,7 +469,7 @@ class SQLiteStore(SQLStore):
         try:
             with self._transaction() as db:
                 apply = partial(self._apply, db, principal=principal, progress=None, compact=False)
-                fetch = (self.nodes, self.edges, self.key_owners)  # on this thread: in this transaction
+                fetch = (self.nodes, self.edges, self.key_owners, self.far_ends)  # on this thread: in this transaction
                 bulk = Bulk(self._model_in(db), self._view(db), apply, self._max_revision(db), principal, fetch)
                 yield bulk
                 if dry_run:
