@@ -232,14 +232,14 @@ def read_records(
     for file in files:
         name = str(file)
         pending: list[Problem] = []  # what the reader found before the record it yields next
-        for raw, pointer, line, holdable in _raw_records(file, pending):
+        for raw, pointer, line, text in _raw_records(file, pending):
             found = [(order, p) for p in pending]
             pending.clear()
             if skip is not None and skip(raw):
                 yield None, found
                 order += 1
                 continue
-            op, record_problems = _to_operation(raw, holdable)
+            op, record_problems = _to_operation(raw, text)
             found += [(order, Problem(pointer + p.pointer, p.message, name, line)) for p in record_problems]
             yield (Located(op, name, pointer, line, order) if op is not None else None), found
             order += 1
@@ -255,9 +255,9 @@ def _count_records(file: Path) -> int:
     return sum(1 for _ in _raw_records(file, []))
 
 
-def _raw_records(file: Path, problems: list[Problem]) -> Iterator[tuple[Any, str, int | None, bool]]:
-    """(record, JSON pointer within the file, line, whether its text showed it holds only what canon can hold:
-    `json_text_holdable`) for every record of a file."""
+def _raw_records(file: Path, problems: list[Problem]) -> Iterator[tuple[Any, str, int | None, str | None]]:
+    """(record, JSON pointer within the file, line, the JSON text it was parsed from if it has a line of its own)
+    for every record of a file."""
     if SUFFIXES[file.suffix.lower()] == "jsonl":
         yield from _jsonl_records(file, problems)
         return
@@ -277,10 +277,10 @@ def _raw_records(file: Path, problems: list[Problem]) -> Iterator[tuple[Any, str
             continue
         for i, item in enumerate(items):
             record = {"kind": section[:-1], **item} if isinstance(item, dict) else item
-            yield record, f"/{section}/{i}", None, False
+            yield record, f"/{section}/{i}", None, None
 
 
-def _jsonl_records(file: Path, problems: list[Problem]) -> Iterator[tuple[Any, str, int | None, bool]]:
+def _jsonl_records(file: Path, problems: list[Problem]) -> Iterator[tuple[Any, str, int | None, str | None]]:
     try:
         handle = file.open(encoding="utf-8")
     except OSError as exc:
@@ -297,17 +297,18 @@ def _jsonl_records(file: Path, problems: list[Problem]) -> Iterator[tuple[Any, s
                 except json.JSONDecodeError as exc:
                     problems.append(Problem("", f"invalid JSON: {exc.msg} (column {exc.colno})", str(file), number))
                     continue
-                yield record, "", number, json_text_holdable(line)
+                yield record, "", number, line
         except UnicodeDecodeError as exc:
             problems.append(Problem("", f"not UTF-8 text: {exc.reason}", str(file)))
 
 
-def _to_operation(raw: Any, holdable: bool = False) -> tuple[Operation | None, list[Problem]]:
-    """The operation a parsed record asks for, or its problems; `holdable`: its text showed that `value_problems`
-    would find nothing in it."""
+def _to_operation(raw: Any, text: str | None = None) -> tuple[Operation | None, list[Problem]]:
+    """The operation a parsed record asks for, or its problems (`text`: the JSON it was parsed from, if known: when
+    it shows there is nothing `value_problems` would find, the value is not walked)."""
     if not isinstance(raw, dict):
         return None, [Problem("", "a record must be an object")]
     record: Mapping[str, Any] = raw
+    holdable = text is not None and json_text_holdable(text)
     unfit = [] if holdable else value_problems(record)  # e.g. YAML's .nan, a lone surrogate, an integer past 64 bits
     if unfit:
         return None, unfit

@@ -42,16 +42,24 @@ def storable_text(text: str) -> str:
 # In JSON text, what could decode to something `value_problems` refuses: an escape (the one way JSON text holds a lone
 # surrogate or NUL), 19 digits in a row (an integer past 64 bits needs them; so does a float past the largest
 # finite one written without an exponent), an exponent of 3 digits (a float past it, or so small it is 0 anyway),
-# and the non-finite constants. It may also match where nothing is wrong (digits in a string): that only means
-# the value is checked in full.
-_SUSPECT_TEXT = re.compile(r"\\u|[0-9]{19}|[eE][+-]?[0-9]{3}|NaN|Infinity|[\x00\ud800-\udfff]")
+# the non-finite constants, and NUL or a surrogate itself. Each may also turn up where nothing is wrong (digits in
+# a string): that only means the value is checked in full. Digits are found as zeros after `_DIGITS` (quicker
+# than a regular expression, which tries each position of the text).
+_DIGITS = str.maketrans("123456789E", "000000000e")
+_SUSPECT = ("\\u", "NaN", "Infinity", "\x00")
+_SUSPECT_DIGITS = ("0" * 19, "e000", "e+000", "e-000")
 
 
 def json_text_holdable(text: str) -> bool:
     """Whether the value JSON `text` decodes to is sure to have nothing `value_problems` finds, from the text alone:
     no escape, no long run of digits or exponent, no non-finite constant, no NUL or lone surrogate, and at most
     `MAX_DEPTH` brackets opening an array or object in all. False means "not sure": call `value_problems`."""
-    return text.count("[") + text.count("{") <= MAX_DEPTH and _SUSPECT_TEXT.search(text) is None
+    if any(s in text for s in _SUSPECT) or (not text.isascii() and _SURROGATE.search(text)):
+        return False
+    if text.count("[") + text.count("{") > MAX_DEPTH:
+        return False
+    digits = text.translate(_DIGITS)
+    return not any(s in digits for s in _SUSPECT_DIGITS)
 
 
 def value_problems(value: Any, at: str = "") -> list[Problem]:
