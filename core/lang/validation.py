@@ -136,8 +136,9 @@ def indexed_problems(error: ValidationError) -> Iterator[IndexedProblem]:
 def _number(writes: list[Write], base: int) -> list[Write]:
     numbered: list[Write] = []
     for offset, w in enumerate(writes, start=1):
-        after = replace(w.after, revision=base + offset) if w.after is not None else None
-        numbered.append(replace(w, after=after, revision=base + offset))
+        revision, a = base + offset, w.after
+        after = a.restamped(revision, a.created_at, a.updated_at, a.updated_by) if a is not None else None
+        numbered.append(Write(w.index, w.kind, w.key, w.type, w.before, after, revision))
     return numbered
 
 
@@ -250,11 +251,11 @@ class _Planner:
             self.keys[(node.type, current.properties[node_type.key])] = None
         if isinstance(key_value, str):
             self.keys[(node.type, key_value)] = node.id
-        stored = replace(
-            node,
-            created_at=current.created_at if current is not None else (node.created_at or self.now),
-            updated_at=node.updated_at or self.now,
-            updated_by=node.updated_by or self.principal,
+        stored = node.restamped(
+            node.revision,
+            current.created_at if current is not None else (node.created_at or self.now),
+            node.updated_at or self.now,
+            node.updated_by or self.principal,
         )
         self.nodes[node.id] = stored
         self.writes.append(Write(index, "node", node.id, node.type, current, stored))
@@ -353,11 +354,11 @@ class _Planner:
         self.check_revision(edge_key(*e), op.expected_revision, current)
         if len(self.problems) > count or (current is not None and dict(current.properties) == dict(edge.properties)):
             return
-        stored = replace(
-            edge,
-            created_at=current.created_at if current is not None else (edge.created_at or self.now),
-            updated_at=edge.updated_at or self.now,
-            updated_by=edge.updated_by or self.principal,
+        stored = edge.restamped(
+            edge.revision,
+            current.created_at if current is not None else (edge.created_at or self.now),
+            edge.updated_at or self.now,
+            edge.updated_by or self.principal,
         )
         self.set_edge(e, stored)
         self.writes.append(Write(index, "edge", edge_key(*e), edge.type, current, stored))
