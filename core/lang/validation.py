@@ -219,7 +219,7 @@ class _Planner:
             node = replace(node, visibility=current.visibility, readers=current.readers)
         elif op.keep_access and node_type is not None:
             node = replace(node, visibility=node_type.visibility, readers=node_type.readers)
-        if not ID_RE.match(node.id):
+        if not ID_RE.starts(node.id):
             self.problem(index, ["id"], f"{node.id!r} is not a valid id (letters, digits, . _ : -; at most 128)")
         self._check_access(index, node)
         if node_type is None:
@@ -290,7 +290,7 @@ class _Planner:
         if node.readers and node.visibility != "restricted":
             self.problem(index, ["readers"], "readers are only allowed on restricted nodes")
         for i, reader in enumerate(node.readers):
-            if not READER_RE.match(reader):
+            if not READER_RE.starts(reader):
                 self.problem(index, ["readers", i], f"{reader!r} is not a reader (user:NAME or group:NAME)")
 
     def _key_owner(self, type_: str, value: str) -> str | None:

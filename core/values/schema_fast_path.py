@@ -98,7 +98,7 @@ class _Compiler:
                 lambda v: not isinstance(v, str) or len(v) <= bound)  # fmt: skip
         if keyword == "pattern":
             regex = ecma_regex(value)
-            return lambda v: not isinstance(v, str) or regex.search(v) is not None
+            return lambda v: not isinstance(v, str) or regex.found_in(v)
         if keyword == "format":
             fmt = str(value)
             return lambda v: FORMAT_CHECKER.conforms(v, fmt)
@@ -156,7 +156,7 @@ class _Compiler:
                     return False
                 matched = False
                 for regex, each in patterns:
-                    if isinstance(name, str) and regex.search(name) is not None:
+                    if isinstance(name, str) and regex.found_in(name):
                         matched = True
                         if not each(member):
                             return False
