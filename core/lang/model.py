@@ -54,6 +54,7 @@ __all__ = [
     "property_renamed_from",
     "property_text",
     "search_weights",
+    "searchable_text",
 ]
 
 
@@ -736,6 +737,12 @@ def property_text(value: Any) -> str:
     if isinstance(value, list):
         return "\n".join(v for v in value if isinstance(v, str))  # pyright: ignore[reportUnknownVariableType]
     return ""
+
+
+def searchable_text(properties: Mapping[str, Any], fields: Sequence[str]) -> str:
+    """What a node's text search looks in: the `property_text` of each of its type's text properties, lowered by
+    Python's `str.lower`, one per line. Each store's text index holds this."""
+    return "\n".join(property_text(properties.get(f)).lower() for f in fields)
 
 
 def search_weights(

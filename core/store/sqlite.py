@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from core.lang.model import Model, parse_model
+from core.lang.model import Model, parse_model, searchable_text
 from core.lang.model_migration import SQLITE
 from core.lang.validation import Write
 from core.store import StoreDump, StoreStats
@@ -39,7 +39,7 @@ from core.store.sql import (
     edge_row,
     text_fields_json,
 )
-from core.store.sqlite_sql import DIALECT, text_sql
+from core.store.sqlite_sql import DIALECT
 from core.values.audit import AuditRecord
 from core.values.errors import StoreError
 from core.values.records import Change, Edge, Node
@@ -103,7 +103,7 @@ _AUDIT = (
 )
 
 _TEXT = (
-    # What `NodeQuery.text` searches, per node: its type's text properties, lowered as `canon_lower` lowers them,
+    # What `NodeQuery.text` searches, per node: its type's text properties, lowered by Python (`searchable_text`),
     # one per line. A trigram index answers "contains this substring" from the index for needles of 3 or more
     # characters; `detail=none` keeps it small (candidates are re-checked against the stored text).
     "CREATE VIRTUAL TABLE node_text USING fts5(text, tokenize = 'trigram case_sensitive 1', detail = 'none')",
@@ -498,7 +498,7 @@ class SQLiteStore(SQLStore):
             after = w.after.to_json() if w.after is not None else None
             if isinstance(w.after, Node):
                 puts.nodes.append(self._node_row(w.after))
-                puts.text.append((w.after.id, w.before is not None))
+                puts.text.append((w.after, w.before is not None))
             elif isinstance(w.after, Edge):
                 puts.edges.append(edge_row(w.after))
             else:  # a delete: the puts before it land first
@@ -556,16 +556,30 @@ class SQLiteStore(SQLStore):
                 n.created_at, n.updated_at, n.updated_by)  # fmt: skip
 
     # -- the text index ----------------------------------------------------------------------------------------
-    def _index_text(self, db: sqlite3.Connection, nodes: list[tuple[str, bool]]) -> None:
-        """Index the text of the nodes just written, (id, whether it may be indexed already) each, from their rows:
-        an old entry is removed first, a new node gets its docid, and each node is indexed once."""
+    def _index_text(self, db: sqlite3.Connection, nodes: list[tuple[Node, bool]]) -> None:
+        """Index the text (`searchable_text`) of the nodes just written, (node, whether it may be indexed already)
+        each: an old entry is removed first, a new node gets its docid, and each node is indexed once, as its last
+        put left it."""
         db.executemany("DELETE FROM node_text WHERE rowid = (SELECT docid FROM node_text_ids WHERE id = ?)",
-                       [(id,) for id, known in nodes if known])  # fmt: skip
-        ids = [(id,) for id in dict.fromkeys(id for id, _ in nodes)]
-        db.executemany("INSERT INTO node_text_ids (id) VALUES (?) ON CONFLICT (id) DO NOTHING", ids)
-        expression = text_sql({name: t.text for name, t in self._model.node_types.items()})
-        db.executemany(f"INSERT INTO node_text (rowid, text) SELECT m.docid, {expression} FROM nodes "
-                       "JOIN node_text_ids m ON m.id = nodes.id WHERE nodes.id = ?", ids)  # fmt: skip
+                       [(n.id,) for n, known in nodes if known])  # fmt: skip
+        last = {n.id: n for n, _ in nodes}
+        db.executemany("INSERT INTO node_text_ids (id) VALUES (?) ON CONFLICT (id) DO NOTHING", [(i,) for i in last])
+        self._insert_text(db, self._docids(db, list(last)), last.values(), self._model)
+
+    @staticmethod
+    def _docids(db: sqlite3.Connection, ids: Sequence[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            sql = f"SELECT id, docid FROM node_text_ids WHERE id IN ({','.join('?' * len(chunk))})"
+            found.update(db.execute(sql, chunk).fetchall())
+        return found
+
+    @staticmethod
+    def _insert_text(db: sqlite3.Connection, docids: dict[str, int], nodes: Iterable[Node], model: Model) -> None:
+        fields = {name: t.text for name, t in model.node_types.items()}
+        rows = ((docids[n.id], searchable_text(n.properties, fields.get(n.type, ()))) for n in nodes)
+        db.executemany("INSERT INTO node_text (rowid, text) VALUES (?, ?)", rows)
 
     @staticmethod
     def _compact_text_index(db: sqlite3.Connection, written: int) -> None:
@@ -592,9 +606,11 @@ class SQLiteStore(SQLStore):
         db.execute("DELETE FROM node_text")
         db.execute("DELETE FROM node_text_ids")
         db.execute("INSERT INTO node_text_ids (id) SELECT id FROM nodes ORDER BY id")
-        expression = text_sql({name: t.text for name, t in model.node_types.items()})
-        db.execute(f"INSERT INTO node_text (rowid, text) SELECT m.docid, {expression} "
-                   "FROM nodes JOIN node_text_ids m ON m.id = nodes.id")  # fmt: skip
+        columns = ", ".join(f"nodes.{c}" for c in NODE_COLUMNS.split(", "))
+        cursor = db.execute(f"SELECT m.docid, {columns} FROM nodes JOIN node_text_ids m ON m.id = nodes.id")
+        while rows := cursor.fetchmany(2000):
+            docids = {row[1]: int(row[0]) for row in rows}
+            self._insert_text(db, docids, _nodes([row[1:] for row in rows]), model)
         db.execute("INSERT INTO node_text (node_text) VALUES ('optimize')")
         self._set_meta(db, "text_index", text_fields_json(model))
 
@@ -752,11 +768,11 @@ class SQLiteStore(SQLStore):
 
 
 class _Puts:
-    """Rows of puts not yet written: nodes, (node id, indexed before) for the text index, edges."""
+    """Rows of puts not yet written: nodes, (node, indexed before) for the text index, edges."""
 
     def __init__(self) -> None:
         self.nodes: list[tuple[Any, ...]] = []
-        self.text: list[tuple[str, bool]] = []
+        self.text: list[tuple[Node, bool]] = []
         self.edges: list[tuple[Any, ...]] = []
 
     def clear(self) -> None:
