@@ -19,6 +19,7 @@ import json
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, LiteralString
 
@@ -406,8 +407,8 @@ class PostgresStore(SQLStore):
         try:
             with self._transaction() as db:
                 fetch = (self.nodes, self.edges, self.key_owners, self.far_ends)  # on this thread: in this transaction
-                bulk = Bulk(self._model_in(db), self._view(db), lambda writes: self._apply(db, writes, principal, None),
-                            self._max_revision(db), principal, fetch)  # fmt: skip
+                apply = partial(self._apply, db, principal=principal, progress=None, collect=False)
+                bulk = Bulk(self._model_in(db), self._view(db), apply, self._max_revision(db), principal, fetch)
                 yield bulk
                 if dry_run:
                     raise Discard
@@ -422,7 +423,11 @@ class PostgresStore(SQLStore):
         writes: list[Write],
         principal: str,
         progress: Callable[[str, int, int], None] | None,
+        *,
+        collect: bool = True,
     ) -> list[Change]:
+        """Write the changes (new records and the change log by COPY); return them (none unless `collect`: a bulk
+        import does not read them). Tells other processes of the last revision written."""
         changes: list[Change] = []
         at = utc_now()
         node_rows: list[tuple[bool, tuple[Any, ...]]] = []  # (new, row)
@@ -452,15 +457,16 @@ class PostgresStore(SQLStore):
                      dumps(before) if before is not None else None, dumps(after) if after is not None else None,
                      *ends, *_readers(w.before), *_readers(w.after))
                 )  # fmt: skip
-                changes.append(Change(w.revision, at, principal, op, w.kind, w.key, w.type, before, after))  # type: ignore[arg-type]
+                if collect:
+                    changes.append(Change(w.revision, at, principal, op, w.kind, w.key, w.type, before, after))  # type: ignore[arg-type]
                 if len(node_rows) + len(edge_rows) >= COPY_BATCH:
                     self._flush(cursor, node_rows, edge_rows)
                 if progress is not None and (done % 1000 == 0 or done == len(writes)):
                     progress("writing", done, len(writes))
             self._flush(cursor, node_rows, edge_rows)
             _copy(cursor, f"changes ({CHANGE_ALL})", change_rows)
-        if changes:
-            self._announce(db, changes[-1].revision)
+        if writes:
+            self._announce(db, writes[-1].revision)
         return changes
 
     def _node_row(self, n: Node) -> tuple[Any, ...]:

@@ -468,7 +468,7 @@ class SQLiteStore(SQLStore):
         if it raises or with `dry_run`. The text index is merged once, at the end."""
         try:
             with self._transaction() as db:
-                apply = partial(self._apply, db, principal=principal, progress=None, compact=False)
+                apply = partial(self._apply, db, principal=principal, progress=None, compact=False, collect=False)
                 fetch = (self.nodes, self.edges, self.key_owners, self.far_ends)  # on this thread: in this transaction
                 bulk = Bulk(self._model_in(db), self._view(db), apply, self._max_revision(db), principal, fetch)
                 yield bulk
@@ -486,9 +486,11 @@ class SQLiteStore(SQLStore):
         progress: Callable[[str, int, int], None] | None,
         *,
         compact: bool = True,
+        collect: bool = True,
     ) -> list[Change]:
         """Write the changes: puts gathered and sent by `executemany` (nodes, their text, edges), a delete after
-        the puts before it; the change log last, in one `executemany`."""
+        the puts before it; the change log last, in one `executemany`. Returns them (none unless `collect`: a bulk
+        import does not read them)."""
         changes: list[Change] = []
         change_rows: list[tuple[Any, ...]] = []
         puts = _Puts()
@@ -519,7 +521,8 @@ class SQLiteStore(SQLStore):
                  dumps(before) if before is not None else None, dumps(after) if after is not None else None,
                  *ends, *_access(w.before), *_access(w.after))
             )  # fmt: skip
-            changes.append(Change(w.revision, at, principal, op, w.kind, w.key, w.type, before, after))  # type: ignore[arg-type]
+            if collect:
+                changes.append(Change(w.revision, at, principal, op, w.kind, w.key, w.type, before, after))  # type: ignore[arg-type]
             if progress is not None and (done % 1000 == 0 or done == len(writes)):
                 progress("writing", done, len(writes))
         self._flush(db, puts)
