@@ -44,6 +44,7 @@ class StateView(Protocol):
     """The committed state validation reads: what a store backend provides inside its write transaction."""
 
     def node(self, id: str) -> Node | None: ...
+    def node_type(self, id: str) -> str | None: ...  # the node's type (None: no such node), all an edge end needs
     def node_id_by_key(self, type: str, key: str) -> str | None: ...
     def edge(self, type: str, source: str, target: str) -> Edge | None: ...
     def out_targets(self, source: str, type: str) -> list[str]: ...
@@ -160,6 +161,12 @@ class _Planner:
     # -- the overlay -------------------------------------------------------------------------------------------
     def node(self, id: str) -> Node | None:
         return self.nodes[id] if id in self.nodes else self.view.node(id)
+
+    def node_type(self, id: str) -> str | None:
+        if id in self.nodes:
+            node = self.nodes[id]
+            return node.type if node is not None else None
+        return self.view.node_type(id)
 
     def edge(self, e: EdgeId) -> Edge | None:
         return self.edges[e] if e in self.edges else self.view.edge(*e)
@@ -335,14 +342,14 @@ class _Planner:
             return
         for end, allowed in (("source", edge_type.sources), ("target", edge_type.targets)):
             node_id: str = getattr(edge, end)
-            node = self.node(node_id)
-            if node is None:
+            node_type = self.node_type(node_id)
+            if node_type is None:
                 self.problem(index, [end], f"No node with id {node_id!r}.")
-            elif node.type not in allowed:
+            elif node_type not in allowed:
                 self.problem(
                     index,
                     [end],
-                    f"a {edge.type} edge cannot {'start' if end == 'source' else 'end'} at a {node.type} "
+                    f"a {edge.type} edge cannot {'start' if end == 'source' else 'end'} at a {node_type} "
                     f"(allowed: {', '.join(sorted(allowed))})",
                 )
         for error in self.model.property_errors(edge.type, dict(edge.properties)):

@@ -27,6 +27,7 @@ FetchNodes = Callable[[Sequence[str]], dict[str, Node]]  # the stored nodes amon
 FetchEdges = Callable[[Sequence[EdgeRef]], dict[EdgeRef, Edge]]  # the stored edges among these refs
 FetchKeys = Callable[[Sequence[tuple[str, str]]], dict[tuple[str, str], str]]  # who holds these (type, key) pairs
 FetchEnds = Callable[[Sequence[tuple[str, str]], bool], dict[tuple[str, str], list[str]]]  # `Store.far_ends`
+FetchTypes = Callable[[Sequence[str]], dict[str, str]]  # the types of the stored nodes among these ids
 
 __all__ = [
     "Bulk",
@@ -61,6 +62,9 @@ class EmptyView:
     """`StateView` of an empty store: what re-validating every record under a new model starts from."""
 
     def node(self, id: str) -> Node | None:
+        return None
+
+    def node_type(self, id: str) -> str | None:
         return None
 
     def node_id_by_key(self, type: str, key: str) -> str | None:
@@ -278,10 +282,10 @@ class Bulk:
         apply: Callable[[list[Write]], object],
         revision: int,
         principal: str,
-        fetch: tuple[FetchNodes, FetchEdges, FetchKeys, FetchEnds],
+        fetch: tuple[FetchNodes, FetchTypes, FetchEdges, FetchKeys, FetchEnds],
     ) -> None:
         self._model, self._view, self._apply, self._principal = model, view, apply, principal
-        self._fetch_nodes, self._fetch_edges, self._fetch_keys, self._fetch_ends = fetch
+        self._fetch_nodes, self._fetch_types, self._fetch_edges, self._fetch_keys, self._fetch_ends = fetch
         self.revision = revision  # the store's revision after the batches written so far
         self.changed = 0  # changes made so far
         self.nodes_written = 0
@@ -298,11 +302,13 @@ class Bulk:
         return checked.problems
 
     def _prefetched(self, operations: Sequence[Operation]) -> StateView:
-        """The view `check` reads, with what the batch names fetched by a query each: its nodes, edges and node
-        keys, and the edges the checks of its edges' shapes start from (the other edges of the same type at the
-        source of a one-per-source type and the target of a one-per-target one; those leaving the target of an
-        acyclic one, where the search for a cycle starts)."""
+        """The view `check` reads, with what the batch names fetched by a query each: the nodes it puts, the types
+        of the nodes its edges end at (all an edge's check reads of them), its edges and node keys, and the edges
+        the checks of its edges' shapes start from (the other edges of the same type at the source of a
+        one-per-source type and the target of a one-per-target one; those leaving the target of an acyclic one,
+        where the search for a cycle starts)."""
         ids: set[str] = set()
+        ends: set[str] = set()
         refs: set[EdgeRef] = set()
         keys: set[tuple[str, str]] = set()
         out: set[tuple[str, str]] = set()
@@ -316,7 +322,7 @@ class Bulk:
                     keys.add((op.node.type, key))
             elif isinstance(op, PutEdge):
                 e = op.edge
-                ids.update((e.source, e.target))
+                ends.update((e.source, e.target))
                 refs.add((e.type, e.source, e.target))
                 edge_type = self._model.edge_types.get(e.type)
                 if edge_type is not None and edge_type.one_per_source:
@@ -325,12 +331,17 @@ class Bulk:
                     out.add((e.target, e.type))
                 if edge_type is not None and edge_type.one_per_target:
                     into.add((e.target, e.type))
-        nodes, edges = self._fetch_nodes(sorted(ids)), self._fetch_edges(sorted(refs))
+        ends -= ids
+        nodes, types, edges = (
+            self._fetch_nodes(sorted(ids)),
+            self._fetch_types(sorted(ends)),
+            self._fetch_edges(sorted(refs)),
+        )
         owners = self._fetch_keys(sorted(keys))
         targets, sources = self._fetch_ends(sorted(out), True), self._fetch_ends(sorted(into), False)
-        return _Prefetched(self._view, {i: nodes.get(i) for i in ids}, {r: edges.get(r) for r in refs},
-                           {k: owners.get(k) for k in keys}, {p: targets.get(p, []) for p in out},
-                           {p: sources.get(p, []) for p in into})  # fmt: skip
+        return _Prefetched(self._view, {i: nodes.get(i) for i in ids}, {i: types.get(i) for i in ends},
+                           {r: edges.get(r) for r in refs}, {k: owners.get(k) for k in keys},
+                           {p: targets.get(p, []) for p in out}, {p: sources.get(p, []) for p in into})  # fmt: skip
 
 
 class _Prefetched:
@@ -342,16 +353,23 @@ class _Prefetched:
         self,
         view: StateView,
         nodes: dict[str, Node | None],
+        types: dict[str, str | None],
         edges: dict[EdgeRef, Edge | None],
         owners: dict[tuple[str, str], str | None],
         targets: dict[tuple[str, str], list[str]],
         sources: dict[tuple[str, str], list[str]],
     ) -> None:
-        self._view, self._nodes, self._edges, self._owners = view, nodes, edges, owners
+        self._view, self._nodes, self._types, self._edges, self._owners = view, nodes, types, edges, owners
         self._targets, self._sources = targets, sources
 
     def node(self, id: str) -> Node | None:
         return self._nodes[id] if id in self._nodes else self._view.node(id)
+
+    def node_type(self, id: str) -> str | None:
+        if id in self._nodes:
+            node = self._nodes[id]
+            return node.type if node is not None else None
+        return self._types[id] if id in self._types else self._view.node_type(id)
 
     def node_id_by_key(self, type: str, key: str) -> str | None:
         pair = (type, key)

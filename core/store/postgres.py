@@ -352,6 +352,10 @@ class PostgresStore(SQLStore):
         rows = self._read(f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = ANY(%s)", (list(ids),))
         return {n.id: n for n in map(_node, rows)}
 
+    def node_types(self, ids: Sequence[str]) -> dict[str, str]:
+        """The types of the stored nodes among `ids`, by id, in one query."""
+        return dict(self._read("SELECT id, type FROM nodes WHERE id = ANY(%s)", (list(ids),)))
+
     def key_owners(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
         """The ids of the nodes holding these (type, key) pairs, by pair, in one query."""
         if not keys:
@@ -406,7 +410,13 @@ class PostgresStore(SQLStore):
         the block ends, rolled back if it raises or with `dry_run`."""
         try:
             with self._transaction() as db:
-                fetch = (self.nodes, self.edges, self.key_owners, self.far_ends)  # on this thread: in this transaction
+                fetch = (
+                    self.nodes,
+                    self.node_types,
+                    self.edges,
+                    self.key_owners,
+                    self.far_ends,
+                )  # on this thread: in this transaction
                 apply = partial(self._apply, db, principal=principal, progress=None, collect=False)
                 bulk = Bulk(self._model_in(db), self._view(db), apply, self._max_revision(db), principal, fetch)
                 yield bulk
