@@ -181,6 +181,11 @@ def _report(backend: str, label: str, figures: dict[str, Any]) -> None:
     print(f"{backend}: {label}: {json.dumps(figures)}", file=sys.stderr, flush=True)
 
 
+def _unwind(signum: int, frame: object) -> None:
+    """On SIGTERM, exit through the `finally` blocks: the server stops, the worktree and files are removed."""
+    sys.exit(128 + signum)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--nodes", type=int, default=50_000, help="synthetic graph size (about 3 edges per node)")
@@ -191,7 +196,7 @@ def main() -> None:
     unknown = sorted(set(backends) - {"sqlite", "postgresql"})
     if unknown or not backends:
         parser.error(f"--backends: unknown {', '.join(unknown) or '(none given)'}; choose from sqlite, postgresql")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # unwind: stop the server, remove files
+    signal.signal(signal.SIGTERM, _unwind)
     sys.path.insert(0, str(ROOT))
     with tempfile.TemporaryDirectory(prefix="canon-import-bench-") as name:
         folder = Path(name)
