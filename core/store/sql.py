@@ -179,6 +179,10 @@ class SQLView:
         row = self.db.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = {self.mark}", (id,)).fetchone()
         return self.to_node(row) if row else None
 
+    def node_type(self, id: str) -> str | None:
+        row = self.db.execute(f"SELECT type FROM nodes WHERE id = {self.mark}", (id,)).fetchone()
+        return row[0] if row else None
+
     def node_id_by_key(self, type: str, key: str) -> str | None:
         m = self.mark
         row = self.db.execute(f"SELECT id FROM nodes WHERE type = {m} AND key = {m}", (type, key)).fetchone()
