@@ -24,6 +24,7 @@ Store access goes through the store's public unit of work (`Store.unit_of_work`,
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 from collections.abc import Callable, Mapping, Sequence
@@ -40,6 +41,7 @@ from core.values.errors import CanonError, ConflictError, ForbiddenError, NotFou
 from core.values.operations import DeleteNode, Operation, PatchNode, PutEdge, PutNode
 from core.values.principal import Principal, Reviewers
 from core.values.records import Edge, Node, Sight, edge_key
+from core.values.uris import proposal_uri
 
 __all__ = [
     "STATES", "Check", "Proposal", "comment", "diff", "find", "get", "propose", "review", "revise", "visible_keys",
@@ -223,13 +225,25 @@ def visible_operations(store: Store, p: Proposal, principal: Principal, convert:
 
 
 # -- writing -----------------------------------------------------------------------------------------------------------
+def _audit(work: UnitOfWork, principal: Principal, surface: str, action: str, p: Proposal, revision: int) -> None:
+    """An audit record of a proposal's step, in the step's own transaction: `proposals/propose` by the author
+    and `proposals/merge` by the reviewer at the merge revision, both with the proposal's URI as their target and
+    the digest of the operations stored or merged, link author, reviewer, proposal and merge in the audit log."""
+    digest = hashlib.sha256(json.dumps(list(p.operations), sort_keys=True).encode()).hexdigest()[:16]
+    work.execute(
+        "INSERT INTO audit (at, principal, surface, action, target, arguments_digest, outcome, revision, duration_ms) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (utc_now(), principal.name, surface, action, proposal_uri(p.id), digest, "ok", revision, 0.0),
+    )
+
+
 def _touch(work: UnitOfWork, p: Proposal, **changes: Any) -> None:
     sets = ", ".join(f"{k} = ?" for k in changes)
     work.execute(f"UPDATE proposals SET {sets} WHERE id = ?", (*changes.values(), p.id))
 
 
 def propose(store: Store, author: Principal, requested: Sequence[Mapping[str, Any]], title: str, rationale: str,
-            convert: Convert) -> Proposal:  # fmt: skip
+            convert: Convert, *, surface: str = "core") -> Proposal:  # fmt: skip
     """Check the operations as the author's write on the current revision (what it raises, `write_batch` would
     raise), then store them as an open proposal based on that revision."""
     base, bases = _checked(store, author, requested, convert)
@@ -240,6 +254,7 @@ def propose(store: Store, author: Principal, requested: Sequence[Mapping[str, An
         work.execute(f"INSERT INTO proposals ({_COLUMNS}) VALUES ({', '.join('?' * 13)})",
                      (p.id, p.title, p.rationale, p.author, p.state, p.base_revision, json.dumps(list(requested)),
                       json.dumps(bases), "[]", now, now, None, None))  # fmt: skip
+        _audit(work, author, surface, "proposals/propose", p, base)
     return p
 
 
@@ -290,7 +305,9 @@ def withdraw(store: Store, author: Principal, id: str, why: str = "") -> Proposa
 
 
 def comment(store: Store, principal: Principal, id: str, text: str) -> Proposal:
-    """Add a comment to a proposal's discussion (anyone who may read proposals; open or closed)."""
+    """Add a comment to a proposal's discussion (anyone signed in; open or closed)."""
+    if not principal.authenticated:
+        raise ForbiddenError("proposal", id, "Sign in to comment on a proposal.")
     with store.unit_of_work() as work:  # read and write in one transaction: two comments at once both stay
         rows = work.rows(f"SELECT {_COLUMNS} FROM proposals WHERE id = ?", (id,))
         if not rows:
@@ -301,7 +318,7 @@ def comment(store: Store, principal: Principal, id: str, text: str) -> Proposal:
 
 
 def review(store: Store, reviewer: Principal, id: str, decision: str, text: str, convert: Convert,
-           reviewers: Reviewers) -> Proposal:  # fmt: skip
+           reviewers: Reviewers, *, surface: str = "core") -> Proposal:  # fmt: skip
     """Approve (merge, once, against the current revision) or reject an open proposal, with a comment. Refused
     (`ForbiddenError`) for its author and for anyone `reviewers` does not name; a merge that meets a touched
     record changed since the base is a `ConflictError` naming the records the reviewer may read."""
@@ -327,11 +344,23 @@ def review(store: Store, reviewer: Principal, id: str, decision: str, text: str,
 
     def then(work: UnitOfWork, revision: int) -> None:
         _close(work, p, "merged", reviewer, comments, revision)
+        _audit(work, reviewer, surface, "proposals/merge", p, revision)
 
     # the reviewer's write guard: a reviewer merges only what it may itself read and write
-    guard = _guard(reviewer, operations, {}, p.bases, name)
+    conflicts = _guard(reviewer, operations, {}, p.bases, name)
+
+    def guard(view: StateView, ops: Sequence[Operation]) -> None:
+        _still_open(store, p)  # in the merge's transaction: a second approval hears it was merged, not a conflict
+        conflicts(view, ops)
+
     store.commit(operations, principal=p.author, guard=guard, then=then)
     return get(store, id)
+
+
+def _still_open(store: Store, p: Proposal) -> None:
+    rows = store.rows("SELECT state FROM proposals WHERE id = ?", (p.id,))
+    if not rows or rows[0][0] != "open":
+        raise ValidationError(f"Proposal {p.id!r} was closed meanwhile by another review; nothing was written.", [])
 
 
 def _close(work: UnitOfWork, p: Proposal, state: str, reviewer: Principal | None, comments: str,

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
 
 from core import proposals
 from core.store import Store
-from core.tools.writes import _operation  # pyright: ignore[reportPrivateUsage]
+from core.tools.writes import operations_of as convert
 from core.values.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
-from core.values.operations import Operation
 from core.values.principal import Principal, Reviewers
 
 pytestmark = pytest.mark.both_backends
@@ -19,10 +17,6 @@ AGENT = Principal("agent", frozenset({"writer"}))
 REVIEWER = Principal("rita", frozenset({"writer"}), frozenset({"reviewers"}))
 OTHER = Principal("rita2", frozenset({"writer"}), frozenset({"reviewers"}))
 REVIEWERS = Reviewers()
-
-
-def convert(requested: Sequence[Mapping[str, Any]]) -> list[Operation]:
-    return [_operation(r["op"], dict(r)) for r in requested]
 
 
 def _a_node(store: Store) -> str:

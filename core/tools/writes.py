@@ -8,7 +8,7 @@ hands the changes to the change listeners (subscriptions, the change feed).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from core.dispatch.access import write_guard
@@ -18,7 +18,10 @@ from core.values.errors import NotFoundError, Problem, ValidationError
 from core.values.operations import DeleteEdge, DeleteNode, Operation, PatchNode, PutEdge, PutNode, put_node
 from core.values.records import Change, Edge, Node, edge_key
 
-__all__ = ["delete_edge", "delete_node", "patch_node", "upsert_edge", "upsert_node", "write_batch"]
+__all__ = [
+    "batch_error", "delete_edge", "delete_node", "operations_of", "patch_node", "upsert_edge", "upsert_node",
+    "write_batch",
+]  # fmt: skip
 NODE_OPS = ("upsert_node", "patch_node", "delete_node")
 
 
@@ -37,15 +40,26 @@ def _operation(op: str, args: dict[str, Any]) -> Operation:
     return DeleteEdge(args["type"], args["source"], args["target"], expected)
 
 
+def operations_of(requested: Sequence[Mapping[str, Any]]) -> list[Operation]:
+    """The operations of `write_batch`'s `operations` argument (what proposals hold, too)."""
+    return [_operation(r["op"], dict(r)) for r in requested]
+
+
+def batch_error(exc: ValidationError, operations: Sequence[Operation], at: str) -> ValidationError:
+    """A commit's `ValidationError` with its problems pointing into the tool's arguments (`at` + the operation's own
+    pointer, `{i}` the operation's index)."""
+    problems = [_relocate(p, at) for p in exc.problems]
+    what = "The batch" if len(operations) > 1 or at else _subject(operations[0])
+    return ValidationError(f"{what} has {len(problems)} problem(s); nothing was written.", problems)
+
+
 def _commit(ctx: CallContext, operations: Sequence[Operation], *, at: str, dry_run: bool = False) -> CommitResult:
     """Commit for the caller; problems point into the tool's arguments (`at` + the operation's own pointer)."""
     try:
         result = ctx.store.commit(operations, principal=ctx.principal.name, dry_run=dry_run,
                                   guard=write_guard(ctx.principal))  # fmt: skip
     except ValidationError as exc:
-        problems = [_relocate(p, at) for p in exc.problems]
-        what = "The batch" if len(operations) > 1 or at else _subject(operations[0])
-        raise ValidationError(f"{what} has {len(problems)} problem(s); nothing was written.", problems) from None
+        raise batch_error(exc, operations, at) from None
     if result.changes:
         ctx.index.sync()  # apply now (and notify listeners), so the caller's next read sees its write
     return result
