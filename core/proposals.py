@@ -38,19 +38,18 @@ from core.store.common import utc_now
 from core.store.past import diff_entry
 from core.store.view import DiffEntry
 from core.values.errors import CanonError, ConflictError, ForbiddenError, NotFoundError, ValidationError
-from core.values.operations import DeleteNode, Operation, PatchNode, PutEdge, PutNode
+from core.values.operations import DeleteNode, Operation, PatchNode, PutEdge, PutNode, operations_of
 from core.values.principal import Principal, Reviewers
 from core.values.records import Edge, Node, Sight, edge_key
 from core.values.uris import proposal_uri
 
 __all__ = [
-    "STATES", "Check", "Proposal", "comment", "diff", "find", "get", "propose", "review", "revise", "visible_keys",
-    "visible_operations", "withdraw",
+    "STATES", "Check", "Proposal", "answer", "comment", "diff", "find", "get", "propose", "review", "revise",
+    "summary", "visible_keys", "visible_operations", "withdraw",
 ]  # fmt: skip
 
 STATES = ("open", "merged", "rejected", "withdrawn")
 DECISIONS = ("approve", "reject")
-Convert = Callable[[Sequence[Mapping[str, Any]]], list[Operation]]
 _COLUMNS = ("id, title, rationale, author, state, base_revision, operations, bases, comments, created_at, "
             "updated_at, reviewer, merge_revision")  # fmt: skip
 
@@ -145,10 +144,9 @@ def _guard(principal: Principal, operations: Sequence[Operation], seen: dict[str
     return guard
 
 
-def _checked(store: Store, author: Principal, requested: Sequence[Mapping[str, Any]],
-             convert: Convert) -> tuple[int, dict[str, int]]:  # fmt: skip
+def _checked(store: Store, author: Principal, requested: Sequence[Mapping[str, Any]]) -> tuple[int, dict[str, int]]:
     """Dry-run the operations as the author on the current revision: (base revision, bases)."""
-    operations = convert(requested)
+    operations = operations_of(requested)
     seen: dict[str, int] = {}
     result = store.commit(operations, principal=author.name, dry_run=True, guard=_guard(author, operations, seen))
     return result.revision, seen
@@ -208,14 +206,14 @@ def visible_keys(store: Store, p: Proposal, principal: Principal) -> list[str]:
     return [k for k in sorted(p.bases) if _sees_key(store, sight, k)]
 
 
-def visible_operations(store: Store, p: Proposal, principal: Principal, convert: Convert) -> list[dict[str, Any]]:
+def visible_operations(store: Store, p: Proposal, principal: Principal) -> list[dict[str, Any]]:
     """The proposal's operations `principal` may read: each whose record it may read now and, for a node written
     whole, as written (visibility and readers); the others are left out."""
     sight = sight_of(principal)
     shown: list[dict[str, Any]] = []
     for requested in p.operations:
         try:
-            (op,) = convert([requested])
+            (op,) = operations_of([requested])
         except CanonError:
             continue
         kind, key = _key(op)
@@ -242,11 +240,11 @@ def _touch(work: UnitOfWork, p: Proposal, **changes: Any) -> None:
     work.execute(f"UPDATE proposals SET {sets} WHERE id = ?", (*changes.values(), p.id))
 
 
-def propose(store: Store, author: Principal, requested: Sequence[Mapping[str, Any]], title: str, rationale: str,
-            convert: Convert, *, surface: str = "core") -> Proposal:  # fmt: skip
+def propose(store: Store, author: Principal, requested: Sequence[Mapping[str, Any]], title: str, rationale: str, *,
+            surface: str = "core") -> Proposal:  # fmt: skip
     """Check the operations as the author's write on the current revision (what it raises, `write_batch` would
     raise), then store them as an open proposal based on that revision."""
-    base, bases = _checked(store, author, requested, convert)
+    base, bases = _checked(store, author, requested)
     now = utc_now()
     p = Proposal(f"p-{secrets.token_hex(6)}", title, rationale, author.name, "open", base, tuple(requested), bases,
                  (), now, now)  # fmt: skip
@@ -272,7 +270,7 @@ def _own(store: Store, author: Principal, id: str, what: str) -> Proposal:
     return p
 
 
-def revise(store: Store, author: Principal, id: str, convert: Convert, *,
+def revise(store: Store, author: Principal, id: str, *,
            requested: Sequence[Mapping[str, Any]] | None = None, title: str | None = None,
            rationale: str | None = None) -> Proposal:  # fmt: skip
     """The author changes an open proposal: new operations are checked as when proposed, and the base revision
@@ -280,7 +278,7 @@ def revise(store: Store, author: Principal, id: str, convert: Convert, *,
     p = _own(store, author, id, "revise")
     changes: dict[str, Any] = {"updated_at": utc_now()}
     if requested is not None:
-        base, bases = _checked(store, author, requested, convert)
+        base, bases = _checked(store, author, requested)
         changes |= {"operations": json.dumps(list(requested)), "bases": json.dumps(bases), "base_revision": base}
     if title is not None:
         changes["title"] = title
@@ -317,8 +315,8 @@ def comment(store: Store, principal: Principal, id: str, text: str) -> Proposal:
     return get(store, id)
 
 
-def review(store: Store, reviewer: Principal, id: str, decision: str, text: str, convert: Convert,
-           reviewers: Reviewers, *, surface: str = "core") -> Proposal:  # fmt: skip
+def review(store: Store, reviewer: Principal, id: str, decision: str, text: str, reviewers: Reviewers, *,
+           surface: str = "core") -> Proposal:  # fmt: skip
     """Approve (merge, once, against the current revision) or reject an open proposal, with a comment. Refused
     (`ForbiddenError`) for its author and for anyone `reviewers` does not name; a merge that meets a touched
     record changed since the base is a `ConflictError` naming the records the reviewer may read."""
@@ -334,7 +332,7 @@ def review(store: Store, reviewer: Principal, id: str, decision: str, text: str,
         with store.unit_of_work() as work:
             _close(work, p, "rejected", reviewer, comments, None)
         return get(store, id)
-    operations = convert(p.operations)
+    operations = operations_of(p.operations)
     sight = sight_of(reviewer)
 
     def name(moved: list[str]) -> str:
@@ -376,7 +374,7 @@ def _close(work: UnitOfWork, p: Proposal, state: str, reviewer: Principal | None
 
 
 # -- the diff ----------------------------------------------------------------------------------------------------------
-def diff(store: Store, p: Proposal, principal: Principal, convert: Convert) -> Check:
+def diff(store: Store, p: Proposal, principal: Principal) -> Check:
     """The proposal against the current revision, as `principal` may see it. A closed proposal has no diff."""
     if p.state != "open":
         return Check((), False, f"The proposal is {p.state}.")
@@ -384,7 +382,7 @@ def diff(store: Store, p: Proposal, principal: Principal, convert: Convert) -> C
     seen: dict[str, int] = {}
     everyone = Principal(p.author, frozenset({"admin"}))  # what the caller sees is decided per entry below
     try:
-        operations = convert(p.operations)
+        operations = operations_of(p.operations)
         result = store.commit(operations, principal=p.author, dry_run=True, guard=_guard(everyone, operations, seen))
     except CanonError as exc:  # e.g. no longer valid under a model applied since
         if all(_sees_key(store, sight, k) for k in p.bases):
@@ -434,3 +432,29 @@ def _sees(store: Store, sight: Sight | None, record: Node | Edge | None, planned
     stored = store.nodes([e for e in (record.source, record.target) if e not in planned])
     ends = [planned[e] if e in planned else stored.get(e) for e in (record.source, record.target)]
     return all(n is not None and sees(sight, n) for n in ends)
+
+
+# -- what a reader is answered -----------------------------------------------------------------------------------------
+def summary(store: Store, p: Proposal, principal: Principal, *, comments: bool = True) -> dict[str, Any]:
+    """A proposal as `principal` is shown it (its touched records: those it may read)."""
+    out = p.to_json() | {"touches": visible_keys(store, p, principal)}
+    if not comments:
+        del out["comments"]
+    return out
+
+
+def answer(store: Store, id: str, principal: Principal) -> dict[str, Any]:
+    """A proposal with its operations, diff against the current revision, whether it applies cleanly and its
+    discussion, as `principal` may see them: what `get_proposal` and the proposal's resource answer."""
+    revision = store.revision()
+    p = get(store, id)
+    check = diff(store, p, principal)
+    return {
+        "proposal": summary(store, p, principal),
+        "operations": visible_operations(store, p, principal),
+        "diff": [e.to_json() for e in check.entries],
+        "applies_cleanly": check.clean,
+        "problem": check.problem,
+        "changed_since_base": list(check.moved),
+        "revision": revision,
+    }

@@ -8,8 +8,8 @@ import pytest
 
 from core import proposals
 from core.store import Store
-from core.tools.writes import operations_of as convert
 from core.values.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
+from core.values.operations import operations_of
 from core.values.principal import Principal, Reviewers
 
 pytestmark = pytest.mark.both_backends
@@ -29,16 +29,16 @@ def _patch(id_: str, name: str) -> list[dict[str, Any]]:
 
 def test_propose_revise_approve_merges_once_with_the_author_as_writer(seeded_store: Store) -> None:
     id_ = _a_node(seeded_store)
-    p = proposals.propose(seeded_store, AGENT, _patch(id_, "first"), "t", "because", convert)
+    p = proposals.propose(seeded_store, AGENT, _patch(id_, "first"), "t", "because")
     assert p.state == "open"
     assert f"node:{id_}" in p.bases
-    p = proposals.revise(seeded_store, AGENT, p.id, convert, requested=_patch(id_, "second"))
-    check = proposals.diff(seeded_store, p, REVIEWER, convert)
+    p = proposals.revise(seeded_store, AGENT, p.id, requested=_patch(id_, "second"))
+    check = proposals.diff(seeded_store, p, REVIEWER)
     assert check.clean
     assert check.entries[0].properties["description"]["after"] == "second"
     with pytest.raises(ForbiddenError):
-        proposals.review(seeded_store, AGENT, p.id, "approve", "mine", convert, REVIEWERS)
-    merged = proposals.review(seeded_store, REVIEWER, p.id, "approve", "ok", convert, REVIEWERS)
+        proposals.review(seeded_store, AGENT, p.id, "approve", "mine", REVIEWERS)
+    merged = proposals.review(seeded_store, REVIEWER, p.id, "approve", "ok", REVIEWERS)
     assert merged.state == "merged"
     assert merged.reviewer == "rita"
     assert merged.merge_revision is not None
@@ -47,21 +47,21 @@ def test_propose_revise_approve_merges_once_with_the_author_as_writer(seeded_sto
     assert node.properties["description"] == "second"
     assert node.updated_by == "agent"
     with pytest.raises(ValidationError):  # a second approval finds it closed: merged once
-        proposals.review(seeded_store, OTHER, p.id, "approve", "me too", convert, REVIEWERS)
+        proposals.review(seeded_store, OTHER, p.id, "approve", "me too", REVIEWERS)
     assert seeded_store.revision() == merged.merge_revision
 
 
 def test_a_record_changed_since_the_base_is_a_conflict_naming_it(seeded_store: Store) -> None:
     id_ = _a_node(seeded_store)
-    p = proposals.propose(seeded_store, AGENT, _patch(id_, "mine"), "t", "r", convert)
-    seeded_store.commit(convert(_patch(id_, "theirs")), principal="someone")
-    check = proposals.diff(seeded_store, p, REVIEWER, convert)
+    p = proposals.propose(seeded_store, AGENT, _patch(id_, "mine"), "t", "r")
+    seeded_store.commit(operations_of(_patch(id_, "theirs")), principal="someone")
+    check = proposals.diff(seeded_store, p, REVIEWER)
     assert not check.clean
     assert check.moved == (f"node:{id_}",)
     assert check.problem is not None
     assert id_ in check.problem
     with pytest.raises(ConflictError) as caught:
-        proposals.review(seeded_store, REVIEWER, p.id, "approve", "ok", convert, REVIEWERS)
+        proposals.review(seeded_store, REVIEWER, p.id, "approve", "ok", REVIEWERS)
     assert id_ in str(caught.value)
     assert proposals.get(seeded_store, p.id).state == "open"
 
@@ -69,9 +69,9 @@ def test_a_record_changed_since_the_base_is_a_conflict_naming_it(seeded_store: S
 def test_reject_and_withdraw_close_a_proposal_without_writing(seeded_store: Store) -> None:
     id_ = _a_node(seeded_store)
     before = seeded_store.revision()
-    a = proposals.propose(seeded_store, AGENT, _patch(id_, "a"), "a", "r", convert)
-    b = proposals.propose(seeded_store, AGENT, _patch(id_, "b"), "b", "r", convert)
-    assert proposals.review(seeded_store, REVIEWER, a.id, "reject", "no", convert, REVIEWERS).state == "rejected"
+    a = proposals.propose(seeded_store, AGENT, _patch(id_, "a"), "a", "r")
+    b = proposals.propose(seeded_store, AGENT, _patch(id_, "b"), "b", "r")
+    assert proposals.review(seeded_store, REVIEWER, a.id, "reject", "no", REVIEWERS).state == "rejected"
     with pytest.raises(ForbiddenError):
         proposals.withdraw(seeded_store, REVIEWER, b.id)
     assert proposals.withdraw(seeded_store, AGENT, b.id).state == "withdrawn"
@@ -83,7 +83,7 @@ def test_reject_and_withdraw_close_a_proposal_without_writing(seeded_store: Stor
 
 def test_an_invalid_proposal_is_refused_at_once(seeded_store: Store) -> None:
     with pytest.raises(NotFoundError):  # the write path's own error, as write_batch answers it
-        proposals.propose(seeded_store, AGENT, [{"op": "patch_node", "id": "no-such-node"}], "t", "r", convert)
+        proposals.propose(seeded_store, AGENT, [{"op": "patch_node", "id": "no-such-node"}], "t", "r")
     assert proposals.find(seeded_store, AGENT)[1] == 0
 
 

@@ -38,6 +38,7 @@ from core.values.uris import (
     MODEL_URI,
     NODE_AT_TEMPLATE,
     NODE_TEMPLATE,
+    PROPOSAL_TEMPLATE,
     node_at_uri,
     node_uri,
     type_uri,
@@ -58,7 +59,7 @@ __all__ = [
 Permission = Literal["read", "write", "admin"]
 Execution = Literal["worker", "walk", "point", "indexed"]  # how the dispatcher runs it (core.dispatch.dispatcher)
 # icons of the resources the model gives none: the model, the change log, an edge type, any node
-MODEL_ICON, CHANGES_ICON, EDGE_ICON, NODE_ICON = "🗺️", "🕒", "🔗", "📄"
+MODEL_ICON, CHANGES_ICON, EDGE_ICON, NODE_ICON, PROPOSAL_ICON = "🗺️", "🕒", "🔗", "📄", "📝"
 
 
 READS_THE_LOG = frozenset({"at", "as_of", "since", "from"})  # inputs naming a point in the change log
@@ -439,6 +440,12 @@ def _templates(examples: Examples) -> tuple[ResourceDefinition, ...]:
             "at returns under `node`, shown only to a caller who may read it then and now. Example: "
             f"{node_at_uri(examples.type, examples.id, 1)}.", "application/json",
             uri_template=NODE_AT_TEMPLATE, icon=NODE_ICON,
+        ),
+        ResourceDefinition(
+            "proposal", "A proposal", "One proposal as JSON: what get_proposal returns (its operations and diff "
+            "against the current revision as you may see them, whether it applies cleanly, its discussion). "
+            f"Example: {PROPOSAL_TEMPLATE.format(id='p-0123456789ab')}.", "application/json",
+            uri_template=PROPOSAL_TEMPLATE, icon=PROPOSAL_ICON,
         ),
         ResourceDefinition(
             "model-at", "The model at a revision", "The whole model as it was at a store revision: the model the "

@@ -15,9 +15,9 @@ from typing import Any
 from core import proposals
 from core.dispatch.dispatcher import CallContext, handler
 from core.proposals import Proposal
-from core.tools.writes import batch_error, operations_of
+from core.tools.writes import batch_error
 from core.values.errors import InvalidArgumentsError, Problem, ValidationError
-from core.values.operations import Operation
+from core.values.operations import operations_of
 from core.values.paging import decode_cursor, encode_cursor, page
 
 __all__ = [
@@ -44,22 +44,11 @@ def _opened(ctx: CallContext, p: Proposal) -> dict[str, Any]:
     return {"id": p.id, "state": p.state, "base_revision": p.base_revision, "touches": touches}
 
 
-def _summary(ctx: CallContext, p: Proposal, *, comments: bool) -> dict[str, Any]:
-    out = p.to_json() | {"touches": proposals.visible_keys(ctx.store, p, ctx.principal)}
-    if not comments:
-        del out["comments"]
-    return out
-
-
-def _convert(requested: Sequence[Any]) -> list[Operation]:
-    return operations_of(requested)
-
-
 @handler("propose_changes")
 def propose_changes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     with _pointing(args["operations"]):
         p = proposals.propose(ctx.store, ctx.principal, args["operations"], args["title"], args["rationale"],
-                              _convert, surface=ctx.surface)  # fmt: skip
+                              surface=ctx.surface)  # fmt: skip
     return _opened(ctx, p)
 
 
@@ -68,7 +57,7 @@ def revise_proposal(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     if not {"operations", "title", "rationale"} & args.keys():
         raise InvalidArgumentsError("revise_proposal", [Problem("", "give operations, a title or a rationale")])
     with _pointing(args.get("operations", ())):
-        p = proposals.revise(ctx.store, ctx.principal, args["id"], _convert, requested=args.get("operations"),
+        p = proposals.revise(ctx.store, ctx.principal, args["id"], requested=args.get("operations"),
                              title=args.get("title"), rationale=args.get("rationale"))  # fmt: skip
     return _opened(ctx, p)
 
@@ -87,33 +76,17 @@ def comment_on_proposal(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any
 
 @handler("review_proposal")
 def review_proposal(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    p = proposals.review(ctx.store, ctx.principal, args["id"], args["decision"], args["comment"], _convert,
-                         ctx.reviewers, surface=ctx.surface)  # fmt: skip
+    p = proposals.review(ctx.store, ctx.principal, args["id"], args["decision"], args["comment"], ctx.reviewers,
+                         surface=ctx.surface)  # fmt: skip
     if p.merge_revision is not None:
         ctx.index.sync()  # as a write does: the next read sees the merge, and listeners hear of it
     return {"id": p.id, "state": p.state, "reviewer": p.reviewer or ctx.principal.name,
             "merge_revision": p.merge_revision, "revision": ctx.store.revision()}  # fmt: skip
 
 
-def proposal_answer(ctx: CallContext, id: str) -> dict[str, Any]:
-    """A proposal as `get_proposal` and its resource answer it, for the caller."""
-    revision = ctx.store.revision()
-    p = proposals.get(ctx.store, id)
-    check = proposals.diff(ctx.store, p, ctx.principal, _convert)
-    return {
-        "proposal": _summary(ctx, p, comments=True),
-        "operations": proposals.visible_operations(ctx.store, p, ctx.principal, _convert),
-        "diff": [e.to_json() for e in check.entries],
-        "applies_cleanly": check.clean,
-        "problem": check.problem,
-        "changed_since_base": list(check.moved),
-        "revision": revision,
-    }
-
-
 @handler("get_proposal")
 def get_proposal(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    return proposal_answer(ctx, args["id"])
+    return proposals.answer(ctx.store, args["id"], ctx.principal)
 
 
 @handler("find_proposals")
@@ -126,5 +99,5 @@ def find_proposals(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     more = len(found) > limit
     items = found[:limit]
     cursor = encode_cursor("find_proposals", args, items[-1].id) if more and items else None
-    return page([_summary(ctx, p, comments=False) for p in items], total=total, limit=limit, revision=revision,
-                next_cursor=cursor)  # fmt: skip
+    shown = [proposals.summary(ctx.store, p, ctx.principal, comments=False) for p in items]
+    return page(shown, total=total, limit=limit, revision=revision, next_cursor=cursor)

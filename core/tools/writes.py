@@ -8,41 +8,21 @@ hands the changes to the change listeners (subscriptions, the change feed).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from core.dispatch.access import write_guard
 from core.dispatch.dispatcher import CallContext, handler
 from core.store import CommitResult
 from core.values.errors import NotFoundError, Problem, ValidationError
-from core.values.operations import DeleteEdge, DeleteNode, Operation, PatchNode, PutEdge, PutNode, put_node
+from core.values.operations import DeleteNode, Operation, PatchNode, PutEdge, PutNode
+from core.values.operations import operation_of as _operation
 from core.values.records import Change, Edge, Node, edge_key
 
 __all__ = [
-    "batch_error", "delete_edge", "delete_node", "operations_of", "patch_node", "upsert_edge", "upsert_node",
-    "write_batch",
+    "batch_error", "delete_edge", "delete_node", "patch_node", "upsert_edge", "upsert_node", "write_batch",
 ]  # fmt: skip
 NODE_OPS = ("upsert_node", "patch_node", "delete_node")
-
-
-def _operation(op: str, args: dict[str, Any]) -> Operation:
-    expected = args.get("expected_revision")
-    if op == "upsert_node":
-        return put_node(args["id"], args["type"], args["properties"], visibility=args.get("visibility"),
-                        readers=args.get("readers"), expected_revision=expected)  # fmt: skip
-    if op == "patch_node":
-        readers = tuple(args["readers"] or ()) if "readers" in args else None  # null removes them (merge patch)
-        return PatchNode(args["id"], args.get("properties", {}), args.get("visibility"), readers, expected)
-    if op == "delete_node":
-        return DeleteNode(args["id"], expected, cascade=args.get("cascade", False))
-    if op == "upsert_edge":
-        return PutEdge(Edge(args["type"], args["source"], args["target"], args.get("properties", {})), expected)
-    return DeleteEdge(args["type"], args["source"], args["target"], expected)
-
-
-def operations_of(requested: Sequence[Mapping[str, Any]]) -> list[Operation]:
-    """The operations of `write_batch`'s `operations` argument (what proposals hold, too)."""
-    return [_operation(r["op"], dict(r)) for r in requested]
 
 
 def batch_error(exc: ValidationError, operations: Sequence[Operation], at: str) -> ValidationError:

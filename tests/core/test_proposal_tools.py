@@ -13,10 +13,12 @@ from typing import Any
 
 import pytest
 
+from core.dispatch.resources import read_resource
 from core.lang.model import Model, parse_model
 from core.ops.config import Config
 from core.seam.instance import Instance, open_instance
 from core.values.audit import AuditQuery
+from core.values.errors import NotFoundError
 from core.values.principal import Principal
 from core.values.uris import proposal_uri
 
@@ -238,3 +240,21 @@ def test_two_reviewers_approving_at_once_merge_once(instance: Instance, seeded_l
     final = call(instance, AUTHOR, "get_proposal", {"id": id_})["proposal"]
     assert final["reviewer"] == next(name for name, outcome in outcomes.items() if outcome == "merged")
     assert final["merge_revision"] == before + 1
+
+
+def _read(instance: Instance, who: Principal, uri: str) -> Any:
+    content = instance.dispatcher.run(who, "test", "resources/read", uri, {}, lambda ctx: read_resource(ctx, uri))
+    return json.loads(content.text)
+
+
+def test_the_proposal_resource_is_get_proposals_answer_for_the_caller(instance: Instance) -> None:
+    id_ = propose(instance, patch(PUBLIC, mission="Public part."), patch(VAULT, description="Secret part."))
+    for who in (AUTHOR, REVIEWER):
+        read, called = _read(instance, who, proposal_uri(id_)), call(instance, who, "get_proposal", {"id": id_})
+        # a diff's planned after-states are stamped when planned: the same but for the time
+        assert [(e["key"], e["properties"]) for e in read.pop("diff")] == [
+            (e["key"], e["properties"]) for e in called.pop("diff")]  # fmt: skip
+        assert read == called
+    assert VAULT not in json.dumps(_read(instance, REVIEWER, proposal_uri(id_)))
+    with pytest.raises(NotFoundError):
+        _read(instance, REVIEWER, proposal_uri("p-000000000000"))
