@@ -36,6 +36,7 @@ from core.lang.validation import StateView, Write
 from core.store import Store, UnitOfWork
 from core.store.common import utc_now
 from core.store.past import diff_entry
+from core.store.proposals_sql import PROPOSAL_COLUMNS
 from core.store.view import DiffEntry
 from core.values.errors import CanonError, ConflictError, ForbiddenError, NotFoundError, ValidationError
 from core.values.operations import DeleteNode, Operation, PatchNode, PutEdge, PutNode, operations_of
@@ -50,8 +51,7 @@ __all__ = [
 
 STATES = ("open", "merged", "rejected", "withdrawn")
 DECISIONS = ("approve", "reject")
-_COLUMNS = ("id, title, rationale, author, state, base_revision, operations, bases, comments, created_at, "
-            "updated_at, reviewer, merge_revision")  # fmt: skip
+_COLUMNS = PROPOSAL_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -285,6 +285,8 @@ def revise(store: Store, author: Principal, id: str, *,
     if rationale is not None:
         changes["rationale"] = rationale
     with store.unit_of_work() as work:
+        if not work.rows("SELECT id FROM proposals WHERE id = ? AND state = 'open'", (id,)):
+            raise ValidationError(f"Proposal {id!r} was closed meanwhile; nothing was revised.", [])
         _touch(work, p, **changes)
     return get(store, id)
 
@@ -296,9 +298,8 @@ def _entry(by: Principal, decision: str, text: str) -> dict[str, Any]:
 def withdraw(store: Store, author: Principal, id: str, why: str = "") -> Proposal:
     """The author closes an open proposal unmerged."""
     p = _own(store, author, id, "withdraw")
-    comments = json.dumps([*p.comments, _entry(author, "withdraw", why)])
     with store.unit_of_work() as work:
-        _close(work, p, "withdrawn", None, comments, None)
+        _close(work, p, "withdrawn", None, _entry(author, "withdraw", why), None)
     return get(store, id)
 
 
@@ -327,10 +328,10 @@ def review(store: Store, reviewer: Principal, id: str, decision: str, text: str,
         why = "its author may not review it" if reviewer.name == p.author else "only a reviewer may"
         raise ForbiddenError("proposal", id, f"{reviewer.name} may not {decision} proposal {id!r}: {why}.")
     p = _open(store, id)
-    comments = json.dumps([*p.comments, _entry(reviewer, decision, text)])
+    entry = _entry(reviewer, decision, text)
     if decision == "reject":
         with store.unit_of_work() as work:
-            _close(work, p, "rejected", reviewer, comments, None)
+            _close(work, p, "rejected", reviewer, entry, None)
         return get(store, id)
     operations = operations_of(p.operations)
     sight = sight_of(reviewer)
@@ -341,36 +342,41 @@ def review(store: Store, reviewer: Principal, id: str, decision: str, text: str,
         return ", ".join(shown + ([f"{hidden} record(s) you may not read"] if hidden else []))
 
     def then(work: UnitOfWork, revision: int) -> None:
-        _close(work, p, "merged", reviewer, comments, revision)
+        _close(work, p, "merged", reviewer, entry, revision)
         _audit(work, reviewer, surface, "proposals/merge", p, revision)
 
     # the reviewer's write guard: a reviewer merges only what it may itself read and write
     conflicts = _guard(reviewer, operations, {}, p.bases, name)
 
     def guard(view: StateView, ops: Sequence[Operation]) -> None:
-        _still_open(store, p)  # in the merge's transaction: a second approval hears it was merged, not a conflict
+        _unchanged(store, p)  # in the merge's transaction: a second approval hears it was merged, not a conflict
         conflicts(view, ops)
 
     store.commit(operations, principal=p.author, guard=guard, then=then)
     return get(store, id)
 
 
-def _still_open(store: Store, p: Proposal) -> None:
-    rows = store.rows("SELECT state FROM proposals WHERE id = ?", (p.id,))
+def _unchanged(store: Store, p: Proposal) -> None:
+    """Refuse a merge of `p` as it was read if, by the merge's transaction, it was closed or revised."""
+    rows = store.rows("SELECT state, operations, bases FROM proposals WHERE id = ?", (p.id,))
     if not rows or rows[0][0] != "open":
         raise ValidationError(f"Proposal {p.id!r} was closed meanwhile by another review; nothing was written.", [])
+    if json.loads(rows[0][1]) != list(p.operations) or json.loads(rows[0][2]) != dict(p.bases):
+        raise ValidationError(f"Proposal {p.id!r} was revised meanwhile; read it again before approving it.", [])
 
 
-def _close(work: UnitOfWork, p: Proposal, state: str, reviewer: Principal | None, comments: str,
+def _close(work: UnitOfWork, p: Proposal, state: str, reviewer: Principal | None, entry: Mapping[str, Any],
            revision: int | None) -> None:  # fmt: skip
-    """Close the proposal if it is still open (in the caller's transaction); refuse if someone else did."""
-    changed = work.execute(
-        "UPDATE proposals SET state = ?, reviewer = ?, comments = ?, merge_revision = ?, updated_at = ? "
-        "WHERE id = ? AND state = 'open'",
+    """Close the proposal if it is still open (in the caller's transaction), adding `entry` to its discussion as it
+    is then (a comment made meanwhile stays); refuse if someone else closed it."""
+    rows = work.rows("SELECT comments FROM proposals WHERE id = ? AND state = 'open'", (p.id,))
+    if not rows:
+        raise ValidationError(f"Proposal {p.id!r} was closed meanwhile by another review; nothing was written.", [])
+    comments = json.dumps([*json.loads(rows[0][0]), entry])
+    work.execute(
+        "UPDATE proposals SET state = ?, reviewer = ?, comments = ?, merge_revision = ?, updated_at = ? WHERE id = ?",
         (state, reviewer.name if reviewer else None, comments, revision, utc_now(), p.id),
     )
-    if changed != 1:
-        raise ValidationError(f"Proposal {p.id!r} was closed meanwhile by another review; nothing was written.", [])
 
 
 # -- the diff ----------------------------------------------------------------------------------------------------------

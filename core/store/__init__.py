@@ -43,8 +43,8 @@ every backend:
   moves together with a batch; `rows(sql, params)` reads those tables outside a transaction. Their statements are
   written once, with `?` parameter markers, in the SQL both backends speak; the graph's own tables change only
   through `commit`, `bulk` and `apply_model`;
-* `dump()` reads everything a store holds (model, nodes, edges, change log, audit log) as it is, and `restore`
-  writes such a dump into an empty store (of either backend), so `copy_store` moves a store losslessly.
+* `dump()` reads everything a store holds (model, nodes, edges, change log, audit log, proposals) as it is, and
+  `restore` writes such a dump into an empty store (of either backend), so `copy_store` moves a store losslessly.
 """
 
 from __future__ import annotations
@@ -113,8 +113,9 @@ class StoreStats:
 class StoreDump:
     """Everything a store holds, read in order: the model (its canonical JSON), the records, the change log (by
     revision), the audit log (by id; each record a tuple of `AUDIT_FIELDS`), the model history (by revision;
-    each entry a tuple of `HISTORY_FIELDS`), and the revision through which the change log was compacted
-    (`changes_floor`: 0 when it holds every revision), so a copy answers `gone` as its source does."""
+    each entry a tuple of `HISTORY_FIELDS`), the revision through which the change log was compacted
+    (`changes_floor`: 0 when it holds every revision), so a copy answers `gone` as its source does, and the
+    proposals (by id; each a row of `core.store.proposals_sql.PROPOSAL_COLUMNS`)."""
 
     model: str
     nodes: Iterable[Node]
@@ -123,6 +124,7 @@ class StoreDump:
     audit: Iterable[Sequence[Any]]
     models: Iterable[Sequence[Any]] = ()
     changes_floor: int = 0
+    proposals: Iterable[Sequence[Any]] = ()
 
 
 class UnitOfWork(Protocol):

@@ -40,6 +40,7 @@ from core.store.common import (
     superseded_file,
     utc_now,
 )
+from core.store.proposals_sql import PROPOSAL_COLUMNS
 from core.store.retention import Compaction, Retention, compaction_floor, cutoff
 from core.store.view import DiffPage, DiffPosition
 from core.values.audit import AuditQuery
@@ -607,6 +608,7 @@ class SQLStore(ABC):
             audit=self._iterate(f"SELECT {AUDIT_COLUMNS} FROM audit ORDER BY id", (), tuple),
             models=self._iterate(f"SELECT {HISTORY_COLUMNS} FROM model_history ORDER BY revision", (), self.to_history),
             changes_floor=self.changes_floor(),
+            proposals=self._iterate(f"SELECT {PROPOSAL_COLUMNS} FROM proposals ORDER BY id", (), tuple),
         )
 
     @staticmethod
