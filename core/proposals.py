@@ -29,6 +29,7 @@ import json
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from core.dispatch.access import sees, sight_of, write_guard
@@ -45,8 +46,8 @@ from core.values.records import Edge, Node, Sight, edge_key
 from core.values.uris import proposal_uri
 
 __all__ = [
-    "STATES", "Check", "Proposal", "answer", "comment", "diff", "find", "get", "propose", "review", "revise",
-    "summary", "visible_keys", "visible_operations", "withdraw",
+    "STATES", "Check", "Proposal", "Watermark", "answer", "comment", "diff", "find", "get", "propose", "review",
+    "revise", "summary", "visible_keys", "visible_operations", "withdraw",
 ]  # fmt: skip
 
 STATES = ("open", "merged", "rejected", "withdrawn")
@@ -464,3 +465,26 @@ def answer(store: Store, id: str, principal: Principal) -> dict[str, Any]:
         "changed_since_base": list(check.moved),
         "revision": revision,
     }
+
+
+# -- who to tell -------------------------------------------------------------------------------------------------------
+class Watermark:
+    """Which proposals changed (proposed, revised, commented on, closed) since the last look, whichever process
+    changed them: what the change feed tells subscribers of `canon://proposals/{id}` (`core.seam.changes`).
+
+    A proposal's `updated_at` is compared with what it was at the last look, over the last `SKEW_S` seconds (the
+    slack for other processes' clocks and for a transaction committed after it stamped its rows); the first look
+    only notes what is there. Not thread-safe: one pump owns one."""
+
+    SKEW_S = 30.0
+
+    def __init__(self) -> None:
+        self._seen: dict[str, str] | None = None
+
+    def changed(self, store: Store) -> list[str]:
+        since = (datetime.now(UTC) - timedelta(seconds=self.SKEW_S)).isoformat(timespec="milliseconds")
+        rows = store.rows("SELECT id, updated_at FROM proposals WHERE updated_at >= ? ORDER BY updated_at, id",
+                          (since.replace("+00:00", "Z"),))  # fmt: skip
+        now = {str(id_): str(at) for id_, at in rows}
+        seen, self._seen = self._seen, now
+        return [] if seen is None else [id_ for id_, at in now.items() if seen.get(id_) != at]
