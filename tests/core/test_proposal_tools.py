@@ -258,3 +258,10 @@ def test_the_proposal_resource_is_get_proposals_answer_for_the_caller(instance: 
     assert VAULT not in json.dumps(_read(instance, REVIEWER, proposal_uri(id_)))
     with pytest.raises(NotFoundError):
         _read(instance, REVIEWER, proposal_uri("p-000000000000"))
+
+
+def test_a_writer_cannot_propose_a_change_to_a_record_it_may_not_read(instance: Instance) -> None:
+    """Proposing runs the author's own write guard: a proposal is no way round visibility."""
+    arguments = {"title": "t", "rationale": "r", "operations": [patch(VAULT, description="Mine now.")]}
+    assert refused(instance, WRITER, "propose_changes", arguments) == "forbidden"
+    assert call(instance, BOSS, "find_proposals", {})["total"] == 0
