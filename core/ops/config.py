@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 from core.values.dialect import schema_validator
 from core.values.documents import pointer
 from core.values.errors import ConfigError
-from core.values.principal import Principal
+from core.values.principal import Principal, Reviewers
 
 __all__ = [
     "DEFAULT_SCOPES",
@@ -116,6 +116,8 @@ class Config:
     local_name: str = "local"  # the stdio principal
     local_role: str = "writer"  # an agent over stdio writes; admin (apply_model, the audit log) is a decision
     local_groups: tuple[str, ...] = ()
+    reviewer_roles: tuple[str, ...] = ("admin",)  # who may approve or reject proposals (core.proposals) ...
+    reviewer_groups: tuple[str, ...] = ("reviewers",)  # ... by role or by group; never a proposal's author
     metrics: bool = True  # Prometheus metrics at /metrics (core.ops.metrics)
     metrics_protected: bool = False  # /metrics answers only a bearer token with the admin role
     tracing: bool = False  # one OpenTelemetry span per dispatched call (core.ops.tracing)
@@ -130,6 +132,10 @@ class Config:
     def local_principal(self) -> Principal:
         """Who a stdio client is: the configured local principal (never what the client says it is)."""
         return Principal(self.local_name, frozenset({self.local_role}), frozenset(self.local_groups))
+
+    def reviewers(self) -> Reviewers:
+        """Who may review proposals (`[proposals]`)."""
+        return Reviewers(frozenset(self.reviewer_roles), frozenset(self.reviewer_groups))
 
 
 def store_location(value: str, base: Path | None = None) -> Path | str:
@@ -251,6 +257,8 @@ _KEYS = [
     ("local", "name", "local_name"),
     ("local", "role", "local_role"),
     ("local", "groups", "local_groups"),
+    ("proposals", "reviewer_roles", "reviewer_roles"),
+    ("proposals", "reviewer_groups", "reviewer_groups"),
     ("retention", "audit_days", "audit_days"),
     ("retention", "changes_keep_revisions", "changes_keep_revisions"),
     ("retention", "changes_days", "changes_days"),

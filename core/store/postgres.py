@@ -35,7 +35,7 @@ from core.store import StoreDump, StoreStats
 from core.store.common import Bulk, Discard, dumps, utc_now
 from core.store.pg_notices import Listener, announce
 from core.store.pg_sql import DIALECT, search_text
-from core.store.proposals_sql import PROPOSALS_TABLE
+from core.store.proposals_sql import PROPOSAL_COLUMNS, PROPOSALS_TABLE
 from core.store.sql import (
     AUDIT_COLUMNS,
     CHANGE_ALL,
@@ -563,6 +563,7 @@ class PostgresStore(SQLStore):
                 cursor.execute("SELECT setval(pg_get_serial_sequence('audit', 'id'), coalesce(max(id), 0) + 1, false) "
                                "FROM audit")  # fmt: skip
                 _copy(cursor, f"model_history ({HISTORY_COLUMNS})", map(_history_copy, dump.models))
+                _copy(cursor, f"proposals ({PROPOSAL_COLUMNS})", dump.proposals)
             if self._model_head(db) is None:  # a dump without history: the recorded model starts it
                 db.execute(_RECORDED_MODEL)
             self._model_revision = self._model_head(db)

@@ -27,7 +27,7 @@ from core.lang.model_migration import SQLITE
 from core.lang.validation import Write
 from core.store import StoreDump, StoreStats
 from core.store.common import Bulk, Discard, dumps, utc_now
-from core.store.proposals_sql import PROPOSALS_TABLE
+from core.store.proposals_sql import PROPOSAL_COLUMNS, PROPOSALS_TABLE
 from core.store.sql import (
     AUDIT_COLUMNS,
     CHANGE_ALL,
@@ -674,6 +674,8 @@ class SQLiteStore(SQLStore):
             db.executemany(_CHANGE_INSERT, map(change_row, dump.changes))
             db.executemany(f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES ({', '.join('?' * 10)})", dump.audit)
             db.executemany(f"INSERT INTO model_history ({HISTORY_COLUMNS}) VALUES ({', '.join('?' * 6)})", dump.models)
+            db.executemany(f"INSERT INTO proposals ({PROPOSAL_COLUMNS}) VALUES ({', '.join('?' * 13)})",
+                           dump.proposals)  # fmt: skip
             if self._model_head(db) is None:  # a dump without history: the recorded model starts it
                 db.execute(_RECORDED_MODEL)
             self._model_revision = self._model_head(db)

@@ -8,6 +8,7 @@ import pytest
 
 from core.ops.config import Config, load_config
 from core.values.errors import ConfigError
+from core.values.principal import Reviewers
 
 
 @pytest.fixture(autouse=True)
@@ -310,6 +311,17 @@ def test_an_oauth_setting_that_could_not_be_safe_is_an_error_naming_its_key(tmp_
         load_config(_write(tmp_path / "canon.toml", text), env={})
 
     assert raised.value.key == key
+
+
+def test_the_proposals_section_names_who_may_review(tmp_path: Path) -> None:
+    file = tmp_path / "reviewers.toml"  # not the canon.toml of the test's folder, which load_config(None) reads
+    file.write_text('[proposals]\nreviewer_roles = ["writer"]\nreviewer_groups = ["architecture"]\n')
+    reviewers = load_config(file, env={}).reviewers()
+    assert (reviewers.roles, reviewers.groups) == (frozenset({"writer"}), frozenset({"architecture"}))
+    assert load_config(None, env={}).reviewers() == Reviewers()  # the default: admin role, reviewers group
+    file.write_text('[proposals]\nreviewer_roles = ["reader"]\n')  # the review tools need the writer role
+    with pytest.raises(ConfigError, match="reviewer_roles"):
+        load_config(file, env={})
 
 
 SIGN_IN = '[oauth]\nissuer = "https://login.example.com/acme"\nresource = "https://canon.example.com"\n'
