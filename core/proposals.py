@@ -8,35 +8,51 @@ merge is all or nothing and two approvals merge once: the second finds the propo
 
 The conflict rule: a merge is refused (`ConflictError`) when any node or edge the proposal touches has a
 revision other than the one it had when the proposal was made or last revised (changed, created or deleted
-since); the error names every such record. Non-overlapping changes are not merged: revise the proposal.
+since); the error names every such record the reviewer may read. Non-overlapping changes are not merged: the
+author revises the proposal (which takes the bases anew).
 
-Reviewers: principals with the admin role or in the `reviewers` group (`REVIEW_GROUP`); never the author.
+The review rule: a reviewer is whom `core.values.principal.Reviewers` names (`[proposals]` in canon.toml: the admin
+role and the `reviewers` group by default), and never the proposal's author: held here, so on every surface.
+
+What a reader is shown: every proposal (title, rationale, state, comments: text its author and commenters chose to
+share with every reader), but of its operations, its touched records and its diff only what the reader may read
+(`core.dispatch.access.sees`; a diff entry as `diff_revisions` shows one, `core.store.past.diff_entry`).
+
+Store access goes through the store's public unit of work (`Store.unit_of_work`, `Store.rows`, `Store.commit`'s
+`then`), with the statements written once for both backends.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from core.dispatch.access import sees, sight_of, write_guard
-from core.lang.validation import StateView
+from core.lang.validation import StateView, Write
+from core.store import Store, UnitOfWork
 from core.store.common import utc_now
+from core.store.past import diff_entry
+from core.store.proposals_sql import PROPOSAL_COLUMNS
 from core.store.view import DiffEntry
-from core.values.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
-from core.values.operations import DeleteNode, Operation, PatchNode, PutEdge, PutNode
-from core.values.principal import Principal
+from core.values.errors import CanonError, ConflictError, ForbiddenError, NotFoundError, ValidationError
+from core.values.operations import DeleteNode, Operation, PatchNode, PutEdge, PutNode, operations_of
+from core.values.principal import Principal, Reviewers
 from core.values.records import Edge, Node, Sight, edge_key
+from core.values.uris import proposal_uri
 
-__all__ = ["REVIEW_GROUP", "Proposal", "diff", "find", "get", "is_reviewer", "propose", "review", "revise"]
+__all__ = [
+    "STATES", "Check", "Proposal", "Watermark", "answer", "comment", "diff", "find", "get", "propose", "review",
+    "revise", "summary", "visible_keys", "visible_operations", "withdraw",
+]  # fmt: skip
 
-REVIEW_GROUP = "reviewers"
 STATES = ("open", "merged", "rejected", "withdrawn")
-Convert = Callable[[Sequence[Mapping[str, Any]]], list[Operation]]
-_COLUMNS = ("id, title, rationale, author, state, base_revision, operations, bases, comments, created_at, "
-            "updated_at, reviewer, merge_revision")  # fmt: skip
+DECISIONS = ("approve", "reject")
+_COLUMNS = PROPOSAL_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -48,13 +64,12 @@ class Proposal:
     state: str
     base_revision: int
     operations: tuple[Mapping[str, Any], ...]
-    bases: Mapping[str, int]  # touched record key -> its revision when proposed (0: absent)
+    bases: Mapping[str, int]  # touched record ("node:ID" or "edge:KEY") -> its revision when proposed (0: absent)
     comments: tuple[Mapping[str, Any], ...] = ()
     created_at: str = ""
     updated_at: str = ""
     reviewer: str | None = None
     merge_revision: int | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict[str, Any])
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -65,10 +80,18 @@ class Proposal:
         }  # fmt: skip
 
 
-def is_reviewer(principal: Principal) -> bool:
-    return "admin" in principal.roles or REVIEW_GROUP in principal.groups
+@dataclass(frozen=True)
+class Check:
+    """A proposal against the current revision, as one reader may see it: the diff entries, whether it still
+    applies cleanly, and why not (`problem`), with the touched records that changed since its base (`moved`)."""
+
+    entries: tuple[DiffEntry, ...]
+    clean: bool
+    problem: str | None = None
+    moved: tuple[str, ...] = ()
 
 
+# -- which records an operation touches ------------------------------------------------------------------------------
 def _key(op: Operation) -> tuple[str, str]:
     if isinstance(op, PutNode):
         return "node", op.node.id
@@ -79,20 +102,32 @@ def _key(op: Operation) -> tuple[str, str]:
     return "edge", edge_key(op.type, op.source, op.target)
 
 
-def _revision_in(view: StateView, kind: str, key: str) -> int:
-    if kind == "node":
-        node = view.node(key)
-        return node.revision if node is not None else 0
+def _ends(key: str) -> tuple[str, str, str]:
     type_, _, ends = key.partition(":")
     source, _, target = ends.partition("->")
-    edge = view.edge(type_, source, target)
-    return edge.revision if edge is not None else 0
+    return type_, source, target
+
+
+def _revision_in(view: StateView, kind: str, key: str) -> int:
+    record = view.node(key) if kind == "node" else view.edge(*_ends(key))
+    return record.revision if record is not None else 0
+
+
+def _revision_of(view: StateView, touched: str) -> int:
+    kind, _, key = touched.partition(":")
+    return _revision_in(view, kind, key)
+
+
+def _moved(view: StateView, bases: Mapping[str, int]) -> list[str]:
+    """The touched records whose revision is not the one recorded in `bases` (the conflict rule)."""
+    return sorted(k for k, r in bases.items() if _revision_of(view, k) != r)
 
 
 def _guard(principal: Principal, operations: Sequence[Operation], seen: dict[str, int],
-           check: Mapping[str, int] | None = None) -> Callable[[StateView, Sequence[Operation]], None]:  # fmt: skip
+           check: Mapping[str, int] | None = None, name: Callable[[list[str]], str] = ", ".join,
+           ) -> Callable[[StateView, Sequence[Operation]], None]:  # fmt: skip
     """The write guard of `principal`, then: note each touched record's revision (into `seen`) and, with
-    `check`, refuse when any differs from it (the conflict rule)."""
+    `check`, refuse when any differs from it (the conflict rule; `name` says which records it names)."""
     inner = write_guard(principal)
 
     def guard(view: StateView, ops: Sequence[Operation]) -> None:
@@ -102,31 +137,23 @@ def _guard(principal: Principal, operations: Sequence[Operation], seen: dict[str
             kind, key = _key(op)
             seen[f"{kind}:{key}"] = _revision_in(view, kind, key)
         if check is not None:
-            moved = sorted(k for k, r in seen.items() if check.get(k) != r)
+            moved = _moved(view, check)
             if moved:
-                first = moved[0]
-                raise ConflictError(
-                    f"{', '.join(moved)} (changed since the proposal's base revision)",
-                    expected=check.get(first, 0),
-                    actual=seen[first],
-                )
+                raise ConflictError(f"{name(moved)} (changed since the proposal's base revision)",
+                                    expected=check.get(moved[0], 0), actual=_revision_of(view, moved[0]))  # fmt: skip
 
     return guard
 
 
-def _checked(store: Any, author: Principal, requested: Sequence[Mapping[str, Any]],
-             convert: Convert) -> tuple[int, dict[str, int]]:  # fmt: skip
+def _checked(store: Store, author: Principal, requested: Sequence[Mapping[str, Any]]) -> tuple[int, dict[str, int]]:
     """Dry-run the operations as the author on the current revision: (base revision, bases)."""
-    operations = convert(requested)
+    operations = operations_of(requested)
     seen: dict[str, int] = {}
     result = store.commit(operations, principal=author.name, dry_run=True, guard=_guard(author, operations, seen))
     return result.revision, seen
 
 
-def _sql(store: Any, sql: str) -> str:
-    return sql.replace("?", store.DIALECT.mark)
-
-
+# -- reading -----------------------------------------------------------------------------------------------------------
 def _row(row: Sequence[Any]) -> Proposal:
     (id_, title, rationale, author, state, base, ops, bases, comments, created, updated, reviewer, merged) = row
     return Proposal(id_, title, rationale, author, state, int(base), tuple(json.loads(ops)), json.loads(bases),
@@ -134,170 +161,330 @@ def _row(row: Sequence[Any]) -> Proposal:
                     int(merged) if merged is not None else None)  # fmt: skip
 
 
-def get(store: Any, id: str) -> Proposal:
-    rows = store._read(_sql(store, f"SELECT {_COLUMNS} FROM proposals WHERE id = ?"), (id,))
+def get(store: Store, id: str) -> Proposal:
+    """The proposal `id`; `NotFoundError` when there is none."""
+    rows = store.rows(f"SELECT {_COLUMNS} FROM proposals WHERE id = ?", (id,))
     if not rows:
         raise NotFoundError("proposal", id)
     return _row(rows[0])
 
 
-def find(store: Any, *, state: str | None = None, author: str | None = None, node: str | None = None,
-         after: str | None = None, limit: int = 50) -> tuple[list[Proposal], int]:  # fmt: skip
-    """One page of proposals in id order after `after`, and how many match in all."""
-    where, params = ["1 = 1"], []
+def find(store: Store, principal: Principal, *, state: str | None = None, author: str | None = None,
+         node: str | None = None, after: str | None = None, limit: int = 50) -> tuple[list[Proposal], int]:  # fmt: skip
+    """One page of proposals in id order after `after`, and how many match in all. `node`: those touching it (or
+    an edge at it); a node `principal` may not read matches none, so the filter says nothing of it."""
+    where, params = ["1 = 1"], list[Any]()
     for column, value in (("state", state), ("author", author)):
         if value is not None:
             where.append(f"{column} = ?")
             params.append(value)
-    rows = store._read(_sql(store, f"SELECT {_COLUMNS} FROM proposals WHERE {' AND '.join(where)} ORDER BY id"),
-                       params)  # fmt: skip
-    found = [_row(r) for r in rows]
+    found = [_row(r) for r in store.rows(f"SELECT {_COLUMNS} FROM proposals WHERE {' AND '.join(where)} ORDER BY id",
+                                         params)]  # fmt: skip
     if node is not None:
+        current = store.node(node)
+        if current is not None and not sees(sight_of(principal), current):
+            found = []
         found = [p for p in found if f"node:{node}" in p.bases or any(
-            k.startswith("edge:") and (f":{node}->" in k or k.endswith(f"->{node}")) for k in p.bases)]  # fmt: skip
+            k.startswith("edge:") and node in _ends(k.split(":", 1)[1])[1:] for k in p.bases)]  # fmt: skip
     total = len(found)
     if after is not None:
         found = [p for p in found if p.id > after]
     return found[:limit], total
 
 
-def _touch(db: Any, store: Any, p: Proposal, **changes: Any) -> None:
+def _sees_key(store: Store, sight: Sight | None, key: str) -> bool:
+    """Whether a reader may read the touched record `key` as it is now (an absent one: yes)."""
+    if sight is None:
+        return True
+    kind, _, rest = key.partition(":")
+    ids = [rest] if kind == "node" else list(_ends(rest)[1:])
+    return all(sees(sight, n) for n in store.nodes(ids).values())
+
+
+def visible_keys(store: Store, p: Proposal, principal: Principal) -> list[str]:
+    """The records the proposal touches that `principal` may read now ("node:ID", "edge:KEY")."""
+    sight = sight_of(principal)
+    return [k for k in sorted(p.bases) if _sees_key(store, sight, k)]
+
+
+def visible_operations(store: Store, p: Proposal, principal: Principal) -> list[dict[str, Any]]:
+    """The proposal's operations `principal` may read: each whose record it may read now and, for a node written
+    whole, as written (visibility and readers); the others are left out."""
+    sight = sight_of(principal)
+    shown: list[dict[str, Any]] = []
+    for requested in p.operations:
+        try:
+            (op,) = operations_of([requested])
+        except CanonError:
+            continue
+        kind, key = _key(op)
+        if _sees_key(store, sight, f"{kind}:{key}") and not (isinstance(op, PutNode) and not sees(sight, op.node)):
+            shown.append(dict(requested))
+    return shown
+
+
+# -- writing -----------------------------------------------------------------------------------------------------------
+def _audit(work: UnitOfWork, principal: Principal, surface: str, action: str, p: Proposal, revision: int) -> None:
+    """An audit record of a proposal's step, in the step's own transaction: `proposals/propose` by the author
+    and `proposals/merge` by the reviewer at the merge revision, both with the proposal's URI as their target and
+    the digest of the operations stored or merged, link author, reviewer, proposal and merge in the audit log."""
+    digest = hashlib.sha256(json.dumps(list(p.operations), sort_keys=True).encode()).hexdigest()[:16]
+    work.execute(
+        "INSERT INTO audit (at, principal, surface, action, target, arguments_digest, outcome, revision, duration_ms) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (utc_now(), principal.name, surface, action, proposal_uri(p.id), digest, "ok", revision, 0.0),
+    )
+
+
+def _touch(work: UnitOfWork, p: Proposal, **changes: Any) -> None:
     sets = ", ".join(f"{k} = ?" for k in changes)
-    db.execute(_sql(store, f"UPDATE proposals SET {sets} WHERE id = ?"), (*changes.values(), p.id))
+    work.execute(f"UPDATE proposals SET {sets} WHERE id = ?", (*changes.values(), p.id))
 
 
-def propose(store: Any, author: Principal, requested: Sequence[Mapping[str, Any]], title: str, rationale: str,
-            convert: Convert) -> Proposal:  # fmt: skip
-    base, bases = _checked(store, author, requested, convert)
+def propose(store: Store, author: Principal, requested: Sequence[Mapping[str, Any]], title: str, rationale: str, *,
+            surface: str = "core") -> Proposal:  # fmt: skip
+    """Check the operations as the author's write on the current revision (what it raises, `write_batch` would
+    raise), then store them as an open proposal based on that revision."""
+    base, bases = _checked(store, author, requested)
     now = utc_now()
     p = Proposal(f"p-{secrets.token_hex(6)}", title, rationale, author.name, "open", base, tuple(requested), bases,
                  (), now, now)  # fmt: skip
-    with store._transaction() as db:
-        db.execute(_sql(store, f"INSERT INTO proposals ({_COLUMNS}) VALUES ({', '.join('?' * 13)})"),
-                   (p.id, p.title, p.rationale, p.author, p.state, p.base_revision, json.dumps(list(requested)),
-                    json.dumps(bases), "[]", now, now, None, None))  # fmt: skip
+    with store.unit_of_work() as work:
+        work.execute(f"INSERT INTO proposals ({_COLUMNS}) VALUES ({', '.join('?' * 13)})",
+                     (p.id, p.title, p.rationale, p.author, p.state, p.base_revision, json.dumps(list(requested)),
+                      json.dumps(bases), "[]", now, now, None, None))  # fmt: skip
+        _audit(work, author, surface, "proposals/propose", p, base)
     return p
 
 
-def _open(store: Any, id: str) -> Proposal:
+def _open(store: Store, id: str) -> Proposal:
     p = get(store, id)
     if p.state != "open":
         raise ValidationError(f"Proposal {id!r} is {p.state}, no longer open.", [])
     return p
 
 
-def revise(
-    store: Any,
-    author: Principal,
-    id: str,
-    convert: Convert,
-    *,
-    requested: Sequence[Mapping[str, Any]] | None = None,
-    title: str | None = None,
-    rationale: str | None = None,
-    withdraw: bool = False,
-) -> Proposal:
-    """The author changes an open proposal (operations re-checked, bases taken anew) or withdraws it."""
+def _own(store: Store, author: Principal, id: str, what: str) -> Proposal:
     p = _open(store, id)
     if p.author != author.name:
-        raise ForbiddenError("proposal", id, f"{author.name} may not revise proposal {id!r}: only its author may.")
+        raise ForbiddenError("proposal", id, f"{author.name} may not {what} proposal {id!r}: only its author may.")
+    return p
+
+
+def revise(store: Store, author: Principal, id: str, *,
+           requested: Sequence[Mapping[str, Any]] | None = None, title: str | None = None,
+           rationale: str | None = None) -> Proposal:  # fmt: skip
+    """The author changes an open proposal: new operations are checked as when proposed, and the base revision
+    and the touched records' revisions are taken anew (what resolves a conflict)."""
+    p = _own(store, author, id, "revise")
     changes: dict[str, Any] = {"updated_at": utc_now()}
-    if withdraw:
-        changes["state"] = "withdrawn"
     if requested is not None:
-        base, bases = _checked(store, author, requested, convert)
+        base, bases = _checked(store, author, requested)
         changes |= {"operations": json.dumps(list(requested)), "bases": json.dumps(bases), "base_revision": base}
     if title is not None:
         changes["title"] = title
     if rationale is not None:
         changes["rationale"] = rationale
-    with store._transaction() as db:
-        _touch(db, store, p, **changes)
+    with store.unit_of_work() as work:
+        if not work.rows("SELECT id FROM proposals WHERE id = ? AND state = 'open'", (id,)):
+            raise ValidationError(f"Proposal {id!r} was closed meanwhile; nothing was revised.", [])
+        _touch(work, p, **changes)
     return get(store, id)
 
 
-def review(store: Any, reviewer: Principal, id: str, decision: str, comment: str, convert: Convert) -> Proposal:
-    """Comment on a proposal (anyone), or approve (merge) / reject it (a reviewer who is not the author)."""
+def _entry(by: Principal, decision: str, text: str) -> dict[str, Any]:
+    return {"by": by.name, "at": utc_now(), "decision": decision, "text": text}
+
+
+def withdraw(store: Store, author: Principal, id: str, why: str = "") -> Proposal:
+    """The author closes an open proposal unmerged."""
+    p = _own(store, author, id, "withdraw")
+    with store.unit_of_work() as work:
+        _close(work, p, "withdrawn", None, _entry(author, "withdraw", why), None)
+    return get(store, id)
+
+
+def comment(store: Store, principal: Principal, id: str, text: str) -> Proposal:
+    """Add a comment to a proposal's discussion (anyone signed in; open or closed)."""
+    if not principal.authenticated:
+        raise ForbiddenError("proposal", id, "Sign in to comment on a proposal.")
+    with store.unit_of_work() as work:  # read and write in one transaction: two comments at once both stay
+        rows = work.rows(f"SELECT {_COLUMNS} FROM proposals WHERE id = ?", (id,))
+        if not rows:
+            raise NotFoundError("proposal", id)
+        p = _row(rows[0])
+        _touch(work, p, comments=json.dumps([*p.comments, _entry(principal, "comment", text)]), updated_at=utc_now())
+    return get(store, id)
+
+
+def review(store: Store, reviewer: Principal, id: str, decision: str, text: str, reviewers: Reviewers, *,
+           surface: str = "core") -> Proposal:  # fmt: skip
+    """Approve (merge, once, against the current revision) or reject an open proposal, with a comment. Refused
+    (`ForbiddenError`) for its author and for anyone `reviewers` does not name; a merge that meets a touched
+    record changed since the base is a `ConflictError` naming the records the reviewer may read."""
+    if decision not in DECISIONS:
+        raise ValidationError(f"A review decides {' or '.join(DECISIONS)}, not {decision!r}.", [])
     p = get(store, id)
-    entry = {"by": reviewer.name, "at": utc_now(), "decision": decision, "text": comment}
-    comments = json.dumps([*p.comments, entry])
-    if decision == "comment":
-        with store._transaction() as db:
-            _touch(db, store, p, comments=comments)
-        return get(store, id)
-    if not is_reviewer(reviewer) or reviewer.name == p.author:
-        why = "its author may not review it" if reviewer.name == p.author else "it needs a reviewer"
+    if reviewer.name == p.author or not reviewers.include(reviewer):
+        why = "its author may not review it" if reviewer.name == p.author else "only a reviewer may"
         raise ForbiddenError("proposal", id, f"{reviewer.name} may not {decision} proposal {id!r}: {why}.")
     p = _open(store, id)
+    entry = _entry(reviewer, decision, text)
     if decision == "reject":
-        with store._transaction() as db:
-            _close(db, store, p, "rejected", reviewer, comments, None)
+        with store.unit_of_work() as work:
+            _close(work, p, "rejected", reviewer, entry, None)
         return get(store, id)
-    operations = convert(p.operations)
-    seen: dict[str, int] = {}
+    operations = operations_of(p.operations)
+    sight = sight_of(reviewer)
 
-    def then(db: Any, revision: int) -> None:
-        _close(db, store, p, "merged", reviewer, comments, revision)
+    def name(moved: list[str]) -> str:
+        shown = [k for k in moved if _sees_key(store, sight, k)]
+        hidden = len(moved) - len(shown)
+        return ", ".join(shown + ([f"{hidden} record(s) you may not read"] if hidden else []))
 
-    store.commit(operations, principal=p.author, guard=_guard(reviewer, operations, seen, p.bases), then=then)
+    def then(work: UnitOfWork, revision: int) -> None:
+        _close(work, p, "merged", reviewer, entry, revision)
+        _audit(work, reviewer, surface, "proposals/merge", p, revision)
+
+    # the reviewer's write guard: a reviewer merges only what it may itself read and write
+    conflicts = _guard(reviewer, operations, {}, p.bases, name)
+
+    def guard(view: StateView, ops: Sequence[Operation]) -> None:
+        _unchanged(store, p)  # in the merge's transaction: a second approval hears it was merged, not a conflict
+        conflicts(view, ops)
+
+    store.commit(operations, principal=p.author, guard=guard, then=then)
     return get(store, id)
 
 
-def _close(db: Any, store: Any, p: Proposal, state: str, reviewer: Principal, comments: str,
-           revision: int | None) -> None:  # fmt: skip
-    """Close the proposal if it is still open (in the caller's transaction); refuse if someone else did."""
-    cursor = db.execute(
-        _sql(store, "UPDATE proposals SET state = ?, reviewer = ?, comments = ?, merge_revision = ?, updated_at = ? "
-             "WHERE id = ? AND state = 'open'"),
-        (state, reviewer.name, comments, revision, utc_now(), p.id),
-    )  # fmt: skip
-    if cursor.rowcount != 1:
+def _unchanged(store: Store, p: Proposal) -> None:
+    """Refuse a merge of `p` as it was read if, by the merge's transaction, it was closed or revised."""
+    rows = store.rows("SELECT state, operations, bases FROM proposals WHERE id = ?", (p.id,))
+    if not rows or rows[0][0] != "open":
         raise ValidationError(f"Proposal {p.id!r} was closed meanwhile by another review; nothing was written.", [])
+    if json.loads(rows[0][1]) != list(p.operations) or json.loads(rows[0][2]) != dict(p.bases):
+        raise ValidationError(f"Proposal {p.id!r} was revised meanwhile; read it again before approving it.", [])
 
 
-def diff(store: Any, p: Proposal, principal: Principal, convert: Convert) -> tuple[list[DiffEntry], bool, str | None]:
-    """The proposal against the current revision, as `principal` may see it: (entries, applies cleanly, why not)."""
+def _close(work: UnitOfWork, p: Proposal, state: str, reviewer: Principal | None, entry: Mapping[str, Any],
+           revision: int | None) -> None:  # fmt: skip
+    """Close the proposal if it is still open (in the caller's transaction), adding `entry` to its discussion as it
+    is then (a comment made meanwhile stays); refuse if someone else closed it."""
+    rows = work.rows("SELECT comments FROM proposals WHERE id = ? AND state = 'open'", (p.id,))
+    if not rows:
+        raise ValidationError(f"Proposal {p.id!r} was closed meanwhile by another review; nothing was written.", [])
+    comments = json.dumps([*json.loads(rows[0][0]), entry])
+    work.execute(
+        "UPDATE proposals SET state = ?, reviewer = ?, comments = ?, merge_revision = ?, updated_at = ? WHERE id = ?",
+        (state, reviewer.name if reviewer else None, comments, revision, utc_now(), p.id),
+    )
+
+
+# -- the diff ----------------------------------------------------------------------------------------------------------
+def diff(store: Store, p: Proposal, principal: Principal) -> Check:
+    """The proposal against the current revision, as `principal` may see it. A closed proposal has no diff."""
+    if p.state != "open":
+        return Check((), False, f"The proposal is {p.state}.")
     sight = sight_of(principal)
     seen: dict[str, int] = {}
+    everyone = Principal(p.author, frozenset({"admin"}))  # what the caller sees is decided per entry below
     try:
-        operations = convert(p.operations)
-        everyone = Principal(p.author, frozenset({"admin"}))  # what the caller sees is decided per entry below
-        guard = _guard(everyone, operations, seen, p.bases)
-        result = store.commit(operations, principal=p.author, dry_run=True, guard=guard)
-    except (ValidationError, ConflictError, NotFoundError) as exc:
-        return [], False, str(exc)
-    first: dict[str, Any] = {}
-    last: dict[str, Any] = {}
-    for w in result.planned:
-        first.setdefault(w.key, w)
-        last[w.key] = w
-    return [_entry(store, sight, first[k], last[k]) for k in first], True, None
+        operations = operations_of(p.operations)
+        result = store.commit(operations, principal=p.author, dry_run=True, guard=_guard(everyone, operations, seen))
+    except CanonError as exc:  # e.g. no longer valid under a model applied since
+        if all(_sees_key(store, sight, k) for k in p.bases):
+            return Check((), False, _message(exc))
+        return Check((), False, "The proposal no longer applies to the current revision; it touches records you "
+                     "may not read, so what fails is not shown.")  # fmt: skip
+    moved = tuple(k for k in sorted(seen) if p.bases.get(k, 0) != seen[k] and _sees_key(store, sight, k))
+    hidden = sum(1 for k in seen if p.bases.get(k, 0) != seen[k]) - len(moved)
+    problem = None
+    if moved or hidden:
+        names = [*moved, *([f"{hidden} record(s) you may not read"] if hidden else [])]
+        problem = f"Changed since the proposal's base revision: {', '.join(names)}; the author may revise it."
+    entries = _entries(store, sight, result.planned)
+    return Check(tuple(entries), problem is None, problem, moved)
 
 
-def _visible(store: Any, sight: Sight | None, record: Node | Edge | None) -> bool:
+def _message(exc: CanonError) -> str:
+    problems = getattr(exc, "problems", ())
+    return " ".join([str(exc), *(f"{q.pointer}: {q.message}" for q in problems)])
+
+
+def _entries(store: Store, sight: Sight | None, planned: Sequence[Write]) -> list[DiffEntry]:
+    first: dict[tuple[str, str], Write] = {}
+    last: dict[tuple[str, str], Write] = {}
+    after_nodes: dict[str, Node | None] = {}
+    for w in planned:
+        first.setdefault((w.kind, w.key), w)
+        last[(w.kind, w.key)] = w
+        if w.kind == "node":
+            after_nodes[w.key] = w.after if isinstance(w.after, Node) else None
+    entries: list[DiffEntry] = []
+    for k, w in first.items():
+        before, after = w.before, last[k].after
+        entry = diff_entry(w.kind, w.key, before, after, _sees(store, sight, before, {}),
+                           _sees(store, sight, after, after_nodes))  # fmt: skip
+        if entry is not None:
+            entries.append(entry)
+    return entries
+
+
+def _sees(store: Store, sight: Sight | None, record: Node | Edge | None, planned: Mapping[str, Node | None]) -> bool:
+    """Whether `sight` sees a record (an edge: both its ends, as the batch leaves them when it writes them)."""
     if record is None or sight is None:
         return True
     if isinstance(record, Node):
         return sees(sight, record)
-    ends = store.nodes([record.source, record.target])
-    return all(n is None or sees(sight, n) for n in (ends.get(record.source), ends.get(record.target)))
+    stored = store.nodes([e for e in (record.source, record.target) if e not in planned])
+    ends = [planned[e] if e in planned else stored.get(e) for e in (record.source, record.target)]
+    return all(n is not None and sees(sight, n) for n in ends)
 
 
-def _entry(store: Any, sight: Sight | None, first: Any, last: Any) -> DiffEntry:
-    before, after = first.before, last.after
-    change = "added" if before is None else "removed" if after is None else "changed"
-    if not (_visible(store, sight, before) and _visible(store, sight, after)):
-        return DiffEntry(first.kind, first.key, change, None, None, redacted=True)
-    old = dict(before.properties) if before is not None else {}
-    new = dict(after.properties) if after is not None else {}
-    props: dict[str, dict[str, Any]] = {}
-    for name in sorted(set(old) | set(new)):
-        if old.get(name, None) != new.get(name, None) or (name in old) != (name in new):
-            props[name] = {
-                **({"before": old[name]} if name in old else {}),
-                **({"after": new[name]} if name in new else {}),
-            }
-    fields: list[str] = []
-    if isinstance(before, Node) and isinstance(after, Node):
-        fields = [f for f in ("type", "visibility", "readers") if getattr(before, f) != getattr(after, f)]
-    return DiffEntry(first.kind, first.key, change, before, after, tuple(fields), props)
+# -- what a reader is answered -----------------------------------------------------------------------------------------
+def summary(store: Store, p: Proposal, principal: Principal, *, comments: bool = True) -> dict[str, Any]:
+    """A proposal as `principal` is shown it (its touched records: those it may read)."""
+    out = p.to_json() | {"touches": visible_keys(store, p, principal)}
+    if not comments:
+        del out["comments"]
+    return out
+
+
+def answer(store: Store, id: str, principal: Principal) -> dict[str, Any]:
+    """A proposal with its operations, diff against the current revision, whether it applies cleanly and its
+    discussion, as `principal` may see them: what `get_proposal` and the proposal's resource answer."""
+    revision = store.revision()
+    p = get(store, id)
+    check = diff(store, p, principal)
+    return {
+        "proposal": summary(store, p, principal),
+        "operations": visible_operations(store, p, principal),
+        "diff": [e.to_json() for e in check.entries],
+        "applies_cleanly": check.clean,
+        "problem": check.problem,
+        "changed_since_base": list(check.moved),
+        "revision": revision,
+    }
+
+
+# -- who to tell -------------------------------------------------------------------------------------------------------
+class Watermark:
+    """Which proposals changed (proposed, revised, commented on, closed) since the last look, whichever process
+    changed them: what the change feed tells subscribers of `canon://proposals/{id}` (`core.seam.changes`).
+
+    A proposal's `updated_at` is compared with what it was at the last look, over the last `SKEW_S` seconds (the
+    slack for other processes' clocks and for a transaction committed after it stamped its rows); the first look
+    only notes what is there. Not thread-safe: one pump owns one."""
+
+    SKEW_S = 30.0
+
+    def __init__(self) -> None:
+        self._seen: dict[str, str] | None = None
+
+    def changed(self, store: Store) -> list[str]:
+        since = (datetime.now(UTC) - timedelta(seconds=self.SKEW_S)).isoformat(timespec="milliseconds")
+        rows = store.rows("SELECT id, updated_at FROM proposals WHERE updated_at >= ? ORDER BY updated_at, id",
+                          (since.replace("+00:00", "Z"),))  # fmt: skip
+        now = {str(id_): str(at) for id_, at in rows}
+        seen, self._seen = self._seen, now
+        return [] if seen is None else [id_ for id_, at in now.items() if seen.get(id_) != at]

@@ -511,10 +511,12 @@ EVERY_KEY: dict[str, dict[str, Any]] = {
               "jwks_url": "https://login.example.test/jwks", "audience": "canon", "algorithms": ["ES256"],
               "leeway_s": 5, "name_claim": "email", "roles_claim": "roles", "groups_claim": "teams",
               "roles": {"canon:read": "reader"}, "jwks_cache_s": 60, "jwks_min_refresh_s": 10, "fetch_timeout_s": 3,
-              "name_prefix": "idp."},
+              "name_prefix": "idp.", "client_id": "canon-web", "client_secret_file": "client-secret",
+              "redirect_path": "/signin/back", "scopes": ["openid", "canon:read"], "session_max_age_s": 600},
     "retention": {"audit_days": 90, "changes_keep_revisions": 1000, "changes_days": 30},
 }  # fmt: skip
-"""A canon.toml setting every key of the configuration schema (but `[store] url`, the other form of `path`)."""
+"""A canon.toml setting every key of the configuration schema (but `[store] url`, the other form of `path`, and
+`[oauth] client_secret`, the other form of `client_secret_file`)."""
 
 
 def _toml(sections: dict[str, dict[str, Any]]) -> str:
@@ -533,9 +535,11 @@ def test_config_shows_every_setting_of_the_schema_with_its_value_and_origin(
 ) -> None:
     schema = json.loads((Path(__file__).parent.parent / "schema/config/config.schema.json").read_text("utf-8"))
     schema_keys = {(name, key) for name, section in schema["properties"].items() for key in section["properties"]}
-    assert {(name, key) for name, keys in EVERY_KEY.items() for key in keys} | {("store", "url")} == schema_keys
+    other_forms = {("store", "url"), ("oauth", "client_secret")}
+    assert {(name, key) for name, keys in EVERY_KEY.items() for key in keys} | other_forms == schema_keys
     written = {**EVERY_KEY, "store": store}
     (tmp_path / "canon.toml").write_text(_toml(written), encoding="utf-8")
+    (tmp_path / "client-secret").write_text("the-client-secret\n", encoding="utf-8")
 
     result = run_canon("config", cwd=tmp_path, env={"CANON_CACHE": "cache"})
 
@@ -552,6 +556,9 @@ def test_config_shows_every_setting_of_the_schema_with_its_value_and_origin(
                 got, origin = settings[attrs[section, key]], origins[attrs[section, key]]
             assert (got, origin) == (value, f"canon.toml [{section}] {key}"), (section, key)
     assert (settings["cache"], origins["cache"]) == ("cache", "$CANON_CACHE")
+    assert settings["oauth"]["client_secret"] == "***"  # read from the file, never printed
+    assert origins["oauth"]["client_secret"] == "canon.toml [oauth] client_secret_file"
+    assert "the-client-secret" not in result.stdout
 
 
 def test_config_shows_a_store_url_without_its_password(tmp_path: Path) -> None:

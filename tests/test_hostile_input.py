@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 import anyio
 import httpx2
@@ -702,3 +702,59 @@ async def test_a_flood_of_forged_kids_while_the_issuer_stalls_is_refused_within_
     assert statuses == [401] * 20
     assert took < deadline + 5, took  # before: 20 s for the first, and every other waiting for it
     assert issuer.requests <= 2  # one fetch for them all, cut short at the deadline
+
+
+# -- the browser sign-in's query parameters and cookies (issue 28) --------------------------------------------------
+SIGN_IN_VALUES = [
+    "", "%00", "%ED%A0%80", "%FF%FE", "x" * 10_000, "//evil.example/x", "https://evil.example/",
+    "/%0d%0aSet-Cookie:x=1", "%5C%5Cevil.example", "javascript:alert(1)", "/%09/evil.example",
+    "%3Cscript%3Ealert(1)%3C/script%3E", "[]", "{}",
+]  # fmt: skip
+"""Values for `return`, `state`, `code`, `error` and `iss`, as they stand in a URL (already percent-encoded)."""
+COOKIE_VALUES = ["", "=", "a" * 5000, '"quoted"', "gAAAAA" + "A" * 200, "x; canon_session=y", "%00", "\x7f", "é"]
+
+
+@pytest.fixture(scope="module")
+def signing_in(seed_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Instance, Issuer]]:
+    """canon with a browser sign-in at the local issuer (its discovery names authorization and token endpoints)."""
+    with running_issuer() as issuer, oauth_instance(seed_template, tmp_path_factory.mktemp("signin"),
+                                                    oauth_settings(issuer, client_id="canon-web",
+                                                                   client_secret="s3cret")) as instance:  # fmt: skip
+        yield instance, issuer
+
+
+def _harmless(answer: httpx2.Response, issuer: Issuer, where: str) -> None:
+    """No server error, no session made, a redirect only to a path here or to the issuer, nothing reflected raw."""
+    assert answer.status_code < 500, (where, answer.status_code, answer.text[:300])
+    location = answer.headers.get("location")
+    if location is not None:
+        assert location.startswith(issuer.url + "/") or (location.startswith("/") and not location.startswith("//")), (
+            where, location)  # fmt: skip
+    assert not any(c.startswith("canon_session=") and "Max-Age=0" not in c
+                   for c in answer.headers.get_list("set-cookie")), where  # fmt: skip
+    assert "<script>" not in answer.text, where
+
+
+@pytest.mark.anyio
+async def test_hostile_sign_in_parameters_get_a_page_or_a_redirect_never_a_session_or_a_server_error(
+    signing_in: tuple[Instance, Issuer],
+) -> None:
+    instance, issuer = signing_in
+    async with oauth_http(instance) as client:
+        for value in SIGN_IN_VALUES:
+            _harmless(await client.get(f"/signin?return={value}"), issuer, f"return={value[:40]}")
+            started = await client.get("/signin?return=/docs")  # a sign-in in progress: the flow cookie is set
+            assert started.status_code == 303, started.text
+            state = parse_qs(urlsplit(started.headers["location"]).query)["state"][0]
+            for query in (f"state={value}&code={value}", f"state={state}&code={value}", f"state={state}&error={value}",
+                          f"state={state}&code=c&iss={value}", f"code={value}", f"error={value}"):  # fmt: skip
+                answer = await client.get(f"/signin/callback?{query}")
+                _harmless(answer, issuer, query[:60])
+                assert answer.status_code in (400, 502), (query[:60], answer.status_code)
+        for value in COOKIE_VALUES:
+            for name in ("canon_session", "canon_signin"):
+                headers = {b"cookie": f"{name}={value}".encode()}  # raw UTF-8 bytes, as a hostile client sends
+                read = await client.get("/api/nodes?limit=1", headers=headers)
+                assert read.status_code == 200, (name, value[:40], read.status_code)  # anonymous: no session
+                _harmless(await client.get("/signin/callback?state=s&code=c", headers=headers), issuer, name)
+                _harmless(await client.post("/signout", headers=headers), issuer, name)

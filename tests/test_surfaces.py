@@ -106,7 +106,7 @@ def test_mcp_is_a_built_in_surface_found_like_any_other_and_only_the_host_paths_
     mcp = surface_named("mcp", discover())
     assert isinstance(mcp, Lifespan)
     assert mcp.paths == ("/mcp",)
-    assert RESERVED == ("/healthz", "/metrics", "/ui-assets/")
+    assert RESERVED == ("/healthz", "/metrics", "/ui-assets/", "/signin/", "/signout")
 
 
 def test_discovering_the_surfaces_imports_no_mcp_sdk_and_the_plugin_stands_for_the_surface() -> None:

@@ -64,7 +64,7 @@ from core.values.errors import (
     UnknownToolError,
 )
 from core.values.json_values import storable_text, value_problems
-from core.values.principal import Principal
+from core.values.principal import Principal, Reviewers
 from core.values.priority import Priority
 from core.values.records import Node, Sight
 
@@ -98,6 +98,7 @@ class CallContext:
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
     sight: Sight | None = None  # what the principal may see; None: everything
     audit: AuditLog | None = None
+    reviewers: Reviewers = field(default_factory=Reviewers)  # who may review proposals (`[proposals]`)
 
     @property
     def model(self) -> Model:
@@ -220,6 +221,7 @@ class Dispatcher:
     audit: AuditLog | None = None  # the store's audit log, when this dispatcher keeps one
     priority: Priority = field(default_factory=Priority)  # walks take turns: cheap calls before walks
     walkers: WalkPool | None = None  # walk worker processes (core.dispatch.walkers); None: walks run in this process
+    reviewers: Reviewers = field(default_factory=Reviewers)  # who may review proposals (`[proposals]`)
 
     def __post_init__(self) -> None:
         names = {t.name for t in self.registry.tools}
@@ -237,7 +239,7 @@ class Dispatcher:
         time."""
         deadline = (time.monotonic() if received is None else received) + self.time_limit_s
         return CallContext(principal, surface, self.registry, self.store, self.index, deadline, self.time_limit_s,
-                           sight_of(principal), self.audit)  # fmt: skip
+                           sight_of(principal), self.audit, self.reviewers)  # fmt: skip
 
     def tools_for(self, principal: Principal, surface: str) -> list[ToolDefinition]:
         """The tools `principal` may call, in registry order (what its tools/list shows); audited."""

@@ -13,6 +13,7 @@ the one path every call takes.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import functools
 import json
@@ -37,6 +38,7 @@ from core.values.uris import (
     MODEL_URI,
     NODE_AT_TEMPLATE,
     NODE_TEMPLATE,
+    PROPOSAL_TEMPLATE,
     node_at_uri,
     node_uri,
     type_uri,
@@ -57,7 +59,7 @@ __all__ = [
 Permission = Literal["read", "write", "admin"]
 Execution = Literal["worker", "walk", "point", "indexed"]  # how the dispatcher runs it (core.dispatch.dispatcher)
 # icons of the resources the model gives none: the model, the change log, an edge type, any node
-MODEL_ICON, CHANGES_ICON, EDGE_ICON, NODE_ICON = "🗺️", "🕒", "🔗", "📄"
+MODEL_ICON, CHANGES_ICON, EDGE_ICON, NODE_ICON, PROPOSAL_ICON = "🗺️", "🕒", "🔗", "📄", "📝"
 
 
 READS_THE_LOG = frozenset({"at", "as_of", "since", "from"})  # inputs naming a point in the change log
@@ -303,6 +305,48 @@ def check_definition(document: Mapping[str, Any]) -> None:
         raise ValueError(f"tool definition {document.get('name', '?')!r}: {'; '.join(problems[:5])}")
 
 
+SAME_AS = "x-canon-same-as"
+
+
+def shared(documents: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The definitions with each `{"x-canon-same-as": "TOOL#/POINTER"}` replaced by that part of TOOL's definition
+    (POINTER starts at `/inputSchema` or `/outputSchema`; that schema's `$defs` come along into the schema the marker
+    sits in), so a schema two tools take (the operations of `write_batch` and `propose_changes`) is written once."""
+    by_name = {d["name"]: d for d in documents}
+
+    def resolve(schema: Mapping[str, Any], where: str) -> dict[str, Any]:
+        carried: dict[str, Any] = {}
+
+        def walk(node: Any) -> Any:
+            if isinstance(node, dict):
+                marker = node.get(SAME_AS)  # pyright: ignore[reportUnknownMemberType]
+                if isinstance(marker, str):
+                    tool, _, at = marker.partition("#")
+                    source = by_name.get(tool)
+                    part = at.split("/")[1:] if at.startswith("/") else []
+                    if source is None or not part or part[0] not in ("inputSchema", "outputSchema"):
+                        raise ValueError(f"{where}: {SAME_AS} {marker!r} names no part of a tool's schemas")
+                    value: Any = source
+                    for step in part:
+                        if not isinstance(value, dict) or step not in value:
+                            raise ValueError(f"{where}: {SAME_AS} {marker!r} names no part of a tool's schemas")
+                        value = value[step]  # pyright: ignore[reportUnknownVariableType]
+                    carried.update(source[part[0]].get("$defs", {}))
+                    return walk(copy.deepcopy(value))  # pyright: ignore[reportUnknownArgumentType]
+                return {k: walk(v) for k, v in node.items()}  # pyright: ignore[reportUnknownVariableType]
+            if isinstance(node, list):
+                return [walk(v) for v in node]  # pyright: ignore[reportUnknownVariableType]
+            return node
+
+        out: dict[str, Any] = walk(schema)
+        if carried:
+            out["$defs"] = {**carried, **out.get("$defs", {})}
+        return out
+
+    return [{**d, "inputSchema": resolve(d["inputSchema"], f"{d['name']}/inputSchema"),
+             "outputSchema": resolve(d["outputSchema"], f"{d['name']}/outputSchema")} for d in documents]  # fmt: skip
+
+
 def in_order(documents: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The definitions in serving order: those `schema/tool-order.json` lists, in its order; then the rest by name.
     A name defined twice, or listed and not defined, is an error."""
@@ -328,7 +372,7 @@ def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = (), 
     `core.lang.schema_checks` for one that remembers the passed ones between starts).
     """
     checks = checks or SchemaChecks()
-    documents = in_order([*_tool_files(), *extra_tools])
+    documents = shared(in_order([*_tool_files(), *extra_tools]))
     for document in documents:
         check_definition(document)
     examples = examples or Examples.of_model(model)
@@ -396,6 +440,13 @@ def _templates(examples: Examples) -> tuple[ResourceDefinition, ...]:
             "at returns under `node`, shown only to a caller who may read it then and now. Example: "
             f"{node_at_uri(examples.type, examples.id, 1)}.", "application/json",
             uri_template=NODE_AT_TEMPLATE, icon=NODE_ICON,
+        ),
+        ResourceDefinition(
+            "proposal", "A proposal", "One proposal as JSON: what get_proposal returns (its operations and diff "
+            "against the current revision as you may see them, whether it applies cleanly, its discussion). An MCP "
+            "subscriber is told when it is revised, commented on or closed. "
+            f"Example: {PROPOSAL_TEMPLATE.format(id='p-0123456789ab')}.", "application/json",
+            uri_template=PROPOSAL_TEMPLATE, icon=PROPOSAL_ICON,
         ),
         ResourceDefinition(
             "model-at", "The model at a revision", "The whole model as it was at a store revision: the model the "

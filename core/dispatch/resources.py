@@ -2,7 +2,8 @@
 
 URIs (`core.values.uris`): the model (now, and at any past revision, from the store's model history), each type's
 schema,
-the latest changes, and one per node, whose JSON is exactly `get_node`'s `node`. The list holds the fixed resources
+the latest changes, one per node, whose JSON is exactly `get_node`'s `node`, and one per proposal, whose JSON is
+exactly `get_proposal`'s answer (`core.proposals.answer`). The list holds the fixed resources
 first, then every node in id order, one page at a time.
 Everything is read through the caller's sight: nodes it may not see are not listed or completed, reading one is
 a `ForbiddenError`, and the changes resource shows the latest entries as `get_changes` would show them to that
@@ -15,6 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from core import proposals
 from core.dispatch.access import change_for
 from core.dispatch.dispatcher import CallContext
 from core.dispatch.registry import ResourceDefinition, type_schema
@@ -32,6 +34,7 @@ from core.values.uris import (
     node_at_of,
     node_of,
     node_uri,
+    proposal_of,
     type_of,
 )
 
@@ -78,6 +81,12 @@ def read_resource(ctx: CallContext, uri: str) -> ResourceContent:
         if node is not None and node.type == then[0]:
             return ResourceContent(uri, "application/json", _json(node.to_json()))
         raise NotFoundError("resource", uri)
+    proposal = proposal_of(uri)
+    if proposal is not None:
+        try:
+            return ResourceContent(uri, "application/json", _json(proposals.answer(ctx.store, proposal, ctx.principal)))
+        except NotFoundError:
+            raise NotFoundError("resource", uri) from None
     named = node_of(uri)
     if named is not None:
         node = ctx.store.node(named[1])

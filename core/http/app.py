@@ -9,7 +9,8 @@ lifespan, by the app its lifespan yields. Outside every route the middleware lis
 `core.http.admission` checks Host (421) and Origin (403) and bounds the request body (413), `core.http.cors` answers the
 browser-facing surfaces' CORS, and `core.http.auth` identifies the caller by bearer token; around every surface
 `BearerGate` refuses a bad token with 401. With `[oauth]`, a token that is not canon's may be an issuer's JWT
-(`core.http.oauth`), and RFC 9728 metadata is served at `/.well-known/oauth-protected-resource`. With `[logging]
+(`core.http.oauth`), and RFC 9728 metadata is served at `/.well-known/oauth-protected-resource`; with `[oauth]
+client_id`, browsers sign in at `/signin` and are served with a session cookie (`core.http.signin`). With `[logging]
 access_log`, `core.http.access` logs every request. Outermost of all, `[server] trusted_proxies` lets
 `core.http.forwarded` believe a proxy's `X-Forwarded-*` headers, and `[server] root_path` serves everything under a
 prefix (`core.http.prefix`).
@@ -41,6 +42,7 @@ from core.http.landing import landing_endpoint
 from core.http.metrics import add_gauges, metrics_route
 from core.http.oauth import JwtVerifier, metadata_path
 from core.http.prefix import RootPath
+from core.http.signin import SignIn
 from core.http.ui_assets import BUNDLED
 from core.ops.config import Config
 from core.seam.changes import ChangeFeed
@@ -78,8 +80,11 @@ class SurfaceRoute(BaseRoute):
     """
 
     def __init__(self, surface: Surface, host: SurfaceHost, current: Callable[[], Snapshot], *,
-                 anonymous: bool, oauth: JwtVerifier | None = None) -> None:  # fmt: skip
+                 anonymous: bool, oauth: JwtVerifier | None = None, signs_in: bool = False,
+                 public_url: str | None = None) -> None:  # fmt: skip
         self.surface = surface
+        self.signs_in = signs_in  # browsers sign in: a page asked for without credentials sends them there
+        self.public_url = public_url
         self.host = host
         self.snapshot = current
         self.anonymous = anonymous
@@ -103,7 +108,8 @@ class SurfaceRoute(BaseRoute):
             host.at(current()).rejected(path, reason)
 
         return BearerGate(app, anonymous=self.anonymous, on_reject=refused, oauth=self.oauth,
-                          shell=page_shell_of(self.surface))  # fmt: skip
+                          shell=page_shell_of(self.surface), signs_in=self.signs_in,
+                          public_url=self.public_url)  # fmt: skip
 
     def current(self) -> ASGIApp:
         if self._served is not None:
@@ -194,7 +200,15 @@ def build_app(instance: Instance, surfaces: list[Surface] | None = None) -> Star
         return host_for(instance, audit_name_of(surface), principal_of=principal_of_request, watch=feed.watch,
                         feed=feed, authenticate=authenticate)  # fmt: skip
 
-    routes = [SurfaceRoute(s, host_of(s), current, anonymous=config.anonymous, oauth=oauth) for s in installed]
+    def http_rejected(path: str, why: str) -> None:
+        instance.dispatcher.rejected("http", path, why)
+
+    # a browser's sign-in with the issuer, and its session cookie (core.http.signin)
+    sign_in = None
+    if oauth is not None and oauth.settings.signs_in:
+        sign_in = SignIn(oauth, public_url=config.public_url, on_reject=http_rejected)
+    routes = [SurfaceRoute(s, host_of(s), current, anonymous=config.anonymous, oauth=oauth,
+                           signs_in=sign_in is not None, public_url=config.public_url) for s in installed]  # fmt: skip
 
     async def healthz(request: Request) -> JSONResponse:
         model = instance.model
@@ -220,18 +234,17 @@ def build_app(instance: Instance, surfaces: list[Surface] | None = None) -> Star
     assets = BUNDLED if config.ui_assets is None else config.ui_assets  # the docs pages' scripts and styles
     landing = landing_endpoint(lambda: instance.model, installed, anonymous=config.anonymous,
                                public_url=config.public_url, issuer=None if oauth is None else oauth.settings.issuer,
-                               static_tokens=instance.tokens.any)  # fmt: skip
+                               static_tokens=instance.tokens.any, signs_in=sign_in is not None)  # fmt: skip
     # RFC 9728: where clients learn which issuer to get canon's tokens from
     metadata = [] if oauth is None else [Route(metadata_path(oauth.settings.resource), resource_metadata(oauth))]
     watches = Gauge("canon_change_watches", "Open watches of the change feed: GraphQL subscriptions.", feed.watchers)
-    metrics = metrics_route(
-        instance, [watches], on_reject=lambda path, why: instance.dispatcher.rejected("http", path, why)
-    )
+    metrics = metrics_route(instance, [watches], on_reject=http_rejected)
     app = Starlette(
         routes=[
             Route("/healthz", healthz),
             *([metrics] if metrics is not None else []),
             Route("/", landing),
+            *([] if sign_in is None else sign_in.routes()),
             *routes,
             Mount(UI_ASSETS, app=StaticFiles(directory=assets)),
             *metadata,
@@ -245,12 +258,20 @@ def build_app(instance: Instance, surfaces: list[Surface] | None = None) -> Star
             Middleware(ProblemAnswers),
             Middleware(Admission, allowed=_allowed(config), max_body=config.max_body_bytes),
             Middleware(Cors, serves_browsers=_browser_paths(installed)),
-            Middleware(Authenticate, tokens=instance.tokens, oauth=oauth),
+            Middleware(
+                Authenticate,
+                tokens=instance.tokens,
+                oauth=oauth,
+                sign_in=sign_in,
+                on_reject=http_rejected,
+                public_url=config.public_url,
+            ),
         ],
         exception_handlers={500: internal_error},
         lifespan=lifespan,
     )
     app.state.surfaces = routes
+    app.state.sign_in = sign_in
     app.state.feed = feed
     app.state.instance = instance
     return app

@@ -18,6 +18,14 @@ leaves its `Rejection` there (`REJECTION`), and `BearerGate` answers with that r
 `insufficient_scope` for a valid token granting no canon role), the audit naming why. Every challenge then
 carries RFC 9728's `resource_metadata` and the scope to ask for.
 
+With a browser's sign-in (`[oauth] client_id`, `core.http.signin`), `Authenticate` gives a request that has no
+`Authorization` header the principal of its session cookie, if it has a valid one: the principal a bearer token
+with the same claims would have. A bearer token always wins over the cookie; an invalid or expired cookie is no
+session (anonymous). A request the cookie authenticates that changes something must come from canon's own origin
+(`core.http.signin.cross_site_refusal`), else it is refused with 403 before any route. `BearerGate` then sends a
+browser asking for a page (`wants_page`) without credentials, when anonymous access is off, to sign in (303 to
+`/signin?return=...`), page shells included; API clients get the 401 as ever.
+
 The principal goes into the scope under `core.seam.surfaces.PRINCIPAL`; `principal_of_scope` there (and
 `principal_of_request`, for a framework's request object) gives it to every surface, none looks at client-supplied
 identity. The token file is
@@ -33,12 +41,14 @@ from typing import Any
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.http.oauth import JwtVerifier, Rejection
+from core.http.signin import SESSION, SignIn, cross_site_refusal, sign_in_location, wants_page
 from core.ops.tokens import TokenFile
 from core.seam.surfaces import PRINCIPAL
-from core.web.problems import MCP_PATH, PROBLEM_MEDIA, problem_body
+from core.web.problems import MCP_PATH, PROBLEM_MEDIA, problem_body, refuse
 
 __all__ = [
     "REJECTION",
+    "SESSION",
     "Authenticate",
     "BearerGate",
     "bearer_token",
@@ -59,12 +69,19 @@ def bearer_token(scope: Scope) -> str | None:
 
 class Authenticate:
     """Put the principal of a current bearer token in the scope (`PRINCIPAL`): one of canon's tokens, else, with
-    `oauth`, the issuer's JWT (a refused one leaves its `REJECTION`); leave every other request as it is."""
+    `oauth`, the issuer's JWT (a refused one leaves its `REJECTION`); without an `Authorization` header, with
+    `sign_in`, the session cookie's (`SESSION`), if it comes from canon's own origin when it must. Every other
+    request goes on as it is."""
 
-    def __init__(self, app: ASGIApp, *, tokens: TokenFile, oauth: JwtVerifier | None = None) -> None:
+    def __init__(self, app: ASGIApp, *, tokens: TokenFile, oauth: JwtVerifier | None = None,
+                 sign_in: SignIn | None = None, on_reject: Callable[[str, str], None] = lambda path, why: None,
+                 public_url: str | None = None) -> None:  # fmt: skip
         self.app = app
         self.tokens = tokens
         self.oauth = oauth  # an OAuth issuer's JWTs, tried when the token is not one of canon's (core.http.oauth)
+        self.sign_in = sign_in  # browsers' sessions (core.http.signin)
+        self.on_reject = on_reject  # (path, reason), for the audit log
+        self.public_url = public_url
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket"):
@@ -76,9 +93,24 @@ class Authenticate:
                     scope[REJECTION] = outcome
                 else:
                     principal = outcome
+            if principal is None and self.sign_in is not None and not _has_authorization(scope):
+                principal = self.sign_in.principal(scope)
+                if principal is not None and (refused := cross_site_refusal(scope, self.public_url)) is not None:
+                    self.on_reject(scope.get("path", ""), "cross-site request with the session cookie")
+                    if scope["type"] == "websocket":
+                        await send({"type": "websocket.close", "code": 1008, "reason": "cross-site request"})
+                    else:
+                        await refuse(send, scope, "origin_not_allowed", f"Refused: {refused}.")
+                    return
+                if principal is not None:
+                    scope[SESSION] = True
             if principal is not None:
                 scope[PRINCIPAL] = principal
         await self.app(scope, receive, send)
+
+
+def _has_authorization(scope: Scope) -> bool:
+    return any(name.lower() == b"authorization" for name, _ in scope["headers"])
 
 
 class BearerGate:
@@ -91,8 +123,12 @@ class BearerGate:
     """
 
     def __init__(self, app: ASGIApp, *, anonymous: bool, on_reject: Callable[[str, str], None],
-                 oauth: JwtVerifier | None = None, shell: Callable[[Scope], bool] | None = None) -> None:  # fmt: skip
+                 oauth: JwtVerifier | None = None, shell: Callable[[Scope], bool] | None = None,
+                 signs_in: bool = False, public_url: str | None = None) -> None:  # fmt: skip
         self.app = app
+        self.public_url = public_url  # where browsers reach canon: the sign-in URL's path starts with its path
+        self.signs_in = signs_in  # browsers sign in (core.http.signin): a page asked for without credentials is
+        # answered by sending the browser there, when anonymous access is off
         self.anonymous = anonymous
         self.shell = shell  # which requests are for a page shell, served without a token (`page_shell_of`)
         self.on_reject = on_reject  # (path, reason), for the audit log
@@ -102,7 +138,7 @@ class BearerGate:
         if scope["type"] not in ("http", "websocket") or PRINCIPAL in scope:
             await self.app(scope, receive, send)
             return
-        presented = any(name.lower() == b"authorization" for name, _ in scope["headers"])
+        presented = _has_authorization(scope)
         rejection = scope.get(REJECTION)
         rejection = rejection if isinstance(rejection, Rejection) else None
         if scope["type"] == "websocket":  # browsers cannot send the header: a surface may accept a token later
@@ -111,6 +147,12 @@ class BearerGate:
                 await send({"type": "websocket.close", "code": 4401, "reason": "invalid bearer token"})
                 return
             await self.app(scope, receive, send)
+            return
+        if not presented and not self.anonymous and self.signs_in and wants_page(scope):
+            await send({"type": "http.response.start", "status": 303, "headers": [
+                (b"location", sign_in_location(scope, self.public_url).encode("latin-1")), (b"content-length", b"0"),
+                (b"cache-control", b"no-store")]})  # fmt: skip
+            await send({"type": "http.response.body", "body": b""})
             return
         if not presented and (self.anonymous or (self.shell is not None and self.shell(scope))):
             await self.app(scope, receive, send)

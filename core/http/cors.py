@@ -9,8 +9,9 @@ answers has passed the Host and Origin rule already:
 * any other answer on such a path to a request with an `Origin` gets `Access-Control-Allow-Origin` (that origin),
   `Vary: Origin` and the response headers a page may read (`ETag`, `Location`, `WWW-Authenticate`, ...).
 
-No credentials mode: canon's callers send a bearer token, which a page adds itself, never a cookie. The MCP
-endpoint is not among the paths: it follows the MCP specification's Origin rule alone (`Admission`).
+No credentials mode: a page on another origin sends a bearer token, which it adds itself, never canon's session
+cookie (`core.http.signin`), which only canon's own pages use. The MCP endpoint is not among the paths: it follows
+the MCP specification's Origin rule alone (`Admission`).
 """
 
 from __future__ import annotations

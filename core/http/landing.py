@@ -6,6 +6,9 @@ installed surface's paths (links for exact paths), the served model's name, vers
 `Host` and path prefix). With an OAuth issuer (`[oauth]`), the snippet is the URL alone (an OAuth-aware MCP client
 follows the 401 challenge), and the bearer-token form is shown besides only while canon's token file holds tokens.
 Links carry the path prefix (`[server] root_path`). Everything taken from the model is HTML-escaped.
+
+The page names its caller (`#caller`): who a bearer token or a signed-in session is, with its roles and groups. With a
+browser's sign-in (`[oauth] client_id`, `core.http.signin`) it offers to sign in, or, in a session, to sign out.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from core.http.signin import SESSION
 from core.lang.model import Model
-from core.seam.surfaces import Surface, home_of
+from core.seam.surfaces import Surface, home_of, principal_of_scope
+from core.values.principal import ANONYMOUS, Principal
 
 __all__ = ["landing_endpoint", "mcp_json"]
 
@@ -71,17 +76,37 @@ _TOKEN_TO_WRITE = " Reading public nodes needs no token; writing does (<code>can
 _PUT = "Put this in the <code>.mcp.json</code> of a project (or your MCP client's configuration)."
 
 
+def _caller(principal: Principal, base: str, *, session: bool, signs_in: bool) -> str:
+    """Who the page is served to, and the way to sign in or out (with a browser's sign-in)."""
+    if principal == ANONYMOUS:
+        link = f' <a href="{escape(base)}/signin">Sign in</a>' if signs_in else ""
+        return f'<div id="caller">Not signed in: you see public nodes only.{link}</div>' if signs_in or link else ""
+    roles = ", ".join(sorted(principal.roles)) or "none"
+    groups = ", ".join(sorted(principal.groups)) or "none"
+    who = (f'<span class="name">{escape(principal.name)}</span> (roles: <span class="roles">{escape(roles)}</span>; '
+           f'groups: <span class="groups">{escape(groups)}</span>)')  # fmt: skip
+    if not session:
+        return f'<div id="caller">Calling as {who}, by bearer token.</div>'
+    out = (f'<form method="post" action="{escape(base)}/signout" style="display:inline">'
+           '<button type="submit">Sign out</button></form>')  # fmt: skip
+    return f'<div id="caller">Signed in as {who}. {out}</div>'
+
+
 def render(model: Model, surfaces: Sequence[Surface], base_url: str, *, token: bool, issuer: str | None = None,
-           static: bool = True) -> str:  # fmt: skip
+           static: bool = True, principal: Principal = ANONYMOUS, session: bool = False,
+           signs_in: bool = False) -> str:  # fmt: skip
     """The page for `model` served with `surfaces`, reached at `base_url` (ending in `/`); `issuer` is the OAuth
-    issuer whose tokens canon accepts, if any, and `static` whether canon's own tokens are in use."""
+    issuer whose tokens canon accepts, if any, and `static` whether canon's own tokens are in use; `principal` is
+    the caller (`session`: by its session cookie), `signs_in` whether browsers sign in with the issuer."""
     types = ", ".join(f"<code>{escape(name)}</code>" for name in model.node_types)
     base = urlsplit(base_url).path.rstrip("/")  # links stay on the host the page was reached at
     connect = _connect(model.name, f"{base_url}mcp", token=token, issuer=issuer, static=static)
+    caller = _caller(principal, base, session=session, signs_in=signs_in)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>canon: {escape(model.name)}</title><style>{STYLE}</style></head>
 <body>
 <h1>canon: {escape(model.name)} <small>{escape(model.version)}</small></h1>
+{caller}
 <p>Node types: {types}.</p>
 <h2>Surfaces</h2>
 <ul>
@@ -95,16 +120,18 @@ def render(model: Model, surfaces: Sequence[Surface], base_url: str, *, token: b
 
 def landing_endpoint(
     model: Callable[[], Model], surfaces: Sequence[Surface], *, anonymous: bool, public_url: str | None = None,
-    issuer: str | None = None, static_tokens: Callable[[], bool] = lambda: True,
+    issuer: str | None = None, static_tokens: Callable[[], bool] = lambda: True, signs_in: bool = False,
 ) -> Callable[[Request], Awaitable[HTMLResponse]]:  # fmt: skip
     """The endpoint of `/`, for the model `model()` serves now and the installed `surfaces`, at `public_url` if
     given (else wherever the request says it reached); `issuer` is the OAuth issuer, if one is configured, and
-    `static_tokens()` whether canon's own token file holds tokens now."""
+    `static_tokens()` whether canon's own token file holds tokens now; `signs_in` whether browsers sign in."""
 
     async def landing(request: Request) -> HTMLResponse:
         base_url = str(request.base_url) if public_url is None else f"{public_url}/"
         page = render(model(), surfaces, base_url, token=not anonymous, issuer=issuer,
-                      static=issuer is None or static_tokens())  # fmt: skip
-        return HTMLResponse(page, headers={"Cache-Control": "no-cache"})
+                      static=issuer is None or static_tokens(), principal=principal_of_scope(request.scope),
+                      session=request.scope.get(SESSION) is True, signs_in=signs_in)  # fmt: skip
+        # the page names its caller: never kept by a cache, shared or not
+        return HTMLResponse(page, headers={"Cache-Control": "no-store", "Vary": "Authorization, Cookie"})
 
     return landing

@@ -22,6 +22,11 @@ An accepted token is remembered until its `exp` (`MAX_VERIFIED` of them), so a c
 lookup; fetching keys forgets them all. If the issuer cannot be reached when keys are due, the keys fetched
 before stay in use (a warning is logged).
 
+The pieces are shared with a browser's sign-in (`core.http.signin`), so one rule holds for both: `claims_of` checks
+any JWT of the issuer for an audience (access tokens: canon's resource; ID tokens: canon's client id),
+`principal_of` maps a set of claims to a principal (a token's, a session's), and `discovery` is the issuer's
+metadata, fetched for the keys and kept (the sign-in reads its endpoints from it).
+
 A rejection carries the RFC 6750 error, a reason for the audit log (never the token) and the HTTP status;
 `challenge` writes the `WWW-Authenticate` value with the RFC 9728 `resource_metadata` parameter, and
 `resource_metadata` is the document served at `metadata_path`.
@@ -47,7 +52,7 @@ from core.ops.config import OAuthSettings
 from core.ops.tokens import TOKEN_PREFIX
 from core.values.principal import ROLES, Principal
 
-__all__ = ["METADATA_PREFIX", "JwtVerifier", "Rejection", "metadata_path"]
+__all__ = ["METADATA_PREFIX", "JwtVerifier", "KeysUnavailableError", "Rejection", "get_json", "metadata_path"]
 
 METADATA_PREFIX = "/.well-known/oauth-protected-resource"
 LOG = logging.getLogger("canon.oauth")
@@ -95,6 +100,7 @@ class JwtVerifier:
         self._refreshing = False  # a fetch is in flight (one at a time; no request waits for it but its own)
         self._verified: dict[str, tuple[Principal, float]] = {}  # token -> its principal, until its exp (+ leeway)
         self.fetches = 0  # JWKS documents fetched, for operators and tests
+        self._discovered: tuple[dict[str, Any], float] | None = None  # the issuer's metadata, and when it was fetched
 
     # -- the rule ------------------------------------------------------------------------------------------------
     async def verify(self, token: str) -> Principal | Rejection:
@@ -114,6 +120,18 @@ class JwtVerifier:
 
     async def _check(self, token: str) -> tuple[Principal, float] | Rejection:
         """The token's principal and until when it holds (its `exp` plus the leeway), or why it is refused."""
+        claims = await self.claims_of(token, audience=self.settings.expected_audience)
+        if isinstance(claims, Rejection):
+            return claims
+        principal = self.principal_of(claims)
+        return principal if isinstance(principal, Rejection) else (principal, claims["exp"] + self.settings.leeway_s)
+
+    async def claims_of(self, token: str, *, audience: str,
+                        require: tuple[str, ...] = ()) -> dict[str, Any] | Rejection:  # fmt: skip
+        """The claims of a JWT of the issuer meant for `audience`, checked as every token of the issuer is: the
+        algorithm allow-list, the issuer's key by `kid`, the signature, `iss`, `aud`, `exp` (and `require`d claims),
+        `nbf`/`iat` within the leeway, and the JSON types of the registered claims. Access tokens (audience: canon's
+        resource) and the ID tokens of a browser's sign-in (audience: canon's client id, `core.http.signin`) alike."""
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
@@ -130,15 +148,14 @@ class JwtVerifier:
         if key is None:
             return Rejection("unknown key")
         try:
-            claims = jwt.decode(token, key, algorithms=[alg], audience=self.settings.expected_audience,
-                                issuer=self.settings.issuer, leeway=self.settings.leeway_s,
-                                options={"require": ["exp", "iss", "aud"]})  # fmt: skip
+            claims: dict[str, Any] = jwt.decode(token, key, algorithms=[alg], audience=audience,
+                                                issuer=self.settings.issuer, leeway=self.settings.leeway_s,
+                                                options={"require": ["exp", "iss", "aud", *require]})  # fmt: skip
         except jwt.PyJWTError as exc:
             return Rejection(_REASONS.get(type(exc), "invalid token"))
         if (mistyped := _mistyped_claim(claims)) is not None:
             return Rejection(f"claim {mistyped} of the wrong type")
-        principal = self._principal(claims)
-        return principal if isinstance(principal, Rejection) else (principal, claims["exp"] + self.settings.leeway_s)
+        return claims
 
     def verify_blocking(self, token: str) -> Principal | None:
         """`verify` for a worker thread of the app's event loop (a surface checking a token it was sent in a
@@ -146,7 +163,9 @@ class JwtVerifier:
         outcome = anyio.from_thread.run(self.verify, token)
         return outcome if isinstance(outcome, Principal) else None
 
-    def _principal(self, claims: Mapping[str, Any]) -> Principal | Rejection:
+    def principal_of(self, claims: Mapping[str, Any]) -> Principal | Rejection:
+        """The canon principal of a set of the issuer's claims: the one rule for a bearer token's claims and a signed-in
+        browser session's (`core.http.signin`), so both name, and grant, the same."""
         name = claims.get(self.settings.name_claim)
         if not isinstance(name, str) or not name:
             return Rejection(f"no {self.settings.name_claim} claim")
@@ -235,34 +254,48 @@ class JwtVerifier:
     def _fetch_keys(self, deadline: float) -> list[Any]:
         """The issuer's published keys, every request within the monotonic `deadline` (blocking: run on a worker
         thread)."""
-        url = self.settings.jwks_url or self._discover(deadline)
-        keys = _get_json(url, deadline).get("keys")
+        url = self.settings.jwks_url or _jwks_uri(self.discovery(deadline))
+        if url is None:  # discovery checks a document has one before it keeps it
+            raise KeysUnavailableError("The issuer's discovery document has no jwks_uri.")
+        keys = get_json(url, deadline).get("keys")
         if not isinstance(keys, list):
             raise KeysUnavailableError(f"{url} is not a JWK Set (no 'keys' list).")
         return keys  # pyright: ignore[reportUnknownVariableType]
 
-    def _discover(self, deadline: float) -> str:
-        """The issuer's `jwks_uri`, from its OpenID Connect discovery document, else its RFC 8414 metadata."""
+    def discovery(self, deadline: float) -> dict[str, Any]:
+        """The issuer's metadata: its OpenID Connect discovery document, else its RFC 8414 document, naming this
+        issuer exactly (blocking, within the monotonic `deadline`). Kept for `jwks_cache_s`, for the keys and a
+        browser's sign-in (`core.http.signin`: its endpoints) alike."""
+        now = time.monotonic()
+        if self._discovered is not None and now - self._discovered[1] <= self.settings.jwks_cache_s:
+            return self._discovered[0]
         issuer = self.settings.issuer
         parts = urlsplit(issuer)
         rfc8414 = f"{parts.scheme}://{parts.netloc}/.well-known/oauth-authorization-server{parts.path.rstrip('/')}"
         problems: list[str] = []
         for url in (issuer.rstrip("/") + "/.well-known/openid-configuration", rfc8414):
             try:
-                document = _get_json(url, deadline)
+                document = get_json(url, deadline)
             except KeysUnavailableError as exc:
                 problems.append(str(exc))
                 continue
             if document.get("issuer") != issuer:
                 raise KeysUnavailableError(f"{url} names the issuer {document.get('issuer')!r}, not {issuer!r}.")
-            jwks_uri = document.get("jwks_uri")
-            if isinstance(jwks_uri, str) and jwks_uri.startswith(("https://", "http://")):
-                return jwks_uri
-            problems.append(f"{url} has no jwks_uri.")
+            if _jwks_uri(document) is None:
+                problems.append(f"{url} has no jwks_uri.")
+                continue
+            self._discovered = (document, now)
+            return document
         raise KeysUnavailableError(" ".join(problems))
 
 
-def _get_json(url: str, deadline: float) -> dict[str, Any]:
+def _jwks_uri(document: Mapping[str, Any]) -> str | None:
+    """The `jwks_uri` of a discovery document, if it is an http(s) URL."""
+    jwks_uri = document.get("jwks_uri")
+    return jwks_uri if isinstance(jwks_uri, str) and jwks_uri.startswith(("https://", "http://")) else None
+
+
+def get_json(url: str, deadline: float) -> dict[str, Any]:
     left = deadline - time.monotonic()
     if left <= 0:
         raise KeysUnavailableError(f"GET {url} not tried: fetch_timeout_s is over.")

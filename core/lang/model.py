@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from importlib import resources
@@ -27,6 +27,7 @@ from core.values.dialect import ecma_regex, schema_validator
 from core.values.documents import load_document, pointer
 from core.values.errors import ModelError, Problem
 from core.values.records import Node, Visibility
+from core.values.schema_fast_path import Accept, accepts
 
 __all__ = [
     "DEPRECATED",
@@ -53,6 +54,7 @@ __all__ = [
     "property_renamed_from",
     "property_text",
     "search_weights",
+    "searchable_text",
 ]
 
 
@@ -235,6 +237,7 @@ class Model:
     edge_types: Mapping[str, EdgeType]
     source: str = "<memory>"
     _validators: dict[str, Validator] = field(default_factory=dict[str, Validator], repr=False)
+    _fast: dict[str, Accept | None] = field(default_factory=dict[str, "Accept | None"], repr=False)
 
     @property
     def id(self) -> str:
@@ -315,6 +318,16 @@ class Model:
             found = root.evolve(schema=self.document["$defs"][type_name])
             self._validators[type_name] = found
         return found
+
+    def property_errors(self, type_name: str, properties: Mapping[str, Any]) -> Iterable[ValidationError]:
+        """What is wrong with `properties` under the schema of a node or edge type: nothing when the type's quick
+        check accepts them (`core.values.schema_fast_path`), else every error its validator finds."""
+        if type_name not in self._fast:
+            self._fast[type_name] = accepts(self.document["$defs"][type_name], self.document["$defs"])
+        quick = self._fast[type_name]
+        if quick is not None and quick(properties):
+            return ()
+        return self.validator(type_name).iter_errors(properties)
 
 
 def load_model(path: Path | str | None = None, *, checks: Checks | None = None) -> Model:
@@ -737,6 +750,12 @@ def property_text(value: Any) -> str:
     if isinstance(value, list):
         return "\n".join(v for v in value if isinstance(v, str))  # pyright: ignore[reportUnknownVariableType]
     return ""
+
+
+def searchable_text(properties: Mapping[str, Any], fields: Sequence[str]) -> str:
+    """What a node's text search looks in: the `property_text` of each of its type's text properties, lowered by
+    Python's `str.lower`, one per line. Each store's text index holds this."""
+    return "\n".join(property_text(properties.get(f)).lower() for f in fields)
 
 
 def search_weights(

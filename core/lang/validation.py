@@ -44,6 +44,7 @@ class StateView(Protocol):
     """The committed state validation reads: what a store backend provides inside its write transaction."""
 
     def node(self, id: str) -> Node | None: ...
+    def node_type(self, id: str) -> str | None: ...  # the node's type (None: no such node), all an edge end needs
     def node_id_by_key(self, type: str, key: str) -> str | None: ...
     def edge(self, type: str, source: str, target: str) -> Edge | None: ...
     def out_targets(self, source: str, type: str) -> list[str]: ...
@@ -136,8 +137,9 @@ def indexed_problems(error: ValidationError) -> Iterator[IndexedProblem]:
 def _number(writes: list[Write], base: int) -> list[Write]:
     numbered: list[Write] = []
     for offset, w in enumerate(writes, start=1):
-        after = replace(w.after, revision=base + offset) if w.after is not None else None
-        numbered.append(replace(w, after=after, revision=base + offset))
+        revision, a = base + offset, w.after
+        after = a.restamped(revision, a.created_at, a.updated_at, a.updated_by) if a is not None else None
+        numbered.append(Write(w.index, w.kind, w.key, w.type, w.before, after, revision))
     return numbered
 
 
@@ -159,6 +161,12 @@ class _Planner:
     # -- the overlay -------------------------------------------------------------------------------------------
     def node(self, id: str) -> Node | None:
         return self.nodes[id] if id in self.nodes else self.view.node(id)
+
+    def node_type(self, id: str) -> str | None:
+        if id in self.nodes:
+            node = self.nodes[id]
+            return node.type if node is not None else None
+        return self.view.node_type(id)
 
     def edge(self, e: EdgeId) -> Edge | None:
         return self.edges[e] if e in self.edges else self.view.edge(*e)
@@ -218,7 +226,7 @@ class _Planner:
             node = replace(node, visibility=current.visibility, readers=current.readers)
         elif op.keep_access and node_type is not None:
             node = replace(node, visibility=node_type.visibility, readers=node_type.readers)
-        if not ID_RE.match(node.id):
+        if not ID_RE.starts(node.id):
             self.problem(index, ["id"], f"{node.id!r} is not a valid id (letters, digits, . _ : -; at most 128)")
         self._check_access(index, node)
         if node_type is None:
@@ -228,7 +236,7 @@ class _Planner:
                 f"{node.type!r} is not a node type of the model{_hint(node.type, self.model.node_types)}",
             )
             return
-        for error in self.model.validator(node.type).iter_errors(dict(node.properties)):
+        for error in self.model.property_errors(node.type, dict(node.properties)):
             self.problem(index, ["properties", *error.absolute_path], error.message)
         if current is not None and current.type != node.type:
             self.problem(index, ["type"], f"node {node.id!r} is a {current.type}; a node's type cannot change")
@@ -250,11 +258,11 @@ class _Planner:
             self.keys[(node.type, current.properties[node_type.key])] = None
         if isinstance(key_value, str):
             self.keys[(node.type, key_value)] = node.id
-        stored = replace(
-            node,
-            created_at=current.created_at if current is not None else (node.created_at or self.now),
-            updated_at=node.updated_at or self.now,
-            updated_by=node.updated_by or self.principal,
+        stored = node.restamped(
+            node.revision,
+            current.created_at if current is not None else (node.created_at or self.now),
+            node.updated_at or self.now,
+            node.updated_by or self.principal,
         )
         self.nodes[node.id] = stored
         self.writes.append(Write(index, "node", node.id, node.type, current, stored))
@@ -289,7 +297,7 @@ class _Planner:
         if node.readers and node.visibility != "restricted":
             self.problem(index, ["readers"], "readers are only allowed on restricted nodes")
         for i, reader in enumerate(node.readers):
-            if not READER_RE.match(reader):
+            if not READER_RE.starts(reader):
                 self.problem(index, ["readers", i], f"{reader!r} is not a reader (user:NAME or group:NAME)")
 
     def _key_owner(self, type_: str, value: str) -> str | None:
@@ -334,17 +342,17 @@ class _Planner:
             return
         for end, allowed in (("source", edge_type.sources), ("target", edge_type.targets)):
             node_id: str = getattr(edge, end)
-            node = self.node(node_id)
-            if node is None:
+            node_type = self.node_type(node_id)
+            if node_type is None:
                 self.problem(index, [end], f"No node with id {node_id!r}.")
-            elif node.type not in allowed:
+            elif node_type not in allowed:
                 self.problem(
                     index,
                     [end],
-                    f"a {edge.type} edge cannot {'start' if end == 'source' else 'end'} at a {node.type} "
+                    f"a {edge.type} edge cannot {'start' if end == 'source' else 'end'} at a {node_type} "
                     f"(allowed: {', '.join(sorted(allowed))})",
                 )
-        for error in self.model.validator(edge.type).iter_errors(dict(edge.properties)):
+        for error in self.model.property_errors(edge.type, dict(edge.properties)):
             self.problem(index, ["properties", *error.absolute_path], error.message)
         if len(self.problems) == count:
             self._check_shape(index, edge, edge_type.one_per_source, edge_type.one_per_target, edge_type.acyclic)
@@ -353,11 +361,11 @@ class _Planner:
         self.check_revision(edge_key(*e), op.expected_revision, current)
         if len(self.problems) > count or (current is not None and dict(current.properties) == dict(edge.properties)):
             return
-        stored = replace(
-            edge,
-            created_at=current.created_at if current is not None else (edge.created_at or self.now),
-            updated_at=edge.updated_at or self.now,
-            updated_by=edge.updated_by or self.principal,
+        stored = edge.restamped(
+            edge.revision,
+            current.created_at if current is not None else (edge.created_at or self.now),
+            edge.updated_at or self.now,
+            edge.updated_by or self.principal,
         )
         self.set_edge(e, stored)
         self.writes.append(Write(index, "edge", edge_key(*e), edge.type, current, stored))

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 from core.values.dialect import schema_validator
 from core.values.documents import pointer
 from core.values.errors import ConfigError
-from core.values.principal import Principal
+from core.values.principal import Principal, Reviewers
 
 __all__ = [
     "DEFAULT_SCOPES",
@@ -66,10 +66,26 @@ class OAuthSettings:
     jwks_min_refresh_s: int = 30
     fetch_timeout_s: float = 10.0  # one fetch of the keys (discovery documents and JWK Set together), at most
     name_prefix: str = "oauth."  # what the issuer's principal names start with, apart from canon's token names
+    # a browser's sign-in (core.http.signin): on when client_id is set; the client is confidential (a secret)
+    client_id: str | None = None
+    client_secret: str | None = None  # shown as "***" by `canon config`; or read from client_secret_file
+    client_secret_file: Path | None = None
+    redirect_path: str = "/signin/callback"  # the redirect URI's path, after public_url (or the request's base)
+    scopes: tuple[str, ...] | None = None  # asked for at sign-in; None: "openid" and the keys of `roles`
+    session_max_age_s: int = 8 * 3600  # a session lasts this long at most, and never past its ID token's exp
 
     @property
     def expected_audience(self) -> str:
         return self.audience or self.resource
+
+    @property
+    def signs_in(self) -> bool:
+        """Whether browsers sign in with the issuer (a client is configured)."""
+        return self.client_id is not None
+
+    @property
+    def sign_in_scopes(self) -> tuple[str, ...]:
+        return self.scopes if self.scopes is not None else ("openid", *(s for s in self.roles if s != "openid"))
 
 
 @dataclass(frozen=True)
@@ -100,6 +116,8 @@ class Config:
     local_name: str = "local"  # the stdio principal
     local_role: str = "writer"  # an agent over stdio writes; admin (apply_model, the audit log) is a decision
     local_groups: tuple[str, ...] = ()
+    reviewer_roles: tuple[str, ...] = ("admin",)  # who may approve or reject proposals (core.proposals) ...
+    reviewer_groups: tuple[str, ...] = ("reviewers",)  # ... by role or by group; never a proposal's author
     metrics: bool = True  # Prometheus metrics at /metrics (core.ops.metrics)
     metrics_protected: bool = False  # /metrics answers only a bearer token with the admin role
     tracing: bool = False  # one OpenTelemetry span per dispatched call (core.ops.tracing)
@@ -114,6 +132,10 @@ class Config:
     def local_principal(self) -> Principal:
         """Who a stdio client is: the configured local principal (never what the client says it is)."""
         return Principal(self.local_name, frozenset({self.local_role}), frozenset(self.local_groups))
+
+    def reviewers(self) -> Reviewers:
+        """Who may review proposals (`[proposals]`)."""
+        return Reviewers(frozenset(self.reviewer_roles), frozenset(self.reviewer_groups))
 
 
 def store_location(value: str, base: Path | None = None) -> Path | str:
@@ -176,19 +198,33 @@ def _from_file(file: Path) -> Config:
                 values[attr] = (base / value) if attr in _PATHS else tuple(value) if isinstance(value, list) else value
             origins[attr] = f"{name} [{section}] {key}"
     if "oauth" in data:
-        values["oauth"] = _oauth(data["oauth"])
+        values["oauth"] = _oauth(data["oauth"], file)
         origins["oauth"] = f"{name} [oauth]"
         origins.update({f"oauth.{key}": f"{name} [oauth] {key}" for key in data["oauth"]})
+        if "client_secret_file" in data["oauth"]:
+            origins["oauth.client_secret"] = f"{name} [oauth] client_secret_file"
     return replace(Config(), **values, origins=origins)
 
 
-def _oauth(section: Mapping[str, Any]) -> OAuthSettings:
-    """`[oauth]`, checked by the schema already (issuer and resource present, algorithms asymmetric)."""
+def _oauth(section: Mapping[str, Any], file: Path) -> OAuthSettings:
+    """`[oauth]`, checked by the schema already (issuer present, algorithms asymmetric, a client_secret or a
+    client_secret_file with client_id, never both); the secret file is read here, relative to `file`."""
     values: dict[str, Any] = dict(section)
-    if "algorithms" in values:
-        values["algorithms"] = tuple(values["algorithms"])
+    for key in ("algorithms", "scopes"):
+        if key in values:
+            values[key] = tuple(values[key])
     if "roles" in values:
         values["roles"] = dict(values["roles"])
+    if "client_secret_file" in values:
+        secret_file = values["client_secret_file"] = file.parent / values["client_secret_file"]
+        where = f"{file} [oauth] client_secret_file"
+        try:
+            values["client_secret"] = secret_file.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{where}: cannot read {secret_file}: {exc}.", source=where,
+                              key="oauth.client_secret_file") from exc  # fmt: skip
+        if not values["client_secret"]:
+            raise ConfigError(f"{where}: {secret_file} is empty.", source=where, key="oauth.client_secret_file")
     return OAuthSettings(**values)
 
 
@@ -221,6 +257,8 @@ _KEYS = [
     ("local", "name", "local_name"),
     ("local", "role", "local_role"),
     ("local", "groups", "local_groups"),
+    ("proposals", "reviewer_roles", "reviewer_roles"),
+    ("proposals", "reviewer_groups", "reviewer_groups"),
     ("retention", "audit_days", "audit_days"),
     ("retention", "changes_keep_revisions", "changes_keep_revisions"),
     ("retention", "changes_days", "changes_days"),
@@ -329,6 +367,9 @@ def _is_origin(value: str) -> bool:
 
 _META = ("source", "origins")
 """`Config` fields that say where the settings came from, not settings."""
+SECRETS = ("client_secret",)
+"""Settings `canon config` shows as `***` when set: a secret is never printed."""
+HIDDEN = "***"
 
 
 def effective_settings(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -351,7 +392,8 @@ def effective_settings(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def _json_value(value: object) -> Any:
     if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _json_value(getattr(value, f.name)) for f in fields(value)}
+        return {f.name: HIDDEN if f.name in SECRETS and getattr(value, f.name) is not None
+                else _json_value(getattr(value, f.name)) for f in fields(value)}  # fmt: skip
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, tuple | list):

@@ -7,7 +7,8 @@ commits, and commits by *other processes* (replicas on one PostgreSQL database, 
 noticed by syncing the index: at once on the store's notice of a commit (`Store.notices`: PostgreSQL's
 LISTEN/NOTIFY) with a slow fallback tick in case a notice is lost, or on a short tick where the store sends none
 (SQLite). Each batch it delivers is a `Batch`: the changes in commit order and the resource URIs they touch
-(`uris_of`).
+(`uris_of`), and the URIs of the proposals that changed since the last batch (`core.proposals.Watermark`: a
+proposal's state is not in the change log, so each sync also looks at the proposals' own stamps).
 
 Two ways to hear it:
 
@@ -37,9 +38,10 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from core.dispatch.access import sees_change
 from core.index.graph import GraphIndex
+from core.proposals import Watermark
 from core.values.errors import StoreUnavailableError
 from core.values.records import Change, Sight
-from core.values.uris import CHANGES_URI, node_uri
+from core.values.uris import CHANGES_URI, node_uri, proposal_uri
 
 __all__ = ["Batch", "ChangeFeed", "Subscriber", "Watch", "uris_of"]
 
@@ -70,15 +72,16 @@ class Batch:
     """Changes delivered together, in commit order, with what they touch."""
 
     changes: tuple[Change, ...]
-    uris: tuple[str, ...]  # every node URI changed (first-seen order), then the change log's
+    uris: tuple[str, ...]  # the proposals' changed, then every node URI changed (first-seen order), the change log's
     model_changed: bool
     nodes_came_or_went: bool  # a node was created or deleted
 
     @classmethod
-    def of(cls, changes: Sequence[Change]) -> Batch:
+    def of(cls, changes: Sequence[Change], proposals: Sequence[str] = ()) -> Batch:
         nodes = dict.fromkeys(uri for change in changes for uri in _node_uris(change))
+        logged = (*nodes, CHANGES_URI) if changes else ()
         return cls(
-            tuple(changes), (*nodes, CHANGES_URI), any(c.kind == "model" for c in changes),
+            tuple(changes), (*(proposal_uri(p) for p in proposals), *logged), any(c.kind == "model" for c in changes),
             any(c.kind == "node" and (c.before is None or c.after is None) for c in changes),
         )  # fmt: skip
 
@@ -107,6 +110,9 @@ class ChangeFeed:
         self.fallback_s = fallback_s
         self.on_model_change = on_model_change
         self._pending: deque[Change] = deque()
+        self._proposals = Watermark()
+        self._proposals.changed(index.store)  # the first look: what is there already is no news
+        self._proposals_changed: list[str] = []  # ids the last sync found changed, for the next flush
         self._loop: asyncio.AbstractEventLoop | None = None  # the pump's, while it runs
         self._wake: asyncio.Event | None = None
         self._subscribers: list[Subscriber] = []
@@ -165,7 +171,7 @@ class ChangeFeed:
         try:
             while True:
                 try:
-                    await anyio.to_thread.run_sync(self.index.sync)
+                    await anyio.to_thread.run_sync(self._sync)
                     if down is not None:
                         log.warning("the store %s is back; change events are delivered again", down.path)
                         down = None
@@ -187,14 +193,20 @@ class ChangeFeed:
                 stop_notices()
             self._loop = self._wake = None
 
+    def _sync(self) -> None:
+        """Follow the change log (the index) and the proposals' stamps (on a worker thread)."""
+        self.index.sync()
+        self._proposals_changed += self._proposals.changed(self.index.store)
+
     async def flush(self) -> None:
         """Deliver what was collected: serve a new model first, then tell the watchers, then each subscriber."""
         changes: list[Change] = []
         while self._pending:
             changes.append(self._pending.popleft())
-        if not changes:
+        proposals, self._proposals_changed = self._proposals_changed, []
+        if not changes and not proposals:
             return
-        batch = Batch.of(changes)
+        batch = Batch.of(changes, proposals)
         if batch.model_changed and self.on_model_change is not None:
             try:
                 await anyio.to_thread.run_sync(self.on_model_change)

@@ -67,7 +67,7 @@ class Instance:
             examples = Examples.of_store(model, store)
             registry = registry or build_registry(model, self.tools.definitions, examples, checks=self._checks)
             dispatcher = Dispatcher(registry, store, index, self.tools.all_handlers(), audit=self._audit,
-                                    walkers=self._walkers(config))  # fmt: skip
+                                    walkers=self._walkers(config), reviewers=config.reviewers())  # fmt: skip
             self._snapshot = Snapshot(dispatcher.registry, dispatcher)
             if config.tracing:  # imported only then: a process that traces nothing loads no tracing code
                 from core.ops.tracing import CallSpans

@@ -284,7 +284,7 @@ def surface_named(name: str, surfaces: list[Surface]) -> Surface:
     raise KeyError(f"no surface named {name!r}; installed: {', '.join(s.name for s in surfaces) or 'none'}")
 
 
-RESERVED = ("/healthz", "/metrics", "/ui-assets/")
+RESERVED = ("/healthz", "/metrics", "/ui-assets/", "/signin/", "/signout")
 
 
 def _check_paths(surfaces: list[Surface]) -> None:

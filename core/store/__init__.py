@@ -37,8 +37,14 @@ every backend:
   applied), when the store opens on its own model and logs one warning that says how to update the file;
 * `view(revision)` is the graph at a revision, read from the change log and the model history (`core.store.view`), and
   `diff_revisions` what differs between two; both answer `gone` from before the change log's floor;
-* `dump()` reads everything a store holds (model, nodes, edges, change log, audit log) as it is, and `restore`
-  writes such a dump into an empty store (of either backend), so `copy_store` moves a store losslessly.
+* `unit_of_work()` is a write transaction for the tables canon keeps beside the graph (the proposals of
+  `core.proposals`): one at a time across every process with `commit`'s, committed when its block ends and rolled
+  back if it raises; `commit(then=...)` hands its own transaction to `then` as the same `UnitOfWork`, so such a row
+  moves together with a batch; `rows(sql, params)` reads those tables outside a transaction. Their statements are
+  written once, with `?` parameter markers, in the SQL both backends speak; the graph's own tables change only
+  through `commit`, `bulk` and `apply_model`;
+* `dump()` reads everything a store holds (model, nodes, edges, change log, audit log, proposals) as it is, and
+  `restore` writes such a dump into an empty store (of either backend), so `copy_store` moves a store losslessly.
 """
 
 from __future__ import annotations
@@ -62,7 +68,7 @@ from core.values.records import Change, Edge, Node, Sight
 
 __all__ = [
     "HISTORY_FIELDS", "Bulk", "CommitResult", "ModelVersion", "NodeQuery", "Store", "StoreDump", "StoreStats",
-    "copy_store", "is_database_url", "open_existing_store", "open_store", "store_exists",
+    "UnitOfWork", "copy_store", "is_database_url", "open_existing_store", "open_store", "store_exists",
 ]  # fmt: skip
 
 
@@ -107,8 +113,9 @@ class StoreStats:
 class StoreDump:
     """Everything a store holds, read in order: the model (its canonical JSON), the records, the change log (by
     revision), the audit log (by id; each record a tuple of `AUDIT_FIELDS`), the model history (by revision;
-    each entry a tuple of `HISTORY_FIELDS`), and the revision through which the change log was compacted
-    (`changes_floor`: 0 when it holds every revision), so a copy answers `gone` as its source does."""
+    each entry a tuple of `HISTORY_FIELDS`), the revision through which the change log was compacted
+    (`changes_floor`: 0 when it holds every revision), so a copy answers `gone` as its source does, and the
+    proposals (by id; each a row of `core.store.proposals_sql.PROPOSAL_COLUMNS`)."""
 
     model: str
     nodes: Iterable[Node]
@@ -117,6 +124,20 @@ class StoreDump:
     audit: Iterable[Sequence[Any]]
     models: Iterable[Sequence[Any]] = ()
     changes_floor: int = 0
+    proposals: Iterable[Sequence[Any]] = ()
+
+
+class UnitOfWork(Protocol):
+    """The statements of one write transaction (`Store.unit_of_work`, `Store.commit`'s `then`), in SQL both backends
+    speak with `?` parameter markers (the store writes its own marker)."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; returns how many rows it changed."""
+        ...
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Every row of one query, read inside the transaction (what it wrote so far included)."""
+        ...
 
 
 AUDIT_FIELDS = ("id", "at", "principal", "surface", "action", "target", "arguments_digest", "outcome", "revision",
@@ -207,8 +228,22 @@ class Store(Protocol):
         dry_run: bool = False,
         progress: Callable[[str, int, int], None] | None = None,
         guard: Callable[[StateView, Sequence[Operation]], None] | None = None,
-        then: Callable[[Any, int], None] | None = None,
-    ) -> CommitResult: ...
+        then: Callable[[UnitOfWork, int], None] | None = None,
+    ) -> CommitResult:
+        """Validate and commit a batch in one write transaction (the module docstring). `guard` runs first in it, on
+        the state the batch is planned on; `then` runs last in it (not on a dry run), given the transaction and the
+        revision after the batch: what it raises rolls the batch back."""
+        ...
+
+    def unit_of_work(self) -> AbstractContextManager[UnitOfWork]:
+        """A write transaction for the tables beside the graph (the module docstring)."""
+        ...
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Every row of one query on the tables beside the graph (`?` markers), outside any transaction but this
+        thread's own."""
+        ...
+
     def bulk(self, *, principal: str, dry_run: bool = False) -> AbstractContextManager[Bulk]: ...
     def append_audit(self, records: Sequence[AuditRecord]) -> None: ...
     def audit_records(

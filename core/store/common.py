@@ -26,6 +26,8 @@ EdgeRef = tuple[str, str, str]  # (type, source, target)
 FetchNodes = Callable[[Sequence[str]], dict[str, Node]]  # the stored nodes among these ids
 FetchEdges = Callable[[Sequence[EdgeRef]], dict[EdgeRef, Edge]]  # the stored edges among these refs
 FetchKeys = Callable[[Sequence[tuple[str, str]]], dict[tuple[str, str], str]]  # who holds these (type, key) pairs
+FetchEnds = Callable[[Sequence[tuple[str, str]], bool], dict[tuple[str, str], list[str]]]  # `Store.far_ends`
+FetchTypes = Callable[[Sequence[str]], dict[str, str]]  # the types of the stored nodes among these ids
 
 __all__ = [
     "Bulk",
@@ -60,6 +62,9 @@ class EmptyView:
     """`StateView` of an empty store: what re-validating every record under a new model starts from."""
 
     def node(self, id: str) -> Node | None:
+        return None
+
+    def node_type(self, id: str) -> str | None:
         return None
 
     def node_id_by_key(self, type: str, key: str) -> str | None:
@@ -277,10 +282,10 @@ class Bulk:
         apply: Callable[[list[Write]], object],
         revision: int,
         principal: str,
-        fetch: tuple[FetchNodes, FetchEdges, FetchKeys],
+        fetch: tuple[FetchNodes, FetchTypes, FetchEdges, FetchKeys, FetchEnds],
     ) -> None:
         self._model, self._view, self._apply, self._principal = model, view, apply, principal
-        self._fetch_nodes, self._fetch_edges, self._fetch_keys = fetch
+        self._fetch_nodes, self._fetch_types, self._fetch_edges, self._fetch_keys, self._fetch_ends = fetch
         self.revision = revision  # the store's revision after the batches written so far
         self.changed = 0  # changes made so far
         self.nodes_written = 0
@@ -297,10 +302,17 @@ class Bulk:
         return checked.problems
 
     def _prefetched(self, operations: Sequence[Operation]) -> StateView:
-        """The view `check` reads, with the nodes, edges and node keys the batch names fetched by three queries."""
+        """The view `check` reads, with what the batch names fetched by a query each: the nodes it puts, the types
+        of the nodes its edges end at (all an edge's check reads of them), its edges and node keys, and the edges
+        the checks of its edges' shapes start from (the other edges of the same type at the source of a
+        one-per-source type and the target of a one-per-target one; those leaving the target of an acyclic one,
+        where the search for a cycle starts)."""
         ids: set[str] = set()
+        ends: set[str] = set()
         refs: set[EdgeRef] = set()
         keys: set[tuple[str, str]] = set()
+        out: set[tuple[str, str]] = set()
+        into: set[tuple[str, str]] = set()
         for op in operations:
             if isinstance(op, PutNode):
                 ids.add(op.node.id)
@@ -309,29 +321,55 @@ class Bulk:
                 if isinstance(key, str):
                     keys.add((op.node.type, key))
             elif isinstance(op, PutEdge):
-                ids.update((op.edge.source, op.edge.target))
-                refs.add((op.edge.type, op.edge.source, op.edge.target))
-        nodes, edges = self._fetch_nodes(sorted(ids)), self._fetch_edges(sorted(refs))
+                e = op.edge
+                ends.update((e.source, e.target))
+                refs.add((e.type, e.source, e.target))
+                edge_type = self._model.edge_types.get(e.type)
+                if edge_type is not None and edge_type.one_per_source:
+                    out.add((e.source, e.type))
+                if edge_type is not None and edge_type.acyclic:
+                    out.add((e.target, e.type))
+                if edge_type is not None and edge_type.one_per_target:
+                    into.add((e.target, e.type))
+        ends -= ids
+        nodes, types, edges = (
+            self._fetch_nodes(sorted(ids)),
+            self._fetch_types(sorted(ends)),
+            self._fetch_edges(sorted(refs)),
+        )
         owners = self._fetch_keys(sorted(keys))
-        return _Prefetched(self._view, {i: nodes.get(i) for i in ids}, {r: edges.get(r) for r in refs},
-                           {k: owners.get(k) for k in keys})  # fmt: skip
+        targets, sources = self._fetch_ends(sorted(out), True), self._fetch_ends(sorted(into), False)
+        return _Prefetched(self._view, {i: nodes.get(i) for i in ids}, {i: types.get(i) for i in ends},
+                           {r: edges.get(r) for r in refs}, {k: owners.get(k) for k in keys},
+                           {p: targets.get(p, []) for p in out}, {p: sources.get(p, []) for p in into})  # fmt: skip
 
 
 class _Prefetched:
-    """A `StateView` that answers the lookups of nodes, edges and keys fetched beforehand (None: known absent) from
-    them, and every other read from the view under it."""
+    """A `StateView` that answers the lookups fetched beforehand (None: known absent) from them, and every other
+    read from the view under it, remembering the edges it read (the state under it does not change while a batch
+    is checked: its writes come after)."""
 
     def __init__(
         self,
         view: StateView,
         nodes: dict[str, Node | None],
+        types: dict[str, str | None],
         edges: dict[EdgeRef, Edge | None],
         owners: dict[tuple[str, str], str | None],
+        targets: dict[tuple[str, str], list[str]],
+        sources: dict[tuple[str, str], list[str]],
     ) -> None:
-        self._view, self._nodes, self._edges, self._owners = view, nodes, edges, owners
+        self._view, self._nodes, self._types, self._edges, self._owners = view, nodes, types, edges, owners
+        self._targets, self._sources = targets, sources
 
     def node(self, id: str) -> Node | None:
         return self._nodes[id] if id in self._nodes else self._view.node(id)
+
+    def node_type(self, id: str) -> str | None:
+        if id in self._nodes:
+            node = self._nodes[id]
+            return node.type if node is not None else None
+        return self._types[id] if id in self._types else self._view.node_type(id)
 
     def node_id_by_key(self, type: str, key: str) -> str | None:
         pair = (type, key)
@@ -342,10 +380,16 @@ class _Prefetched:
         return self._edges[ref] if ref in self._edges else self._view.edge(type, source, target)
 
     def out_targets(self, source: str, type: str) -> list[str]:
-        return self._view.out_targets(source, type)
+        pair = (source, type)
+        if pair not in self._targets:
+            self._targets[pair] = self._view.out_targets(source, type)
+        return self._targets[pair]
 
     def in_sources(self, target: str, type: str) -> list[str]:
-        return self._view.in_sources(target, type)
+        pair = (target, type)
+        if pair not in self._sources:
+            self._sources[pair] = self._view.in_sources(target, type)
+        return self._sources[pair]
 
     def incident_edges(self, id: str) -> list[Edge]:
         return self._view.incident_edges(id)

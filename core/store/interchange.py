@@ -31,7 +31,7 @@ from typing import IO, Any, TypeVar
 from core.store import Bulk, Store
 from core.values.documents import load_document, parse_json
 from core.values.errors import ConfigError, ImportFileError, Problem
-from core.values.json_values import value_problems
+from core.values.json_values import json_text_holdable, value_problems
 from core.values.operations import Operation, PutEdge, PutNode, put_node
 from core.values.records import Edge
 
@@ -232,14 +232,14 @@ def read_records(
     for file in files:
         name = str(file)
         pending: list[Problem] = []  # what the reader found before the record it yields next
-        for raw, pointer, line in _raw_records(file, pending):
+        for raw, pointer, line, text in _raw_records(file, pending):
             found = [(order, p) for p in pending]
             pending.clear()
             if skip is not None and skip(raw):
                 yield None, found
                 order += 1
                 continue
-            op, record_problems = _to_operation(raw)
+            op, record_problems = _to_operation(raw, text)
             found += [(order, Problem(pointer + p.pointer, p.message, name, line)) for p in record_problems]
             yield (Located(op, name, pointer, line, order) if op is not None else None), found
             order += 1
@@ -255,8 +255,9 @@ def _count_records(file: Path) -> int:
     return sum(1 for _ in _raw_records(file, []))
 
 
-def _raw_records(file: Path, problems: list[Problem]) -> Iterator[tuple[Any, str, int | None]]:
-    """(record, JSON pointer within the file, line) for every record of a file."""
+def _raw_records(file: Path, problems: list[Problem]) -> Iterator[tuple[Any, str, int | None, str | None]]:
+    """(record, JSON pointer within the file, line, the JSON text it was parsed from if it has a line of its own)
+    for every record of a file."""
     if SUFFIXES[file.suffix.lower()] == "jsonl":
         yield from _jsonl_records(file, problems)
         return
@@ -275,10 +276,11 @@ def _raw_records(file: Path, problems: list[Problem]) -> Iterator[tuple[Any, str
             problems.append(Problem(f"/{section}", "expected an array", str(file)))
             continue
         for i, item in enumerate(items):
-            yield {"kind": section[:-1], **item} if isinstance(item, dict) else item, f"/{section}/{i}", None
+            record = {"kind": section[:-1], **item} if isinstance(item, dict) else item
+            yield record, f"/{section}/{i}", None, None
 
 
-def _jsonl_records(file: Path, problems: list[Problem]) -> Iterator[tuple[Any, str, int | None]]:
+def _jsonl_records(file: Path, problems: list[Problem]) -> Iterator[tuple[Any, str, int | None, str | None]]:
     try:
         handle = file.open(encoding="utf-8")
     except OSError as exc:
@@ -289,19 +291,25 @@ def _jsonl_records(file: Path, problems: list[Problem]) -> Iterator[tuple[Any, s
             for number, text in enumerate(handle, start=1):
                 if not text.strip():
                     continue
-                try:  # without its line break, so a line cut short is faulted just past its last character
-                    yield parse_json(text.rstrip("\r\n")), "", number
+                line = text.rstrip("\r\n")  # so a line cut short is faulted just past its last character
+                try:
+                    record = parse_json(line)
                 except json.JSONDecodeError as exc:
                     problems.append(Problem("", f"invalid JSON: {exc.msg} (column {exc.colno})", str(file), number))
+                    continue
+                yield record, "", number, line
         except UnicodeDecodeError as exc:
             problems.append(Problem("", f"not UTF-8 text: {exc.reason}", str(file)))
 
 
-def _to_operation(raw: Any) -> tuple[Operation | None, list[Problem]]:
+def _to_operation(raw: Any, text: str | None = None) -> tuple[Operation | None, list[Problem]]:
+    """The operation a parsed record asks for, or its problems (`text`: the JSON it was parsed from, if known: when
+    it shows there is nothing `value_problems` would find, the value is not walked)."""
     if not isinstance(raw, dict):
         return None, [Problem("", "a record must be an object")]
     record: Mapping[str, Any] = raw
-    unfit = value_problems(record)  # e.g. YAML's .nan, a lone surrogate, an integer past 64 bits
+    holdable = text is not None and json_text_holdable(text)
+    unfit = [] if holdable else value_problems(record)  # e.g. YAML's .nan, a lone surrogate, an integer past 64 bits
     if unfit:
         return None, unfit
     kind = record.get("kind")

@@ -36,7 +36,7 @@ from core.store.view import (
 from core.values.errors import ForbiddenError, FutureRevisionError, NotFoundError, Problem, ValidationError
 from core.values.records import Change, Edge, Node, Sight
 
-__all__ = ["StoredView", "diff_revisions", "open_view"]
+__all__ = ["StoredView", "diff_entry", "diff_revisions", "open_view"]
 
 EdgeId = tuple[str, str, str]  # (type, source, target), in the names of a view's revision
 Then = tuple[Node | None, Node | None]  # a node as it was at a view's revision, and as it is now
@@ -489,18 +489,29 @@ class _Diff:
             return
         if self.types is not None and not any(r is not None and r.type in self.types for r in (before, after)):
             return
-        fields, properties = _differences(before, after)
-        if before is not None and after is not None and not fields and not properties:
-            return
-        shown_before = before if before is not None and sees_edge_then(self.sight, ends_then) else None
-        shown_after = after if after is not None and sees_edge_then(self.sight, ends_later) else None
-        if shown_before is None and shown_after is None:
-            return
-        redacted = (shown_before is None) != (before is None) or (shown_after is None) != (after is None)
-        change = "added" if before is None else "removed" if after is None else "changed"
-        entry = DiffEntry(kind, key, change, shown_before, shown_after,  # type: ignore[arg-type]
-                          () if redacted else fields, {} if redacted else properties, redacted)  # fmt: skip
-        self.found.append((entry, position))
+        entry = diff_entry(kind, key, before, after, sees_edge_then(self.sight, ends_then),
+                           sees_edge_then(self.sight, ends_later))  # fmt: skip
+        if entry is not None:
+            self.found.append((entry, position))
+
+
+def diff_entry(kind: str, key: str, before: Node | Edge | None, after: Node | Edge | None, sees_before: bool,
+               sees_after: bool) -> DiffEntry | None:  # fmt: skip
+    """How a record differs from `before` to `after` (None: absent), as a caller who sees the one side or the other
+    (`sees_before`, `sees_after`) may be shown it: None when nothing differs or it sees neither side; a side it may
+    not see is left out and the entry `redacted`, without its fields and properties. The one rule of a shown
+    difference: `diff_revisions` and a proposal's diff (`core.proposals`) both make their entries with it."""
+    fields, properties = _differences(before, after)
+    if before is not None and after is not None and not fields and not properties:
+        return None
+    shown_before = before if before is not None and sees_before else None
+    shown_after = after if after is not None and sees_after else None
+    if shown_before is None and shown_after is None:
+        return None
+    redacted = (shown_before is None) != (before is None) or (shown_after is None) != (after is None)
+    change = "added" if before is None else "removed" if after is None else "changed"
+    return DiffEntry(kind, key, change, shown_before, shown_after,  # type: ignore[arg-type]
+                     () if redacted else fields, {} if redacted else properties, redacted)  # fmt: skip
 
 
 def _differences(

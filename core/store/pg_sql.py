@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.lang.conditions import Condition
-from core.lang.model import property_text
+from core.lang.model import searchable_text
 from core.store import NodeQuery
 from core.store.sql import Dialect
 from core.values.records import Sight
@@ -39,9 +39,8 @@ def sight_sql(sight: Sight, visibility: str = "visibility", readers: str = "read
 
 
 def search_text(properties: Any, fields: tuple[str, ...]) -> str:
-    """What a node's text search looks in: its type's text properties (`property_text`), lowered by Python, one
-    per line (NUL characters, which PostgreSQL text cannot hold, are left out)."""
-    return "\n".join(property_text(properties.get(f)).lower() for f in fields).replace("\x00", "")
+    """`searchable_text`, without NUL characters (which PostgreSQL text cannot hold)."""
+    return searchable_text(properties, fields).replace("\x00", "")
 
 
 def like_pattern(needle: str) -> str:

@@ -19,6 +19,7 @@ import json
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, LiteralString
 
@@ -34,7 +35,7 @@ from core.store import StoreDump, StoreStats
 from core.store.common import Bulk, Discard, dumps, utc_now
 from core.store.pg_notices import Listener, announce
 from core.store.pg_sql import DIALECT, search_text
-from core.store.proposals_sql import PROPOSALS_TABLE
+from core.store.proposals_sql import PROPOSAL_COLUMNS, PROPOSALS_TABLE
 from core.store.sql import (
     AUDIT_COLUMNS,
     CHANGE_ALL,
@@ -351,6 +352,10 @@ class PostgresStore(SQLStore):
         rows = self._read(f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = ANY(%s)", (list(ids),))
         return {n.id: n for n in map(_node, rows)}
 
+    def node_types(self, ids: Sequence[str]) -> dict[str, str]:
+        """The types of the stored nodes among `ids`, by id, in one query."""
+        return dict(self._read("SELECT id, type FROM nodes WHERE id = ANY(%s)", (list(ids),)))
+
     def key_owners(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
         """The ids of the nodes holding these (type, key) pairs, by pair, in one query."""
         if not keys:
@@ -368,6 +373,19 @@ class PostgresStore(SQLStore):
                "JOIN edges e ON e.source = w.source AND e.type = w.type AND e.target = w.target")  # fmt: skip
         rows = self._read(sql, ([r[0] for r in refs], [r[1] for r in refs], [r[2] for r in refs]))
         return {(e.type, e.source, e.target): e for e in map(_edge, rows)}
+
+    def far_ends(self, ends: Sequence[tuple[str, str]], outgoing: bool) -> dict[tuple[str, str], list[str]]:
+        """For each (node id, edge type): the targets of the edges of that type leaving the node (`outgoing`), or
+        the sources of those arriving at it; a pair without such edges is left out. One query."""
+        if not ends:
+            return {}
+        near, far = ("source", "target") if outgoing else ("target", "source")
+        sql = (f"SELECT w.node, w.type, e.{far} FROM unnest(%s::text[], %s::text[]) AS w (node, type) "
+               f"JOIN edges e ON e.{near} = w.node AND e.type = w.type")  # fmt: skip
+        found: dict[tuple[str, str], list[str]] = {}
+        for node, type_, other in self._read(sql, ([e[0] for e in ends], [e[1] for e in ends])):
+            found.setdefault((node, type_), []).append(other)
+        return found
 
     def iter_node_heads(self) -> Iterator[tuple[str, str, str, tuple[str, ...]]]:
         yield from self._iterate(
@@ -392,9 +410,15 @@ class PostgresStore(SQLStore):
         the block ends, rolled back if it raises or with `dry_run`."""
         try:
             with self._transaction() as db:
-                fetch = (self.nodes, self.edges, self.key_owners)  # on this thread: in this transaction
-                bulk = Bulk(self._model_in(db), self._view(db), lambda writes: self._apply(db, writes, principal, None),
-                            self._max_revision(db), principal, fetch)  # fmt: skip
+                fetch = (
+                    self.nodes,
+                    self.node_types,
+                    self.edges,
+                    self.key_owners,
+                    self.far_ends,
+                )  # on this thread: in this transaction
+                apply = partial(self._apply, db, principal=principal, progress=None, collect=False)
+                bulk = Bulk(self._model_in(db), self._view(db), apply, self._max_revision(db), principal, fetch)
                 yield bulk
                 if dry_run:
                     raise Discard
@@ -409,7 +433,11 @@ class PostgresStore(SQLStore):
         writes: list[Write],
         principal: str,
         progress: Callable[[str, int, int], None] | None,
+        *,
+        collect: bool = True,
     ) -> list[Change]:
+        """Write the changes (new records and the change log by COPY); return them (none unless `collect`: a bulk
+        import does not read them). Tells other processes of the last revision written."""
         changes: list[Change] = []
         at = utc_now()
         node_rows: list[tuple[bool, tuple[Any, ...]]] = []  # (new, row)
@@ -439,15 +467,16 @@ class PostgresStore(SQLStore):
                      dumps(before) if before is not None else None, dumps(after) if after is not None else None,
                      *ends, *_readers(w.before), *_readers(w.after))
                 )  # fmt: skip
-                changes.append(Change(w.revision, at, principal, op, w.kind, w.key, w.type, before, after))  # type: ignore[arg-type]
+                if collect:
+                    changes.append(Change(w.revision, at, principal, op, w.kind, w.key, w.type, before, after))  # type: ignore[arg-type]
                 if len(node_rows) + len(edge_rows) >= COPY_BATCH:
                     self._flush(cursor, node_rows, edge_rows)
                 if progress is not None and (done % 1000 == 0 or done == len(writes)):
                     progress("writing", done, len(writes))
             self._flush(cursor, node_rows, edge_rows)
             _copy(cursor, f"changes ({CHANGE_ALL})", change_rows)
-        if changes:
-            self._announce(db, changes[-1].revision)
+        if writes:
+            self._announce(db, writes[-1].revision)
         return changes
 
     def _node_row(self, n: Node) -> tuple[Any, ...]:
@@ -534,6 +563,7 @@ class PostgresStore(SQLStore):
                 cursor.execute("SELECT setval(pg_get_serial_sequence('audit', 'id'), coalesce(max(id), 0) + 1, false) "
                                "FROM audit")  # fmt: skip
                 _copy(cursor, f"model_history ({HISTORY_COLUMNS})", map(_history_copy, dump.models))
+                _copy(cursor, f"proposals ({PROPOSAL_COLUMNS})", dump.proposals)
             if self._model_head(db) is None:  # a dump without history: the recorded model starts it
                 db.execute(_RECORDED_MODEL)
             self._model_revision = self._model_head(db)

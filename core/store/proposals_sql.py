@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import LiteralString
 
-__all__ = ["PROPOSALS_TABLE"]
+__all__ = ["PROPOSALS_TABLE", "PROPOSAL_COLUMNS"]
 
 PROPOSALS_TABLE: tuple[LiteralString, ...] = (
     """CREATE TABLE proposals (
@@ -14,3 +14,7 @@ PROPOSALS_TABLE: tuple[LiteralString, ...] = (
 )""",
     "CREATE INDEX proposals_state ON proposals (state, id)",
 )
+
+PROPOSAL_COLUMNS = ("id, title, rationale, author, state, base_revision, operations, bases, comments, created_at, "
+                    "updated_at, reviewer, merge_revision")  # fmt: skip
+"""The proposals table's columns, in the order `core.proposals` reads them and `dump`/`restore` move them."""

@@ -14,8 +14,8 @@ import json
 import logging
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, LiteralString
@@ -25,7 +25,7 @@ from core.lang.model import Model, parse_model
 from core.lang.model_migration import Moved, MoveSql, migrate
 from core.lang.model_version import check_successor
 from core.lang.validation import StateView, Write, plan
-from core.store import AUDIT_FIELDS, HISTORY_FIELDS, CommitResult, NodeQuery, StoreDump
+from core.store import AUDIT_FIELDS, HISTORY_FIELDS, CommitResult, NodeQuery, StoreDump, UnitOfWork
 from core.store.common import (
     ModelVersion,
     audit_page,
@@ -40,6 +40,7 @@ from core.store.common import (
     superseded_file,
     utc_now,
 )
+from core.store.proposals_sql import PROPOSAL_COLUMNS
 from core.store.retention import Compaction, Retention, compaction_floor, cutoff
 from core.store.view import DiffPage, DiffPosition
 from core.values.audit import AuditQuery
@@ -179,6 +180,10 @@ class SQLView:
         row = self.db.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = {self.mark}", (id,)).fetchone()
         return self.to_node(row) if row else None
 
+    def node_type(self, id: str) -> str | None:
+        row = self.db.execute(f"SELECT type FROM nodes WHERE id = {self.mark}", (id,)).fetchone()
+        return row[0] if row else None
+
     def node_id_by_key(self, type: str, key: str) -> str | None:
         m = self.mark
         row = self.db.execute(f"SELECT id FROM nodes WHERE type = {m} AND key = {m}", (type, key)).fetchone()
@@ -209,6 +214,23 @@ class SQLView:
             (id, id, id),
         )
         return [self.to_edge(r) for r in rows]
+
+
+def _marked(sql: str, mark: str) -> str:
+    return sql if mark == "?" else sql.replace("?", mark)
+
+
+class _Work:
+    """A `UnitOfWork` over one write transaction's connection."""
+
+    def __init__(self, db: Any, mark: str) -> None:
+        self._db, self._mark = db, mark
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return int(self._db.execute(_marked(sql, self._mark), params).rowcount)
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return list(self._db.execute(_marked(sql, self._mark), params).fetchall())
 
 
 class SQLStore(ABC):
@@ -539,13 +561,14 @@ class SQLStore(ABC):
         dry_run: bool = False,
         progress: Callable[[str, int, int], None] | None = None,
         guard: Callable[[StateView, Sequence[Operation]], None] | None = None,
-        then: Callable[[Any, int], None] | None = None,
+        then: Callable[[UnitOfWork, int], None] | None = None,
     ) -> CommitResult:
         """Validate and commit a batch in one write transaction; see `core.lang.validation.plan` for the rules.
 
         `guard` (authorisation) runs first, inside the same transaction, on the same state `plan` reads; `then`
-        runs last in it, given the connection and the revision after the batch (a proposal's merge records
-        itself so, all or nothing with the batch). A dry run answers the planned writes (`CommitResult.planned`).
+        runs last in it, given the transaction (`UnitOfWork`) and the revision after the batch (a proposal's merge
+        records itself so, all or nothing with the batch). A dry run answers the planned writes
+        (`CommitResult.planned`).
         """
         with self._transaction() as db:
             if guard is not None:
@@ -557,11 +580,21 @@ class SQLStore(ABC):
             )  # fmt: skip
             changes = [] if dry_run else self._apply(db, writes, principal, progress)
             if then is not None and not dry_run:
-                then(db, changes[-1].revision if changes else base)
+                then(_Work(db, self.DIALECT.mark), changes[-1].revision if changes else base)
         made_by = tuple(w.index for w in writes) if changes else ()
         revision = changes[-1].revision if changes else base
         self._committed(revision)
         return CommitResult(revision, tuple(changes), made_by, tuple(writes) if dry_run else ())
+
+    @contextmanager
+    def unit_of_work(self) -> Generator[UnitOfWork]:
+        """A write transaction for the tables beside the graph (`core.store`'s docstring)."""
+        with self._transaction() as db:
+            yield _Work(db, self.DIALECT.mark)
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Every row of one query on the tables beside the graph, `?` markers (`core.store`'s docstring)."""
+        return self._read(_marked(sql, self.DIALECT.mark), params)
 
     # -- the audit log ---------------------------------------------------------------------------------------
     def audit_records(self, query: AuditQuery, *, before: int | None, limit: int) -> tuple[list[dict[str, Any]], int]:
@@ -579,6 +612,7 @@ class SQLStore(ABC):
             audit=self._iterate(f"SELECT {AUDIT_COLUMNS} FROM audit ORDER BY id", (), tuple),
             models=self._iterate(f"SELECT {HISTORY_COLUMNS} FROM model_history ORDER BY revision", (), self.to_history),
             changes_floor=self.changes_floor(),
+            proposals=self._iterate(f"SELECT {PROPOSAL_COLUMNS} FROM proposals ORDER BY id", (), tuple),
         )
 
     @staticmethod

@@ -16,18 +16,18 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from core.lang.model import Model, parse_model
+from core.lang.model import Model, parse_model, searchable_text
 from core.lang.model_migration import SQLITE
 from core.lang.validation import Write
 from core.store import StoreDump, StoreStats
 from core.store.common import Bulk, Discard, dumps, utc_now
-from core.store.proposals_sql import PROPOSALS_TABLE
+from core.store.proposals_sql import PROPOSAL_COLUMNS, PROPOSALS_TABLE
 from core.store.sql import (
     AUDIT_COLUMNS,
     CHANGE_ALL,
@@ -39,7 +39,7 @@ from core.store.sql import (
     edge_row,
     text_fields_json,
 )
-from core.store.sqlite_sql import DIALECT, text_sql
+from core.store.sqlite_sql import DIALECT
 from core.values.audit import AuditRecord
 from core.values.errors import StoreError
 from core.values.records import Change, Edge, Node
@@ -103,7 +103,7 @@ _AUDIT = (
 )
 
 _TEXT = (
-    # What `NodeQuery.text` searches, per node: its type's text properties, lowered as `canon_lower` lowers them,
+    # What `NodeQuery.text` searches, per node: its type's text properties, lowered by Python (`searchable_text`),
     # one per line. A trigram index answers "contains this substring" from the index for needles of 3 or more
     # characters; `detail=none` keeps it small (candidates are re-checked against the stored text).
     "CREATE VIRTUAL TABLE node_text USING fts5(text, tokenize = 'trigram case_sensitive 1', detail = 'none')",
@@ -397,6 +397,14 @@ class SQLiteStore(SQLStore):
                 found[node.id] = node
         return found
 
+    def node_types(self, ids: Sequence[str]) -> dict[str, str]:
+        """The types of the stored nodes among `ids`, by id: one query per 500."""
+        found: dict[str, str] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            found.update(self._read(f"SELECT id, type FROM nodes WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+        return found
+
     def key_owners(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
         """The ids of the nodes holding these (type, key) pairs, by pair: one query per 300 pairs."""
         found: dict[tuple[str, str], str] = {}
@@ -422,6 +430,20 @@ class SQLiteStore(SQLStore):
             for row in self._read(sql, [value for ref in chunk for value in ref]):
                 edge = _edge(row)
                 found[(edge.type, edge.source, edge.target)] = edge
+        return found
+
+    def far_ends(self, ends: Sequence[tuple[str, str]], outgoing: bool) -> dict[tuple[str, str], list[str]]:
+        """For each (node id, edge type): the targets of the edges of that type leaving the node (`outgoing`), or
+        the sources of those arriving at it; a pair without such edges is left out. One query per 300 pairs."""
+        near, far = ("source", "target") if outgoing else ("target", "source")
+        found: dict[tuple[str, str], list[str]] = {}
+        for start in range(0, len(ends), 300):
+            chunk = ends[start : start + 300]
+            values = ", ".join("(?, ?)" for _ in chunk)
+            sql = (f"WITH w (node, type) AS (VALUES {values}) SELECT w.node, w.type, e.{far} "
+                   f"FROM w JOIN edges e ON e.{near} = w.node AND e.type = w.type")  # fmt: skip
+            for node, type_, other in self._read(sql, [v for pair in chunk for v in pair]):
+                found.setdefault((node, type_), []).append(other)
         return found
 
     def iter_node_heads(self) -> Iterator[tuple[str, str, str, tuple[str, ...]]]:
@@ -454,8 +476,14 @@ class SQLiteStore(SQLStore):
         if it raises or with `dry_run`. The text index is merged once, at the end."""
         try:
             with self._transaction() as db:
-                apply = partial(self._apply, db, principal=principal, progress=None, compact=False)
-                fetch = (self.nodes, self.edges, self.key_owners)  # on this thread: in this transaction
+                apply = partial(self._apply, db, principal=principal, progress=None, compact=False, collect=False)
+                fetch = (
+                    self.nodes,
+                    self.node_types,
+                    self.edges,
+                    self.key_owners,
+                    self.far_ends,
+                )  # on this thread: in this transaction
                 bulk = Bulk(self._model_in(db), self._view(db), apply, self._max_revision(db), principal, fetch)
                 yield bulk
                 if dry_run:
@@ -472,49 +500,71 @@ class SQLiteStore(SQLStore):
         progress: Callable[[str, int, int], None] | None,
         *,
         compact: bool = True,
+        collect: bool = True,
     ) -> list[Change]:
+        """Write the changes: puts gathered and sent by `executemany` (nodes, their text, edges), a delete after
+        the puts before it; the change log last, in one `executemany`. Returns them (none unless `collect`: a bulk
+        import does not read them)."""
         changes: list[Change] = []
+        change_rows: list[tuple[Any, ...]] = []
+        puts = _Puts()
         at = utc_now()
         for done, w in enumerate(writes, start=1):
             before = w.before.to_json() if w.before is not None else None
             after = w.after.to_json() if w.after is not None else None
             if isinstance(w.after, Node):
-                self._put_node(db, w.after)
+                puts.nodes.append(self._node_row(w.after))
+                puts.text.append((w.after, w.before is not None))
             elif isinstance(w.after, Edge):
-                self._put_edge(db, w.after)
-            elif isinstance(w.before, Node):
-                db.execute("DELETE FROM nodes WHERE id = ?", (w.before.id,))
-                self._unindex_text(db, w.before.id)
-            elif isinstance(w.before, Edge):
-                e = w.before
-                db.execute(
-                    "DELETE FROM edges WHERE source = ? AND type = ? AND target = ?", (e.source, e.type, e.target)
-                )
+                puts.edges.append(edge_row(w.after))
+            else:  # a delete: the puts before it land first
+                self._flush(db, puts)
+                if isinstance(w.before, Node):
+                    db.execute("DELETE FROM nodes WHERE id = ?", (w.before.id,))
+                    self._unindex_text(db, w.before.id)
+                elif isinstance(w.before, Edge):
+                    e = w.before
+                    db.execute(
+                        "DELETE FROM edges WHERE source = ? AND type = ? AND target = ?", (e.source, e.type, e.target)
+                    )
             op = "put" if w.after is not None else "delete"
             record = w.after if w.after is not None else w.before
             ends = (record.source, record.target) if isinstance(record, Edge) else (None, None)
-            db.execute(
-                _CHANGE_INSERT,
+            change_rows.append(
                 (w.revision, at, principal, op, w.kind, w.key, w.type,
                  dumps(before) if before is not None else None, dumps(after) if after is not None else None,
-                 *ends, *_access(w.before), *_access(w.after)),
+                 *ends, *_access(w.before), *_access(w.after))
             )  # fmt: skip
-            changes.append(Change(w.revision, at, principal, op, w.kind, w.key, w.type, before, after))  # type: ignore[arg-type]
+            if collect:
+                changes.append(Change(w.revision, at, principal, op, w.kind, w.key, w.type, before, after))  # type: ignore[arg-type]
             if progress is not None and (done % 1000 == 0 or done == len(writes)):
                 progress("writing", done, len(writes))
+        self._flush(db, puts)
+        db.executemany(_CHANGE_INSERT, change_rows)
         if compact:
             self._compact_text_index(db, sum(w.kind == "node" for w in writes))
         return changes
 
-    def _put_node(self, db: sqlite3.Connection, n: Node) -> None:
-        db.execute(
-            "INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
-            "type = excluded.type, key = excluded.key, visibility = excluded.visibility, readers = excluded.readers, "
-            "properties = excluded.properties, revision = excluded.revision, updated_at = excluded.updated_at, "
-            "updated_by = excluded.updated_by",
-            self._node_row(n),
-        )
-        self._index_text(db, n.id, n.type)
+    def _flush(self, db: sqlite3.Connection, puts: _Puts) -> None:
+        """Write the pending puts: node rows (in order, so a node's last put wins), then each put node's text
+        from its row, then edge rows."""
+        if puts.nodes:
+            db.executemany(
+                "INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                "type = excluded.type, key = excluded.key, visibility = excluded.visibility, "
+                "readers = excluded.readers, properties = excluded.properties, revision = excluded.revision, "
+                "updated_at = excluded.updated_at, updated_by = excluded.updated_by",
+                puts.nodes,
+            )
+            self._index_text(db, puts.text)
+        if puts.edges:
+            db.executemany(
+                "INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, type, target) DO UPDATE SET "
+                "properties = excluded.properties, revision = excluded.revision, updated_at = excluded.updated_at, "
+                "updated_by = excluded.updated_by",
+                puts.edges,
+            )
+        puts.clear()
 
     def _node_row(self, n: Node) -> tuple[Any, ...]:
         key = n.properties.get(self._model.node_types[n.type].key)
@@ -523,15 +573,30 @@ class SQLiteStore(SQLStore):
                 n.created_at, n.updated_at, n.updated_by)  # fmt: skip
 
     # -- the text index ----------------------------------------------------------------------------------------
-    def _index_text(self, db: sqlite3.Connection, id: str, type: str) -> None:
-        row = db.execute("SELECT docid FROM node_text_ids WHERE id = ?", (id,)).fetchone()
-        if row is None:
-            docid = int(db.execute("INSERT INTO node_text_ids (id) VALUES (?) RETURNING docid", (id,)).fetchone()[0])
-        else:
-            docid = int(row[0])
-            db.execute("DELETE FROM node_text WHERE rowid = ?", (docid,))
-        expression = text_sql({type: self._model.node_types[type].text})
-        db.execute(f"INSERT INTO node_text (rowid, text) SELECT ?, {expression} FROM nodes WHERE id = ?", (docid, id))
+    def _index_text(self, db: sqlite3.Connection, nodes: list[tuple[Node, bool]]) -> None:
+        """Index the text (`searchable_text`) of the nodes just written, (node, whether it may be indexed already)
+        each: an old entry is removed first, a new node gets its docid, and each node is indexed once, as its last
+        put left it."""
+        db.executemany("DELETE FROM node_text WHERE rowid = (SELECT docid FROM node_text_ids WHERE id = ?)",
+                       [(n.id,) for n, known in nodes if known])  # fmt: skip
+        last = {n.id: n for n, _ in nodes}
+        db.executemany("INSERT INTO node_text_ids (id) VALUES (?) ON CONFLICT (id) DO NOTHING", [(i,) for i in last])
+        self._insert_text(db, self._docids(db, list(last)), last.values(), self._model)
+
+    @staticmethod
+    def _docids(db: sqlite3.Connection, ids: Sequence[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            sql = f"SELECT id, docid FROM node_text_ids WHERE id IN ({','.join('?' * len(chunk))})"
+            found.update(db.execute(sql, chunk).fetchall())
+        return found
+
+    @staticmethod
+    def _insert_text(db: sqlite3.Connection, docids: dict[str, int], nodes: Iterable[Node], model: Model) -> None:
+        fields = {name: t.text for name, t in model.node_types.items()}
+        rows = ((docids[n.id], searchable_text(n.properties, fields.get(n.type, ()))) for n in nodes)
+        db.executemany("INSERT INTO node_text (rowid, text) VALUES (?, ?)", rows)
 
     @staticmethod
     def _compact_text_index(db: sqlite3.Connection, written: int) -> None:
@@ -558,20 +623,13 @@ class SQLiteStore(SQLStore):
         db.execute("DELETE FROM node_text")
         db.execute("DELETE FROM node_text_ids")
         db.execute("INSERT INTO node_text_ids (id) SELECT id FROM nodes ORDER BY id")
-        expression = text_sql({name: t.text for name, t in model.node_types.items()})
-        db.execute(f"INSERT INTO node_text (rowid, text) SELECT m.docid, {expression} "
-                   "FROM nodes JOIN node_text_ids m ON m.id = nodes.id")  # fmt: skip
+        columns = ", ".join(f"nodes.{c}" for c in NODE_COLUMNS.split(", "))
+        cursor = db.execute(f"SELECT m.docid, {columns} FROM nodes JOIN node_text_ids m ON m.id = nodes.id")
+        while rows := cursor.fetchmany(2000):
+            docids = {row[1]: int(row[0]) for row in rows}
+            self._insert_text(db, docids, _nodes([row[1:] for row in rows]), model)
         db.execute("INSERT INTO node_text (node_text) VALUES ('optimize')")
         self._set_meta(db, "text_index", text_fields_json(model))
-
-    def _put_edge(self, db: sqlite3.Connection, e: Edge) -> None:
-        db.execute(
-            "INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, type, target) DO UPDATE SET "
-            "properties = excluded.properties, revision = excluded.revision, updated_at = excluded.updated_at, "
-            "updated_by = excluded.updated_by",
-            (e.source, e.type, e.target, dumps(dict(e.properties)), e.revision, e.created_at, e.updated_at,
-             e.updated_by),
-        )  # fmt: skip
 
     # -- the audit log ----------------------------------------------------------------------------------------
     def append_audit(self, records: Sequence[AuditRecord]) -> None:
@@ -616,6 +674,8 @@ class SQLiteStore(SQLStore):
             db.executemany(_CHANGE_INSERT, map(change_row, dump.changes))
             db.executemany(f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES ({', '.join('?' * 10)})", dump.audit)
             db.executemany(f"INSERT INTO model_history ({HISTORY_COLUMNS}) VALUES ({', '.join('?' * 6)})", dump.models)
+            db.executemany(f"INSERT INTO proposals ({PROPOSAL_COLUMNS}) VALUES ({', '.join('?' * 13)})",
+                           dump.proposals)  # fmt: skip
             if self._model_head(db) is None:  # a dump without history: the recorded model starts it
                 db.execute(_RECORDED_MODEL)
             self._model_revision = self._model_head(db)
@@ -724,6 +784,20 @@ class SQLiteStore(SQLStore):
     @staticmethod
     def _max_revision(db: sqlite3.Connection) -> int:
         return int(db.execute("SELECT coalesce(max(revision), 0) FROM changes").fetchone()[0])
+
+
+class _Puts:
+    """Rows of puts not yet written: nodes, (node, indexed before) for the text index, edges."""
+
+    def __init__(self) -> None:
+        self.nodes: list[tuple[Any, ...]] = []
+        self.text: list[tuple[Node, bool]] = []
+        self.edges: list[tuple[Any, ...]] = []
+
+    def clear(self) -> None:
+        self.nodes.clear()
+        self.text.clear()
+        self.edges.clear()
 
 
 def _access(record: Node | Edge | None) -> tuple[str | None, str | None]:

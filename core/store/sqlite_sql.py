@@ -19,7 +19,7 @@ from core.store import NodeQuery
 from core.store.sql import Dialect
 from core.values.records import Sight
 
-__all__ = ["DIALECT", "property_text", "sight_sql", "text_sql"]
+__all__ = ["DIALECT", "property_text", "sight_sql"]
 
 
 def sight_sql(sight: Sight, visibility: str, readers: str) -> tuple[str, list[Any]]:
@@ -31,16 +31,6 @@ def sight_sql(sight: Sight, visibility: str, readers: str) -> tuple[str, list[An
         return sql, list(levels)
     named = f"SELECT 1 FROM json_each({readers}) WHERE value IN ({','.join('?' * len(sight.tags))})"
     return f"({sql} OR ({visibility} = 'restricted' AND EXISTS ({named})))", [*levels, *sight.tags]
-
-
-def text_sql(fields: dict[str, tuple[str, ...]]) -> str:
-    """The SQL expression (over a `nodes` row) of a node's searchable text: its type's text properties, each as
-    `canon_lower(json_extract(...))` renders it for LIKE, one per line."""
-    cases: list[str] = []
-    for type_name, names in sorted(fields.items()):
-        parts = " || char(10) || ".join(f"coalesce(canon_lower({property_text(f)}), '')" for f in names)
-        cases.append(f"WHEN '{type_name}' THEN {parts or repr('')}")
-    return f"(CASE type {' '.join(cases)} ELSE '' END)"
 
 
 def property_text(name: str) -> str:
@@ -55,7 +45,8 @@ def property_text(name: str) -> str:
 def _text_filter(query: NodeQuery, indexed: bool) -> tuple[str, list[Any]]:
     """The nodes whose text properties (`query.text_fields` of their type) hold `query.text`, ignoring case.
 
-    The index (`node_text`) holds each node's text properties, lowered as `canon_lower` lowers them, one per line.
+    The index (`node_text`) holds each node's text properties, lowered as `canon_lower` lowers them, one per
+    line (`searchable_text`).
     A needle of 3 or more characters without a line break is in one of those properties exactly when it is in
     that text, so when the index holds the query's properties (`indexed`) the answer comes from the index alone:
     the nodes holding every trigram of a cover of the needle (`_trigram_cover`), then `instr` on their indexed

@@ -15,26 +15,22 @@ from core.dispatch.access import write_guard
 from core.dispatch.dispatcher import CallContext, handler
 from core.store import CommitResult
 from core.values.errors import NotFoundError, Problem, ValidationError
-from core.values.operations import DeleteEdge, DeleteNode, Operation, PatchNode, PutEdge, PutNode, put_node
+from core.values.operations import DeleteNode, Operation, PatchNode, PutEdge, PutNode
+from core.values.operations import operation_of as _operation
 from core.values.records import Change, Edge, Node, edge_key
 
-__all__ = ["delete_edge", "delete_node", "patch_node", "upsert_edge", "upsert_node", "write_batch"]
+__all__ = [
+    "batch_error", "delete_edge", "delete_node", "patch_node", "upsert_edge", "upsert_node", "write_batch",
+]  # fmt: skip
 NODE_OPS = ("upsert_node", "patch_node", "delete_node")
 
 
-def _operation(op: str, args: dict[str, Any]) -> Operation:
-    expected = args.get("expected_revision")
-    if op == "upsert_node":
-        return put_node(args["id"], args["type"], args["properties"], visibility=args.get("visibility"),
-                        readers=args.get("readers"), expected_revision=expected)  # fmt: skip
-    if op == "patch_node":
-        readers = tuple(args["readers"] or ()) if "readers" in args else None  # null removes them (merge patch)
-        return PatchNode(args["id"], args.get("properties", {}), args.get("visibility"), readers, expected)
-    if op == "delete_node":
-        return DeleteNode(args["id"], expected, cascade=args.get("cascade", False))
-    if op == "upsert_edge":
-        return PutEdge(Edge(args["type"], args["source"], args["target"], args.get("properties", {})), expected)
-    return DeleteEdge(args["type"], args["source"], args["target"], expected)
+def batch_error(exc: ValidationError, operations: Sequence[Operation], at: str) -> ValidationError:
+    """A commit's `ValidationError` with its problems pointing into the tool's arguments (`at` + the operation's own
+    pointer, `{i}` the operation's index)."""
+    problems = [_relocate(p, at) for p in exc.problems]
+    what = "The batch" if len(operations) > 1 or at else _subject(operations[0])
+    return ValidationError(f"{what} has {len(problems)} problem(s); nothing was written.", problems)
 
 
 def _commit(ctx: CallContext, operations: Sequence[Operation], *, at: str, dry_run: bool = False) -> CommitResult:
@@ -43,9 +39,7 @@ def _commit(ctx: CallContext, operations: Sequence[Operation], *, at: str, dry_r
         result = ctx.store.commit(operations, principal=ctx.principal.name, dry_run=dry_run,
                                   guard=write_guard(ctx.principal))  # fmt: skip
     except ValidationError as exc:
-        problems = [_relocate(p, at) for p in exc.problems]
-        what = "The batch" if len(operations) > 1 or at else _subject(operations[0])
-        raise ValidationError(f"{what} has {len(problems)} problem(s); nothing was written.", problems) from None
+        raise batch_error(exc, operations, at) from None
     if result.changes:
         ctx.index.sync()  # apply now (and notify listeners), so the caller's next read sees its write
     return result

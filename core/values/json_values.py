@@ -19,7 +19,7 @@ from typing import Any
 from core.values.documents import pointer_join
 from core.values.errors import Problem
 
-__all__ = ["INT64_MAX", "INT64_MIN", "MAX_DEPTH", "storable_text", "value_problems"]
+__all__ = ["INT64_MAX", "INT64_MIN", "MAX_DEPTH", "json_text_holdable", "storable_text", "value_problems"]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_DEPTH = 64  # levels of arrays and objects; tool arguments and model data are far shallower
@@ -37,6 +37,27 @@ def storable_text(text: str) -> str:
     if "\x00" not in text and text.isascii():
         return text
     return _UNSTORABLE.sub("\ufffd", text)
+
+
+# In JSON text, what could decode to something `value_problems` refuses: an escape (the one way JSON text holds a lone
+# surrogate or NUL), 19 digits in a row (an integer past 64 bits needs them; so does a float past the largest
+# finite one written without an exponent), an exponent of 3 digits (a float past it, or so small it is 0 anyway),
+# the non-finite constants, and NUL or a surrogate itself. Each may also turn up where nothing is wrong (digits in
+# a string): that only means the value is checked in full. Digits are found as zeros after `_DIGITS` (quicker
+# than a regular expression, which tries each position of the text).
+_DIGITS = str.maketrans("123456789E", "000000000e")
+
+
+def json_text_holdable(text: str) -> bool:
+    """Whether the value JSON `text` decodes to is sure to have nothing `value_problems` finds, from the text alone:
+    no escape, no long run of digits or exponent, no non-finite constant, no NUL or lone surrogate, and at most
+    `MAX_DEPTH` brackets opening an array or object in all. False means "not sure": call `value_problems`."""
+    if "\\u" in text or "NaN" in text or "Infinity" in text or "\x00" in text:  # spelled out: any() costs more
+        return False
+    if (not text.isascii() and _SURROGATE.search(text)) or text.count("[") + text.count("{") > MAX_DEPTH:
+        return False
+    digits = text.translate(_DIGITS)
+    return not ("0" * 19 in digits or "e000" in digits or "e+000" in digits or "e-000" in digits)
 
 
 def value_problems(value: Any, at: str = "") -> list[Problem]:

@@ -13,7 +13,10 @@ from typing import Any, cast
 
 from core.values.records import Edge, Node, Visibility
 
-__all__ = ["DeleteEdge", "DeleteNode", "Operation", "PatchNode", "PutEdge", "PutNode"]
+__all__ = [
+    "DeleteEdge", "DeleteNode", "Operation", "PatchNode", "PutEdge", "PutNode", "operation_of", "operations_of",
+    "put_node",
+]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,3 +102,25 @@ def put_node(
     node = Node(id, type, properties, cast("Visibility", chosen), tuple(readers or ()), 0, created_at, updated_at,
                 updated_by)  # fmt: skip
     return PutNode(node, expected_revision, keep_access=not given)
+
+
+def operation_of(op: str, args: Mapping[str, Any]) -> Operation:
+    """The operation a write tool's arguments ask for (`op`: the tool's name; `write_batch`'s operations each name
+    theirs), arguments already checked against the tool's input schema."""
+    expected = args.get("expected_revision")
+    if op == "upsert_node":
+        return put_node(args["id"], args["type"], args["properties"], visibility=args.get("visibility"),
+                        readers=args.get("readers"), expected_revision=expected)  # fmt: skip
+    if op == "patch_node":
+        readers = tuple(args["readers"] or ()) if "readers" in args else None  # null removes them (merge patch)
+        return PatchNode(args["id"], args.get("properties", {}), args.get("visibility"), readers, expected)
+    if op == "delete_node":
+        return DeleteNode(args["id"], expected, cascade=args.get("cascade", False))
+    if op == "upsert_edge":
+        return PutEdge(Edge(args["type"], args["source"], args["target"], args.get("properties", {})), expected)
+    return DeleteEdge(args["type"], args["source"], args["target"], expected)
+
+
+def operations_of(requested: Sequence[Mapping[str, Any]]) -> list[Operation]:
+    """The operations of `write_batch`'s `operations` argument (what a proposal holds, too)."""
+    return [operation_of(r["op"], r) for r in requested]

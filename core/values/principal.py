@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["ANONYMOUS", "LOCAL", "ROLES", "Principal"]
+__all__ = ["ANONYMOUS", "LOCAL", "ROLES", "Principal", "Reviewers"]
 
 ROLES: dict[str, frozenset[str]] = {
     "reader": frozenset({"read"}),
@@ -47,3 +47,17 @@ class Principal:
 
 LOCAL = Principal("local", frozenset({"admin"}))
 ANONYMOUS = Principal("anonymous", frozenset({"reader"}), authenticated=False)
+
+
+@dataclass(frozen=True)
+class Reviewers:
+    """Who may approve or reject a proposal (`core.proposals`): a principal with one of `roles` or in one of
+    `groups` (`[proposals] reviewer_roles` and `reviewer_groups` in canon.toml); never the proposal's own author,
+    which `core.proposals.review` holds whatever this says."""
+
+    roles: frozenset[str] = frozenset({"admin"})
+    groups: frozenset[str] = frozenset({"reviewers"})
+
+    def include(self, principal: Principal) -> bool:
+        return principal.authenticated and not (self.roles.isdisjoint(principal.roles)
+                                                and self.groups.isdisjoint(principal.groups))  # fmt: skip

@@ -65,6 +65,12 @@ class Node:
     updated_at: str | None = None
     updated_by: str | None = None
 
+    def restamped(self, revision: int, created_at: str | None, updated_at: str | None, updated_by: str | None) -> Node:
+        """This node with another revision and timestamps, as `dataclasses.replace` would make it, at a fraction of
+        its cost (a write makes two of these per record, an import millions)."""
+        return Node(self.id, self.type, self.properties, self.visibility, self.readers, revision, created_at,
+                    updated_at, updated_by)  # fmt: skip
+
     def to_json(self, *, revision: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "type": self.type, "visibility": self.visibility}
         if self.readers:
@@ -95,6 +101,10 @@ class Edge:
     @property
     def key(self) -> str:
         return edge_key(self.type, self.source, self.target)
+
+    def restamped(self, revision: int, created_at: str | None, updated_at: str | None, updated_by: str | None) -> Edge:
+        """This edge with another revision and timestamps (see `Node.restamped`)."""
+        return Edge(self.type, self.source, self.target, self.properties, revision, created_at, updated_at, updated_by)
 
     def to_json(self, *, revision: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {

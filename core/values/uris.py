@@ -5,7 +5,8 @@ and parsers of the others.
   store's model history); `canon://changes`: the latest change log entries;
 * `canon://types/{name}`: one node or edge type's schema;
 * `canon://nodes/{type}/{id}`: one node (a resource template, as is the model at a revision);
-  `canon://nodes/{type}/{id}/at/{revision}`: that node as it was at a past revision (the change log).
+  `canon://nodes/{type}/{id}/at/{revision}`: that node as it was at a past revision (the change log);
+* `canon://proposals/{id}`: one proposal (`core.proposals`), its state, diff and discussion.
 
 Surfaces that map URIs onto paths (REST's `/api/resources/<path>`) take the part after the scheme (`path_of`).
 """
@@ -20,6 +21,7 @@ __all__ = [
     "MODEL_URI",
     "NODE_AT_TEMPLATE",
     "NODE_TEMPLATE",
+    "PROPOSAL_TEMPLATE",
     "SCHEME",
     "model_at_of",
     "model_at_uri",
@@ -28,6 +30,8 @@ __all__ = [
     "node_of",
     "node_uri",
     "path_of",
+    "proposal_of",
+    "proposal_uri",
     "type_of",
     "type_uri",
 ]
@@ -42,6 +46,20 @@ _TYPES = f"{SCHEME}types/"
 _NODE = re.compile(rf"^{re.escape(SCHEME)}nodes/(?P<type>[^/]+)/(?P<id>[^/]+)$")
 NODE_AT_TEMPLATE = NODE_TEMPLATE + "/at/{revision}"
 _NODE_AT = re.compile(rf"^{re.escape(SCHEME)}nodes/(?P<type>[^/]+)/(?P<id>[^/]+)/at/(?P<revision>[0-9]{{1,18}})$")
+
+PROPOSAL_TEMPLATE = SCHEME + "proposals/{id}"
+_PROPOSAL = re.compile(rf"^{re.escape(SCHEME)}proposals/(?P<id>p-[0-9a-f]{{12}})$")
+
+
+def proposal_uri(id_: str) -> str:
+    """`canon://proposals/{id}` of one proposal."""
+    return PROPOSAL_TEMPLATE.format(id=id_)
+
+
+def proposal_of(uri: str) -> str | None:
+    """The id a proposal URI names; None when `uri` is not one."""
+    match = _PROPOSAL.match(uri)
+    return match["id"] if match else None
 
 
 def node_uri(type_: str, id_: str) -> str:

@@ -27,8 +27,8 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = [
-    "ERROR_PAGE",
     "MCP_PATH",
+    "PAGE_ANSWER",
     "PROBLEM_MEDIA",
     "STATUS",
     "ProblemAnswers",
@@ -42,9 +42,6 @@ __all__ = [
 
 MCP_PATH = "/mcp"
 PROBLEM_MEDIA = "application/problem+json"
-ERROR_PAGE = (b"canon-error-page", b"1")
-"""The header a surface's HTML error page carries (the pages surface's, written for a person to read and naming
-what went wrong): `ProblemAnswers` passes such an answer unchanged instead of replacing it with a problem."""
 
 STATUS: dict[str, int] = {
     # canon's error codes (core.values.errors)
@@ -143,15 +140,19 @@ _KEPT = (b"allow", b"www-authenticate", b"retry-after")  # headers of an error a
 _TEXT_DETAIL = 300  # a plain-text error body up to this size becomes the problem's detail
 
 
+PAGE_ANSWER = "canon.page_answer"
+"""The scope key a route sets (True) when its error answer is a page written for a person, to pass unchanged."""
+
+
 class ProblemAnswers:
     """The app's outermost layer: an error answer (4xx, 5xx) that is not JSON becomes a problem document.
 
     JSON answers pass unchanged: problems already, and protocol bodies (GraphQL's errors, MCP's JSON-RPC), but for
     a problem's `instance` under a path prefix: a route wrote the path it saw, without the prefix, and the prefix
-    goes back in front. `/mcp` passes unchanged whatever it answers, and so does an HTML error page a surface wrote
-    on purpose (it carries `ERROR_PAGE`). A short plain-text body (a framework's own
-    message) is kept as the detail; any other body (HTML, Markdown) is replaced by a sentence naming the method
-    and path.
+    goes back in front. `/mcp` passes unchanged whatever it answers, and so does a page for people whose route put
+    `PAGE_ANSWER` in the scope (the sign-in's error pages, `core.http.signin`). A short plain-text body (a
+    framework's own message) is kept as the detail; any other body (HTML, Markdown) is replaced by a sentence naming
+    the method and path.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -169,10 +170,7 @@ class ProblemAnswers:
 
         async def watch(message: Message) -> None:
             nonlocal held, problem
-            if message["type"] == "http.response.start" and message["status"] >= 400:
-                if ERROR_PAGE in [tuple(h) for h in message.get("headers", [])]:
-                    await send(message)  # a page written for a person: the rest of it passes too
-                    return
+            if message["type"] == "http.response.start" and message["status"] >= 400 and not scope.get(PAGE_ANSWER):
                 if not _is_json(message):
                     held = message
                     return

@@ -37,7 +37,7 @@ from starlette.routing import Route, Router
 from core.dispatch.registry import Registry
 from core.seam.surfaces import ASGIApp, SurfaceHost
 from core.values.errors import CanonError, ForbiddenError, NotFoundError, Problem, ValidationError
-from core.web import ERROR_PAGE, PROBLEM_MEDIA, STATUS, problem_body
+from core.web import PAGE_ANSWER, PROBLEM_MEDIA, STATUS, problem_body
 from generators.pages.editing import CSRF_COOKIE, CSRF_FIELD, csrf_matches, new_token
 from generators.pages.reads import Reader
 from generators.pages.render import PREFIX, csv_text, environment, json_text
@@ -91,9 +91,8 @@ class Pages:
             return Response(body, status, headers=HEADERS, media_type=PROBLEM_MEDIA)
         view = View("error.html.j2", {"error": str(error), "code": error.code, "status": status,
                                       "problems": problems}, title="Error")  # fmt: skip
-        response = self.render(view, status)
-        response.raw_headers.append(ERROR_PAGE)
-        return response
+        request.scope[PAGE_ANSWER] = True  # a page for a person: the host's problem layer passes it as it is
+        return self.render(view, status)
 
     async def answer(self, request: Request, build: Callable[[Reader], View], suffix: str | None = None) -> Response:
         reader = self.reader(request)
@@ -196,9 +195,8 @@ class Pages:
             if again is None:
                 return RedirectResponse(self.host.settings.base_url + PREFIX + "/nodes/" + quote(id, safe=""), 303)
             status = 409 if again.context.get("conflict") else 400
-            response = self.render(again, status)
-            response.raw_headers.append(ERROR_PAGE)
-            return response
+            request.scope[PAGE_ANSWER] = True
+            return self.render(again, status)
 
         return await anyio.to_thread.run_sync(work)
 

@@ -40,7 +40,7 @@ from core.values.errors import ForbiddenError, NotFoundError, UnknownToolError
 from core.values.operations import DeleteNode, Operation, PutEdge, PutNode
 from core.values.principal import ANONYMOUS, Principal
 from core.values.records import Change, Edge, Node, Visibility
-from core.values.uris import NODE_TEMPLATE, node_at_uri
+from core.values.uris import NODE_TEMPLATE, node_at_uri, proposal_uri
 from generators.pages.app import surface as pages
 from tests.conftest import walking_in_a_worker
 from tests.generators.pages.conftest import parse
@@ -795,10 +795,27 @@ PERMISSION = {  # docs/operations/security.md, "What a principal may do: roles"
             "query_graph",
             "get_changes",
             "diff_revisions",
+            "get_proposal",
+            "find_proposals",
         ],
         "read",
     ),
-    **dict.fromkeys(["upsert_node", "patch_node", "delete_node", "upsert_edge", "delete_edge", "write_batch"], "write"),
+    **dict.fromkeys(
+        [
+            "upsert_node",
+            "patch_node",
+            "delete_node",
+            "upsert_edge",
+            "delete_edge",
+            "write_batch",
+            "propose_changes",
+            "revise_proposal",
+            "withdraw_proposal",
+            "comment_on_proposal",
+            "review_proposal",
+        ],
+        "write",
+    ),
     "get_audit_log": "admin",
     "apply_model": "admin",
 }
@@ -830,6 +847,13 @@ VALID = {  # arguments a caller with the role could use (on public nodes), so on
     "write_batch": {"operations": [{"op": "delete_edge", "type": "member_of", "source": PERSON, "target": TEAM}]},
     "get_audit_log": {"limit": 5},
     "apply_model": {"model": load_model().document, "dry_run": True},  # the store's own model: an empty plan
+    "propose_changes": {"title": "t", "rationale": "r", "operations": [{"op": "patch_node", "id": TEAM}]},
+    "get_proposal": {"id": "p-000000000000"},
+    "find_proposals": {},
+    "revise_proposal": {"id": "p-000000000000", "title": "t"},
+    "withdraw_proposal": {"id": "p-000000000000"},
+    "comment_on_proposal": {"id": "p-000000000000", "text": "?"},
+    "review_proposal": {"id": "p-000000000000", "decision": "reject"},
 }  # fmt: skip
 
 
@@ -1050,3 +1074,47 @@ def test_the_pages_and_their_downloads_show_only_what_the_caller_may_see(
     downloads = [url for url in pages if ".csv" in url or ".json" in url]
     assert any(".csv" in u for u in downloads)
     assert any(".json" in u for u in downloads)
+
+
+# -- proposals: what each caller is shown of a proposal's operations and diff --------------------------------------
+PROPOSED = {"Team": "mission", "Person": "title", "Service": "description", "Document": "summary"}
+NEW_EDGE = Edge("documents", GROUP_ALICE, OPS_SVC)  # both ends restricted, to different readers
+
+
+def _proposed(truth: Truth) -> list[dict[str, Any]]:
+    """A patch of every named node (each new value names its node) and a new edge between two restricted ones."""
+    patches = [{"op": "patch_node", "id": id_, "properties": {PROPOSED[truth.nodes[id_].type]: f"{id_}@proposed"}}
+               for id_ in sorted(CORE)]  # fmt: skip
+    edge = {"op": "upsert_edge", "type": NEW_EDGE.type, "source": NEW_EDGE.source, "target": NEW_EDGE.target}
+    return [*patches, edge]
+
+
+def test_a_proposal_shows_each_caller_only_the_records_it_may_read(scratch: Instance, truth: Truth) -> None:
+    """get_proposal, its resource and find_proposals, for every caller: its operations, touched records and diff
+    hold exactly the records the caller may read, and no answer names a record it may not."""
+    operations = _proposed(truth)
+    arguments = {"title": "Everything", "rationale": "All of it.", "operations": operations}
+    proposed = scratch.dispatcher.call_tool(ERIN, "test", "propose_changes", arguments)
+    assert proposed.value is not None, proposed.error
+    id_ = proposed.value["id"]
+    for who in CALLERS:
+        seen, hidden = truth.seen(who), truth.hidden(who)
+        edge_seen = NEW_EDGE.source in seen and NEW_EDGE.target in seen
+        nodes = sorted(CORE & seen)
+        shown = ok(scratch, who, "get_proposal", {"id": id_})
+        assert [e["key"] for e in shown["diff"]] == nodes + ([NEW_EDGE.key] if edge_seen else []), who.name
+        assert all(e["properties"] for e in shown["diff"] if e["kind"] == "node")
+        assert [o.get("id", o.get("source")) for o in shown["operations"]] == nodes + (
+            [NEW_EDGE.source] if edge_seen else [])  # fmt: skip
+        assert shown["proposal"]["touches"] == sorted(
+            [f"node:{n}" for n in nodes] + ([f"edge:{NEW_EDGE.key}"] if edge_seen else []))  # fmt: skip
+        assert_shows_none_of(shown, hidden)
+        uri = proposal_uri(id_)
+        content = run(scratch, who, "resources/read", uri, lambda ctx, uri=uri: read_resource(ctx, uri))
+        assert_shows_none_of(content.text, hidden)
+        listed = [p for page in all_pages(scratch, who, "find_proposals", {}) for p in page["items"]]
+        assert [p["id"] for p in listed] == [id_]
+        assert_shows_none_of(listed, hidden)
+        for node in sorted(CORE):
+            found = ok(scratch, who, "find_proposals", {"node": node})
+            assert found["total"] == (1 if node in seen else 0), (who.name, node)

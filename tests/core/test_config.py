@@ -8,6 +8,7 @@ import pytest
 
 from core.ops.config import Config, load_config
 from core.values.errors import ConfigError
+from core.values.principal import Reviewers
 
 
 @pytest.fixture(autouse=True)
@@ -306,6 +307,51 @@ def test_without_an_oauth_section_only_canons_own_tokens_are_accepted() -> None:
 ])  # fmt: skip
 def test_an_oauth_setting_that_could_not_be_safe_is_an_error_naming_its_key(tmp_path: Path, text: str,
                                                                            key: str) -> None:  # fmt: skip
+    with pytest.raises(ConfigError) as raised:
+        load_config(_write(tmp_path / "canon.toml", text), env={})
+
+    assert raised.value.key == key
+
+
+def test_the_proposals_section_names_who_may_review(tmp_path: Path) -> None:
+    file = tmp_path / "reviewers.toml"  # not the canon.toml of the test's folder, which load_config(None) reads
+    file.write_text('[proposals]\nreviewer_roles = ["writer"]\nreviewer_groups = ["architecture"]\n')
+    reviewers = load_config(file, env={}).reviewers()
+    assert (reviewers.roles, reviewers.groups) == (frozenset({"writer"}), frozenset({"architecture"}))
+    assert load_config(None, env={}).reviewers() == Reviewers()  # the default: admin role, reviewers group
+    file.write_text('[proposals]\nreviewer_roles = ["reader"]\n')  # the review tools need the writer role
+    with pytest.raises(ConfigError, match="reviewer_roles"):
+        load_config(file, env={})
+
+
+SIGN_IN = '[oauth]\nissuer = "https://login.example.com/acme"\nresource = "https://canon.example.com"\n'
+
+
+def test_a_client_id_turns_the_sign_in_on_with_the_secret_read_from_its_file(tmp_path: Path) -> None:
+    (tmp_path / "secret").write_text("  s3cret\n", encoding="utf-8")
+    text = SIGN_IN + 'client_id = "canon-web"\nclient_secret_file = "secret"\n'
+
+    oauth = load_config(_write(tmp_path / "canon.toml", text), env={}).oauth
+
+    assert oauth is not None
+    assert oauth.signs_in
+    assert oauth.client_secret == "s3cret"
+    assert oauth.redirect_path == "/signin/callback"
+    assert oauth.sign_in_scopes == ("openid", "canon:read", "canon:write", "canon:admin")
+    assert oauth.session_max_age_s == 8 * 3600
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    (SIGN_IN + 'client_id = "canon-web"\n', "oauth"),  # no secret: canon is a confidential client
+    (SIGN_IN + 'client_id = "c"\nclient_secret = "s"\nclient_secret_file = "f"\n', "oauth"),  # both forms
+    (SIGN_IN + 'client_secret = "s"\n', "oauth"),  # a secret without a client
+    (SIGN_IN + 'client_id = "c"\nclient_secret = "s"\nredirect_path = "https://evil.example/cb"\n',
+     "oauth.redirect_path"),
+    (SIGN_IN + 'client_id = "c"\nclient_secret = "s"\nscopes = ["canon:read"]\n', "oauth.scopes"),  # no openid
+    (SIGN_IN + 'client_id = "c"\nclient_secret = "s"\nsession_max_age_s = 1\n', "oauth.session_max_age_s"),
+    (SIGN_IN + 'client_id = "c"\nclient_secret_file = "missing"\n', "oauth.client_secret_file"),
+])  # fmt: skip
+def test_a_sign_in_setting_that_cannot_work_is_an_error_naming_its_key(tmp_path: Path, text: str, key: str) -> None:
     with pytest.raises(ConfigError) as raised:
         load_config(_write(tmp_path / "canon.toml", text), env={})
 

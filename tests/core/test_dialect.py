@@ -8,6 +8,8 @@ import time
 from importlib import metadata
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jsonschema import FormatChecker, SchemaError
 
 from core.values.dialect import FORMAT_CHECKER, FORMATS, check_schema, ecma_regex, require_formats, schema_validator
@@ -168,3 +170,18 @@ def test_unevaluated_properties_match_pattern_properties_in_linear_time_too() ->
     assert not validator.is_valid({"a" * 5000 + "!": 1})
     assert not validator.is_valid({"a\n": 1})  # ECMA-262's $, not Python's
     assert time.process_time() - start < 1.0
+
+
+FOUND_PATTERNS = ["^[a-z0-9][a-z0-9-]*$", "b$", "^ADR-[0-9]{4}$", "é", ".", "^$", "\\d+", "^(user|group):[a-z]+$"]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(st.sampled_from(FOUND_PATTERNS), st.text(alphabet=st.sampled_from("ab-09é\n\ud800Z:usergop"), max_size=12))
+def test_found_in_and_starts_answer_as_search_and_match_do(pattern: str, value: str) -> None:
+    regex = ecma_regex(pattern)
+    assert regex.found_in(value) == (regex.search(value) is not None)
+    assert regex.starts(value) == (regex.match(value) is not None)
+
+
+def test_found_in_asks_the_compiled_program_directly() -> None:
+    assert ecma_regex("^a$")._engine is not None  # pyright: ignore[reportPrivateUsage]  (else: re2 renamed it)

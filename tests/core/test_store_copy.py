@@ -7,23 +7,27 @@ from pathlib import Path
 
 import pytest
 
+from core import proposals
 from core.lang.model import Model, default_seed_path
 from core.store import Store, copy_store, open_existing_store, open_store
 from core.store.interchange import export_graph, import_path
 from core.values.audit import AuditQuery, AuditRecord
 from core.values.errors import StoreError
 from core.values.operations import DeleteNode, PutNode
+from core.values.principal import LOCAL
 from core.values.records import Node
 from tests.conftest import run_canon
 from tests.postgres_server import Server
 
 
-def everything(store: Store) -> tuple[str, list[object], list[dict[str, object]], str]:
-    """What a copy must keep: the export, the whole change feed, the audit log and the recorded model."""
+def everything(store: Store) -> tuple[str, list[object], list[dict[str, object]], str, list[object]]:
+    """What a copy must keep: the export, the whole change feed, the audit log, the recorded model and the
+    proposals."""
     out = io.StringIO()
     export_graph(store, None, format="jsonl", out=out)
     audit, _ = store.audit_records(AuditQuery(), before=None, limit=10_000)
-    return out.getvalue(), store.changes(0, 1_000_000), audit, store.stored_model().canonical_json
+    found, _ = proposals.find(store, LOCAL)
+    return out.getvalue(), store.changes(0, 1_000_000), audit, store.stored_model().canonical_json, list(found)
 
 
 @pytest.fixture
@@ -40,9 +44,13 @@ def test_a_copy_to_postgresql_and_back_keeps_records_revisions_change_log_audit_
         source.commit([PutNode(Node("team-x", "Team", {"slug": "x", "name": "X", "mission": "Ünïcode: ß → SS",
                                                        "area": "product"}))], principal="user:a")  # fmt: skip
         source.commit([DeleteNode("team-x")], principal="user:b")
+        proposed = proposals.propose(source, LOCAL, [{"op": "patch_node", "id": "team-payments", "properties": {}}],
+                                     "Kept", "A copy keeps proposals.")  # fmt: skip
+        proposals.comment(source, LOCAL, proposed.id, "Ünïcode too.")
         source.append_audit([AuditRecord("2026-12-01T00:00:00.000Z", "user:a", "mcp-http", "tools/call", "put_node",
                                          "d1", "ok", 3, 2.25)])  # fmt: skip
         original = everything(source)
+        assert [p.id for p in original[4]] == [proposed.id]
     finally:
         source.close()
 

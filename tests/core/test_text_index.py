@@ -86,6 +86,30 @@ def test_the_index_follows_puts_replacements_and_deletes(seeded_store: Store, mo
 
 
 @pytest.mark.both_backends
+def test_one_batch_that_puts_a_node_twice_and_deletes_and_recreates_another_indexes_what_it_leaves(
+    seeded_store: Store, model: Model
+) -> None:
+    team = seeded_store.node("team-payments")
+    assert team is not None
+
+    def named(node: Node, name: str, id: str | None = None) -> PutNode:
+        properties = {**node.properties, "name": name, **({"slug": id} if id is not None else {})}
+        return PutNode(Node(id or node.id, node.type, properties, node.visibility, node.readers))
+
+    fresh = Node("team-fresh", "Team", {"slug": "team-fresh", "name": "Wombat Herding", "mission": "Fresh things.",
+                                        "area": "product"})  # fmt: skip
+    seeded_store.commit([named(team, "Quokka Wrangling"), named(team, "Numbat Counting"), PutNode(fresh),
+                         DeleteNode("team-fresh"), named(fresh, "Dingo Dancing", "team-fresh"),
+                         named(fresh, "Wombat Herding", "team-newer")], principal="test")  # fmt: skip
+    assert _search(seeded_store, model, "quokka") == []
+    assert _search(seeded_store, model, "numbat") == ["team-payments"]
+    assert _search(seeded_store, model, "dingo") == ["team-fresh"]
+    assert _search(seeded_store, model, "wombat") == ["team-newer"]
+    for needle in _needles(seeded_store, model, 100, seed=3):
+        assert _search(seeded_store, model, needle) == _oracle(seeded_store, model, needle), needle
+
+
+@pytest.mark.both_backends
 def test_a_model_with_other_text_properties_rebuilds_the_index(
     seeded_store: Store, model: Model, store_location: str | Path
 ) -> None:

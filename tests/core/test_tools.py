@@ -11,6 +11,7 @@ import networkx as nx
 import pytest
 from jsonschema import Draft202012Validator
 
+from core import proposals
 from core.dispatch.dispatcher import ToolResult
 from core.dispatch.registry import type_schema
 from core.ops.config import Config
@@ -23,12 +24,19 @@ from tests.conftest import walking_in_a_worker
 ORIGIN = "team-payments"
 PERSON = "person-ada-okafor"
 SERVICE = "svc-checkout-api"
+PROPOSAL = "p-000000000001"  # the first of the two proposals the shared instance holds
 
 
 @pytest.fixture(scope="module")
 def instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
-    """A seeded instance shared by the module: every tool here only reads."""
+    """A seeded instance shared by the module: every tool here only reads. It holds two proposals (which change no
+    revision), the first with the known id `PROPOSAL`."""
     opened = open_instance(Config(store=tmp_path_factory.mktemp("tools") / "canon.db", walk_workers=0))
+    for n in (1, 2):
+        made = proposals.propose(opened.store, LOCAL, [{"op": "patch_node", "id": SERVICE, "properties": {}}],
+                                 f"Proposal {n}", "For the read tools.")  # fmt: skip
+        with opened.store.unit_of_work() as work:
+            work.execute("UPDATE proposals SET id = ? WHERE id = ?", (f"p-00000000000{n}", made.id))
     yield opened
     opened.close()
 
@@ -196,6 +204,7 @@ PAGED = {  # every tool that pages, with arguments that have more than one page
     "get_changes": {"limit": 2},
     "diff_revisions": {"from": 1500, "limit": 2},
     "get_audit_log": {"limit": 2},
+    "find_proposals": {"limit": 1},
 }
 FORGED_POSITIONS = ["team", [1], {"after": 1}, 2**70, -1, 1.5, True, None]
 
@@ -216,7 +225,7 @@ def test_a_forged_cursor_position_is_invalid_arguments_at_cursor(instance: Insta
     issued = ok(instance, tool, PAGED[tool])["next_cursor"]
     assert issued is not None  # the arguments page, so the position is what the forgeries change
     for position in FORGED_POSITIONS:
-        if tool == "find_nodes" and isinstance(position, str):
+        if tool in ("find_nodes", "find_proposals") and isinstance(position, str):
             continue  # an id: any string is a place to start from
         body = error(instance, tool, forged(instance, tool, PAGED[tool], position))
 
@@ -667,6 +676,8 @@ EVERY_TOOL = [
     ("get_changes", {"since": 1500}),
     ("diff_revisions", {"from": 1500}),
     ("get_audit_log", {"limit": 5}),
+    ("get_proposal", {"id": PROPOSAL}),
+    ("find_proposals", {"state": "open"}),
 ]
 
 

@@ -460,3 +460,15 @@ def test_dry_run_still_reports_problems(store: SQLiteStore) -> None:
         store.commit([PutNode(Node("x", "Persn", {}))], principal="test", dry_run=True)
     assert pointers(caught.value) == ["/0/type"]
     assert snapshot(store) == before
+
+
+def test_an_edge_end_is_the_node_the_batch_left_there_not_the_one_stored(store: SQLiteStore) -> None:
+    store.commit(put(person("p-1"), team("t-1"), service("s-1")), principal="test")
+    error = rejected(store, [DeleteNode("t-1"), edge("member_of", "p-1", "t-1", role="member"),
+                             PutNode(team("t-2")), edge("member_of", "p-1", "t-2", role="member"),
+                             DeleteNode("s-1"), PutNode(person("s-1", "s1@example.com")),
+                             edge("owns", "t-2", "s-1")])  # fmt: skip
+    assert [(p.pointer, p.message) for p in error.problems] == [
+        ("/1/target", "No node with id 't-1'."),
+        ("/6/target", "a owns edge cannot end at a Person (allowed: Document, Service, System)"),
+    ]

@@ -24,17 +24,20 @@ import pytest
 from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp.server.lowlevel.server import Server
 
+from core import proposals
 from core.lang.model import load_model
 from core.seam.changes import ChangeFeed
 from core.store.sqlite import SQLiteStore
 from core.values.operations import PutNode
+from core.values.principal import Principal, Reviewers
 from core.values.records import Node
-from core.values.uris import CHANGES_URI, node_uri
+from core.values.uris import CHANGES_URI, node_uri, proposal_uri
 from tests.mcp.conftest import DEADLINE_S, LEGACY, MODERN, copy_store, open_copy, pumping, serve, serving, touch_node
 
 pytestmark = pytest.mark.anyio
 
 PAYMENTS, BILLING, SEARCH = "team-payments", "team-billing", "team-search"
+LEADERSHIP = "team-leadership"
 A, B = node_uri("Team", PAYMENTS), node_uri("Team", BILLING)
 
 
@@ -46,6 +49,7 @@ class Target:
     commit: Callable[[str], int]
     create: Callable[[], int]
     feed: ChangeFeed | None = None  # in-process only: the pump the test must run
+    on_store: Callable[[Callable[[Any], Any]], Any] = lambda work: None  # run `work` on the server's store
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -93,14 +97,14 @@ def target(request: pytest.FixtureRequest, seed_template: Path, tmp_path_factory
         try:
             served = serve(instance)
             yield Target(served.server, lambda node_id: touch_node(instance.store, node_id),
-                         lambda: _new_team(instance.store), served.feed)  # fmt: skip
+                         lambda: _new_team(instance.store), served.feed, lambda work: work(instance.store))  # fmt: skip
         finally:
             instance.close()
         return
     path = copy_store(seed_template, folder / "canon.db")
     with serving(path, cwd=folder) as process:
         yield Target(process.url, lambda node_id: _in_file(path, lambda s: touch_node(s, node_id)),
-                     lambda: _in_file(path, _new_team))  # fmt: skip
+                     lambda: _in_file(path, _new_team), on_store=lambda work: _in_file(path, work))  # fmt: skip
 
 
 class Notifications:
@@ -189,6 +193,27 @@ async def test_a_client_that_never_subscribed_to_a_node_hears_nothing_of_it(targ
         await target.touch(BILLING)
         await target.touch(PAYMENTS)
         assert await next_of_a() == A  # and the other way round
+
+
+async def test_a_proposal_subscriber_hears_of_each_of_its_state_changes(target: Target, revision: str) -> None:
+    """A proposal's state is not in the change log: the feed follows the proposals' own stamps, in any process."""
+    author, reviewer = Principal("agent-7", frozenset({"writer"})), Principal("rita", frozenset({"admin"}))
+    patch = [{"op": "patch_node", "id": SEARCH, "properties": {}}]
+    id_ = await anyio.to_thread.run_sync(target.on_store, lambda s: proposals.propose(s, author, patch, "t", "r").id)
+    uri = proposal_uri(id_)
+    marker = node_uri("Team", LEADERSHIP)  # a node no other test here touches (each touch lengthens its name)
+    async with target.running(), watching(target.connect, revision, [uri, marker]) as next_update:
+        await target.touch(LEADERSHIP)  # whatever was said of the proposal's creation comes before this
+        while await next_update() != marker:
+            pass
+        await anyio.to_thread.run_sync(target.on_store, lambda s: proposals.comment(s, reviewer, id_, "Why?"))
+        assert await next_update() == uri
+        await anyio.to_thread.run_sync(
+            target.on_store, lambda s: proposals.review(s, reviewer, id_, "reject", "No.", Reviewers())
+        )
+        assert await next_update() == uri
+        await target.touch(LEADERSHIP)
+        assert await next_update() == marker  # and nothing more of the proposal came in between
 
 
 async def test_a_changes_subscriber_hears_of_every_change(target: Target, revision: str) -> None:
