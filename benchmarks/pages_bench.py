@@ -52,7 +52,7 @@ def busiest_node(store: Path, near: int) -> tuple[str, str, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     store_arguments(parser)
     parser.add_argument("--calls", type=int, default=200, help="timed requests per scenario")
     parser.add_argument("--warmup", type=int, default=20, help="untimed requests per scenario first")
