@@ -10,7 +10,8 @@ on top the application `core/app/` (CLI, model diff and apply).
 1. Each framework lives in its rooms: the MCP SDK only in core/mcp; uvicorn and starlette's server pieces (the
    layers around every route, `starlette.middleware`, and the static files the host serves) only in core/http;
    FastAPI only in generators/rest; strawberry and graphql-core only in generators/graphql; jinja2 only in
-   generators/llms; starlette's app, request and response pieces in any surface; no framework in the domain.
+   generators/llms and generators/pages; starlette's app, request and response pieces in any surface; no framework
+   in the domain.
 2. Core never imports generators (surfaces arrive through the `canon.surfaces` entry points).
 3. The host imports no surface: core/http imports neither core/mcp nor generators.
 4. No surface imports a host module: generators and core/mcp use HTTP's vocabulary through `core.web`'s public
@@ -50,7 +51,7 @@ ROOMS: dict[str, tuple[str, ...]] = {  # an imported module (and its submodules)
     "strawberry": ("generators/graphql/",),
     "graphql": ("generators/graphql/",),
     "cross_web": ("generators/graphql/",),
-    "jinja2": ("generators/llms/",),
+    "jinja2": ("generators/llms/", "generators/pages/"),
     "httpx": (),
     "httpx2": (),
 }

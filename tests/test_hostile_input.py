@@ -41,6 +41,7 @@ from core.seam.instance import Instance, open_instance
 from core.store import copy_store
 from core.values.paging import encode_cursor
 from core.values.principal import Principal
+from generators.pages.app import surface as pages_surface
 from generators.rest.app import surface as rest_surface
 from generators.rest.openapi import ToolRoute, route_of
 from tests.generators.conftest import live, open_copy, token
@@ -236,7 +237,7 @@ def target(
     secret = token(instance, "hostile", "admin")
     try:
         with (
-            live(instance, [mcp_surface, rest_surface]) as base,
+            live(instance, [mcp_surface, rest_surface, pages_surface]) as base,
             httpx2.Client(base_url=base, headers={"authorization": f"Bearer {secret}"}, timeout=60) as http,
         ):
             yield Target(http, instance, audit)
@@ -442,6 +443,100 @@ def test_a_model_nested_too_deeply_is_invalid_arguments_not_a_parse_error(target
 def _rpc_answer(response: httpx2.Response) -> dict[str, Any]:
     value: dict[str, Any] = response.json()
     return value
+
+
+# -- the pages surface: every query parameter and path segment of every page ---------------------------------------
+PAGE_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "/browse/types/Service": ("_text", "_cursor", "_size", "tier", "tier__gte", "name__contains", "handles_pii",
+                              "lifecycle", "slo_availability__lte", "tags__contains", "tier__nope", "nope", "_nope"),
+    "/browse/types/Service.csv": ("_text", "_cursor", "_size", "tier", "lifecycle"),
+    "/browse/types/Service.json": ("_text", "_cursor", "_size", "tier", "lifecycle"),
+    "/browse/nodes/svc-checkout-api": ("at",),
+    "/browse/nodes/svc-checkout-api/diff": ("from", "to"),
+    "/browse/search": ("q", "type", "_cursor"),
+    "/browse/search.csv": ("q", "type", "_cursor"),
+    "/browse/search.json": ("q", "type", "_cursor"),
+    "/browse/changes": ("since", "_cursor"),
+    "/browse/changes.json": ("since", "_cursor"),
+    "/browse/changes.csv": ("since", "_cursor"),
+}  # fmt: skip
+PAGE_SEGMENTS = ("/browse/types/{}", "/browse/types/{}.json", "/browse/nodes/{}", "/browse/nodes/{}/edges.csv",
+                 "/browse/nodes/{}/diff?from=1", "/browse/nodes/svc-checkout-api/edges.{}")  # fmt: skip
+HOSTILE_TEXT = (
+    "NaN", "Infinity", "-Infinity", "1e400", "-1", "99999999999999999999999", "²", "١", "0x10", " 1", "true", "[]",
+    "{}", "null", "%00", "../../etc/passwd", "<script>alert(1)</script>", "x" * 5_000,
+    encode_cursor("find_nodes", {"type": "Service"}, "zzz"), base64.urlsafe_b64encode(b'{"q":"x","p":-1}').decode(),
+)  # fmt: skip
+ENCODED = ("%ED%A0%80", "%00", "%FF%FE", "%C0%AF", "a%0D%0Ab")  # a lone surrogate, NUL, bytes that are not UTF-8, CRLF
+PAGE_STATUSES = {200, 400, 403, 404, 410, 414, 422}
+
+
+def _encoded_values() -> list[str]:
+    """Every hostile value as it goes into a URL: percent-encoded text, then raw bytes already encoded."""
+    return [quote(v, safe="") for v in HOSTILE_TEXT] + list(ENCODED)
+
+
+def _check_page(path: str, answer: httpx2.Response) -> None:
+    assert answer.status_code in PAGE_STATUSES | {303, 409, 413}, (path, answer.status_code, answer.text[:300])
+    media = answer.headers.get("content-type", "")
+    if answer.status_code >= 400:
+        assert media.startswith(("text/html", "application/problem+json")), (path, media)
+    if media.startswith("text/html"):  # (JSON and CSV are never rendered as a page: nosniff, and their types)
+        assert "<script>alert(1)</script>" not in answer.text, path
+
+
+@pytest.mark.parametrize("page", list(PAGE_PARAMETERS))
+def test_hostile_query_parameters_of_every_page_get_a_page_or_a_named_error_never_a_server_error(
+    target: Target, page: str
+) -> None:
+    for parameter in PAGE_PARAMETERS[page]:
+        for value in _encoded_values():
+            answer = target.http.get(f"{page}?{parameter}={value}")
+            _check_page(f"{page}?{parameter}={value[:40]}", answer)
+        repeated = target.http.get(page, params=[(parameter, "1"), (parameter, "2")])
+        _check_page(f"{page}?{parameter} twice", repeated)
+
+
+FORM_FIELDS = ("name", "description", "tier", "lifecycle", "handles_pii", "tags", "slo_availability", "repository",
+               "_revision", "_csrf", "nope", "_nope")  # fmt: skip
+
+
+def test_hostile_form_fields_of_the_edit_page_get_a_page_or_a_named_error_never_a_server_error(target: Target) -> None:
+    edit = "/browse/nodes/svc-checkout-api/edit"
+    opened = target.http.get(edit)
+    assert opened.status_code == 200, opened.text[:300]
+    csrf = target.http.cookies["canon_pages_csrf"]
+    revision = str(target.instance.store.revision())
+    for field in FORM_FIELDS:
+        for value in _encoded_values():
+            fields = {"_csrf": csrf, "_revision": revision, field: "x"}
+            body = "&".join(f"{k}={quote(v, safe='')}" for k, v in fields.items() if k != field) + f"&{field}={value}"
+            answer = target.http.post(edit, content=body.encode(),
+                                      headers={"content-type": "application/x-www-form-urlencoded"})  # fmt: skip
+            assert answer.status_code in {303, 400, 403, 409, 413, 422}, (field, value[:40], answer.text[:300])
+            _check_page(f"POST {edit} {field}={value[:40]}", answer)
+    garbage = target.http.post(edit, content=b"\xff\xfe&&==%%", headers={"content-type": "text/plain"})
+    _check_page(f"POST {edit} garbage", garbage)
+    edges = "/browse/nodes/svc-checkout-api/edges"
+    base = {"_csrf": csrf, "_action": "remove", "type": "owns", "source": "team-payments",
+            "target": "svc-checkout-api", "_revision": "1", "name": "owned_by", "other": "team-payments"}  # fmt: skip
+    for action in ("add", "remove"):
+        for field in ("_action", "type", "source", "target", "_revision", "name", "other"):
+            for value in _encoded_values():
+                fields = {**base, "_action": action}
+                body = "&".join(f"{k}={quote(v, safe='')}" for k, v in fields.items() if k != field)
+                answer = target.http.post(edges, content=f"{body}&{field}={value}".encode(),
+                                          headers={"content-type": "application/x-www-form-urlencoded"})  # fmt: skip
+                _check_page(f"POST {edges} {action} {field}={value[:40]}", answer)
+
+
+@pytest.mark.parametrize("template", PAGE_SEGMENTS)
+def test_hostile_path_segments_of_the_pages_get_a_page_or_a_named_error_never_a_server_error(
+    target: Target, template: str
+) -> None:
+    for value in _encoded_values():
+        path = template.format(value)
+        _check_page(path[:80], target.http.get(path))
 
 
 @pytest.mark.parametrize("session", [True, False], ids=["in-a-session", "before-initialize"])

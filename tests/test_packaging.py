@@ -22,6 +22,8 @@ DATA_FILES = (
     "schema/meta/model.schema.json",
     "schema/config/config.schema.json",
     "generators/llms/templates/llms.txt.j2",
+    "generators/pages/templates/base.html.j2",
+    "generators/pages/static/pages.css",  # the pages surface's one stylesheet: shipped, never from a CDN
     "core/app/cli.py",
 )
 

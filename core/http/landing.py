@@ -23,7 +23,7 @@ from starlette.responses import HTMLResponse
 
 from core.http.signin import SESSION
 from core.lang.model import Model
-from core.seam.surfaces import Surface, principal_of_scope
+from core.seam.surfaces import Surface, home_of, principal_of_scope
 from core.values.principal import ANONYMOUS, Principal
 
 __all__ = ["landing_endpoint", "mcp_json"]
@@ -43,11 +43,12 @@ def mcp_json(name: str, url: str, *, token: bool) -> str:
 
 
 def _surface_items(surfaces: Sequence[Surface], base: str) -> str:
-    def path(p: str) -> str:
-        return f"<code>{escape(p)}</code>" if p.endswith("/") else f'<a href="{escape(base + p)}">{escape(p)}</a>'
+    def path(p: str, home: str | None) -> str:
+        linked = p == home or not p.endswith("/")  # a prefix is linked only when it is where a person starts
+        return f'<a href="{escape(base + p)}">{escape(p)}</a>' if linked else f"<code>{escape(p)}</code>"
 
     rows = ["<li>mcp: <code>/mcp</code> (Streamable HTTP; for agents)</li>"]
-    rows += [f"<li>{escape(s.name)}: {', '.join(path(p) for p in s.paths)}</li>" for s in surfaces]
+    rows += [f"<li>{escape(s.name)}: {', '.join(path(p, home_of(s)) for p in s.paths)}</li>" for s in surfaces]
     rows.append(f'<li>health: <a href="{escape(base)}/healthz">/healthz</a></li>')
     return "\n".join(rows)
 

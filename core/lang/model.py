@@ -295,6 +295,19 @@ class Model:
         """The absolute URI of a type's schema, for `$ref`."""
         return f"{self.id}#/$defs/{name}"
 
+    def resolved(self, schema: Mapping[str, Any]) -> Mapping[str, Any]:
+        """`schema` with its local `$ref`s (`#/$defs/Name`) followed, the referring schema's own keywords (its
+        `description`) winning: what a property's schema says once its shared definition is read in. A `$ref`
+        that points elsewhere is left as it is."""
+        seen: set[str] = set()
+        while isinstance(ref := schema.get("$ref"), str) and ref.startswith("#/$defs/") and ref not in seen:
+            seen.add(ref)
+            target = self.document.get("$defs", {}).get(ref.removeprefix("#/$defs/"))
+            if not isinstance(target, Mapping):
+                break
+            schema = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}  # pyright: ignore[reportUnknownMemberType]
+        return schema
+
     def validator(self, type_name: str) -> Validator:
         """The compiled validator of a node or edge type (built once, then reused)."""
         found = self._validators.get(type_name)

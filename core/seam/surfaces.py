@@ -50,6 +50,7 @@ __all__ = [
     "audit_name_of",
     "claims",
     "discover",
+    "home_of",
     "host_for",
     "page_shell_of",
     "principal_of_request",
@@ -221,6 +222,13 @@ def serves_browsers(surface: Surface) -> bool:
     """Whether web pages on other origins may call `surface` (CORS, `core.http.cors`): its optional `cors`
     attribute (REST, GraphQL and llms.txt say True; MCP follows the MCP specification's Origin rule instead)."""
     return getattr(surface, "cors", False) is True
+
+
+def home_of(surface: Surface) -> str | None:
+    """Where a person starts on `surface`: its optional `home` path (the pages surface's `/browse/`), which the
+    landing page links to; None for a surface without one."""
+    home = getattr(surface, "home", None)
+    return home if isinstance(home, str) else None
 
 
 def _no_shells(scope: Scope) -> bool:

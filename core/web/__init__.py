@@ -5,6 +5,6 @@ A surface uses these names (`__all__`), never a module of the host (tests/test_a
 """
 
 from core.web.conditional import none_match
-from core.web.problems import PROBLEM_MEDIA, STATUS, code_of_status, problem_body, send_problem
+from core.web.problems import PAGE_ANSWER, PROBLEM_MEDIA, STATUS, code_of_status, problem_body, send_problem
 
-__all__ = ["PROBLEM_MEDIA", "STATUS", "code_of_status", "none_match", "problem_body", "send_problem"]
+__all__ = ["PAGE_ANSWER", "PROBLEM_MEDIA", "STATUS", "code_of_status", "none_match", "problem_body", "send_problem"]

@@ -5,7 +5,8 @@ client_id` and anonymous access off, and a real OpenID Connect provider (oidc-pr
 A person opens the docs page, is sent to the provider's login page, signs in there, and comes back to the docs page,
 whose calls then carry the session cookie (Swagger UI's "Try it out" reads a restricted node); GraphiQL runs its
 query with it (a POST from canon's own page: let through by the cross-site rule); the landing page names them; they
-sign out, at canon and at the provider, and the docs page sends them to log in again.
+sign out, at canon and at the provider, and the docs page sends them to log in again. The pages for people
+(`/browse/`) send them to sign in too, then show and write as their principal.
 """
 
 from __future__ import annotations
@@ -131,3 +132,25 @@ def test_a_person_signs_in_uses_the_docs_and_graphiql_with_the_session_and_signs
     page.goto(f"{site.base}/docs")
     expect(page.locator('input[name="login"]')).to_be_visible()  # signed out at the provider too: log in again
     assert re.match(rf"{re.escape(provider.issuer)}/", page.url)
+
+
+def test_a_signed_in_person_browses_the_pages_as_their_principal_and_edits_with_the_session(
+    site: Site, provider: Provider, person: tuple[Page, list[str]]
+) -> None:
+    page, problems = person
+    page.goto(f"{site.base}/browse/types/Service?handles_pii=true")
+    expect(page.locator('input[name="login"]')).to_be_visible()  # anonymous access is off: sign in first
+    log_in_at_provider(page, "pat")
+    page.wait_for_url(f"{site.base}/browse/types/Service?handles_pii=true")  # back on the page asked for
+
+    rows = page.locator("section.results tbody th[scope=row]")
+    expect(rows.filter(has_text=RESTRICTED)).to_have_count(1)  # the payments group's restricted service
+    rows.filter(has_text=RESTRICTED).get_by_role("link").click()
+    page.get_by_role("link", name="Edit", exact=True).click()
+    page.get_by_label("description").fill("Edited by pat, signed in.")
+    page.get_by_role("button", name="Save").click()  # a POST with the session cookie and the form's token
+    expect(page).to_have_url(f"{site.base}/browse/nodes/{RESTRICTED}")
+    described = page.locator("table.properties tr", has=page.get_by_role("rowheader", name="description"))
+    expect(described.locator("td")).to_have_text("Edited by pat, signed in.")
+    expect(page.locator("dl.meta")).to_contain_text("by oauth.pat")  # the write is the session's principal's
+    assert problems == []

@@ -12,14 +12,18 @@ and every total and count is the caller's own.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
+import anyio
+import httpx2
 import networkx as nx
 import pytest
 
@@ -30,13 +34,16 @@ from core.dispatch.resources import complete, list_resources, read_resource
 from core.lang.model import load_model
 from core.ops.config import Config
 from core.seam.instance import Instance, open_instance
+from core.seam.surfaces import host_for
 from core.values.audit import AuditRecord
 from core.values.errors import ForbiddenError, NotFoundError, UnknownToolError
 from core.values.operations import DeleteNode, Operation, PutEdge, PutNode
 from core.values.principal import ANONYMOUS, Principal
 from core.values.records import Change, Edge, Node, Visibility
 from core.values.uris import NODE_TEMPLATE, node_at_uri, proposal_uri
+from generators.pages.app import surface as pages
 from tests.conftest import walking_in_a_worker
+from tests.generators.pages.conftest import parse
 
 pytestmark = pytest.mark.both_backends
 
@@ -1001,6 +1008,72 @@ def test_a_refused_delete_does_not_name_edges_to_nodes_the_writer_cannot_see(scr
     body = refusal(scratch, DAVE, "delete_node", {"id": INSIDE})
 
     assert_shows_none_of(body, hidden)
+
+
+# -- the pages surface: every page, CSV and JSON download a caller can reach ---------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def _no_changes(
+    sight: Any, uri: str | None = None, *, max_buffer: int = 0
+) -> AsyncGenerator[AsyncIterator[Change]]:
+    raise AssertionError("the pages surface watched the change feed")  # it never does: it has no subscriptions
+    yield  # (an async generator, as a watch is)
+
+
+def crawl_pages(instance: Instance, who: Principal, seeds: Sequence[str], bound: int = 2_000) -> dict[str, str]:
+    """Every page under /browse/ reachable from `seeds` by its links (downloads included), as `who`: url -> body
+    (a link to a node the caller may not read now, or that is gone, is its 403 or 404 page)."""
+    host = host_for(instance, "pages", principal_of=lambda request: who, watch=_no_changes)
+    app = pages.app(host, instance.registry)
+    found: dict[str, str] = {}
+
+    async def walk() -> None:
+        transport = httpx2.ASGITransport(app=app)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://pages") as http:
+            queue = list(seeds)
+            while queue and len(found) < bound:
+                url = queue.pop(0)
+                if url in found:
+                    continue
+                answer = await http.get(url)
+                assert answer.status_code in (200, 403, 404), (who.name, url, answer.status_code)
+                refused = answer.status_code != 200
+                assert not refused or url.startswith("/browse/nodes/"), (who.name, url, answer.status_code)
+                found[url] = answer.text
+                if answer.headers["content-type"].startswith("text/html") and not refused:
+                    for href, _ in parse(answer.text).links:
+                        target = urljoin(url, href)
+                        if urlsplit(target).path.startswith("/browse/") and "#" not in target and target not in found:
+                            queue.append(target)
+            assert not queue, f"more than {bound} pages"
+
+    anyio.run(walk)
+    return found
+
+
+@pytest.mark.parametrize("who", CALLERS, ids=names(CALLERS))
+def test_the_pages_and_their_downloads_show_only_what_the_caller_may_see(
+    instance: Instance, truth: Truth, who: Principal
+) -> None:
+    seeds = ["/browse/", "/browse/changes", "/browse/search?q=term", "/browse/search?q=restricted",
+             "/browse/search?q=svc", "/browse/types/Service?_text=%40restricted"]  # fmt: skip
+    pages = crawl_pages(instance, who, seeds)
+    changes = json.dumps([p["items"] for p in all_pages(instance, who, "get_changes", {"limit": 500})])
+    named_by_the_log = {id_ for id_ in truth.hidden(who) if json.dumps(id_) in changes}  # a node that left the view
+    secrets = (truth.hidden(who) - named_by_the_log) | {
+        f"{id_}@{truth.nodes[id_].visibility}" for id_ in named_by_the_log if id_ in truth.nodes
+    }
+    leaked = {url: sorted(s for s in secrets if s in body) for url, body in pages.items()}
+    assert {url: s for url, s in leaked.items() if s} == {}
+    node_pages = {url.removeprefix("/browse/nodes/") for url in pages if url.count("/") == 3 and "?" not in url
+                  and url.startswith("/browse/nodes/")}  # fmt: skip
+    refused = {u.removeprefix("/browse/nodes/") for u, body in pages.items() if "<h1>40" in body}
+    assert refused <= named_by_the_log | (set(truth.ever) - set(truth.nodes))  # links from the change log only
+    assert node_pages - refused == truth.seen(who)  # and every node it may see is reachable by a link
+    downloads = [url for url in pages if ".csv" in url or ".json" in url]
+    assert any(".csv" in u for u in downloads)
+    assert any(".json" in u for u in downloads)
 
 
 # -- proposals: what each caller is shown of a proposal's operations and diff --------------------------------------

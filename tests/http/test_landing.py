@@ -47,8 +47,16 @@ async def test_the_landing_page_lists_the_surfaces_the_model_and_an_mcp_json_for
     assert f"canon: {instance.model.name}" in page.text
     assert instance.model.version in page.text
     assert all(f"<code>{name}</code>" in page.text for name in instance.model.node_types)
-    for link in ('href="/docs"', 'href="/openapi.json"', 'href="/graphql"', 'href="/llms.txt"', "<code>/mcp</code>"):
+    for link in (
+        'href="/docs"',
+        'href="/openapi.json"',
+        'href="/graphql"',
+        'href="/llms.txt"',
+        "<code>/mcp</code>",
+        'href="/browse/"',
+    ):  # the pages for people, where a person starts (`home_of`)
         assert link in page.text
+    assert "<code>/api/</code>" in page.text  # a prefix that is no one's start page is not a link
     assert _snippet(page.text) == {
         "mcpServers": {instance.model.name: {"type": "http", "url": "http://localhost:8000/mcp"}}
     }
