@@ -3,9 +3,10 @@
 The floors, the ground first: `core/values/` (the leaf vocabulary), `core/lang/` (the model and its language),
 `core/ops/` (configuration, tokens, logs, metrics), `core/store/` (the store and its backends, the views),
 `core/index/` (the graph index and search), `core/dispatch/` (registry, access, dispatcher, walk workers),
-`core/tools/` (the handlers), `core/seam/` (the instance, its snapshot, the change feed, the Surface protocol),
+`core/tools/` (the handlers), `core/seam/` (the instance, its snapshot, the change feed, the Surface protocol, the
+model planner),
 `core/web/` (HTTP's vocabulary), then the host `core/http/` beside the surfaces `core/mcp/` and `generators/`, and
-on top the application `core/app/` (CLI, model diff and apply).
+on top the application `core/app/` (CLI, `canon generate`).
 
 1. Each framework lives in its rooms: the MCP SDK only in core/mcp; uvicorn and starlette's server pieces (the
    layers around every route, `starlette.middleware`, and the static files the host serves) only in core/http;
@@ -63,8 +64,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("generators/graphql/schema.py", "access"): "GraphQL subscriptions shape each change event for its caller with "
     "core.dispatch.access's own `change_for` (the feed already filtered the events with `sees_change`): it calls "
     "the one rule, it does not restate it. Delivering shaped entries from the feed would remove this entry",
-    ("core/tools/model.py", "up:core/app/model_apply.py"): "apply_model plans with the application's planner, which "
-    "opens a second instance; a planner handed in from the composition root (issue 27 item 1) removes this entry",
 }
 """(module, what it may still import or use) -> why, and which change removes it."""
 

@@ -47,6 +47,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
 from core.dispatch.access import may_call, require_node, require_tool, sight_of
+from core.dispatch.planning import ModelPlanner
 from core.dispatch.registry import Registry, ToolDefinition
 from core.index.graph import GraphIndex
 from core.lang.model import Model
@@ -61,6 +62,7 @@ from core.values.errors import (
     InvalidArgumentsError,
     LimitExceededError,
     Problem,
+    UnavailableError,
     UnknownToolError,
 )
 from core.values.json_values import storable_text, value_problems
@@ -98,10 +100,18 @@ class CallContext:
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
     sight: Sight | None = None  # what the principal may see; None: everything
     audit: AuditLog | None = None
+    planner: ModelPlanner | None = None  # what `apply_model` plans with (`core.dispatch.planning`), if anything
 
     @property
     def model(self) -> Model:
         return self.registry.model
+
+    @property
+    def models(self) -> ModelPlanner:
+        """The model planner the composition root handed in; `UnavailableError` when there is none."""
+        if self.planner is None:
+            raise UnavailableError("This server plans no model change: it was started without a model planner.")
+        return self.planner
 
     def readable(self, node: Node) -> Node:
         """`node`, if the caller may see it; `ForbiddenError` otherwise."""
@@ -220,6 +230,7 @@ class Dispatcher:
     audit: AuditLog | None = None  # the store's audit log, when this dispatcher keeps one
     priority: Priority = field(default_factory=Priority)  # walks take turns: cheap calls before walks
     walkers: WalkPool | None = None  # walk worker processes (core.dispatch.walkers); None: walks run in this process
+    planner: ModelPlanner | None = None  # what `apply_model` plans with, handed in by the composition root
 
     def __post_init__(self) -> None:
         names = {t.name for t in self.registry.tools}
@@ -237,7 +248,7 @@ class Dispatcher:
         time."""
         deadline = (time.monotonic() if received is None else received) + self.time_limit_s
         return CallContext(principal, surface, self.registry, self.store, self.index, deadline, self.time_limit_s,
-                           sight_of(principal), self.audit)  # fmt: skip
+                           sight_of(principal), self.audit, self.planner)  # fmt: skip
 
     def tools_for(self, principal: Principal, surface: str) -> list[ToolDefinition]:
         """The tools `principal` may call, in registry order (what its tools/list shows); audited."""
