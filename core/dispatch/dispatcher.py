@@ -41,19 +41,21 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
-from core.dispatch.access import may_call, require_node, require_tool, sight_of
+from core.dispatch.access import may_call, require_node, require_tool, sight_of, write_guard
 from core.dispatch.planning import ModelPlanner
 from core.dispatch.registry import Registry, ToolDefinition
+from core.index.current import CurrentView
 from core.index.graph import GraphIndex
 from core.lang.model import Model
 from core.lang.projection import shape
 from core.pinning import pin
-from core.store import Store
+from core.store import CommitResult, Store
+from core.store.view import View
 from core.values.audit import AuditLog, AuditRecord
 from core.values.documents import pointer
 from core.values.errors import (
@@ -66,6 +68,7 @@ from core.values.errors import (
     UnknownToolError,
 )
 from core.values.json_values import storable_text, value_problems
+from core.values.operations import Operation
 from core.values.principal import Principal
 from core.values.priority import Priority
 from core.values.records import Node, Sight
@@ -74,8 +77,11 @@ __all__ = [
     "OUTCOMES",
     "AuditRecord",
     "CallContext",
+    "Commit",
     "Dispatcher",
     "Handler",
+    "ReadOnly",
+    "StoreCommit",
     "ToolResult",
     "WalkPool",
     "error_json",
@@ -87,15 +93,60 @@ log = logging.getLogger("canon.dispatch")
 DEFAULT_TIME_LIMIT_S = 10.0
 
 
+class Commit(Protocol):
+    """How a handler writes (`CallContext.commit`): the store's one write path, as the caller."""
+
+    def __call__(self, operations: Sequence[Operation], *, dry_run: bool = False) -> CommitResult:
+        """Commit `operations` as the caller in one transaction (`Store.commit`, with `write_guard` checking that
+        the caller may touch every record involved), then bring this process's index up to it, so the call's next
+        read sees its write and the change listeners hear it now."""
+        ...
+
+    def published(self) -> None:
+        """Bring this process's index up to what was committed otherwise (a model applied by the planner)."""
+        ...
+
+
+@dataclass(frozen=True)
+class StoreCommit:
+    """`Commit` on a store and the graph index that mirrors it, for one principal."""
+
+    store: Store
+    index: GraphIndex
+    principal: Principal
+
+    def __call__(self, operations: Sequence[Operation], *, dry_run: bool = False) -> CommitResult:
+        result = self.store.commit(operations, principal=self.principal.name, dry_run=dry_run,
+                                   guard=write_guard(self.principal))  # fmt: skip
+        if result.changes:
+            self.index.sync()  # apply now (and notify listeners), so the caller's next read sees its write
+        return result
+
+    def published(self) -> None:
+        self.index.sync()
+
+
+@dataclass(frozen=True)
+class ReadOnly:
+    """`Commit` where nothing may be written (a walk worker's store is read-only)."""
+
+    def __call__(self, operations: Sequence[Operation], *, dry_run: bool = False) -> CommitResult:
+        raise ForbiddenError("store", "walk worker", "A walk worker reads only; writes run in the serving process.")
+
+    def published(self) -> None:
+        return None
+
+
 @dataclass(frozen=True)
 class CallContext:
-    """What a handler may use: the caller, the state, and its deadline."""
+    """What a handler may use: the caller, the graph through one door (`view`: the current revision, or the one
+    the call is pinned to with `at`), `commit` for writes, and its deadline. Nothing else of the store or index."""
 
     principal: Principal
     surface: str
     registry: Registry
-    store: Store
-    index: GraphIndex
+    view: View
+    commit: Commit
     deadline: float
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
     sight: Sight | None = None  # what the principal may see; None: everything
@@ -242,13 +293,16 @@ class Dispatcher:
         """A dispatcher like this one (same store, index, handlers, audit, hooks and walk turns) for `registry`."""
         return dataclasses.replace(self, registry=registry)
 
-    def context(self, principal: Principal, surface: str, received: float | None = None) -> CallContext:
+    def context(self, principal: Principal, surface: str, received: float | None = None,
+                at: int | None = None) -> CallContext:  # fmt: skip
         """The context of a call received at `received` (`time.monotonic()`; default: now), whose wall-time bound
         counts from then: time spent waiting for a worker thread, a sync or a walk's turn is part of the call's
-        time."""
+        time. Its view is the current revision's, or the store's at `at` (a read of the past: `GoneError` before
+        what the change log keeps, `FutureRevisionError` beyond the store)."""
         deadline = (time.monotonic() if received is None else received) + self.time_limit_s
-        return CallContext(principal, surface, self.registry, self.store, self.index, deadline, self.time_limit_s,
-                           sight_of(principal), self.audit, self.planner)  # fmt: skip
+        view: View = CurrentView(self.store, self.index) if at is None else self.store.view(at)
+        return CallContext(principal, surface, self.registry, view, StoreCommit(self.store, self.index, principal),
+                           deadline, self.time_limit_s, sight_of(principal), self.audit, self.planner)  # fmt: skip
 
     def tools_for(self, principal: Principal, surface: str) -> list[ToolDefinition]:
         """The tools `principal` may call, in registry order (what its tools/list shows); audited."""
@@ -321,7 +375,8 @@ class Dispatcher:
             defaults = self.registry.input_defaults(tool.name)
             full = {**copy.deepcopy(defaults), **args} if defaults else dict(args)
             full = pin(self.store, tool, full)  # as_of -> at (core.pinning)
-            handler, ctx = self.handlers[tool.name], self.context(principal, surface, received)
+            at = full.get("at") if tool.pins else None  # a read of the past: the handler's view is the store's then
+            handler, ctx = self.handlers[tool.name], self.context(principal, surface, received, at)
             value = self._walk(handler, ctx, tool.name, full) if tool.execution == "walk" else handler(ctx, full)
             outcome = "ok"
             return ToolResult(tool.name, shape(value, full, self.registry.model))

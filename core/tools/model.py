@@ -13,8 +13,7 @@ from core.values.errors import LimitExceededError, ModelError, Problem, Validati
 @handler("describe_model")
 def describe_model(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     model = ctx.model
-    with ctx.index.settled() as revision:
-        node_counts, edge_counts = ctx.index.visible_counts(ctx.sight)  # what this caller can see
+    revision, node_counts, edge_counts = ctx.view.counts(ctx.sight)  # what this caller can see, at one revision
     document = model.document
     info: dict[str, Any] = {"id": model.id, "name": model.name, "version": model.version}
     for name in ("summary",):
@@ -73,7 +72,7 @@ def apply_model(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
         if applied:
             revision = planner.apply(plan, principal=ctx.principal.name, allow_breaking=allow_breaking,
                                      check=ctx.check_time)  # fmt: skip
-            ctx.index.sync()  # the model change reaches this process's change listeners (and its snapshot) now
+            ctx.commit.published()  # the model change reaches this process's change listeners (and its snapshot) now
         else:
             revision = planner.revision()
     except ModelError as exc:
