@@ -107,13 +107,14 @@ class Commit(Protocol):
         ...
 
 
-@dataclass(frozen=True)
 class StoreCommit:
-    """`Commit` on a store and the graph index that mirrors it, for one principal."""
+    """`Commit` on a store and the graph index that mirrors it, for one principal. (A plain class: one is made
+    per call, on the path every read takes.)"""
 
-    store: Store
-    index: GraphIndex
-    principal: Principal
+    __slots__ = ("index", "principal", "store")
+
+    def __init__(self, store: Store, index: GraphIndex, principal: Principal) -> None:
+        self.store, self.index, self.principal = store, index, principal
 
     def __call__(self, operations: Sequence[Operation], *, dry_run: bool = False) -> CommitResult:
         result = self.store.commit(operations, principal=self.principal.name, dry_run=dry_run,
@@ -282,8 +283,10 @@ class Dispatcher:
     priority: Priority = field(default_factory=Priority)  # walks take turns: cheap calls before walks
     walkers: WalkPool | None = None  # walk worker processes (core.dispatch.walkers); None: walks run in this process
     planner: ModelPlanner | None = None  # what `apply_model` plans with, handed in by the composition root
+    current: CurrentView = field(init=False, repr=False)  # the view of the current revision every call reads
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "current", CurrentView(self.store, self.index))  # one per dispatcher: every call's
         names = {t.name for t in self.registry.tools}
         if names != set(self.handlers):  # a definition without a handler, or a handler bound to a misspelt name
             raise ValueError(f"tools without a handler: {sorted(names - set(self.handlers))}; handlers without a "
@@ -300,7 +303,7 @@ class Dispatcher:
         time. Its view is the current revision's, or the store's at `at` (a read of the past: `GoneError` before
         what the change log keeps, `FutureRevisionError` beyond the store)."""
         deadline = (time.monotonic() if received is None else received) + self.time_limit_s
-        view: View = CurrentView(self.store, self.index) if at is None else self.store.view(at)
+        view: View = self.current if at is None else self.store.view(at)
         return CallContext(principal, surface, self.registry, view, StoreCommit(self.store, self.index, principal),
                            deadline, self.time_limit_s, sight_of(principal), self.audit, self.planner)  # fmt: skip
 
@@ -375,7 +378,7 @@ class Dispatcher:
             defaults = self.registry.input_defaults(tool.name)
             full = {**copy.deepcopy(defaults), **args} if defaults else dict(args)
             full = pin(self.store, tool, full)  # as_of -> at (core.pinning)
-            at = full.get("at") if tool.pins else None  # a read of the past: the handler's view is the store's then
+            at = full["at"] if "at" in full and tool.pins else None  # a read of the past: the view is the store's then
             handler, ctx = self.handlers[tool.name], self.context(principal, surface, received, at)
             value = self._walk(handler, ctx, tool.name, full) if tool.execution == "walk" else handler(ctx, full)
             outcome = "ok"
