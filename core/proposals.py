@@ -46,8 +46,8 @@ from core.values.records import Edge, Node, Sight, edge_key
 from core.values.uris import proposal_uri
 
 __all__ = [
-    "STATES", "Check", "Proposal", "Watermark", "answer", "comment", "diff", "find", "get", "propose", "review",
-    "revise", "summary", "visible_keys", "visible_operations", "withdraw",
+    "STATES", "Check", "Proposal", "ProposalBook", "Watermark", "answer", "comment", "diff", "find", "get", "propose",
+    "review", "revise", "summary", "visible_keys", "visible_operations", "withdraw",
 ]  # fmt: skip
 
 STATES = ("open", "merged", "rejected", "withdrawn")
@@ -465,6 +465,59 @@ def answer(store: Store, id: str, principal: Principal) -> dict[str, Any]:
         "changed_since_base": list(check.moved),
         "revision": revision,
     }
+
+
+class ProposalBook:
+    """The proposals of one store, as a handler reaches them (`ctx.proposals`): this module's functions on that
+    store, and the graph index synced after a merge, as a write syncs it, so the caller's next read sees the merge
+    and change listeners hear of it. (A plain class: the dispatcher keeps one.)"""
+
+    __slots__ = ("_store", "_sync")
+
+    def __init__(self, store: Store, sync: Callable[[], object]) -> None:
+        self._store, self._sync = store, sync
+
+    def propose(self, author: Principal, requested: Sequence[Mapping[str, Any]], title: str, rationale: str, *,
+                surface: str = "core") -> Proposal:  # fmt: skip
+        return propose(self._store, author, requested, title, rationale, surface=surface)
+
+    def revise(self, author: Principal, id: str, *, requested: Sequence[Mapping[str, Any]] | None = None,
+               title: str | None = None, rationale: str | None = None) -> Proposal:  # fmt: skip
+        return revise(self._store, author, id, requested=requested, title=title, rationale=rationale)
+
+    def withdraw(self, author: Principal, id: str, why: str = "") -> Proposal:
+        return withdraw(self._store, author, id, why)
+
+    def comment(self, principal: Principal, id: str, text: str) -> Proposal:
+        return comment(self._store, principal, id, text)
+
+    def review(self, reviewer: Principal, id: str, decision: str, text: str, reviewers: Reviewers, *,
+               surface: str = "core") -> Proposal:  # fmt: skip
+        p = review(self._store, reviewer, id, decision, text, reviewers, surface=surface)
+        if p.merge_revision is not None:
+            self._sync()
+        return p
+
+    def find(
+        self,
+        principal: Principal,
+        *,
+        state: str | None = None,
+        author: str | None = None,
+        node: str | None = None,
+        after: str | None = None,
+        limit: int = 50,
+    ) -> tuple[list[Proposal], int]:
+        return find(self._store, principal, state=state, author=author, node=node, after=after, limit=limit)
+
+    def visible_keys(self, p: Proposal, principal: Principal) -> list[str]:
+        return visible_keys(self._store, p, principal)
+
+    def summary(self, p: Proposal, principal: Principal, *, comments: bool = True) -> dict[str, Any]:
+        return summary(self._store, p, principal, comments=comments)
+
+    def answer(self, id: str, principal: Principal) -> dict[str, Any]:
+        return answer(self._store, id, principal)
 
 
 # -- who to tell -------------------------------------------------------------------------------------------------------

@@ -3,9 +3,10 @@
 The floors, the ground first: `core/values/` (the leaf vocabulary), `core/lang/` (the model and its language),
 `core/ops/` (configuration, tokens, logs, metrics), `core/store/` (the store and its backends, the views),
 `core/index/` (the graph index and search), `core/dispatch/` (registry, access, dispatcher, walk workers),
-`core/tools/` (the handlers), `core/seam/` (the instance, its snapshot, the change feed, the Surface protocol),
+`core/tools/` (the handlers), `core/seam/` (the instance, its snapshot, the change feed, the Surface protocol, the
+model planner),
 `core/web/` (HTTP's vocabulary), then the host `core/http/` beside the surfaces `core/mcp/` and `generators/`, and
-on top the application `core/app/` (CLI, model diff and apply).
+on top the application `core/app/` (CLI, `canon generate`).
 
 1. Each framework lives in its rooms: the MCP SDK only in core/mcp; uvicorn and starlette's server pieces (the
    layers around every route, `starlette.middleware`, and the static files the host serves) only in core/http;
@@ -64,8 +65,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("generators/graphql/schema.py", "access"): "GraphQL subscriptions shape each change event for its caller with "
     "core.dispatch.access's own `change_for` (the feed already filtered the events with `sees_change`): it calls "
     "the one rule, it does not restate it. Delivering shaped entries from the feed would remove this entry",
-    ("core/tools/model.py", "up:core/app/model_apply.py"): "apply_model plans with the application's planner, which "
-    "opens a second instance; a planner handed in from the composition root (issue 27 item 1) removes this entry",
 }
 """(module, what it may still import or use) -> why, and which change removes it."""
 
@@ -341,3 +340,54 @@ def test_the_walker_sees_imports_inside_functions_relative_ones_and_import_modul
     assert "core.http.conditional.none_match" in _targets(
         "core/http/__init__.py", "from .conditional import none_match\n"
     )
+
+
+# -- handlers read through one door (issue 27 item 1) ------------------------------------------------------------------
+DOOR = ("store", "index")  # what a handler may not reach for: `CallContext.view` and `CallContext.commit` are its door
+
+
+def handlers_read_through_the_view(module: str, source: str) -> Iterator[tuple[str, str]]:
+    """A handler module (core/tools/) reads the graph through `ctx.view` and writes through `ctx.commit`: never
+    `ctx.store` or `ctx.index` (`run.ctx.store` too), whatever the context object offers."""
+    if not module.startswith("core/tools/"):
+        return
+    for node in ast.walk(ast.parse(source, filename=module)):
+        if isinstance(node, ast.Attribute) and node.attr in DOOR and _is_ctx(node.value):
+            yield f"ctx.{node.attr}", f"line {node.lineno} reads ctx.{node.attr}: a handler reads through ctx.view"
+
+
+def _is_ctx(value: ast.expr) -> bool:
+    return (isinstance(value, ast.Name) and value.id == "ctx") or (
+        isinstance(value, ast.Attribute) and value.attr == "ctx"
+    )
+
+
+def test_every_handler_module_reads_through_the_view() -> None:
+    handlers = [m for m in MODULES if m.startswith("core/tools/")]
+    assert len(handlers) > 5  # the walk found the handler modules
+    broken = {(m, key): why for m in handlers for key, why in handlers_read_through_the_view(m, SOURCES[m])}
+    assert not broken, "\n".join(f"{module}: {why}" for (module, _), why in broken.items())
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def h(ctx, args):\n    return ctx.store.node(args['id'])\n",
+        "def h(ctx, args):\n    with ctx.index.reading() as v:\n        return v\n",
+        "class R:\n    def ok(self):\n        return self.ctx.store.edge('a', 'b', 'c')\n",
+    ],
+)
+def test_a_handler_that_reaches_around_the_view_is_caught(source: str) -> None:
+    assert list(handlers_read_through_the_view("core/tools/nodes.py", source))
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("core/tools/nodes.py", "def h(ctx, args):\n    return ctx.view.node(args['id'])\n"),
+        ("core/tools/writes.py", "def h(ctx, ops):\n    return ctx.commit(ops)\n"),
+        ("core/dispatch/dispatcher.py", "def context(self):\n    return self.store, self.index\n"),
+    ],
+)
+def test_a_handler_that_reads_through_the_view_passes(module: str, source: str) -> None:
+    assert not list(handlers_read_through_the_view(module, source))

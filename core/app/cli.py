@@ -445,17 +445,18 @@ def _check_served_model(config: Config, *, follow: bool) -> None:
     if not follow:
         raise ConfigError(f"{model_differs(store.location, stored.document, wanted)} While developing, serve with "
                           "--follow-model to apply compatible changes of the file.", source="model")  # fmt: skip
-    from core.app.model_apply import apply_plan, plan_apply
+    from core.seam.model_apply import Planner
 
     store = open_existing_store(config.store)
+    planner = Planner(store)
     try:
-        plan = plan_apply(store, wanted)
+        plan = planner.plan(wanted)
         refused = plan.diff.data.refused if plan.diff.data else 0
         if plan.diff.classification() == BREAKING or refused:
             raise ConfigError(f"{change} and --follow-model adopts only compatible changes: this one is "
                               f"{plan.diff.classification()} ({refused} stored record(s) refused); see 'canon model "
                               f"diff {wanted.source}'.", source="--follow-model")  # fmt: skip
-        apply_plan(store, plan, principal=CLI_PRINCIPAL)
+        planner.apply(plan, principal=CLI_PRINCIPAL)
     finally:
         store.close()
 
@@ -613,7 +614,7 @@ def _model_usage(args: argparse.Namespace) -> int:
 
 
 def _model_diff(args: argparse.Namespace) -> int:
-    from core.app.model_diff import diff_models
+    from core.seam.model_diff import diff_models  # of two registries' artifacts: no store or instance opened
 
     if len(args.files) > 2:
         raise ConfigError("canon model diff takes at most two model files: [OLD] NEW.", source="model diff")
@@ -639,20 +640,21 @@ def _model_diff(args: argparse.Namespace) -> int:
 
 
 def _model_apply(args: argparse.Namespace) -> int:
-    from core.app.model_apply import apply_plan, check_plan, plan_apply
+    from core.seam.model_apply import Planner
 
     model = load_model(args.file)
     store = open_existing_store(_config(args).store)
+    planner = Planner(store)
     try:
         bar = ProgressBar(enabled=args.progress)
         try:
-            plan = plan_apply(store, model, progress=bar)
+            plan = planner.plan(model, progress=bar)
         finally:
             bar.close()
         report: dict[str, Any] = {"plan": plan.as_dict(), "applied": False, "revision": store.revision()}
         if not args.json:
             _print_model_diff(plan.diff.as_dict())
-        check_plan(plan, allow_breaking=args.allow_breaking)  # refused before anyone is asked
+        planner.check(plan, allow_breaking=args.allow_breaking)  # refused before anyone is asked
         if not (plan.unchanged or args.dry_run):
             if not (args.yes or _confirmed(f"Apply {plan.diff.new} to {store.location}?")):
                 raise ConfigError("Not applied: confirm on a terminal, or pass --yes.", source="model apply")
@@ -661,8 +663,7 @@ def _model_apply(args: argparse.Namespace) -> int:
             bar = ProgressBar(enabled=args.progress)
             try:  # the store checks every record again in its transaction: shown begun, then done (no rate yet)
                 bar("applying", 0, records)
-                report["revision"] = apply_plan(store, plan, principal=CLI_PRINCIPAL,
-                                                allow_breaking=args.allow_breaking)  # fmt: skip
+                report["revision"] = planner.apply(plan, principal=CLI_PRINCIPAL, allow_breaking=args.allow_breaking)
                 bar("applying", records, records)
             finally:
                 bar.close()

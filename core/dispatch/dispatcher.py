@@ -41,18 +41,22 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
-from core.dispatch.access import may_call, require_node, require_tool, sight_of
+from core.dispatch.access import may_call, require_node, require_tool, sight_of, write_guard
+from core.dispatch.planning import ModelPlanner
 from core.dispatch.registry import Registry, ToolDefinition
+from core.index.current import CurrentView
 from core.index.graph import GraphIndex
 from core.lang.model import Model
 from core.lang.projection import shape
 from core.pinning import pin
-from core.store import Store
+from core.proposals import ProposalBook
+from core.store import CommitResult, Store
+from core.store.view import View
 from core.values.audit import AuditLog, AuditRecord
 from core.values.documents import pointer
 from core.values.errors import (
@@ -61,9 +65,11 @@ from core.values.errors import (
     InvalidArgumentsError,
     LimitExceededError,
     Problem,
+    UnavailableError,
     UnknownToolError,
 )
 from core.values.json_values import storable_text, value_problems
+from core.values.operations import Operation
 from core.values.principal import Principal, Reviewers
 from core.values.priority import Priority
 from core.values.records import Node, Sight
@@ -72,8 +78,11 @@ __all__ = [
     "OUTCOMES",
     "AuditRecord",
     "CallContext",
+    "Commit",
     "Dispatcher",
     "Handler",
+    "ReadOnly",
+    "StoreCommit",
     "ToolResult",
     "WalkPool",
     "error_json",
@@ -85,24 +94,87 @@ log = logging.getLogger("canon.dispatch")
 DEFAULT_TIME_LIMIT_S = 10.0
 
 
+class Commit(Protocol):
+    """How a handler writes (`CallContext.commit`): the store's one write path, as the caller."""
+
+    def __call__(self, operations: Sequence[Operation], *, dry_run: bool = False) -> CommitResult:
+        """Commit `operations` as the caller in one transaction (`Store.commit`, with `write_guard` checking that
+        the caller may touch every record involved), then bring this process's index up to it, so the call's next
+        read sees its write and the change listeners hear it now."""
+        ...
+
+    def published(self) -> None:
+        """Bring this process's index up to what was committed otherwise (a model applied by the planner)."""
+        ...
+
+
+class StoreCommit:
+    """`Commit` on a store and the graph index that mirrors it, for one principal. (A plain class: one is made
+    per call, on the path every read takes.)"""
+
+    __slots__ = ("index", "principal", "store")
+
+    def __init__(self, store: Store, index: GraphIndex, principal: Principal) -> None:
+        self.store, self.index, self.principal = store, index, principal
+
+    def __call__(self, operations: Sequence[Operation], *, dry_run: bool = False) -> CommitResult:
+        result = self.store.commit(operations, principal=self.principal.name, dry_run=dry_run,
+                                   guard=write_guard(self.principal))  # fmt: skip
+        if result.changes:
+            self.index.sync()  # apply now (and notify listeners), so the caller's next read sees its write
+        return result
+
+    def published(self) -> None:
+        self.index.sync()
+
+
+@dataclass(frozen=True)
+class ReadOnly:
+    """`Commit` where nothing may be written (a walk worker's store is read-only)."""
+
+    def __call__(self, operations: Sequence[Operation], *, dry_run: bool = False) -> CommitResult:
+        raise ForbiddenError("store", "walk worker", "A walk worker reads only; writes run in the serving process.")
+
+    def published(self) -> None:
+        return None
+
+
 @dataclass(frozen=True)
 class CallContext:
-    """What a handler may use: the caller, the state, and its deadline."""
+    """What a handler may use: the caller, the graph through one door (`view`: the current revision, or the one
+    the call is pinned to with `at`), `commit` for writes, and its deadline. Nothing else of the store or index."""
 
     principal: Principal
     surface: str
     registry: Registry
-    store: Store
-    index: GraphIndex
+    view: View
+    commit: Commit
     deadline: float
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
     sight: Sight | None = None  # what the principal may see; None: everything
     audit: AuditLog | None = None
+    planner: ModelPlanner | None = None  # what `apply_model` plans with (`core.dispatch.planning`), if anything
     reviewers: Reviewers = field(default_factory=Reviewers)  # who may review proposals (`[proposals]`)
+    book: ProposalBook | None = None  # the store's proposals (`core.proposals`); None where none may be written
 
     @property
     def model(self) -> Model:
         return self.registry.model
+
+    @property
+    def proposals(self) -> ProposalBook:
+        """The store's proposals, the door the proposal tools and resource use; `UnavailableError` where there is
+        none (a walk worker)."""
+        if self.book is None:
+            raise UnavailableError("Proposals are read and written in the serving process, not here.")
+        return self.book
+
+    @property
+    def models(self) -> ModelPlanner:
+        """The model planner the composition root handed in; `UnavailableError` when there is none."""
+        if self.planner is None:
+            raise UnavailableError("This server plans no model change: it was started without a model planner.")
+        return self.planner
 
     def readable(self, node: Node) -> Node:
         """`node`, if the caller may see it; `ForbiddenError` otherwise."""
@@ -222,8 +294,13 @@ class Dispatcher:
     priority: Priority = field(default_factory=Priority)  # walks take turns: cheap calls before walks
     walkers: WalkPool | None = None  # walk worker processes (core.dispatch.walkers); None: walks run in this process
     reviewers: Reviewers = field(default_factory=Reviewers)  # who may review proposals (`[proposals]`)
+    planner: ModelPlanner | None = None  # what `apply_model` plans with, handed in by the composition root
+    current: CurrentView = field(init=False, repr=False)  # the view of the current revision every call reads
+    book: ProposalBook = field(init=False, repr=False)  # the store's proposals, for every call
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "book", ProposalBook(self.store, self.index.sync))
+        object.__setattr__(self, "current", CurrentView(self.store, self.index))  # one per dispatcher: every call's
         names = {t.name for t in self.registry.tools}
         if names != set(self.handlers):  # a definition without a handler, or a handler bound to a misspelt name
             raise ValueError(f"tools without a handler: {sorted(names - set(self.handlers))}; handlers without a "
@@ -233,13 +310,17 @@ class Dispatcher:
         """A dispatcher like this one (same store, index, handlers, audit, hooks and walk turns) for `registry`."""
         return dataclasses.replace(self, registry=registry)
 
-    def context(self, principal: Principal, surface: str, received: float | None = None) -> CallContext:
+    def context(self, principal: Principal, surface: str, received: float | None = None,
+                at: int | None = None) -> CallContext:  # fmt: skip
         """The context of a call received at `received` (`time.monotonic()`; default: now), whose wall-time bound
         counts from then: time spent waiting for a worker thread, a sync or a walk's turn is part of the call's
-        time."""
+        time. Its view is the current revision's, or the store's at `at` (a read of the past: `GoneError` before
+        what the change log keeps, `FutureRevisionError` beyond the store)."""
         deadline = (time.monotonic() if received is None else received) + self.time_limit_s
-        return CallContext(principal, surface, self.registry, self.store, self.index, deadline, self.time_limit_s,
-                           sight_of(principal), self.audit, self.reviewers)  # fmt: skip
+        view: View = self.current if at is None else self.store.view(at)
+        return CallContext(principal, surface, self.registry, view, StoreCommit(self.store, self.index, principal),
+                           deadline, self.time_limit_s, sight_of(principal), self.audit, self.planner,
+                           self.reviewers, self.book)  # fmt: skip
 
     def tools_for(self, principal: Principal, surface: str) -> list[ToolDefinition]:
         """The tools `principal` may call, in registry order (what its tools/list shows); audited."""
@@ -312,7 +393,8 @@ class Dispatcher:
             defaults = self.registry.input_defaults(tool.name)
             full = {**copy.deepcopy(defaults), **args} if defaults else dict(args)
             full = pin(self.store, tool, full)  # as_of -> at (core.pinning)
-            handler, ctx = self.handlers[tool.name], self.context(principal, surface, received)
+            at = full["at"] if "at" in full and tool.pins else None  # a read of the past: the view is the store's then
+            handler, ctx = self.handlers[tool.name], self.context(principal, surface, received, at)
             value = self._walk(handler, ctx, tool.name, full) if tool.execution == "walk" else handler(ctx, full)
             outcome = "ok"
             return ToolResult(tool.name, shape(value, full, self.registry.model))

@@ -100,7 +100,7 @@ def _edges(model: Model, node_type: str) -> str:
 
 def _explain_node(ctx: CallContext, arguments: Mapping[str, str], prefix: str) -> str:
     node_id = arguments["id"]
-    node = ctx.store.node(node_id)
+    node = ctx.view.node(node_id)
     if node is None:
         raise NotFoundError("node", node_id)
     ctx.readable(node)
@@ -119,7 +119,7 @@ def _explain_node(ctx: CallContext, arguments: Mapping[str, str], prefix: str) -
 
 
 def _changes_since(ctx: CallContext, arguments: Mapping[str, str], prefix: str) -> str:
-    text, now = arguments["revision"], ctx.store.revision()
+    text, now = arguments["revision"], ctx.view.latest()
     if not text.isdigit() or int(text) > now:
         problem = Problem("/revision", f"a revision is a whole number from 0 to {now}, not {text!r}")
         raise InvalidArgumentsError("changes_since", [problem])

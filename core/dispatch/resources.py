@@ -16,7 +16,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from core import proposals
 from core.dispatch.access import change_for
 from core.dispatch.dispatcher import CallContext
 from core.dispatch.registry import ResourceDefinition, type_schema
@@ -64,32 +63,32 @@ def read_resource(ctx: CallContext, uri: str) -> ResourceContent:
     if name is not None and (name in model.node_types or name in model.edge_types):
         return ResourceContent(uri, "application/schema+json", _json(type_schema(model, name)))
     if uri == CHANGES_URI:
-        revision = ctx.store.revision()
-        changes = ctx.store.changes(max(0, revision - PAGE), PAGE, sight=ctx.sight, until=revision)
+        revision = ctx.view.latest()
+        changes = ctx.view.feed(max(0, revision - PAGE), PAGE, sight=ctx.sight, until=revision)
         items = [change_for(ctx.sight, c) for c in changes]
         return ResourceContent(uri, "application/json", _json({"items": items, "revision": revision}))
     revision = model_at_of(uri)
     if revision is not None:
         try:
-            past = ctx.store.model_at(revision)
+            past = ctx.view.model_at(revision)
         except NotFoundError:
             raise NotFoundError("resource", uri) from None
         return ResourceContent(uri, "application/schema+json", _json(past.document))
     then = node_at_of(uri)
     if then is not None:  # as get_node with at reads it: the store's view then, under the rule for the past
-        node = ctx.store.view(then[2]).node(then[1], sight=ctx.sight)
+        node = ctx.view.at(then[2]).node(then[1], sight=ctx.sight)
         if node is not None and node.type == then[0]:
             return ResourceContent(uri, "application/json", _json(node.to_json()))
         raise NotFoundError("resource", uri)
     proposal = proposal_of(uri)
     if proposal is not None:
         try:
-            return ResourceContent(uri, "application/json", _json(proposals.answer(ctx.store, proposal, ctx.principal)))
+            return ResourceContent(uri, "application/json", _json(ctx.proposals.answer(proposal, ctx.principal)))
         except NotFoundError:
             raise NotFoundError("resource", uri) from None
     named = node_of(uri)
     if named is not None:
-        node = ctx.store.node(named[1])
+        node = ctx.view.node(named[1])
         if node is not None and node.type == named[0]:
             return ResourceContent(uri, "application/json", _json(ctx.readable(node).to_json()))
     raise NotFoundError("resource", uri)
@@ -108,9 +107,9 @@ def list_resources(ctx: CallContext, cursor: str | None) -> tuple[list[ResourceD
         return entries, encode_cursor("resources/list", {}, {"fixed": start + PAGE})
     room = PAGE - len(entries)
     if room == 0:  # the fixed resources filled the page: the nodes start on the next one
-        _, total = ctx.store.find_nodes(NodeQuery(sight=ctx.sight), after=None, limit=0)
+        _, total = ctx.view.find(NodeQuery(sight=ctx.sight), after=None, limit=0)
         return entries, encode_cursor("resources/list", {}, {"after": ""}) if total else None
-    nodes, _ = ctx.store.find_nodes(NodeQuery(sight=ctx.sight), after=position.get("after"), limit=room + 1)
+    nodes, _ = ctx.view.find(NodeQuery(sight=ctx.sight), after=position.get("after"), limit=room + 1)
     more = len(nodes) > room
     for node in nodes[:room]:
         node_type = ctx.model.node_types[node.type]
@@ -128,7 +127,7 @@ def complete(
     """Completion values for a template argument: node types by prefix, node ids by prefix (within a type), the
     revisions of the model history by prefix."""
     if template == MODEL_AT_TEMPLATE and argument == "revision":
-        revisions = [str(e.revision) for e in reversed(ctx.store.model_history()) if str(e.revision).startswith(value)]
+        revisions = [str(e.revision) for e in reversed(ctx.view.model_history()) if str(e.revision).startswith(value)]
         return revisions[:MAX_COMPLETIONS], len(revisions), len(revisions) > MAX_COMPLETIONS
     if template not in (NODE_TEMPLATE, NODE_AT_TEMPLATE):
         raise NotFoundError("resource template", template)
@@ -150,6 +149,6 @@ def complete_types(model: Model, value: str) -> tuple[list[str], int, bool]:
 def complete_ids(ctx: CallContext, value: str, node_type: str | None = None) -> tuple[list[str], int, bool]:
     """Ids starting with `value` of the nodes the caller may read (of `node_type`, when it is a type)."""
     known = node_type if node_type in ctx.model.node_types else None
-    nodes, total = ctx.store.find_nodes(NodeQuery(known, id_prefix=value or None, sight=ctx.sight), after=None,
-                                        limit=MAX_COMPLETIONS)  # fmt: skip
+    nodes, total = ctx.view.find(NodeQuery(known, id_prefix=value or None, sight=ctx.sight), after=None,
+                                 limit=MAX_COMPLETIONS)  # fmt: skip
     return [n.id for n in nodes], total, total > len(nodes)

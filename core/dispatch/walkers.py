@@ -159,7 +159,7 @@ class Walkers:
             raise ctx.out_of_time() from None
         hold, self._hold = self._hold, None
         request = WalkRequest(tool, ctx.principal, ctx.surface, arguments, ctx.deadline, ctx.time_limit_s,
-                              ctx.index.revision, ctx.model.digest, hold is not None)  # fmt: skip
+                              ctx.view.revision, ctx.model.digest, hold is not None)  # fmt: skip
         try:
             worker.conn.send(request)
         except OSError:  # it died while idle: this call runs here, a new worker starts
@@ -380,9 +380,11 @@ def _run(conn: Connection, store: Store, index: GraphIndex, handlers: Mapping[st
     import traceback
 
     from core.dispatch.access import sight_of
-    from core.dispatch.dispatcher import CallContext
+    from core.dispatch.dispatcher import CallContext, ReadOnly
     from core.dispatch.registry import Registry
+    from core.index.current import CurrentView
     from core.lang.model_migration import renames_types
+    from core.store.view import View
 
     deadline = request.deadline
     try:
@@ -400,9 +402,11 @@ def _run(conn: Connection, store: Store, index: GraphIndex, handlers: Mapping[st
             conn.send(("holding",))
             conn.recv()
         registry = Registry(store.model, (), (), ())  # the model alone: what walk handlers read (`ctx.model`)
-        ctx = CallContext(request.principal, request.surface, registry, store, index, deadline, request.time_limit_s,
-                          sight_of(request.principal), None)  # fmt: skip
-        return ("ok", handlers[request.tool](ctx, dict(request.arguments)))
+        arguments = dict(request.arguments)
+        view: View = store.view(arguments["at"]) if "at" in arguments else CurrentView(store, index)  # as dispatch
+        ctx = CallContext(request.principal, request.surface, registry, view, ReadOnly(), deadline,
+                          request.time_limit_s, sight_of(request.principal))  # fmt: skip
+        return ("ok", handlers[request.tool](ctx, arguments))
     except CanonError as exc:
         return ("error", type(exc), exc.args, dict(vars(exc)))
     except Exception:  # noqa: BLE001 - a bug: the serving process raises it as the handler would have

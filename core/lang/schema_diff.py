@@ -24,7 +24,7 @@ points to, whether or not its name changed; a reference met again on its own pat
 | pattern changed, neither proven looser nor shown tighter | needs data check | needs data check |
 | description, title, examples, deprecated | compatible | compatible |
 
-`x-canon-renamed-from` is no change of a schema: `core.app.model_diff` reports the rename it declares.
+`x-canon-renamed-from` is no change of a schema: `core.seam.model_diff` reports the rename it declares.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ _RANK: dict[Classification, int] = {c: i for i, c in enumerate(CLASSES)}
 _ANNOTATIONS = frozenset({"description", "title", "examples", "deprecated", "default", "$comment", "$schema", "$id"})
 _LOWER_BOUNDS = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties")
 _UPPER_BOUNDS = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties")
-# what a type says about the graph; its write rules (key, cardinality, ends, acyclic) are `core.app.model_diff`'s
+# what a type says about the graph; its write rules (key, cardinality, ends, acyclic) are `core.seam.model_diff`'s
 _CANON_RULES = frozenset({"x-canon-node", "x-canon-edge", "x-canon-model"})
 _HANDLED = frozenset({"type", "enum", "const", "properties", "required", "items", "$ref", "$defs",
                       "additionalProperties", "pattern", "format", "anyOf", "oneOf", "allOf", "x-canon-renamed-from",

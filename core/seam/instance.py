@@ -23,6 +23,7 @@ from core.lang.model_migration import renames_types
 from core.lang.schema_checks import SchemaChecks
 from core.ops.config import Config
 from core.ops.tokens import token_file
+from core.seam.model_apply import Planner
 from core.seam.snapshot import Snapshot
 from core.store import Store, is_database_url, open_existing_store, open_store, store_exists
 from core.store.interchange import import_path
@@ -66,8 +67,10 @@ class Instance:
             self._audit = AuditLog(store.append_audit)  # written by a background thread until `close()`
             examples = Examples.of_store(model, store)
             registry = registry or build_registry(model, self.tools.definitions, examples, checks=self._checks)
+            # handed in: the walk workers' handler table, and what apply_model plans with (core.dispatch.planning)
             dispatcher = Dispatcher(registry, store, index, self.tools.all_handlers(), audit=self._audit,
-                                    walkers=self._walkers(config), reviewers=config.reviewers())  # fmt: skip
+                                    walkers=self._walkers(config), planner=Planner(store),
+                                    reviewers=config.reviewers())  # fmt: skip
             self._snapshot = Snapshot(dispatcher.registry, dispatcher)
             if config.tracing:  # imported only then: a process that traces nothing loads no tracing code
                 from core.ops.tracing import CallSpans

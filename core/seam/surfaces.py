@@ -29,9 +29,11 @@ from typing import Any, Protocol, runtime_checkable
 from core.dispatch.dispatcher import CallContext, ToolResult
 from core.dispatch.registry import Registry
 from core.lang.schema_diff import Finding
+from core.ops.config import Config
+from core.ops.tokens import TokenFile
 from core.seam.changes import ChangeFeed, Watch
-from core.seam.instance import Instance
 from core.seam.snapshot import Snapshot
+from core.store import Store
 from core.values.principal import ANONYMOUS, Principal
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "Comparing",
     "Gauge",
     "Lifespan",
+    "Opened",
     "Running",
     "Surface",
     "SurfaceHost",
@@ -56,6 +59,7 @@ __all__ = [
     "principal_of_request",
     "principal_of_scope",
     "serves_browsers",
+    "settings_of",
     "surface_named",
 ]
 
@@ -138,14 +142,31 @@ class SurfaceHost:
         self.snapshot.dispatcher.rejected(self.surface_name, target, reason)
 
 
-def host_for(instance: Instance, surface_name: str, *, principal_of: Callable[[Any], Principal],
+def settings_of(config: Config) -> SurfaceSettings:
+    """What a surface may know of `config`."""
+    return SurfaceSettings(config.max_body_bytes, config.anonymous, config.max_streams, config.stream_backlog,
+                           config.mcp_fastpath, config.public_url or config.root_path)  # fmt: skip
+
+
+class Opened(Protocol):
+    """What `host_for` reads of an opened canon (`core.seam.instance.Instance`, which imports this module)."""
+
+    @property
+    def config(self) -> Config: ...
+    @property
+    def snapshot(self) -> Snapshot: ...
+    @property
+    def tokens(self) -> TokenFile: ...
+    @property
+    def store(self) -> Store: ...
+
+
+def host_for(instance: Opened, surface_name: str, *, principal_of: Callable[[Any], Principal],
              watch: Watch, feed: ChangeFeed | None = None,
              authenticate: Callable[[str], Principal | None] | None = None) -> SurfaceHost:  # fmt: skip
     """The host a surface gets from `instance`, bound to its current snapshot. Its `authenticate` is canon's token
     file, unless the HTTP host gives one trying an OAuth issuer's tokens too."""
-    config = instance.config
-    settings = SurfaceSettings(config.max_body_bytes, config.anonymous, config.max_streams, config.stream_backlog,
-                               config.mcp_fastpath, config.public_url or config.root_path)  # fmt: skip
+    settings = settings_of(instance.config)
 
     def current() -> Snapshot:
         return instance.snapshot

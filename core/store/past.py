@@ -12,8 +12,10 @@ then is their state now, where the rule is the current one.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
 from core.lang.model import Model
 from core.store.retention import check_since
@@ -25,7 +27,9 @@ from core.store.view import (
     Direction,
     RenameLog,
     Step,
+    Walk,
     carry,
+    current_only,
     edge_of_state,
     node_of_state,
     renames_of,
@@ -33,8 +37,13 @@ from core.store.view import (
     sees_then,
     unrename,
 )
+from core.values.audit import AuditQuery
 from core.values.errors import ForbiddenError, FutureRevisionError, NotFoundError, Problem, ValidationError
 from core.values.records import Change, Edge, Node, Sight
+
+if TYPE_CHECKING:
+    from core.store import NodeQuery
+    from core.store.common import ModelVersion
 
 __all__ = ["StoredView", "diff_entry", "diff_revisions", "open_view"]
 
@@ -299,6 +308,57 @@ class StoredView:
 
     def changes(self, limit: int, *, sight: Sight | None = None) -> list[Change]:
         return self._store.changes(self._revision, limit, sight=sight)
+
+    # -- the rest of the door (`core.store.view.View`): what a past revision answers, and what it refuses ----------
+    def find(self, query: NodeQuery, *, after: str | None, limit: int) -> tuple[list[Node], int]:
+        if query.conditions or query.text is not None or query.id_prefix is not None:
+            raise current_only("a find by conditions, text or id prefix")
+        return self.find_nodes(query.type, sight=query.sight, after=after, limit=limit)
+
+    def edge(self, type: str, source: str, target: str) -> Edge | None:
+        raise current_only("an edge read by its key")
+
+    def edges(self, refs: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str], Edge]:
+        raise current_only("an edge read by its key")
+
+    def walk(self) -> AbstractContextManager[Walk]:
+        raise current_only("a walk over the graph index")
+
+    def counts(self, sight: Sight | None) -> tuple[int, Counter[str], Counter[str]]:
+        raise current_only("counting the graph")
+
+    def search(self, model: Model, sight: Sight | None, terms: Sequence[Any], types: Sequence[str] | None,
+               revision: int, *, compute: bool = True) -> Any:  # fmt: skip
+        raise current_only("a ranked search")
+
+    def latest(self) -> int:
+        return self._store.revision()
+
+    def floor(self) -> int:
+        return self._store.changes_floor()
+
+    def feed(self, since: int, limit: int, *, sight: Sight | None = None, until: int | None = None) -> list[Change]:
+        return self._store.changes(since, limit, sight=sight, until=until)
+
+    def count_changes(self, since: int, *, sight: Sight | None = None, until: int | None = None) -> int:
+        return self._store.count_changes(since, sight=sight, until=until)
+
+    def diff(self, since: int, until: int | None = None, *, types: Sequence[str] | None = None,
+             ids: Sequence[str] | None = None, sight: Sight | None = None, limit: int = 100,
+             after: DiffPosition | None = None) -> DiffPage:  # fmt: skip
+        return self._store.diff_revisions(since, until, types=types, ids=ids, sight=sight, limit=limit, after=after)
+
+    def at(self, revision: int) -> StoredView:
+        return open_view(self._store, revision)
+
+    def model_at(self, revision: int) -> Model:
+        return self._store.model_at(revision)
+
+    def model_history(self) -> list[ModelVersion]:
+        return self._store.model_history()
+
+    def audit(self, query: AuditQuery, *, before: int | None, limit: int) -> tuple[list[dict[str, Any]], int]:
+        return self._store.audit_records(query, before=before, limit=limit)
 
 
 # -- differences -----------------------------------------------------------------------------------------------

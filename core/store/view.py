@@ -1,5 +1,11 @@
 """The graph at one revision: what `Store.view(revision)` gives, and what `Store.diff_revisions` answers.
 
+A `View` is the one door a handler reads the graph through (`CallContext.view`): the current view answers from the
+graph index and the store (`core.index.current.CurrentView`), a past one from the store's change log
+(`core.store.past.StoredView`). What only the current revision answers (a ranked search, a walk over the graph index,
+counts, writes' read-backs by edge key) is part of the interface too: a past view refuses it with
+`current_only`'s error, which names what was asked.
+
 A `View` is pinned to one revision: its reads answer the nodes and edges as they were when the store was at
 `revision`, under the model in force then (`View.model`), whatever is committed after it was made. The current
 view is pinned to the revision the store was at when it was made. Every read takes the caller's `Sight` (None:
@@ -19,13 +25,21 @@ them, each changed property with its value before and after, in the names of the
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from core.lang.model import Model
 from core.lang.model_migration import Rename
+from core.values.audit import AuditQuery
+from core.values.errors import Problem, ValidationError
 from core.values.records import Change, Edge, Node, Sight
+
+if TYPE_CHECKING:
+    from core.store import NodeQuery
+    from core.store.common import ModelVersion
 
 __all__ = [
     "DiffEntry",
@@ -35,7 +49,9 @@ __all__ = [
     "RenameLog",
     "Step",
     "View",
+    "Walk",
     "carry",
+    "current_only",
     "edge_of_state",
     "node_of_state",
     "renames_of",
@@ -104,6 +120,23 @@ class DiffPage:
     model: tuple[str, str] | None = None
 
 
+def current_only(what: str) -> ValidationError:
+    """The error a past view answers for what only the current revision can (`what`: e.g. "a ranked search")."""
+    problem = Problem("/at", f"{what} is not supported with at (a read at a past revision)")
+    return ValidationError(f"{what.capitalize()} reads the graph at the current revision only, not at a past one.",
+                           [problem])  # fmt: skip
+
+
+class Walk(Protocol):
+    """The graph index at one revision, held for a walk (`View.walk`): `graph` (a networkx `MultiDiGraph` whose
+    node attributes are the type, visibility and readers) never changes while the walk holds it."""
+
+    @property
+    def graph(self) -> Any: ...
+    @property
+    def revision(self) -> int: ...
+
+
 class View(Protocol):
     """The graph at one revision (see the module docstring). Every read takes the caller's sight (None: all)."""
 
@@ -144,6 +177,72 @@ class View(Protocol):
 
     def changes(self, limit: int, *, sight: Sight | None = None) -> list[Change]:
         """The changes committed after `revision`, oldest first (`Store.changes` from it)."""
+        ...
+
+    # -- the rest of the door: what handlers read besides (a past view answers `current_only` where it says so) ---
+    def find(self, query: NodeQuery, *, after: str | None, limit: int) -> tuple[list[Node], int]:
+        """`find_nodes` by a whole `NodeQuery` (conditions, text, an id prefix); a past view: by type only."""
+        ...
+
+    def edge(self, type: str, source: str, target: str) -> Edge | None:
+        """The edge as stored (no sight applied: the caller checked its ends); current only."""
+        ...
+
+    def edges(self, refs: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str], Edge]:
+        """The edges `refs` (type, source, target) name that are stored, by ref; current only."""
+        ...
+
+    def walk(self) -> AbstractContextManager[Walk]:
+        """The graph index at this revision, held for a walk (neighbours at a depth, paths, patterns); current
+        only."""
+        ...
+
+    def counts(self, sight: Sight | None) -> tuple[int, Counter[str], Counter[str]]:
+        """(revision, nodes per node type, edges per edge type) that `sight` sees, at one revision; current only."""
+        ...
+
+    def search(self, model: Model, sight: Sight | None, terms: Sequence[Any], types: Sequence[str] | None,
+               revision: int, *, compute: bool = True) -> Any:  # fmt: skip
+        """The ranked search of `terms` (`core.index.search.ranked`: its `SearchResult`, or None once a ranking of
+        an earlier `revision` is no longer kept); current only."""
+        ...
+
+    def latest(self) -> int:
+        """The store's revision now (a current view: at least `revision`, when another process has committed)."""
+        ...
+
+    def floor(self) -> int:
+        """The revision through which the change log was compacted (`Store.changes_floor`)."""
+        ...
+
+    def feed(self, since: int, limit: int, *, sight: Sight | None = None, until: int | None = None) -> list[Change]:
+        """The change log after `since` up to `until` (`Store.changes`), as `sight` may see it."""
+        ...
+
+    def count_changes(self, since: int, *, sight: Sight | None = None, until: int | None = None) -> int:
+        """How many of those there are (`Store.count_changes`)."""
+        ...
+
+    def diff(self, since: int, until: int | None = None, *, types: Sequence[str] | None = None,
+             ids: Sequence[str] | None = None, sight: Sight | None = None, limit: int = 100,
+             after: DiffPosition | None = None) -> DiffPage:  # fmt: skip
+        """`Store.diff_revisions`: what differs between two revisions."""
+        ...
+
+    def at(self, revision: int) -> View:
+        """The view at another revision (`Store.view`)."""
+        ...
+
+    def model_at(self, revision: int) -> Model:
+        """The model in force at `revision` (`Store.model_at`)."""
+        ...
+
+    def model_history(self) -> list[ModelVersion]:
+        """Every model the store has had (`Store.model_history`)."""
+        ...
+
+    def audit(self, query: AuditQuery, *, before: int | None, limit: int) -> tuple[list[dict[str, Any]], int]:
+        """One page of the audit log, newest first (`Store.audit_records`)."""
         ...
 
 

@@ -17,11 +17,11 @@ def get_audit_log(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     query = AuditQuery(args.get("principal"), args.get("target"), args.get("outcome"), args.get("surface"),
                        utc(args.get("since")))  # fmt: skip
     before = decode_cursor("get_audit_log", args, int)
-    records, total = ctx.store.audit_records(query, before=before, limit=limit + 1)
+    records, total = ctx.view.audit(query, before=before, limit=limit + 1)
     more = len(records) > limit
     records = records[:limit]
     cursor = encode_cursor("get_audit_log", args, records[-1]["id"]) if more else None
-    return page(records, total=total, limit=limit, revision=ctx.index.revision, next_cursor=cursor)
+    return page(records, total=total, limit=limit, revision=ctx.view.revision, next_cursor=cursor)
 
 
 def utc(value: str | None) -> str | None:

@@ -24,15 +24,15 @@ def get_changes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     limit = args["limit"]
     position: dict[str, int] | None = decode_cursor("get_changes", args, POSITION)
     if position is None:
-        after, until = args["since"], ctx.store.revision()
-        check_since(after, ctx.store.changes_floor())
-        total = ctx.store.count_changes(after, sight=ctx.sight, until=until)
+        after, until = args["since"], ctx.view.latest()
+        check_since(after, ctx.view.floor())
+        total = ctx.view.count_changes(after, sight=ctx.sight, until=until)
     else:
         after, until, total = position["after"], position["until"], position["total"]
-        if not after <= until <= ctx.store.revision() or total > until:
+        if not after <= until <= ctx.view.latest() or total > until:
             raise refused_cursor("get_changes")
-        check_since(after, ctx.store.changes_floor())  # compacted while the caller paged
-    changes = ctx.store.changes(after, limit + 1, sight=ctx.sight, until=until)
+        check_since(after, ctx.view.floor())  # compacted while the caller paged
+    changes = ctx.view.feed(after, limit + 1, sight=ctx.sight, until=until)
     more = len(changes) > limit
     changes = changes[:limit]
     cursor = None

@@ -40,10 +40,10 @@ def diff_revisions(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     cursor: dict[str, Any] | None = decode_cursor("diff_revisions", args, AT_NODE, AT_EDGE)
     if cursor is not None:
         until, total, after = cursor["to"], cursor["total"], _position(cursor)
-        if not since <= until <= ctx.store.revision():
+        if not since <= until <= ctx.view.latest():
             raise refused_cursor("diff_revisions")
     else:
-        now = ctx.store.revision()
+        now = ctx.view.latest()
         until, after = args.get("to", now), None
         if since > until:
             if "to" not in args:
@@ -53,7 +53,7 @@ def diff_revisions(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
             )
         total = _count(ctx, since, until, types, ids)
 
-    found = ctx.store.diff_revisions(
+    found = ctx.view.diff(
         since, until, types=types, ids=ids, sight=ctx.sight, limit=limit, after=after
     )  # GoneError before what the change log keeps, FutureRevisionError beyond the store
     next_cursor = None
@@ -69,7 +69,7 @@ def _count(ctx: CallContext, since: int, until: int, types: list[str] | None, id
     """How many entries the whole difference holds (read page by page, checking the call's time)."""
     total, after = 0, None
     while True:
-        found = ctx.store.diff_revisions(since, until, types=types, ids=ids, sight=ctx.sight, limit=PAGE, after=after)
+        found = ctx.view.diff(since, until, types=types, ids=ids, sight=ctx.sight, limit=PAGE, after=after)
         total += len(found.entries)
         if found.next is None:
             return total

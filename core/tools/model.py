@@ -13,8 +13,7 @@ from core.values.errors import LimitExceededError, ModelError, Problem, Validati
 @handler("describe_model")
 def describe_model(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     model = ctx.model
-    with ctx.index.settled() as revision:
-        node_counts, edge_counts = ctx.index.visible_counts(ctx.sight)  # what this caller can see
+    revision, node_counts, edge_counts = ctx.view.counts(ctx.sight)  # what this caller can see, at one revision
     document = model.document
     info: dict[str, Any] = {"id": model.id, "name": model.name, "version": model.version}
     for name in ("summary",):
@@ -57,25 +56,25 @@ def describe_model(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
 
 @handler("apply_model")
 def apply_model(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    """Plan, check and (unless `dry_run`) apply a model through `core.app.model_apply`, the path `canon model apply`
-    takes; a refused model is a validation error whose problems point into the arguments or at stored records.
-    The plan runs under the call's time bound, checked last in the store's transaction before it commits: a call
-    answered `limit_exceeded` has applied nothing."""
-    from core.app.model_apply import apply_plan, check_plan, plan_apply  # the generators' diff: loaded when used
-
+    """Plan, check and (unless `dry_run`) apply a model with the planner the composition root handed in
+    (`core.dispatch.planning`; canon's is `core.seam.model_apply.Planner`, the path `canon model apply` takes); a
+    refused model is a validation error whose problems point into the arguments or at stored records. The plan runs
+    under the call's time bound, checked last in the store's transaction before it commits: a call answered
+    `limit_exceeded` has applied nothing."""
     allow_breaking = bool(args.get("allow_breaking", False))
     try:
         model = parse_model(args["model"], source="apply_model")
         ctx.check_time()
-        plan = plan_apply(ctx.store, model, check=ctx.check_time)
-        check_plan(plan, allow_breaking=allow_breaking)
+        planner = ctx.models
+        plan = planner.plan(model, check=ctx.check_time)
+        planner.check(plan, allow_breaking=allow_breaking)
         applied = not (plan.unchanged or args.get("dry_run", False))
         if applied:
-            revision = apply_plan(ctx.store, plan, principal=ctx.principal.name, allow_breaking=allow_breaking,
-                                  check=ctx.check_time)  # fmt: skip
-            ctx.index.sync()  # the model change reaches this process's change listeners (and its snapshot) now
+            revision = planner.apply(plan, principal=ctx.principal.name, allow_breaking=allow_breaking,
+                                     check=ctx.check_time)  # fmt: skip
+            ctx.commit.published()  # the model change reaches this process's change listeners (and its snapshot) now
         else:
-            revision = ctx.store.revision()
+            revision = planner.revision()
     except ModelError as exc:
         raise ValidationError(str(exc), [_in_arguments(p) for p in exc.problems]) from None
     except LimitExceededError:
@@ -84,7 +83,7 @@ def apply_model(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
             "changed. Apply a model this large with 'canon model apply FILE', which has no call time bound.",
             limit="time_s", value=ctx.time_limit_s,
         ) from None  # fmt: skip
-    return {"applied": applied, "unchanged": plan.unchanged, "revision": revision, "plan": plan.diff.as_dict()}
+    return {"applied": applied, "unchanged": plan.unchanged, "revision": revision, "plan": plan.report()}
 
 
 def _in_arguments(problem: Problem) -> Problem:

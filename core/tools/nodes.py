@@ -13,7 +13,7 @@ from core.values.paging import decode_cursor, encode_cursor, page
 
 def not_at_a_past_revision(tool: str, args: dict[str, Any], names: tuple[str, ...]) -> None:
     """Refuse the arguments among `names` that `tool` does not take together with `at` (a read at a past revision,
-    `Store.view`, answers fewer questions than the current graph index)."""
+    `Store.view`, answers fewer questions than the current graph index: `core.store.view.current_only`)."""
     given = [name for name in names if name in args]
     if "at" in args and given:
         raise InvalidArgumentsError(
@@ -23,14 +23,14 @@ def not_at_a_past_revision(tool: str, args: dict[str, Any], names: tuple[str, ..
 
 @handler("get_node")
 def get_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    view = ctx.view  # at the revision `at` names, or the current one
     if "at" in args:
-        view = ctx.store.view(args["at"])
-        node = view.node(args["id"], sight=ctx.sight)
+        node = view.node(args["id"], sight=ctx.sight)  # the rule for the past (`core.store.view.sees_then`)
         if node is None:
             raise NotFoundError("node", args["id"])
         return {"node": node.to_json(), "revision": view.revision}
-    revision = ctx.index.revision
-    node = ctx.store.node(args["id"])
+    revision = view.revision
+    node = view.node(args["id"])
     if node is None:
         raise NotFoundError("node", args["id"])
     return {"node": ctx.readable(node).to_json(), "revision": revision}
@@ -50,8 +50,8 @@ def find_nodes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     query = NodeQuery(args.get("type"), conditions, args.get("text"), text_fields(ctx), sight=ctx.sight)
     limit = args["limit"]
     after = decode_cursor("find_nodes", args, str)
-    revision = ctx.index.revision
-    nodes, total = ctx.store.find_nodes(query, after=after, limit=limit + 1)
+    revision = ctx.view.revision
+    nodes, total = ctx.view.find(query, after=after, limit=limit + 1)
     more = len(nodes) > limit
     nodes = nodes[:limit]
     cursor = encode_cursor("find_nodes", args, nodes[-1].id) if more else None
@@ -60,7 +60,7 @@ def find_nodes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
 
 def _find_nodes_then(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     """find_nodes at a past revision: by type, paged, from the store's view then (`Store.view`)."""
-    view = ctx.store.view(args["at"])
+    view = ctx.view
     limit = args["limit"]
     after = decode_cursor("find_nodes", args, str)
     nodes, total = view.find_nodes(args.get("type"), sight=ctx.sight, after=after, limit=limit + 1)

@@ -3,7 +3,8 @@ get_proposal and find_proposals.
 
 Thin on purpose: each handler shapes its arguments and answer; what a proposal is, who may review it, the conflict
 rule and what a reader is shown are `core.proposals`' (one rule, one place, the same on every surface). A merge syncs
-the index at once, as a write does, so the caller's next read sees it and change listeners hear of it.
+the index at once (`ctx.proposals`, `core.proposals.ProposalBook`), as a write does, so the caller's next read sees it
+and change listeners hear of it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from collections.abc import Generator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from core import proposals
 from core.dispatch.dispatcher import CallContext, handler
 from core.proposals import Proposal
 from core.tools.writes import batch_error
@@ -40,15 +40,15 @@ def _pointing(requested: Sequence[Any]) -> Generator[None]:
 
 
 def _opened(ctx: CallContext, p: Proposal) -> dict[str, Any]:
-    touches = proposals.visible_keys(ctx.store, p, ctx.principal)
+    touches = ctx.proposals.visible_keys(p, ctx.principal)
     return {"id": p.id, "state": p.state, "base_revision": p.base_revision, "touches": touches}
 
 
 @handler("propose_changes")
 def propose_changes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     with _pointing(args["operations"]):
-        p = proposals.propose(ctx.store, ctx.principal, args["operations"], args["title"], args["rationale"],
-                              surface=ctx.surface)  # fmt: skip
+        p = ctx.proposals.propose(ctx.principal, args["operations"], args["title"], args["rationale"],
+                                  surface=ctx.surface)  # fmt: skip
     return _opened(ctx, p)
 
 
@@ -57,47 +57,46 @@ def revise_proposal(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     if not {"operations", "title", "rationale"} & args.keys():
         raise InvalidArgumentsError("revise_proposal", [Problem("", "give operations, a title or a rationale")])
     with _pointing(args.get("operations", ())):
-        p = proposals.revise(ctx.store, ctx.principal, args["id"], requested=args.get("operations"),
-                             title=args.get("title"), rationale=args.get("rationale"))  # fmt: skip
+        p = ctx.proposals.revise(ctx.principal, args["id"], requested=args.get("operations"),
+                                 title=args.get("title"), rationale=args.get("rationale"))  # fmt: skip
     return _opened(ctx, p)
 
 
 @handler("withdraw_proposal")
 def withdraw_proposal(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    p = proposals.withdraw(ctx.store, ctx.principal, args["id"], args["comment"])
+    p = ctx.proposals.withdraw(ctx.principal, args["id"], args["comment"])
     return {"id": p.id, "state": p.state}
 
 
 @handler("comment_on_proposal")
 def comment_on_proposal(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    p = proposals.comment(ctx.store, ctx.principal, args["id"], args["text"])
+    p = ctx.proposals.comment(ctx.principal, args["id"], args["text"])
     return {"id": p.id, "state": p.state, "comments": len(p.comments)}
 
 
 @handler("review_proposal")
 def review_proposal(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    p = proposals.review(ctx.store, ctx.principal, args["id"], args["decision"], args["comment"], ctx.reviewers,
-                         surface=ctx.surface)  # fmt: skip
-    if p.merge_revision is not None:
-        ctx.index.sync()  # as a write does: the next read sees the merge, and listeners hear of it
+    # a merge syncs the index, as a write does: the caller's next read sees it, and listeners hear of it
+    p = ctx.proposals.review(ctx.principal, args["id"], args["decision"], args["comment"], ctx.reviewers,
+                             surface=ctx.surface)  # fmt: skip
     return {"id": p.id, "state": p.state, "reviewer": p.reviewer or ctx.principal.name,
-            "merge_revision": p.merge_revision, "revision": ctx.store.revision()}  # fmt: skip
+            "merge_revision": p.merge_revision, "revision": ctx.view.latest()}  # fmt: skip
 
 
 @handler("get_proposal")
 def get_proposal(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    return proposals.answer(ctx.store, args["id"], ctx.principal)
+    return ctx.proposals.answer(args["id"], ctx.principal)
 
 
 @handler("find_proposals")
 def find_proposals(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     after: str | None = decode_cursor("find_proposals", args, str)
     limit = args["limit"]
-    revision = ctx.store.revision()
-    found, total = proposals.find(ctx.store, ctx.principal, state=args.get("state"), author=args.get("author"),
-                                  node=args.get("node"), after=after, limit=limit + 1)  # fmt: skip
+    revision = ctx.view.latest()
+    found, total = ctx.proposals.find(ctx.principal, state=args.get("state"), author=args.get("author"),
+                                      node=args.get("node"), after=after, limit=limit + 1)  # fmt: skip
     more = len(found) > limit
     items = found[:limit]
     cursor = encode_cursor("find_proposals", args, items[-1].id) if more and items else None
-    shown = [proposals.summary(ctx.store, p, ctx.principal, comments=False) for p in items]
+    shown = [ctx.proposals.summary(p, ctx.principal, comments=False) for p in items]
     return page(shown, total=total, limit=limit, revision=revision, next_cursor=cursor)

@@ -80,7 +80,7 @@ class _Run:
         if var.conditions:
             props = self.properties.get(node)
             if props is None:
-                record = self.ctx.store.node(node)
+                record = self.ctx.view.node(node)
                 props = dict(record.properties) if record is not None else {}
                 self.properties[node] = props
             return all_match(var.conditions, props)
@@ -93,7 +93,7 @@ class _Run:
             ref = (term.type, source, target)
             props = self.edge_properties.get(ref)
             if props is None:
-                record = self.ctx.store.edge(*ref)
+                record = self.ctx.view.edge(*ref)
                 props = dict(record.properties) if record is not None else {}
                 self.edge_properties[ref] = props
             return all_match(term.conditions, props)
@@ -171,7 +171,7 @@ def _candidates(run: _Run, var: _Var) -> list[str]:
         return [var.id] if var.id in run.graph and run.node_ok(var, var.id) else []
     if var.type is not None or var.conditions:
         query = NodeQuery(var.type, var.conditions, sight=run.ctx.sight)
-        nodes, _ = run.ctx.store.find_nodes(query, after=None, limit=MAX_WORK + 1)
+        nodes, _ = run.ctx.view.find(query, after=None, limit=MAX_WORK + 1)
         ids = [n.id for n in nodes if n.id in run.graph]
         for n in nodes:
             run.properties[n.id] = dict(n.properties)
@@ -183,8 +183,8 @@ def _selectivity(run: _Run, var: _Var) -> tuple[int, int, str]:
     if var.id is not None:
         return (0, 1, var.name)
     if var.type is not None or var.conditions:
-        _, total = run.ctx.store.find_nodes(NodeQuery(var.type, var.conditions, sight=run.ctx.sight), after=None,
-                                            limit=0)  # fmt: skip
+        _, total = run.ctx.view.find(NodeQuery(var.type, var.conditions, sight=run.ctx.sight), after=None,
+                                     limit=0)  # fmt: skip
         return (1, total, var.name)
     return (2, run.graph.number_of_nodes(), var.name)
 
@@ -239,10 +239,10 @@ def query_graph(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise InvalidArgumentsError("query_graph", [Problem("/return", f"unknown variable(s): {', '.join(unknown)}")])
     limit = args["limit"]
-    with ctx.index.reading() as view:
+    with ctx.view.walk() as held:
         ctx.check_time()  # the call may have waited its time out already (for a worker thread, a sync)
-        revision = view.revision
-        run = _Run(ctx, view.graph, variables, edges)
+        revision = held.revision
+        run = _Run(ctx, held.graph, variables, edges)
         results: set[tuple[str, ...]] = set()
         for binding in _bindings(run, _order(run), {}):
             results.add(tuple(binding[name] for name in returned))
@@ -252,7 +252,7 @@ def query_graph(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     offset = decode_cursor("query_graph", args, int) or 0
     chosen = ordered[offset : offset + limit]
     bound = sorted({n for row in chosen for n in row})
-    records = ctx.store.nodes(bound)
+    records = ctx.view.nodes(bound)
     items = [{name: n for name, n in zip(returned, row, strict=True) if n in records} for row in chosen]
     more = offset + limit < len(ordered)
     cursor = encode_cursor("query_graph", args, offset + limit) if more else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.dispatch.dispatcher import CallContext, handler
-from core.index.search import parse_query, ranked
+from core.index.search import SearchResult, parse_query
 from core.values.paging import decode_cursor, encode_cursor, page, refused_cursor
 
 
@@ -20,14 +20,16 @@ def search_nodes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     terms = parse_query("search", args["query"])
     limit = args["limit"]
     position = decode_cursor("search", args, {"start": int, "revision": int})
-    start, revision = (0, ctx.index.revision) if position is None else (position["start"], position["revision"])
-    current = revision == ctx.index.revision
-    if revision > ctx.index.revision:
+    now = ctx.view.revision
+    start, revision = (0, now) if position is None else (position["start"], position["revision"])
+    current = revision == now
+    if revision > now:
         raise refused_cursor("search")
-    result = ranked(ctx.store, ctx.model, ctx.sight, terms, args.get("types"), revision, compute=current)
+    result: SearchResult | None = ctx.view.search(ctx.model, ctx.sight, terms, args.get("types"), revision,
+                                                  compute=current)  # fmt: skip
     if result is None:
         raise refused_cursor("search", f"the store has changed since this search (revision {revision}, now "
-                                       f"{ctx.index.revision}); search again without the cursor")  # fmt: skip
+                                       f"{now}); search again without the cursor")  # fmt: skip
     hits = result.hits[start : start + limit]
     more = start + limit < len(result.hits)
     cursor = encode_cursor("search", args, {"start": start + limit, "revision": revision}) if more else None

@@ -87,7 +87,7 @@ def _require_visible(ctx: CallContext, graph: nx.MultiDiGraph[str], id: str) -> 
 def _edges_json(ctx: CallContext, refs: list[EdgeRef]) -> list[dict[str, Any]]:
     """The stored edges `refs` name, in their order, read in one go; an edge removed since the index was read is
     reported as the index saw it."""
-    stored = ctx.store.edges(refs)
+    stored = ctx.view.edges(refs)
     return [(stored.get(ref) or Edge(*ref)).to_json() for ref in refs]
 
 
@@ -98,9 +98,9 @@ def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     limit = args["limit"]
     if "at" in args:
         return _neighbors_then(ctx, args, way)
-    with ctx.index.reading() as view:
+    with ctx.view.walk() as held:
         ctx.check_time()  # the call may have waited its time out already (for a worker thread, a sync)
-        graph, revision = view.graph, view.revision
+        graph, revision = held.graph, held.revision
         _require_visible(ctx, graph, origin)
         reached: list[tuple[int, str, EdgeRef]] = []
         seen, frontier, work = {origin}, [origin], 0
@@ -123,7 +123,7 @@ def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     reached.sort()  # by (depth, id): each id is reached once, so the edge never decides
     offset = decode_cursor("get_neighbors", args, int) or 0
     chosen = reached[offset : offset + limit]
-    records = ctx.store.nodes([n for _, n, _ in chosen])
+    records = ctx.view.nodes([n for _, n, _ in chosen])
     chosen = [(d, n, ref) for d, n, ref in chosen if n in records]
     edges = _edges_json(ctx, [ref for _, _, ref in chosen])
     items = [
@@ -143,7 +143,7 @@ def _neighbors_then(ctx: CallContext, args: dict[str, Any], way: Follow) -> dict
         raise InvalidArgumentsError(
             "get_neighbors", [Problem("/depth", "only 1 is supported with at (a read at a past revision)")]
         )
-    view = ctx.store.view(args["at"])
+    view = ctx.view  # the store's view at `at` (dispatch made it)
     if view.node(origin, sight=ctx.sight) is None:  # ForbiddenError if the caller may not see it then
         raise NotFoundError("node", origin)
     ctx.check_time()
@@ -183,9 +183,9 @@ def find_paths(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     source, target = args["source"], args["target"]
     way = follow(ctx.model, args["direction"], args.get("edge_types", []))
     max_depth, limit = args["max_depth"], args["limit"]
-    with ctx.index.reading() as view:
+    with ctx.view.walk() as held:
         ctx.check_time()  # the call may have waited its time out already (for a worker thread, a sync)
-        graph, revision = view.graph, view.revision
+        graph, revision = held.graph, held.revision
         for end in (source, target):
             _require_visible(ctx, graph, end)
         distance = _distances(ctx, graph, target, way, max_depth)

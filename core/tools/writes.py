@@ -1,9 +1,9 @@
 """The write tools: upsert_node, patch_node, delete_node, upsert_edge, delete_edge and write_batch.
 
-Each builds `core.values.operations` and hands them to `Store.commit`, the one write path imports also take, so a
-write is validated exactly as an import is, inside the transaction, with `core.dispatch.access.write_guard` checking
-that the caller may touch every record involved. After the commit the index is synced at once, which also
-hands the changes to the change listeners (subscriptions, the change feed).
+Each builds `core.values.operations` and hands them to `ctx.commit` (`Store.commit`, the one write path imports also
+take), so a write is validated exactly as an import is, inside the transaction, with
+`core.dispatch.access.write_guard` checking that the caller may touch every record involved. After the commit the
+index is synced at once, which also hands the changes to the change listeners (subscriptions, the change feed).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from core.dispatch.access import write_guard
 from core.dispatch.dispatcher import CallContext, handler
 from core.store import CommitResult
 from core.values.errors import NotFoundError, Problem, ValidationError
@@ -36,12 +35,9 @@ def batch_error(exc: ValidationError, operations: Sequence[Operation], at: str) 
 def _commit(ctx: CallContext, operations: Sequence[Operation], *, at: str, dry_run: bool = False) -> CommitResult:
     """Commit for the caller; problems point into the tool's arguments (`at` + the operation's own pointer)."""
     try:
-        result = ctx.store.commit(operations, principal=ctx.principal.name, dry_run=dry_run,
-                                  guard=write_guard(ctx.principal))  # fmt: skip
+        result = ctx.commit(operations, dry_run=dry_run)  # the index is synced at once: the next read sees it
     except ValidationError as exc:
         raise batch_error(exc, operations, at) from None
-    if result.changes:
-        ctx.index.sync()  # apply now (and notify listeners), so the caller's next read sees its write
     return result
 
 
@@ -81,7 +77,7 @@ def _upserted(ctx: CallContext, op: str, args: dict[str, Any], field: str, kind:
 
 @handler("upsert_node")
 def upsert_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    return _upserted(ctx, "upsert_node", args, "node", "node", args["id"], lambda: ctx.store.node(args["id"]))
+    return _upserted(ctx, "upsert_node", args, "node", "node", args["id"], lambda: ctx.view.node(args["id"]))
 
 
 @handler("patch_node")
@@ -91,7 +87,7 @@ def patch_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     if result.changes:
         record = dict(result.changes[-1].after or {})
     else:  # the patch changed nothing
-        found = ctx.store.node(args["id"])
+        found = ctx.view.node(args["id"])
         if found is None:  # deleted by someone else since the commit
             raise NotFoundError("node", args["id"])
         record = found.to_json()
@@ -108,7 +104,7 @@ def delete_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
 @handler("upsert_edge")
 def upsert_edge(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     ref = (args["type"], args["source"], args["target"])
-    return _upserted(ctx, "upsert_edge", args, "edge", "edge", edge_key(*ref), lambda: ctx.store.edge(*ref))
+    return _upserted(ctx, "upsert_edge", args, "edge", "edge", edge_key(*ref), lambda: ctx.view.edge(*ref))
 
 
 @handler("delete_edge")

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from core.app.model_diff import WRITES, ModelDiff, diff_models
 from core.lang.model import Model, parse_model
 from core.lang.schema_diff import BREAKING, CLASSES, COMPATIBLE, NEEDS_DATA_CHECK, NONE, diff_schema, worst
+from core.seam.model_diff import WRITES, ModelDiff, diff_models
 from tests.conftest import REPO
 
 Document = dict[str, Any]

@@ -1,5 +1,5 @@
 """Applying a model: the store's one explicit model change (`Store.apply_model`), its history, the rule of which
-changes may be applied (`core.app.model_apply`), the `apply_model` tool, and writers in other processes that keep
+changes may be applied (`core.seam.model_apply`), the `apply_model` tool, and writers in other processes that keep
 writing while a model is applied."""
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from core.app.model_apply import apply_plan, plan_apply
 from core.dispatch.dispatcher import Dispatcher
 from core.dispatch.registry import build_registry
 from core.dispatch.resources import complete, read_resource
@@ -27,6 +26,7 @@ from core.index.graph import GraphIndex
 from core.lang.model import Model, parse_model
 from core.lang.model_limits import MAX_PROPERTIES
 from core.seam.instance import Instance
+from core.seam.model_apply import Planner, apply_plan, plan_apply
 from core.store import Store, copy_store, is_database_url, open_existing_store
 from core.store.common import check_records
 from core.tools import Toolset
@@ -416,9 +416,10 @@ def test_a_changed_key_property_is_a_breaking_write_rule_and_the_data_check_refu
 
 # -- bounds: cycles, size and the call's time ------------------------------------------------------------------------
 def _dispatcher(store: Store, model: Model, time_limit_s: float = 60.0) -> Dispatcher:
-    """The dispatch path on `store` (of either backend), with the call time bound `time_limit_s`."""
+    """The dispatch path on `store` (of either backend), with the call time bound `time_limit_s`, and the model
+    planner a composition root hands in (`core.seam.model_apply.Planner`)."""
     return Dispatcher(build_registry(model), store, GraphIndex.build(store), Toolset().all_handlers(),
-                      time_limit_s=time_limit_s)  # fmt: skip
+                      time_limit_s=time_limit_s, planner=Planner(store))  # fmt: skip
 
 
 def _with_team_parent(document: dict[str, Any]) -> None:

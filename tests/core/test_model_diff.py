@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from core.app.artifacts import generate_for
-from core.app.model_diff import WRITES, ModelDiff, at_version, diff_artifacts, diff_type_schemas, diff_write_rules
 from core.lang.model import Model, parse_model
+from core.seam.model_diff import WRITES, ModelDiff, at_version, diff_artifacts, diff_type_schemas, diff_write_rules
+from core.seam.rendering import render_model
 from core.seam.surfaces import discover
 
 Document = dict[str, Any]
@@ -246,14 +246,14 @@ def base() -> tuple[Model, dict[str, dict[str, str]]]:
     """The base model and its artifacts at the version every changed model has (as `diff_models` compares them),
     generated once for the module."""
     model = corpus_model(lambda d: None, "1.0.0")
-    return model, generate_for(at_version(model, "2.0.0"), discover())
+    return model, render_model(at_version(model, "2.0.0"), discover())
 
 
 def _diff(base: tuple[Model, dict[str, dict[str, str]]], change: Change) -> ModelDiff:
     old, artifacts = base
     new = corpus_model(change, "2.0.0")
     surfaces = discover()
-    findings = [*diff_artifacts(artifacts, generate_for(new, surfaces), surfaces), *diff_type_schemas(old, new),
+    findings = [*diff_artifacts(artifacts, render_model(new, surfaces), surfaces), *diff_type_schemas(old, new),
                 *diff_write_rules(old, new)]  # fmt: skip
     return ModelDiff(old.version, new.version, tuple(findings), _COLUMNS)
 
@@ -272,28 +272,28 @@ def test_each_model_change_is_classified_as_expected_on_every_surface(
     assert got == {s: _LETTERS[e] for s, e in zip(_COLUMNS, expected.split(), strict=True)}, report.findings
 
 
-def test_generate_for_builds_a_model_s_artifacts_once_and_hands_out_copies(
+def test_render_model_builds_a_model_s_artifacts_once_and_hands_out_copies(
     model: Model, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A plan generates the store's model and the new one; a dry run and the apply, or the reality replay's cases,
     generate the same models again: the process keeps the last few, and no caller can change what it keeps."""
-    import core.app.artifacts
+    import core.seam.rendering
 
     document = copy.deepcopy(dict(model.document))
     document["x-canon-model"]["version"] = "9.9.9"  # a model no other test generated in this process
     fresh = parse_model(document, source="kept.schema.json")
     built: list[str] = []
-    generate_by_owner = core.app.artifacts.generate_by_owner
+    render = core.seam.rendering.render
 
-    def counted(path: Any, surfaces: Any = None, check_time: Any = None) -> dict[str, dict[str, str]]:
-        built.append(str(path))
-        return generate_by_owner(path, surfaces, check_time)
+    def counted(registry: Any, surfaces: Any = None, check_time: Any = None) -> dict[str, dict[str, str]]:
+        built.append(registry.model.version)
+        return render(registry, surfaces, check_time)
 
-    monkeypatch.setattr(core.app.artifacts, "generate_by_owner", counted)
-    first = generate_for(fresh)
+    monkeypatch.setattr(core.seam.rendering, "render", counted)
+    first = render_model(fresh)
     first["mcp"].clear()  # a caller's change stays its own
-    again = generate_for(fresh)
+    again = render_model(fresh)
     assert len(built) == 1
     assert again["mcp"]
-    assert again == generate_for(fresh)
-    assert again != generate_for(model)  # another model: its own artifacts
+    assert again == render_model(fresh)
+    assert again != render_model(model)  # another model: its own artifacts

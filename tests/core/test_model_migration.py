@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from core.app.model_diff import WRITES, diff_models
 from core.lang.conditions import Condition
 from core.lang.model import Model, check_model, parse_model
 from core.lang.model_migration import Rename, declared_renames, renamed_edge, renamed_node
+from core.seam.model_diff import WRITES, diff_models
 from core.store import NodeQuery, Store, open_existing_store
 from core.values.audit import AuditQuery, AuditRecord
 from core.values.errors import ModelError

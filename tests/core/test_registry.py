@@ -450,7 +450,7 @@ def test_an_edge_type_resource_takes_the_models_edge_icon_and_a_default_otherwis
 
 def test_a_model_without_edge_types_builds_a_registry_and_every_surface(model: Model) -> None:
     """`canon.Edge` of a model with no edge types accepts no edge instead of being an invalid empty `allOf`."""
-    from core.app.artifacts import generate_for
+    from core.seam.rendering import render_model
     from core.seam.surfaces import discover
 
     document: dict[str, Any] = json.loads(json.dumps(model.document))
@@ -459,7 +459,7 @@ def test_a_model_without_edge_types_builds_a_registry_and_every_surface(model: M
     assert not nodes_only.edge_types
 
     built = build_registry(nodes_only)
-    artifacts = generate_for(nodes_only, discover())
+    artifacts = render_model(nodes_only, discover())
 
     schemas = [s for t in built.tools for s in (t.input_schema, t.typed_output_schema) if s]
     edges = [s["$defs"]["canon.Edge"] for s in schemas if "canon.Edge" in s.get("$defs", {})]

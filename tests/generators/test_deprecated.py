@@ -14,14 +14,14 @@ import graphql
 import mcp
 import pytest
 
-from core.app.artifacts import generate_for
-from core.app.model_diff import diff_models
 from core.lang.model import DEPRECATED, Model, load_model, parse_model
 from core.mcp.events import EventFanout
 from core.mcp.server import DEFAULT_OPTIONS, build_server
 from core.ops.config import Config
 from core.seam.changes import ChangeFeed
 from core.seam.instance import Instance, open_instance
+from core.seam.model_diff import diff_models
+from core.seam.rendering import render_model
 from core.store import open_existing_store
 from core.values.principal import LOCAL
 from tests.conftest import copy_store
@@ -65,7 +65,7 @@ def deprecated_instance(
 
 @pytest.fixture(scope="module")
 def artifacts(deprecated_model: Model) -> dict[str, dict[str, str]]:
-    return generate_for(deprecated_model)
+    return render_model(deprecated_model)
 
 
 @pytest.mark.anyio

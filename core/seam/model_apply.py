@@ -1,9 +1,11 @@
 """Applying a model to a store: the plan, and the one rule of which model changes may be applied.
 
-`plan_apply` is `canon model diff` against the store (`core.app.model_diff.diff_models`: every surface's findings and
+`plan_apply` is `canon model diff` against the store (`core.seam.model_diff.diff_models`: every surface's findings and
 the stored records the new model refuses); `check_plan` says whether it may be applied; `apply_plan` checks it and
-hands the model to `Store.apply_model`, which applies it in one transaction. `canon model apply` and the
-`apply_model` tool both go through here, so both surfaces refuse exactly the same changes:
+hands the model to `Store.apply_model`, which applies it in one transaction. `Planner` is the three over one store:
+the `core.dispatch.planning.ModelPlanner` the composition root (`core.seam.instance`, the CLI) hands to the
+`apply_model` tool. `canon model apply` and the tool both go through here, so both surfaces refuse exactly the same
+changes:
 
 * the same model (`$id`) must have a higher version (`core.lang.model_version.check_successor`);
 * a breaking change (on any surface) needs a higher major version, or `allow_breaking`;
@@ -16,13 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core.app.model_diff import ModelDiff, Progress, diff_models
+from core.dispatch.planning import ModelPlan
 from core.lang.model import Model
 from core.lang.model_version import check_successor, semver
+from core.seam.model_diff import ModelDiff, Progress, diff_models
 from core.store import Store
 from core.values.errors import ModelError, Problem
 
-__all__ = ["ApplyPlan", "apply_plan", "check_plan", "plan_apply"]
+__all__ = ["ApplyPlan", "Planner", "apply_plan", "check_plan", "plan_apply"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,10 @@ class ApplyPlan:
 
     def as_dict(self) -> dict[str, Any]:
         return {"unchanged": self.unchanged, **self.diff.as_dict()}
+
+    def report(self) -> dict[str, Any]:
+        """The difference on every surface and in the data (`ModelDiff.as_dict`)."""
+        return self.diff.as_dict()
 
 
 def plan_apply(store: Store, model: Model, *, check: Callable[[], None] | None = None,
@@ -104,3 +111,30 @@ def apply_plan(store: Store, plan: ApplyPlan, *, principal: str, allow_breaking:
         return store.revision()
     return store.apply_model(plan.model, principal=principal, replaces=plan.current.digest, summary=plan.summary(),
                              check=check)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Planner:
+    """`plan_apply`, `check_plan` and `apply_plan` over `store`: canon's `core.dispatch.planning.ModelPlanner`."""
+
+    store: Store
+
+    def plan(self, model: Model, *, check: Callable[[], None] | None = None,
+             progress: Progress | None = None) -> ApplyPlan:  # fmt: skip
+        return plan_apply(self.store, model, check=check, progress=progress)
+
+    def check(self, plan: ModelPlan, *, allow_breaking: bool = False) -> None:
+        check_plan(self._own(plan), allow_breaking=allow_breaking)
+
+    def apply(self, plan: ModelPlan, *, principal: str, allow_breaking: bool = False,
+              check: Callable[[], None] | None = None) -> int:  # fmt: skip
+        return apply_plan(self.store, self._own(plan), principal=principal, allow_breaking=allow_breaking, check=check)
+
+    def revision(self) -> int:
+        return self.store.revision()
+
+    @staticmethod
+    def _own(plan: ModelPlan) -> ApplyPlan:
+        if not isinstance(plan, ApplyPlan):
+            raise TypeError(f"a plan this planner made, not {type(plan).__name__}")
+        return plan

@@ -1,7 +1,9 @@
 """What a model change does to every surface and to the stored data: the report behind `canon model diff`.
 
-The report is computed from what the generators produce (`core.app.artifacts.generate_for`, the code
-`canon generate` runs), never from the model documents alone, so it cannot disagree with the surfaces. Whoever
+The report is computed from what the generators produce (`core.seam.rendering.render_model`: each model's
+registry and every surface's artifacts of it, the code `canon generate` runs), never from the model documents
+alone, so it cannot disagree with the surfaces. No store or instance is opened for it: the artifacts are a
+function of the registry. Whoever
 generates an artifact classifies its changes:
 
 * `mcp` — core's manifest (the registry as MCP lists it): each tool's input schema (callers send it) and output
@@ -34,7 +36,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from core.app.artifacts import MANIFEST, MCP, generate_for
 from core.lang.model import Model
 from core.lang.model_migration import Moved, Rename, declared_renames, renamed_edge, renamed_node
 from core.lang.schema_diff import (
@@ -48,6 +49,7 @@ from core.lang.schema_diff import (
     named,
     worst,
 )
+from core.seam.rendering import MANIFEST, MCP, render_model
 from core.seam.surfaces import Comparing, Surface, discover
 from core.store import Store
 from core.store.common import check_records
@@ -120,9 +122,9 @@ def diff_models(old: Model, new: Model, store: Store | None = None, surfaces: li
     renames = declared_renames(old.document, new)
     tell = progress or _silent
     tell("rendering", 0, 2)
-    before = generate_for(at_version(old, new.version), surfaces, check)
+    before = render_model(at_version(old, new.version), surfaces, check)
     tell("rendering", 1, 2)
-    after = generate_for(new, surfaces, check)
+    after = render_model(new, surfaces, check)
     tell("rendering", 2, 2)
     findings = [*diff_artifacts(before, after, surfaces), *diff_type_schemas(old, new), *diff_write_rules(old, new),
                 *diff_renames(renames)]  # fmt: skip
