@@ -523,7 +523,8 @@ class ProposalBook:
 # -- who to tell -------------------------------------------------------------------------------------------------------
 class Watermark:
     """Which proposals changed (proposed, revised, commented on, closed) since the last look, whichever process
-    changed them: what the change feed tells subscribers of `canon://proposals/{id}` (`core.seam.changes`).
+    changed them: what the change feed (`core.seam.changes`) tells subscribers of a proposal's resource
+    (`core.values.uris.proposal_uri`).
 
     A proposal's `updated_at` is compared with what it was at the last look, over the last `SKEW_S` seconds (the
     slack for other processes' clocks and for a transaction committed after it stamped its rows); the first look

@@ -507,6 +507,7 @@ EVERY_KEY: dict[str, dict[str, Any]] = {
     "logging": {"format": "json", "access_log": True},
     "auth": {"tokens": "tokens.json", "anonymous": False},
     "local": {"name": "agent", "role": "reader", "groups": ["ops"]},
+    "proposals": {"reviewer_roles": ["writer"], "reviewer_groups": ["architects"]},
     "oauth": {"issuer": "https://login.example.test/acme", "resource": "https://canon.example.test/kb/mcp",
               "jwks_url": "https://login.example.test/jwks", "audience": "canon", "algorithms": ["ES256"],
               "leeway_s": 5, "name_claim": "email", "roles_claim": "roles", "groups_claim": "teams",

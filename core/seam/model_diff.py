@@ -24,8 +24,10 @@ checks them as moved, and counts the records each rename moves.
 
 Each difference is a `Finding` classified `compatible`, `needs-data-check` or `breaking` (`core.lang.schema_diff`, where
 the classes and their order are defined); a surface, or the `WRITES` row, with no finding reads `none`: nothing its
-callers meet changed. The old model's artifacts are generated at the new model's version, so a version that rises
-is no change on any surface. `DataImpact` counts the stored records the new model would refuse, with a sample.
+callers meet changed. A surface that generates no artifact (the pages for people render per request) is no
+row: nothing a caller relies on can change there. The old model's artifacts are generated at the new model's
+version, so a version that rises is no change on any surface. `DataImpact` counts the stored records the new
+model would refuse, with a sample.
 """
 
 from __future__ import annotations
@@ -131,7 +133,7 @@ def diff_models(old: Model, new: Model, store: Store | None = None, surfaces: li
     if check is not None:
         check()
     impact = data_impact(store, new, renames=renames, progress=progress) if store is not None else None
-    names = (*after, WRITES)
+    names = (*(owner for owner, files in after.items() if files or owner == MCP), WRITES)  # no artifact: no row
     return ModelDiff(f"{old.name} {old.version}", f"{new.name} {new.version}", tuple(findings), names, impact,
                      renames)  # fmt: skip
 

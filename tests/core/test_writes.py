@@ -36,6 +36,13 @@ WRITER = Principal("wendy", frozenset({"writer"}), frozenset({"ops"}))
 READER = Principal("rita", frozenset({"reader"}), frozenset({"payments"}))
 PAYMENTS_WRITER = Principal("pat", frozenset({"writer"}), frozenset({"payments"}))
 WRITE_TOOLS = ("upsert_node", "patch_node", "delete_node", "upsert_edge", "delete_edge", "write_batch")
+PROPOSAL_WRITES = {  # writes to a proposal, not to the graph -> (destructive, idempotent); a merge is review_proposal's
+    "propose_changes": (False, False),  # each call opens a new proposal
+    "revise_proposal": (False, True),  # the same revision twice leaves the same proposal
+    "withdraw_proposal": (True, False),  # closes it for good
+    "comment_on_proposal": (False, False),  # each call adds a comment
+    "review_proposal": (True, False),  # closes it, and an approval merges
+}
 
 
 # -- fixtures and helpers -----------------------------------------------------------------------------------------
@@ -1218,8 +1225,16 @@ def test_a_writer_may_not_delete_edges_it_cannot_see_by_cascading(instance: Inst
 
 def test_the_write_tools_are_exactly_the_tools_that_need_the_write_permission(instance: Instance) -> None:
     changing = {t.name for t in instance.registry.tools if not t.annotations["readOnlyHint"]}
-    assert changing == {*WRITE_TOOLS, "apply_model"}  # and the admin's model change
-    assert {t.name for t in instance.registry.tools if t.permission == "write"} == set(WRITE_TOOLS)
+    assert changing == {*WRITE_TOOLS, *PROPOSAL_WRITES, "apply_model"}  # and the admin's model change
+    assert {t.name for t in instance.registry.tools if t.permission == "write"} == {*WRITE_TOOLS, *PROPOSAL_WRITES}
+
+
+@pytest.mark.parametrize("name", sorted(PROPOSAL_WRITES))
+def test_proposal_tool_annotations(instance: Instance, name: str) -> None:
+    destructive, idempotent = PROPOSAL_WRITES[name]
+    assert dict(instance.registry.tool(name).annotations) == {
+        "readOnlyHint": False, "destructiveHint": destructive, "idempotentHint": idempotent, "openWorldHint": False,
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("name", WRITE_TOOLS)

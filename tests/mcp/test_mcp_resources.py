@@ -9,7 +9,7 @@ import mcp
 import mcp_types as types
 import pytest
 
-from core.values.uris import MODEL_AT_TEMPLATE, NODE_AT_TEMPLATE, NODE_TEMPLATE
+from core.values.uris import MODEL_AT_TEMPLATE, NODE_AT_TEMPLATE, NODE_TEMPLATE, PROPOSAL_TEMPLATE
 from tests.mcp.conftest import MODERN, Served
 
 pytestmark = pytest.mark.anyio
@@ -68,11 +68,14 @@ async def test_templates_list_has_the_node_template_and_the_model_at_a_revision(
     async with served.client(revision) as client:
         templates = (await client.list_resource_templates()).resource_templates
 
-    assert [t.uri_template for t in templates] == [NODE_TEMPLATE, NODE_AT_TEMPLATE, MODEL_AT_TEMPLATE]
-    assert [NODE_TEMPLATE, NODE_AT_TEMPLATE, MODEL_AT_TEMPLATE] == [
-        "canon://nodes/{type}/{id}", "canon://nodes/{type}/{id}/at/{revision}", "canon://model/at/{revision}"
+    assert [t.uri_template for t in templates] == [NODE_TEMPLATE, NODE_AT_TEMPLATE, PROPOSAL_TEMPLATE,
+                                                   MODEL_AT_TEMPLATE]  # fmt: skip
+    assert [NODE_TEMPLATE, NODE_AT_TEMPLATE, PROPOSAL_TEMPLATE, MODEL_AT_TEMPLATE] == [
+        "canon://nodes/{type}/{id}", "canon://nodes/{type}/{id}/at/{revision}", "canon://proposals/{id}",
+        "canon://model/at/{revision}",
     ]  # fmt: skip
-    assert [t.mime_type for t in templates] == ["application/json", "application/json", "application/schema+json"]
+    assert [t.mime_type for t in templates] == ["application/json", "application/json", "application/json",
+                                                "application/schema+json"]  # fmt: skip
 
 
 async def test_read_model_resource_is_the_model_document(served: Served, revision: str) -> None:
@@ -187,7 +190,8 @@ async def test_every_listed_resource_and_the_node_template_carry_an_icon(served:
     for entry in [*listed, *templates]:
         assert entry.icons, f"{entry.name} has no icon"
         assert entry.icons[0].src.startswith(("data:", "https:"))
-    assert [t.uri_template for t in templates] == [NODE_TEMPLATE, NODE_AT_TEMPLATE, MODEL_AT_TEMPLATE]
+    assert [t.uri_template for t in templates] == [NODE_TEMPLATE, NODE_AT_TEMPLATE, PROPOSAL_TEMPLATE,
+                                                   MODEL_AT_TEMPLATE]  # fmt: skip
 
 
 async def test_the_node_template_describes_what_reading_it_gives(served: Served, revision: str) -> None:

@@ -93,6 +93,11 @@ async def test_tools_list_gives_the_registry_tools_in_order_with_their_exact_sch
         assert tool.annotations is not None
         writes = tool.name in WRITE_TOOLS or tool.name == "apply_model"  # apply_model: the admin's write
         assert tool.annotations.read_only_hint is not writes
+        if tool.name.endswith(("_proposal", "_proposals")) or tool.name == "propose_changes":  # a proposal's writes
+            hints = definition.annotations  # (tests/core/test_writes.py holds each proposal tool's)
+            assert tool.annotations.destructive_hint is hints["destructiveHint"]
+            assert tool.annotations.idempotent_hint is hints["idempotentHint"]
+            continue
         assert tool.annotations.destructive_hint is writes  # upserts replace, deletes delete
         assert tool.annotations.idempotent_hint is (tool.name != "write_batch")
         assert tool.annotations.title is None  # the tool's title is said once
