@@ -88,6 +88,8 @@ class Dialect:
     type_is: Callable[[NodeQuery, bool], str]  # the node is of `query.type` (bool: a key condition finds it)
     text: Callable[[NodeQuery, bool], Clause]  # the node holds `query.text` (bool: the text index holds exactly
     #                                             `query.text_fields`)
+    facet: Callable[[str], str]  # a property's value as its facet key (`core.lang.conditions.facet_key`), or NULL
+    #                              when it is absent, an array or an object; read as its conditions read it
     binary: LiteralString = ""  # after the change log's `key` column: compare and order it by code point, on its
     #                             index (`core.store.past`)
 
@@ -513,6 +515,27 @@ class SQLStore(ABC):
         else:
             total = self._read(f"SELECT count(*) FROM nodes WHERE {where}", params)[0][0]
         return self._to_nodes(rows), int(total)
+
+    def facet_counts(
+        self, query: NodeQuery, names: Sequence[str], *, limit: int
+    ) -> dict[str, tuple[dict[str, int], bool]]:
+        """For each property of `names`, how many of `query`'s nodes (all of them, the ones `find_nodes`' total
+        counts) hold each scalar value, by `facet_key`, most first (then by key, code point order), at most
+        `limit` of them, and whether more were cut. A node without the property is not counted."""
+        node_type = self._model.node_types.get(query.type) if query.type is not None else None
+        key_property = node_type.key if node_type is not None else None
+        indexed = query.text_fields == self._text_fields()
+        where, params = node_filter(self.DIALECT, query, key_property, indexed=indexed)
+        found: dict[str, tuple[dict[str, int], bool]] = {}
+        for name in names:
+            key = self.DIALECT.facet(name)  # no parameters: the name is a validated identifier
+            rows = self._read(
+                f"SELECT {key}{self.DIALECT.binary} AS k, count(*) AS n FROM nodes WHERE {where} AND {key} IS NOT NULL "
+                f"GROUP BY k ORDER BY n DESC, k LIMIT {self.DIALECT.mark}",
+                [*params, limit + 1],
+            )
+            found[name] = ({str(k): int(n) for k, n in rows[:limit]}, len(rows) > limit)
+        return found
 
     def _text_fields(self) -> dict[str, tuple[str, ...]]:
         """The text properties of each node type that the text index holds (this store's model's)."""

@@ -1,0 +1,133 @@
+"""find_nodes' facets: each value's count over every match, equal to the total of the same find with that value as
+a `where` condition, on both backends; bad facets refused with a pointer; a cut said so; refused at a past revision."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.lang.conditions import facet_key, parse_where
+from core.ops.config import Config
+from core.seam.instance import Instance, open_instance
+from core.store import NodeQuery
+from core.values.operations import PutNode
+from core.values.principal import LOCAL
+from core.values.records import Node
+
+pytestmark = pytest.mark.both_backends
+
+LANGUAGES = ("go", "java", "python", "rust")
+
+
+def services() -> list[PutNode]:
+    """30 services whose tier, language and public_api vary, some without a language or public_api."""
+    made: list[PutNode] = []
+    for i in range(30):
+        properties: dict[str, Any] = {"name": f"svc-{i:02d}", "description": f"Service {i}.", "tier": 1 + i % 3,
+                                      "lifecycle": ("production", "experimental")[i % 4 == 0]}  # fmt: skip
+        if i % 5:
+            properties["language"] = LANGUAGES[i % 7 % 4]
+        if i % 3:
+            properties["public_api"] = i % 2 == 0
+        made.append(PutNode(Node(f"svc-{i:02d}", "Service", properties, "public")))
+    return made
+
+
+@pytest.fixture(scope="module")
+def instance(module_store_location: str | Path) -> Iterator[Instance]:
+    opened = open_instance(Config(store=module_store_location, seed=False, walk_workers=0))
+    opened.store.commit(services(), principal="test")
+    yield opened
+    opened.close()
+
+
+def ok(instance: Instance, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = instance.dispatcher.call_tool(LOCAL, "test", "find_nodes", arguments)
+    assert result.value is not None, result.as_json()
+    return result.value
+
+
+def refused(instance: Instance, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = instance.dispatcher.call_tool(LOCAL, "test", "find_nodes", arguments)
+    assert result.is_error, result.as_json()
+    return result.as_json()["error"]
+
+
+@pytest.mark.parametrize(
+    "where", [{}, {"lifecycle": "production"}, {"tier": {"gte": 2}}], ids=["all", "production", "tier-2-or-more"]
+)
+@pytest.mark.parametrize("text", [None, "Service 1"], ids=["no-text", "text"])
+def test_each_count_is_the_total_of_the_same_find_with_that_value(
+    instance: Instance, where: dict[str, Any], text: str | None
+) -> None:
+    asked: dict[str, Any] = {"type": "Service", "limit": 3, **({"where": where} if where else {})}
+    if text is not None:
+        asked["text"] = text
+    answer = ok(instance, {**asked, "facets": ["tier", "language", "public_api", "lifecycle"]})
+    service = instance.model.node_types["Service"]
+
+    assert len(answer["items"]) <= 3  # the page is as asked; the counts are over every match
+    assert answer["facets_cut"] == []
+    values = {"tier": [1, 2, 3], "language": list(LANGUAGES), "public_api": [True, False],
+              "lifecycle": ["production", "experimental", "deprecated"]}  # fmt: skip
+    for name, counts in answer["facets"].items():
+        expected: dict[str, int] = {}
+        for value in values[name]:
+            if name in where and not parse_where({name: where[name]}, service, tool="t")[0].matches({name: value}):
+                continue  # the page's own condition on the property leaves this value out
+            total = ok(instance, {**asked, "where": {**asked.get("where", {}), name: value}, "limit": 1})["total"]
+            if total:
+                expected[str(facet_key(value))] = total
+        assert counts == expected, name
+        assert list(counts.values()) == sorted(counts.values(), reverse=True)  # most first
+        missing = ok(instance, {**asked, "where": {**asked.get("where", {}), name: {"exists": False}}})["total"]
+        assert sum(counts.values()) + missing == answer["total"]  # a node without the property is not counted
+    assert answer["facets"]["public_api"].keys() <= {"true", "false"}
+
+
+def test_without_facets_the_answer_has_none(instance: Instance) -> None:
+    answer = ok(instance, {"type": "Service"})
+    assert "facets" not in answer
+    assert "facets_cut" not in answer
+
+
+@pytest.mark.parametrize(
+    ("arguments", "pointer", "says"),
+    [
+        ({"facets": ["tier"]}, "/facets", "needs a type"),
+        ({"type": "Service", "facets": ["tier", "nope"]}, "/facets/1", "has no property 'nope'"),
+        ({"type": "Service", "facets": ["description"]}, "/facets/0", "only an enum, a boolean or an integer"),
+        ({"type": "Service", "facets": ["tags"]}, "/facets/0", "only an enum, a boolean or an integer"),
+        ({"type": "Service", "facets": ["slo_availability"]}, "/facets/0", "only an enum, a boolean or an integer"),
+        ({"type": "Service", "facets": ["tier"], "at": 1}, "/facets", "past revision"),
+    ],
+    ids=["no-type", "unknown", "text", "array", "number", "past"],
+)
+def test_a_bad_facet_is_refused_naming_it(
+    instance: Instance, arguments: dict[str, Any], pointer: str, says: str
+) -> None:
+    error = refused(instance, arguments)
+    assert error["code"] == "invalid_arguments", error
+    problems = {p["pointer"]: p["message"] for p in error["problems"]}
+    assert pointer in problems, problems
+    assert says in problems[pointer], problems
+
+
+def test_more_than_eight_facets_are_refused_by_the_schema(instance: Instance) -> None:
+    error = refused(instance, {"type": "Service", "facets": [f"p{i}" for i in range(9)]})
+    assert error["code"] == "invalid_arguments", error
+
+
+def test_the_store_cuts_to_the_bound_most_first_and_says_so(instance: Instance) -> None:
+    query = NodeQuery("Service")
+    everything = instance.store.facet_counts(query, ["language"], limit=50)["language"]
+    cut = instance.store.facet_counts(query, ["language"], limit=2)["language"]
+    exact = instance.store.facet_counts(query, ["language"], limit=len(everything[0]))["language"]
+
+    assert everything[1] is False
+    assert exact == everything
+    ranked = sorted(everything[0].items(), key=lambda kv: (-kv[1], kv[0]))
+    assert cut == (dict(ranked[:2]), True)
