@@ -50,12 +50,13 @@ def find_nodes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     faceted = parse_facets(args.get("facets", ()), node_type, ctx.model, tool="find_nodes")
     query = NodeQuery(args.get("type"), conditions, args.get("text"), text_fields(ctx), sight=ctx.sight)
     limit = args["limit"]
-    after = decode_cursor("find_nodes", args, str)
+    paged = {k: v for k, v in args.items() if k != "facets"}  # facets change no page: a cursor holds with or without
+    after = decode_cursor("find_nodes", paged, str)
     revision = ctx.view.revision
     nodes, total = ctx.view.find(query, after=after, limit=limit + 1)
     more = len(nodes) > limit
     nodes = nodes[:limit]
-    cursor = encode_cursor("find_nodes", args, nodes[-1].id) if more else None
+    cursor = encode_cursor("find_nodes", paged, nodes[-1].id) if more else None
     answer = page([n.to_json() for n in nodes], total=total, limit=limit, revision=revision, next_cursor=cursor)
     if "facets" in args:  # counted over every match (what `total` counts), not this page
         counted = ctx.view.facets(query, faceted, limit=FACET_VALUES)

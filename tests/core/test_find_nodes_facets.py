@@ -131,3 +131,16 @@ def test_the_store_cuts_to_the_bound_most_first_and_says_so(instance: Instance) 
     assert exact == everything
     ranked = sorted(everything[0].items(), key=lambda kv: (-kv[1], kv[0]))
     assert cut == (dict(ranked[:2]), True)
+
+
+def test_a_cursor_holds_with_or_without_facets(instance: Instance) -> None:
+    """Facets change no page, so a page's cursor reads the next page whether or not the call asks for facets (a
+    type page's cursor, from a call counting its facets, serves its downloads, which count none)."""
+    first = ok(instance, {"type": "Service", "limit": 7, "facets": ["tier"]})
+    plain = ok(instance, {"type": "Service", "limit": 7})
+    assert first["next_cursor"] == plain["next_cursor"] is not None
+    second = ok(instance, {"type": "Service", "limit": 7, "cursor": first["next_cursor"]})
+    again = ok(instance, {"type": "Service", "limit": 7, "cursor": first["next_cursor"], "facets": ["language"]})
+    assert [n["id"] for n in second["items"]] == [n["id"] for n in again["items"]]
+    assert second["items"][0]["id"] > first["items"][-1]["id"]
+    assert again["facets"] == ok(instance, {"type": "Service", "facets": ["language"]})["facets"]  # not this page's
