@@ -14,6 +14,7 @@ import json
 import logging
 import threading
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -72,6 +73,9 @@ CHANGE_ALL = (f"{CHANGE_COLUMNS}, source, target, before_visibility, before_read
 AUDIT_COLUMNS = ", ".join(AUDIT_FIELDS)
 HISTORY_COLUMNS = ", ".join(HISTORY_FIELDS)
 EDGE_ROW = "source, type, target, properties, revision, created_at, updated_at, updated_by"  # `edge_row`'s order
+
+JOINT_GROUPS = 2000  # `SQLStore.facet_counts` counts several properties in one scan while they form at most this
+#                     many groups of values
 
 Clause = tuple[str, list[Any]]  # a piece of SQL and its parameters, in order
 
@@ -521,17 +525,36 @@ class SQLStore(ABC):
     ) -> dict[str, tuple[dict[str, int], bool]]:
         """For each property of `names`, how many of `query`'s nodes (all of them, the ones `find_nodes`' total
         counts) hold each scalar value, by `facet_key`, most first (then by key, code point order), at most
-        `limit` of them, and whether more were cut. A node without the property is not counted."""
+        `limit` of them, and whether more were cut. A node without the property is not counted.
+
+        Two or more properties are counted in one scan, grouped by all of them at once (a node's properties are
+        read once for all), each property's counts summed from those groups; when the groups are more than
+        `JOINT_GROUPS`, each property is grouped on its own instead."""
         node_type = self._model.node_types.get(query.type) if query.type is not None else None
         key_property = node_type.key if node_type is not None else None
         indexed = query.text_fields == self._text_fields()
         where, params = node_filter(self.DIALECT, query, key_property, indexed=indexed)
-        found: dict[str, tuple[dict[str, int], bool]] = {}
-        for name in names:
-            key = self.DIALECT.facet(name)  # no parameters: the name is a validated identifier
+        keys = [f"{self.DIALECT.facet(name)}{self.DIALECT.binary}" for name in names]  # names: identifiers
+        m = self.DIALECT.mark
+        if len(names) > 1:
+            groups = ", ".join(str(i + 1) for i in range(len(keys)))
+            rows = self._read(f"SELECT {', '.join(keys)}, count(*) FROM nodes WHERE {where} GROUP BY {groups} "
+                              f"LIMIT {m}", [*params, JOINT_GROUPS + 1])  # fmt: skip
+            if len(rows) <= JOINT_GROUPS:
+                found: dict[str, tuple[dict[str, int], bool]] = {}
+                for i, name in enumerate(names):
+                    summed = Counter[str]()
+                    for row in rows:
+                        if row[i] is not None:
+                            summed[str(row[i])] += int(row[-1])
+                    ranked = sorted(summed.items(), key=lambda kv: (-kv[1], kv[0]))
+                    found[name] = (dict(ranked[:limit]), len(ranked) > limit)
+                return found
+        found = {}
+        for name, key in zip(names, keys, strict=True):
             rows = self._read(
-                f"SELECT {key}{self.DIALECT.binary} AS k, count(*) AS n FROM nodes WHERE {where} AND {key} IS NOT NULL "
-                f"GROUP BY k ORDER BY n DESC, k LIMIT {self.DIALECT.mark}",
+                f"SELECT {key} AS k, count(*) AS n FROM nodes WHERE {where} AND {key} IS NOT NULL "
+                f"GROUP BY k ORDER BY n DESC, k LIMIT {m}",
                 [*params, limit + 1],
             )
             found[name] = ({str(k): int(n) for k, n in rows[:limit]}, len(rows) > limit)

@@ -12,7 +12,7 @@ import pytest
 from core.lang.conditions import facet_key, parse_where
 from core.ops.config import Config
 from core.seam.instance import Instance, open_instance
-from core.store import NodeQuery
+from core.store import NodeQuery, sql
 from core.values.operations import PutNode
 from core.values.principal import LOCAL
 from core.values.records import Node
@@ -144,3 +144,19 @@ def test_a_cursor_holds_with_or_without_facets(instance: Instance) -> None:
     assert [n["id"] for n in second["items"]] == [n["id"] for n in again["items"]]
     assert second["items"][0]["id"] > first["items"][-1]["id"]
     assert again["facets"] == ok(instance, {"type": "Service", "facets": ["language"]})["facets"]  # not this page's
+
+
+@pytest.mark.parametrize("limit", [2, 50])
+def test_counting_several_properties_in_one_scan_answers_what_counting_each_alone_does(
+    instance: Instance, monkeypatch: pytest.MonkeyPatch, limit: int
+) -> None:
+    names = ["tier", "language", "public_api", "lifecycle"]
+    query = NodeQuery("Service", parse_where({"tier": {"gte": 2}}, instance.model.node_types["Service"], tool="t"))
+    joint = instance.store.facet_counts(query, names, limit=limit)
+    alone = {name: instance.store.facet_counts(query, [name], limit=limit)[name] for name in names}
+    monkeypatch.setattr(sql, "JOINT_GROUPS", 1)  # too many groups for one scan: each property on its own
+    apart = instance.store.facet_counts(query, names, limit=limit)
+
+    assert joint == alone == apart
+    assert [list(joint[n][0].items()) for n in names] == [list(alone[n][0].items()) for n in names]  # same order
+    assert any(cut for _, cut in joint.values()) is (limit == 2)
