@@ -17,7 +17,8 @@ on top the application `core/app/` (CLI, `canon generate`).
 3. The host imports no surface: core/http imports neither core/mcp nor generators.
 4. No surface imports a host module: generators and core/mcp use HTTP's vocabulary through `core.web`'s public
    names (`core.web.__all__`) and the caller's principal through `core.seam.surfaces`; a generator never core/mcp.
-5. No import runs upward: a module imports only from its own floor and the floors below (`LAYERS`).
+5. No import runs upward: a module imports only from its own floor and the floors below (`LAYERS`); every
+   module of core/ and generators/ stands on a floor (one beside the floors would escape the rule).
 6. No surface imports another: a generator package imports its own modules and `generators.naming` only.
 7. Authorisation is `core.dispatch.access`'s alone: no surface (generators, core/mcp, core/http) imports
    `core.dispatch.access` or the `Sight` type, or asks `sees`; a surface passes the caller's principal to the
@@ -247,6 +248,21 @@ def test_every_known_exception_is_still_needed() -> None:
     found = {key for rule in RULES for key in _all_breaks(rule)}
     stale = sorted(set(KNOWN) - found)
     assert not stale, f"no longer needed: delete {stale} from KNOWN"
+
+
+def off_the_floors(modules: list[str]) -> list[str]:
+    """The modules `LAYERS` places on no floor: the upward-import rule could not see what they import or who
+    imports them."""
+    return [m for m in modules if _floor(m) is None]
+
+
+def test_every_module_stands_on_a_floor() -> None:
+    assert not off_the_floors(MODULES), "place each on a floor of LAYERS (a package of its layer)"
+
+
+def test_a_module_beside_the_floors_is_caught() -> None:
+    assert off_the_floors(["core/dispatch/pinning.py", "core/pinning.py", "generators/pages/app.py",
+                           "core/proposals.py"]) == ["core/pinning.py", "core/proposals.py"]  # fmt: skip
 
 
 def test_the_mcp_sdk_is_imported_somewhere_and_only_in_core_mcp_but_for_the_known_exceptions() -> None:

@@ -1,4 +1,5 @@
-"""Proposals (`core.proposals`) on both backends: propose, revise, approve (merged), reject, withdraw, conflict."""
+"""Proposals (`core.dispatch.proposals`) on both backends: propose, revise, approve (merged), reject, withdraw,
+conflict."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from core import proposals
+from core.dispatch import proposals
 from core.store import Store
 from core.values.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
 from core.values.operations import operations_of

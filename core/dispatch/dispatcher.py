@@ -47,14 +47,14 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
 from core.dispatch.access import may_call, require_node, require_tool, sight_of, write_guard
+from core.dispatch.pinning import pin
 from core.dispatch.planning import ModelPlanner
+from core.dispatch.proposals import ProposalBook
 from core.dispatch.registry import Registry, ToolDefinition
 from core.index.current import CurrentView
 from core.index.graph import GraphIndex
 from core.lang.model import Model
 from core.lang.projection import shape
-from core.pinning import pin
-from core.proposals import ProposalBook
 from core.store import CommitResult, Store
 from core.store.view import View
 from core.values.audit import AuditLog, AuditRecord
@@ -155,7 +155,7 @@ class CallContext:
     audit: AuditLog | None = None
     planner: ModelPlanner | None = None  # what `apply_model` plans with (`core.dispatch.planning`), if anything
     reviewers: Reviewers = field(default_factory=Reviewers)  # who may review proposals (`[proposals]`)
-    book: ProposalBook | None = None  # the store's proposals (`core.proposals`); None where none may be written
+    book: ProposalBook | None = None  # the store's proposals (`core.dispatch.proposals`); None: none written here
 
     @property
     def model(self) -> Model:
@@ -392,7 +392,7 @@ class Dispatcher:
             # call (same cursor fingerprint) whichever surface sent it
             defaults = self.registry.input_defaults(tool.name)
             full = {**copy.deepcopy(defaults), **args} if defaults else dict(args)
-            full = pin(self.store, tool, full)  # as_of -> at (core.pinning)
+            full = pin(self.store, tool, full)  # as_of -> at (core.dispatch.pinning)
             at = full["at"] if "at" in full and tool.pins else None  # a read of the past: the view is the store's then
             handler, ctx = self.handlers[tool.name], self.context(principal, surface, received, at)
             value = self._walk(handler, ctx, tool.name, full) if tool.execution == "walk" else handler(ctx, full)

@@ -63,7 +63,7 @@ MODEL_ICON, CHANGES_ICON, EDGE_ICON, NODE_ICON, PROPOSAL_ICON = "🗺️", "🕒
 
 
 READS_THE_LOG = frozenset({"at", "as_of", "since", "from"})  # inputs naming a point in the change log
-PINS = ("at", "as_of")  # the inputs that pin a read to a past revision: a revision, or a time (core.pinning)
+PINS = ("at", "as_of")  # the inputs that pin a read to a past revision: a revision, or a time (core.dispatch.pinning)
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ class ToolDefinition:
     @property
     def pins(self) -> tuple[str, ...]:
         """`PINS` when the tool's input takes them all (it reads at any past revision), else none: what dispatch
-        resolves (`core.pinning`), what GraphQL holds to one value per query, what the pages offer."""
+        resolves (`core.dispatch.pinning`), what GraphQL holds to one value per query, what the pages offer."""
         return PINS if set(PINS) <= set(self.input_schema.get("properties", {})) else ()
 
     def to_json(self) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 URIs (`core.values.uris`): the model (now, and at any past revision, from the store's model history), each type's
 schema,
 the latest changes, one per node, whose JSON is exactly `get_node`'s `node`, and one per proposal, whose JSON is
-exactly `get_proposal`'s answer (`core.proposals.answer`). The list holds the fixed resources
+exactly `get_proposal`'s answer (`core.dispatch.proposals.answer`). The list holds the fixed resources
 first, then every node in id order, one page at a time.
 Everything is read through the caller's sight: nodes it may not see are not listed or completed, reading one is
 a `ForbiddenError`, and the changes resource shows the latest entries as `get_changes` would show them to that

@@ -116,7 +116,7 @@ class Config:
     local_name: str = "local"  # the stdio principal
     local_role: str = "writer"  # an agent over stdio writes; admin (apply_model, the audit log) is a decision
     local_groups: tuple[str, ...] = ()
-    reviewer_roles: tuple[str, ...] = ("admin",)  # who may approve or reject proposals (core.proposals) ...
+    reviewer_roles: tuple[str, ...] = ("admin",)  # who may approve or reject proposals (core.dispatch.proposals) ...
     reviewer_groups: tuple[str, ...] = ("reviewers",)  # ... by role or by group; never a proposal's author
     metrics: bool = True  # Prometheus metrics at /metrics (core.ops.metrics)
     metrics_protected: bool = False  # /metrics answers only a bearer token with the admin role

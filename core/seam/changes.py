@@ -7,7 +7,7 @@ commits, and commits by *other processes* (replicas on one PostgreSQL database, 
 noticed by syncing the index: at once on the store's notice of a commit (`Store.notices`: PostgreSQL's
 LISTEN/NOTIFY) with a slow fallback tick in case a notice is lost, or on a short tick where the store sends none
 (SQLite). Each batch it delivers is a `Batch`: the changes in commit order and the resource URIs they touch
-(`uris_of`), and the URIs of the proposals that changed since the last batch (`core.proposals.Watermark`: a
+(`uris_of`), and the URIs of the proposals that changed since the last batch (`core.dispatch.proposals.Watermark`: a
 proposal's state is not in the change log, so each sync also looks at the proposals' own stamps).
 
 Two ways to hear it:
@@ -37,8 +37,8 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from core.dispatch.access import sees_change
+from core.dispatch.proposals import Watermark
 from core.index.graph import GraphIndex
-from core.proposals import Watermark
 from core.values.errors import StoreUnavailableError
 from core.values.records import Change, Sight
 from core.values.uris import CHANGES_URI, node_uri, proposal_uri

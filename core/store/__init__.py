@@ -38,11 +38,11 @@ every backend:
 * `view(revision)` is the graph at a revision, read from the change log and the model history (`core.store.view`), and
   `diff_revisions` what differs between two; both answer `gone` from before the change log's floor;
 * `unit_of_work()` is a write transaction for the tables canon keeps beside the graph (the proposals of
-  `core.proposals`): one at a time across every process with `commit`'s, committed when its block ends and rolled
-  back if it raises; `commit(then=...)` hands its own transaction to `then` as the same `UnitOfWork`, so such a row
-  moves together with a batch; `rows(sql, params)` reads those tables outside a transaction. Their statements are
-  written once, with `?` parameter markers, in the SQL both backends speak; the graph's own tables change only
-  through `commit`, `bulk` and `apply_model`;
+  `core.dispatch.proposals`): one at a time across every process with `commit`'s, committed when its block ends
+  and rolled back if it raises; `commit(then=...)` hands its own transaction to `then` as the same `UnitOfWork`,
+  so such a row moves together with a batch; `rows(sql, params)` reads those tables outside a transaction. Their
+  statements are written once, with `?` parameter markers, in the SQL both backends speak; the graph's own
+  tables change only through `commit`, `bulk` and `apply_model`;
 * `dump()` reads everything a store holds (model, nodes, edges, change log, audit log, proposals) as it is, and
   `restore` writes such a dump into an empty store (of either backend), so `copy_store` moves a store losslessly.
 """

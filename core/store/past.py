@@ -563,7 +563,7 @@ def diff_entry(kind: str, key: str, before: Node | Edge | None, after: Node | Ed
     """How a record differs from `before` to `after` (None: absent), as a caller who sees the one side or the other
     (`sees_before`, `sees_after`) may be shown it: None when nothing differs or it sees neither side; a side it may
     not see is left out and the entry `redacted`, without its fields and properties. The one rule of a shown
-    difference: `diff_revisions` and a proposal's diff (`core.proposals`) both make their entries with it."""
+    difference: `diff_revisions` and a proposal's diff (`core.dispatch.proposals`) both make their entries with it."""
     fields, properties = _differences(before, after)
     if before is not None and after is not None and not fields and not properties:
         return None

@@ -1,4 +1,4 @@
-"""The table proposals live in (`core.proposals`), the same on SQLite and PostgreSQL."""
+"""The table proposals live in (`core.dispatch.proposals`), the same on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -17,4 +17,4 @@ PROPOSALS_TABLE: tuple[LiteralString, ...] = (
 
 PROPOSAL_COLUMNS = ("id, title, rationale, author, state, base_revision, operations, bases, comments, created_at, "
                     "updated_at, reviewer, merge_revision")  # fmt: skip
-"""The proposals table's columns, in the order `core.proposals` reads them and `dump`/`restore` move them."""
+"""The proposals table's columns, in the order `core.dispatch.proposals` reads them and `dump`/`restore` move them."""

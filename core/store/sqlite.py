@@ -138,7 +138,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     3: _TEXT,  # the trigram index text search uses (filled by `_ensure_text_index`)
     4: _HISTORY,  # every recorded model, the one recorded so far first
     5: _PAST,  # a record's changes by id and by edge end, for reading a past revision (`core.store.past`)
-    6: PROPOSALS_TABLE,  # pending change-sets (`core.proposals`)
+    6: PROPOSALS_TABLE,  # pending change-sets (`core.dispatch.proposals`)
 }
 
 _CHANGE_INSERT = f"INSERT INTO changes ({CHANGE_ALL}) VALUES ({', '.join('?' * 15)})"

@@ -2,9 +2,9 @@
 get_proposal and find_proposals.
 
 Thin on purpose: each handler shapes its arguments and answer; what a proposal is, who may review it, the conflict
-rule and what a reader is shown are `core.proposals`' (one rule, one place, the same on every surface). A merge syncs
-the index at once (`ctx.proposals`, `core.proposals.ProposalBook`), as a write does, so the caller's next read sees it
-and change listeners hear of it.
+rule and what a reader is shown are `core.dispatch.proposals`' (one rule, one place, the same on every surface). A
+merge syncs the index at once (`ctx.proposals`, `core.dispatch.proposals.ProposalBook`), as a write does, so the
+caller's next read sees it and change listeners hear of it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from core.dispatch.dispatcher import CallContext, handler
-from core.proposals import Proposal
+from core.dispatch.proposals import Proposal
 from core.tools.writes import batch_error
 from core.values.errors import InvalidArgumentsError, Problem, ValidationError
 from core.values.operations import operations_of

@@ -51,9 +51,9 @@ ANONYMOUS = Principal("anonymous", frozenset({"reader"}), authenticated=False)
 
 @dataclass(frozen=True)
 class Reviewers:
-    """Who may approve or reject a proposal (`core.proposals`): a principal with one of `roles` or in one of
+    """Who may approve or reject a proposal (`core.dispatch.proposals`): a principal with one of `roles` or in one of
     `groups` (`[proposals] reviewer_roles` and `reviewer_groups` in canon.toml); never the proposal's own author,
-    which `core.proposals.review` holds whatever this says."""
+    which `core.dispatch.proposals.review` holds whatever this says."""
 
     roles: frozenset[str] = frozenset({"admin"})
     groups: frozenset[str] = frozenset({"reviewers"})

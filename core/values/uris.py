@@ -6,7 +6,7 @@ and parsers of the others.
 * `canon://types/{name}`: one node or edge type's schema;
 * `canon://nodes/{type}/{id}`: one node (a resource template, as is the model at a revision);
   `canon://nodes/{type}/{id}/at/{revision}`: that node as it was at a past revision (the change log);
-* `canon://proposals/{id}`: one proposal (`core.proposals`), its state, diff and discussion.
+* `canon://proposals/{id}`: one proposal (`core.dispatch.proposals`), its state, diff and discussion.
 
 Surfaces that map URIs onto paths (REST's `/api/resources/<path>`) take the part after the scheme (`path_of`).
 """

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core import proposals
+from core.dispatch import proposals
 from core.lang.model import Model, default_seed_path
 from core.store import Store, copy_store, open_existing_store, open_store
 from core.store.interchange import export_graph, import_path

@@ -11,7 +11,7 @@ import networkx as nx
 import pytest
 from jsonschema import Draft202012Validator
 
-from core import proposals
+from core.dispatch import proposals
 from core.dispatch.dispatcher import ToolResult
 from core.dispatch.registry import type_schema
 from core.ops.config import Config

@@ -24,7 +24,7 @@ import pytest
 from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp.server.lowlevel.server import Server
 
-from core import proposals
+from core.dispatch import proposals
 from core.lang.model import load_model
 from core.seam.changes import ChangeFeed
 from core.store.sqlite import SQLiteStore
