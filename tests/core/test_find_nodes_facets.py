@@ -14,6 +14,7 @@ from core.ops.config import Config
 from core.seam.instance import Instance, open_instance
 from core.store import NodeQuery, sql
 from core.values.operations import PutNode
+from core.values.errors import ValidationError
 from core.values.principal import LOCAL
 from core.values.records import Node
 
@@ -160,3 +161,11 @@ def test_counting_several_properties_in_one_scan_answers_what_counting_each_alon
     assert joint == alone == apart
     assert [list(joint[n][0].items()) for n in names] == [list(alone[n][0].items()) for n in names]  # same order
     assert any(cut for _, cut in joint.values()) is (limit == 2)
+
+
+def test_a_past_view_refuses_facets_as_what_only_the_current_revision_answers(instance: Instance) -> None:
+    past = instance.store.view(1)
+    with pytest.raises(ValidationError) as refused_then:
+        past.facets(NodeQuery("Service"), ["tier"], limit=50)
+    assert [p.pointer for p in refused_then.value.problems] == ["/at"]
+    assert "counting facets" in refused_then.value.problems[0].message
