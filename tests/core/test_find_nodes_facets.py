@@ -13,8 +13,8 @@ from core.lang.conditions import facet_key, parse_where
 from core.ops.config import Config
 from core.seam.instance import Instance, open_instance
 from core.store import NodeQuery, sql
-from core.values.operations import PutNode
 from core.values.errors import ValidationError
+from core.values.operations import PutNode
 from core.values.principal import LOCAL
 from core.values.records import Node
 
