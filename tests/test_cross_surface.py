@@ -293,6 +293,7 @@ READS: list[tuple[str, dict[str, Any]]] = [
     ("find_nodes", {"type": "Service", "limit": 5}),
     ("find_nodes", {"type": "Team", "where": {"area": "product", "founded": {"gte": "2016"}}, "limit": 3}),
     ("find_nodes", {"text": "payment", "limit": 4}),
+    ("find_nodes", {"type": "Service", "facets": ["tier", "lifecycle", "handles_pii"], "limit": 3}),
     ("get_neighbors", {"id": PUBLIC_SERVICE, "depth": 2, "limit": 10}),
     ("get_neighbors", {"id": PUBLIC_SERVICE, "direction": "in", "edge_types": ["owns"]}),
     ("find_paths", {"source": PUBLIC_SERVICE, "target": "team-payments", "max_depth": 3, "limit": 3}),
@@ -341,6 +342,7 @@ async def test_the_same_reads_give_the_same_results_on_mcp_rest_and_graphql(
 ERRORS: list[tuple[str, str, dict[str, Any], str]] = [
     ("unknown id", "get_node", {"id": "no-such-node"}, "not_found"),
     ("invalid input", "find_nodes", {"type": "Service", "limit": 100000}, "invalid_arguments"),
+    ("a facet that cannot be one", "find_nodes", {"type": "Service", "facets": ["description"]}, "invalid_arguments"),
     ("record the caller may not read", "get_node", {"id": RESTRICTED}, "forbidden"),
     (
         "stale revision",

@@ -66,6 +66,9 @@ class CurrentView:
     def find(self, query: NodeQuery, *, after: str | None, limit: int) -> tuple[list[Node], int]:
         return self.store.find_nodes(query, after=after, limit=limit)
 
+    def facets(self, query: NodeQuery, names: Sequence[str], *, limit: int) -> dict[str, tuple[dict[str, int], bool]]:
+        return self.store.facet_counts(query, names, limit=limit)
+
     def edges_of(
         self, id: str, direction: Direction = "both", types: Sequence[str] = (), *, sight: Sight | None = None
     ) -> list[Edge]:

@@ -9,11 +9,12 @@ store that filters in its query language must agree with it (the tests run both 
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from core.lang.model import NodeType
+from core.lang.model import Model, NodeType
 from core.values.errors import InvalidArgumentsError, Problem
 
 __all__ = ["OPERATORS", "Condition", "parse_where"]
@@ -35,6 +36,17 @@ class Condition:
         if actual is _MISSING:
             return self.op == "ne"
         return _compare(self.op, actual, self.value)
+
+
+def facet_key(value: Any) -> str | None:
+    """How `find_nodes`' facets name a property's value: a string as it is, any other scalar as its JSON text
+    (`true`, `3`, `null`); None for an array or an object, which are not counted. The stores compute the same
+    key in SQL (`core.store.sql.Dialect.facet`)."""
+    if isinstance(value, str):
+        return value
+    if value is None or isinstance(value, bool | int | float):
+        return json.dumps(value)
+    return None
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -84,6 +96,41 @@ def parse_where(
     if problems:
         raise InvalidArgumentsError(tool, problems)
     return tuple(conditions)
+
+
+FACET_VALUES = 50  # the most values find_nodes' facets answer per property, most frequent first
+
+
+def facet_kind(schema: Mapping[str, Any]) -> str | None:
+    """What makes a property's (resolved) schema one `find_nodes` may facet: "an enum", "a boolean" or "an
+    integer"; None for anything else (its values are not few, or not scalars)."""
+    if isinstance(schema.get("enum"), list):
+        return "an enum"
+    if schema.get("type") == "boolean":
+        return "a boolean"
+    if schema.get("type") == "integer":
+        return "an integer"
+    return None
+
+
+def parse_facets(names: Iterable[str], node_type: NodeType | None, model: Model, *, tool: str) -> tuple[str, ...]:
+    """The validated `facets` argument: each a property of the queried type whose schema `facet_kind` accepts."""
+    names = tuple(names)
+    problems: list[Problem] = []
+    if names and node_type is None:
+        problems.append(Problem("/facets", "facets needs a type: they count one node type's property values"))
+    for i, name in enumerate(names if node_type is not None else ()):
+        assert node_type is not None
+        if name not in node_type.properties:
+            close = difflib.get_close_matches(name, list(node_type.properties), n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            problems.append(Problem(f"/facets/{i}", f"{node_type.name} has no property {name!r}{hint}"))
+        elif facet_kind(model.resolved(node_type.properties[name])) is None:
+            problems.append(Problem(f"/facets/{i}", f"{name!r} cannot be a facet: only an enum, a boolean or an "
+                                                    "integer property can"))  # fmt: skip
+    if problems:
+        raise InvalidArgumentsError(tool, problems)
+    return names
 
 
 def all_match(conditions: Iterable[Condition], properties: Mapping[str, Any]) -> bool:

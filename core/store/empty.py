@@ -112,6 +112,11 @@ class EmptyStore:
     def find_nodes(self, query: NodeQuery, *, after: str | None, limit: int) -> tuple[list[Node], int]:
         return [], 0
 
+    def facet_counts(
+        self, query: NodeQuery, names: Sequence[str], *, limit: int
+    ) -> dict[str, tuple[dict[str, int], bool]]:
+        return {name: ({}, False) for name in names}
+
     def count_changes(self, since: int, *, sight: Sight | None = None, until: int | None = None) -> int:
         return 0
 

@@ -315,6 +315,9 @@ class StoredView:
             raise current_only("a find by conditions, text or id prefix")
         return self.find_nodes(query.type, sight=query.sight, after=after, limit=limit)
 
+    def facets(self, query: NodeQuery, names: Sequence[str], *, limit: int) -> dict[str, tuple[dict[str, int], bool]]:
+        raise current_only("counting facets")
+
     def edge(self, type: str, source: str, target: str) -> Edge | None:
         raise current_only("an edge read by its key")
 

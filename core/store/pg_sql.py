@@ -85,6 +85,13 @@ def _kind(name: str) -> str:
     return f"json_typeof(properties -> '{name}')"
 
 
+def _facet_sql(name: str) -> str:
+    """A property's facet key (`core.lang.conditions.facet_key`): a string as it is, any other scalar as its JSON
+    text; NULL when absent, an array or an object. The same `->` and JSON type `_condition_sql` reads."""
+    nothing = "WHEN 'array' THEN NULL WHEN 'object' THEN NULL"
+    return f"(CASE {_kind(name)} WHEN 'null' THEN 'null' {nothing} ELSE {_text(name)} END)"
+
+
 def _condition_sql(c: Condition) -> tuple[str, list[Any]]:
     name = c.property
     if c.op == "exists":
@@ -140,5 +147,5 @@ def _type_is(query: NodeQuery, by_key: bool) -> str:
 
 DIALECT = Dialect(
     mark="%s", true="true", sight=sight_sql, condition=_condition_sql, key_in=_key_in, type_is=_type_is,
-    text=_text_filter, binary=' COLLATE "C"',
+    text=_text_filter, binary=' COLLATE "C"', facet=_facet_sql,
 )  # fmt: skip

@@ -14,6 +14,7 @@ import json
 import logging
 import threading
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -73,6 +74,9 @@ AUDIT_COLUMNS = ", ".join(AUDIT_FIELDS)
 HISTORY_COLUMNS = ", ".join(HISTORY_FIELDS)
 EDGE_ROW = "source, type, target, properties, revision, created_at, updated_at, updated_by"  # `edge_row`'s order
 
+JOINT_GROUPS = 2000  # `SQLStore.facet_counts` counts several properties in one scan while they form at most this
+#                     many groups of values
+
 Clause = tuple[str, list[Any]]  # a piece of SQL and its parameters, in order
 
 
@@ -88,6 +92,8 @@ class Dialect:
     type_is: Callable[[NodeQuery, bool], str]  # the node is of `query.type` (bool: a key condition finds it)
     text: Callable[[NodeQuery, bool], Clause]  # the node holds `query.text` (bool: the text index holds exactly
     #                                             `query.text_fields`)
+    facet: Callable[[str], str]  # a property's value as its facet key (`core.lang.conditions.facet_key`), or NULL
+    #                              when it is absent, an array or an object; read as its conditions read it
     binary: LiteralString = ""  # after the change log's `key` column: compare and order it by code point, on its
     #                             index (`core.store.past`)
 
@@ -513,6 +519,46 @@ class SQLStore(ABC):
         else:
             total = self._read(f"SELECT count(*) FROM nodes WHERE {where}", params)[0][0]
         return self._to_nodes(rows), int(total)
+
+    def facet_counts(
+        self, query: NodeQuery, names: Sequence[str], *, limit: int
+    ) -> dict[str, tuple[dict[str, int], bool]]:
+        """For each property of `names`, how many of `query`'s nodes (all of them, the ones `find_nodes`' total
+        counts) hold each scalar value, by `facet_key`, most first (then by key, code point order), at most
+        `limit` of them, and whether more were cut. A node without the property is not counted.
+
+        Two or more properties are counted in one scan, grouped by all of them at once (a node's properties are
+        read once for all), each property's counts summed from those groups; when the groups are more than
+        `JOINT_GROUPS`, each property is grouped on its own instead."""
+        node_type = self._model.node_types.get(query.type) if query.type is not None else None
+        key_property = node_type.key if node_type is not None else None
+        indexed = query.text_fields == self._text_fields()
+        where, params = node_filter(self.DIALECT, query, key_property, indexed=indexed)
+        keys = [f"{self.DIALECT.facet(name)}{self.DIALECT.binary}" for name in names]  # names: identifiers
+        m = self.DIALECT.mark
+        if len(names) > 1:
+            groups = ", ".join(str(i + 1) for i in range(len(keys)))
+            rows = self._read(f"SELECT {', '.join(keys)}, count(*) FROM nodes WHERE {where} GROUP BY {groups} "
+                              f"LIMIT {m}", [*params, JOINT_GROUPS + 1])  # fmt: skip
+            if len(rows) <= JOINT_GROUPS:
+                found: dict[str, tuple[dict[str, int], bool]] = {}
+                for i, name in enumerate(names):
+                    summed = Counter[str]()
+                    for row in rows:
+                        if row[i] is not None:
+                            summed[str(row[i])] += int(row[-1])
+                    ranked = sorted(summed.items(), key=lambda kv: (-kv[1], kv[0]))
+                    found[name] = (dict(ranked[:limit]), len(ranked) > limit)
+                return found
+        found = {}
+        for name, key in zip(names, keys, strict=True):
+            rows = self._read(
+                f"SELECT {key} AS k, count(*) AS n FROM nodes WHERE {where} AND {key} IS NOT NULL "
+                f"GROUP BY k ORDER BY n DESC, k LIMIT {m}",
+                [*params, limit + 1],
+            )
+            found[name] = ({str(k): int(n) for k, n in rows[:limit]}, len(rows) > limit)
+        return found
 
     def _text_fields(self) -> dict[str, tuple[str, ...]]:
         """The text properties of each node type that the text index holds (this store's model's)."""

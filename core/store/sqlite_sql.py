@@ -115,6 +115,16 @@ def _condition_sql(c: Condition) -> tuple[str, list[Any]]:
     return f"({kind} IN {types} AND {value} {operator} ?)", [c.value]
 
 
+def _facet_sql(name: str) -> str:
+    """A property's facet key (`core.lang.conditions.facet_key`): a string as it is, any other scalar as JSON
+    text; NULL when absent, an array or an object. The same path and JSON type `_condition_sql` reads."""
+    path = f"'$.{name}'"
+    value, kind = f"json_extract(properties, {path})", f"json_type(properties, {path})"
+    scalars = "WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' WHEN 'null' THEN 'null'"
+    numbers = f"WHEN 'integer' THEN CAST({value} AS TEXT) WHEN 'real' THEN CAST({value} AS TEXT)"
+    return f"(CASE {kind} WHEN 'text' THEN {value} {scalars} {numbers} END)"
+
+
 def _equals_sql(value: str, kind: str, v: Any) -> str:
     if isinstance(v, bool):
         return f"{kind} = '{'true' if v else 'false'}'"
@@ -143,5 +153,12 @@ def _type_is(query: NodeQuery, by_key: bool) -> str:
 
 
 DIALECT = Dialect(
-    mark="?", true="1", sight=sight_sql, condition=_condition_sql, key_in=_key_in, type_is=_type_is, text=_text_filter
+    mark="?",
+    true="1",
+    sight=sight_sql,
+    condition=_condition_sql,
+    key_in=_key_in,
+    type_is=_type_is,
+    text=_text_filter,
+    facet=_facet_sql,
 )

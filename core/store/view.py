@@ -184,6 +184,11 @@ class View(Protocol):
         """`find_nodes` by a whole `NodeQuery` (conditions, text, an id prefix); a past view: by type only."""
         ...
 
+    def facets(self, query: NodeQuery, names: Sequence[str], *, limit: int) -> dict[str, tuple[dict[str, int], bool]]:
+        """How many of `query`'s nodes hold each value of each property of `names` (`Store.facet_counts`); current
+        only."""
+        ...
+
     def edge(self, type: str, source: str, target: str) -> Edge | None:
         """The edge as stored (no sight applied: the caller checked its ends); current only."""
         ...

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.dispatch.dispatcher import CallContext, handler
-from core.lang.conditions import parse_where
+from core.lang.conditions import FACET_VALUES, parse_facets, parse_where
 from core.store import NodeQuery
 from core.values.errors import InvalidArgumentsError, NotFoundError, Problem
 from core.values.paging import decode_cursor, encode_cursor, page
@@ -42,20 +42,27 @@ def text_fields(ctx: CallContext) -> dict[str, tuple[str, ...]]:
 
 @handler("find_nodes")
 def find_nodes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    not_at_a_past_revision("find_nodes", args, ("where", "text"))
+    not_at_a_past_revision("find_nodes", args, ("where", "text", "facets"))
     if "at" in args:
         return _find_nodes_then(ctx, args)
     node_type = ctx.model.node_types.get(args["type"]) if "type" in args else None
     conditions = parse_where(args.get("where", {}), node_type, tool="find_nodes")
+    faceted = parse_facets(args.get("facets", ()), node_type, ctx.model, tool="find_nodes")
     query = NodeQuery(args.get("type"), conditions, args.get("text"), text_fields(ctx), sight=ctx.sight)
     limit = args["limit"]
-    after = decode_cursor("find_nodes", args, str)
+    paged = {k: v for k, v in args.items() if k != "facets"}  # facets change no page: a cursor holds with or without
+    after = decode_cursor("find_nodes", paged, str)
     revision = ctx.view.revision
     nodes, total = ctx.view.find(query, after=after, limit=limit + 1)
     more = len(nodes) > limit
     nodes = nodes[:limit]
-    cursor = encode_cursor("find_nodes", args, nodes[-1].id) if more else None
-    return page([n.to_json() for n in nodes], total=total, limit=limit, revision=revision, next_cursor=cursor)
+    cursor = encode_cursor("find_nodes", paged, nodes[-1].id) if more else None
+    answer = page([n.to_json() for n in nodes], total=total, limit=limit, revision=revision, next_cursor=cursor)
+    if "facets" in args:  # counted over every match (what `total` counts), not this page
+        counted = ctx.view.facets(query, faceted, limit=FACET_VALUES)
+        answer["facets"] = {name: counts for name, (counts, _) in counted.items()}
+        answer["facets_cut"] = [name for name, (_, cut) in counted.items() if cut]
+    return answer
 
 
 def _find_nodes_then(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:

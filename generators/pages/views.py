@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.lang.conditions import facet_key
 from core.lang.model import EdgeEnd, Model, NodeType, deprecation, is_deprecated
 from core.values.errors import CanonError, ConflictError, NotFoundError, Problem, ValidationError
 from generators.pages.editing import Field, fields_of, patch_of
@@ -26,6 +27,7 @@ HISTORY_STEPS = 10  # earlier states of a node its page lists
 RECENT = 20  # revisions the home page looks back for changes
 MAX_COLUMNS = 6  # a type table's property columns
 SEARCH_SIZE = 20
+MAX_FACETS = 8  # find_nodes' most facets in one call
 CHANGES_SIZE = 100
 WHOLE = re.compile(r"[0-9]{1,19}")  # a revision as a query string writes it (ASCII digits only)
 
@@ -125,11 +127,15 @@ class Views:
         """A type's table; `facets=False` (a download) leaves out the facet counts, which only the page shows."""
         node_type = self.node_type(name)
         asked = parse_type_query(self.model, node_type, query)
-        answer = reader.call("find_nodes", asked.arguments(name))
+        arguments = asked.arguments(name)
+        counted = [f for f in facets_of(self.model, node_type) if f.name not in asked.where] if facets else []
+        if counted:  # the rows' call counts the facets the page's filters leave alone (find_nodes' facets)
+            arguments["facets"] = [f.name for f in counted][:MAX_FACETS]
+        answer = reader.call("find_nodes", arguments)
         columns = self.columns(node_type)
         rows = [Row(n, self.title_of(n), tuple(self.shown(node_type, c, n["properties"].get(c)) for c in columns))
                 for n in answer["items"]]  # fmt: skip
-        counts = list(self._facet_counts(reader, node_type, asked)) if facets else []
+        counts = list(self._facet_counts(reader, node_type, asked, answer)) if facets else []
         ranges = [p for p, s in node_type.properties.items() if _rangeable(self.model.resolved(s))]
         download_columns = ("id", "type", *node_type.properties)
         download_rows = tuple({"id": n["id"], "type": n["type"], **n["properties"]} for n in answer["items"])
@@ -150,21 +156,39 @@ class Views:
             schema = self.model.resolved(items)  # pyright: ignore[reportUnknownArgumentType]
         return _texty(schema)
 
-    def _facet_counts(self, reader: Reader, node_type: NodeType, asked: TypeQuery) -> Iterator[FacetCounts]:
+    def _facet_counts(
+        self, reader: Reader, node_type: NodeType, asked: TypeQuery, answer: Mapping[str, Any]
+    ) -> Iterator[FacetCounts]:
         """Each facet's values with how many nodes have it among those the other filters leave (Datasette's
-        counts): one `find_nodes` count per value, as the caller, so each count is the caller's own."""
+        counts), as the caller, so each count is the caller's own: find_nodes' facets, from the rows' call
+        (`answer`) for a facet the page does not filter on, and from one call without its filter for one it does."""
         for facet in facets_of(self.model, node_type):
-            yield self._facet(reader, node_type, asked, facet)
-
-    def _facet(self, reader: Reader, node_type: NodeType, asked: TypeQuery, facet: Facet) -> FacetCounts:
-        others = {k: v for k, v in asked.where.items() if k != facet.name}
-        counted = FacetCounts(facet.name)
-        for value in facet.values:
-            arguments: dict[str, Any] = {"type": node_type.name, "where": {**others, facet.name: value},
-                                         "limit": 1, "summary": True}  # fmt: skip
+            if facet.name in answer.get("facets", {}):
+                yield self._facet(reader, node_type, asked, facet, answer)
+                continue
+            others = {k: v for k, v in asked.where.items() if k != facet.name}
+            arguments: dict[str, Any] = {"type": node_type.name, "limit": 1, "summary": True, "facets": [facet.name]}
+            if others:
+                arguments["where"] = others
             if asked.text is not None:
                 arguments["text"] = asked.text
-            total = int(reader.call("find_nodes", arguments)["total"])
+            yield self._facet(reader, node_type, asked, facet, reader.call("find_nodes", arguments))
+
+    def _facet(
+        self, reader: Reader, node_type: NodeType, asked: TypeQuery, facet: Facet, answer: Mapping[str, Any]
+    ) -> FacetCounts:
+        counted = FacetCounts(facet.name)
+        found: Mapping[str, int] = answer["facets"][facet.name]
+        cut = facet.name in answer["facets_cut"]
+        for value in facet.values:
+            total = found.get(str(facet_key(value)), 0)
+            if not total and cut:  # beyond the values find_nodes answers: counted on its own
+                others = {k: v for k, v in asked.where.items() if k != facet.name}
+                arguments: dict[str, Any] = {"type": node_type.name, "where": {**others, facet.name: value},
+                                             "limit": 1, "summary": True}  # fmt: skip
+                if asked.text is not None:
+                    arguments["text"] = asked.text
+                total = int(reader.call("find_nodes", arguments)["total"])
             chosen = facet.name in asked.where and asked.where[facet.name] == value
             if total or chosen:
                 counted.counts.append((value, _param(value), total, chosen))

@@ -31,6 +31,7 @@ from core.dispatch.access import sees_change, sight_of
 from core.dispatch.dispatcher import CallContext, ToolResult
 from core.dispatch.registry import ResourceDefinition
 from core.dispatch.resources import complete, list_resources, read_resource
+from core.lang.conditions import facet_key
 from core.lang.model import load_model
 from core.ops.config import Config
 from core.seam.instance import Instance, open_instance
@@ -420,6 +421,32 @@ def test_find_nodes_lists_and_counts_only_visible_nodes(
     assert [n["id"] for page in pages for n in page["items"]] == expected
     assert {page["total"] for page in pages} == {len(expected)}
     assert_shows_none_of(pages, truth.hidden(who))
+
+
+FACETED = [("GlossaryTerm", "category"), ("Service", "lifecycle"), ("Service", "tier")]
+
+
+@pytest.mark.parametrize(("type_", "facet"), FACETED, ids=[f"{t}.{f}" for t, f in FACETED])
+@pytest.mark.parametrize("who", CALLERS, ids=names(CALLERS))
+def test_find_nodes_facets_count_only_visible_nodes(
+    instance: Instance, truth: Truth, who: Principal, type_: str, facet: str
+) -> None:
+    """A facet counts what `total` counts: the nodes the caller may see, never a hidden one; each count is the
+    total of the same find with that value as a condition."""
+    seen = [truth.nodes[i] for i in truth.seen(who) if truth.nodes[i].type == type_]
+    expected: dict[str, int] = {}
+    for n in seen:
+        if facet in n.properties:
+            key = str(facet_key(n.properties[facet]))
+            expected[key] = expected.get(key, 0) + 1
+
+    answer = ok(instance, who, "find_nodes", {"type": type_, "limit": 1, "facets": [facet]})
+
+    assert answer["total"] == len(seen)
+    assert answer["facets"] == {facet: expected}
+    for key, count in answer["facets"][facet].items():
+        value = json.loads(key) if facet == "tier" else key
+        assert ok(instance, who, "find_nodes", {"type": type_, "where": {facet: value}, "limit": 1})["total"] == count
 
 
 # -- get_neighbors ------------------------------------------------------------------------------------------------
