@@ -410,15 +410,8 @@ class PostgresStore(SQLStore):
         the block ends, rolled back if it raises or with `dry_run`."""
         try:
             with self._transaction() as db:
-                fetch = (
-                    self.nodes,
-                    self.node_types,
-                    self.edges,
-                    self.key_owners,
-                    self.far_ends,
-                )  # on this thread: in this transaction
                 apply = partial(self._apply, db, principal=principal, progress=None, collect=False)
-                bulk = Bulk(self._model_in(db), self._view(db), apply, self._max_revision(db), principal, fetch)
+                bulk = self._bulk_in(db, apply, principal)
                 yield bulk
                 if dry_run:
                     raise Discard

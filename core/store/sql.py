@@ -28,6 +28,7 @@ from core.lang.model_version import check_successor
 from core.lang.validation import StateView, Write, plan
 from core.store import AUDIT_FIELDS, HISTORY_FIELDS, CommitResult, NodeQuery, StoreDump, UnitOfWork
 from core.store.common import (
+    Bulk,
     ModelVersion,
     audit_page,
     check_replaced,
@@ -294,8 +295,30 @@ class SQLStore(ABC):
     def _audit_writable(self, db: Any) -> AbstractContextManager[None]:
         """Lift the audit log's append-only rule inside this write transaction only (for `compact`)."""
 
+    @abstractmethod
+    def node_types(self, ids: Sequence[str]) -> dict[str, str]:
+        """The stored types of the nodes among `ids`, by id."""
+
+    @abstractmethod
+    def edges(self, refs: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str], Edge]:
+        """The stored edges among `refs` ((type, source, target)), by ref."""
+
+    @abstractmethod
+    def key_owners(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """The id of the node holding each (type, key) among `keys`."""
+
+    @abstractmethod
+    def far_ends(self, ends: Sequence[tuple[str, str]], outgoing: bool) -> dict[tuple[str, str], list[str]]:
+        """For each (edge type, node) among `ends`, the nodes its stored edges of that type reach (`outgoing`) or
+        come from."""
+
     def _view(self, db: Any) -> StateView:
         return SQLView(db, type(self))
+
+    def _bulk_in(self, db: Any, apply: Callable[[list[Write]], object], principal: str) -> Bulk:
+        """An import's `Bulk` in the write transaction `db`: its batches' checks fetch on this thread, in it."""
+        fetch = (self.nodes, self.node_types, self.edges, self.key_owners, self.far_ends)
+        return Bulk(self._model_in(db), self._view(db), apply, self._max_revision(db), principal, fetch)
 
     @abstractmethod
     def _apply(

@@ -477,14 +477,7 @@ class SQLiteStore(SQLStore):
         try:
             with self._transaction() as db:
                 apply = partial(self._apply, db, principal=principal, progress=None, compact=False, collect=False)
-                fetch = (
-                    self.nodes,
-                    self.node_types,
-                    self.edges,
-                    self.key_owners,
-                    self.far_ends,
-                )  # on this thread: in this transaction
-                bulk = Bulk(self._model_in(db), self._view(db), apply, self._max_revision(db), principal, fetch)
+                bulk = self._bulk_in(db, apply, principal)
                 yield bulk
                 if dry_run:
                     raise Discard
