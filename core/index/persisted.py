@@ -207,7 +207,8 @@ def _read_payload(source: IO[bytes] | mmap.mmap) -> IndexState:
     except Exception as exc:  # noqa: BLE001 - whatever a damaged payload makes the unpickler raise
         raise Refused(f"its payload is unreadable ({type(exc).__name__}: {exc})") from None
     finally:
-        if collecting:
+        if collecting:  # out of the collector's generations first: the first collection would walk it all again
+            gc.freeze()  # (it lives as long as the process: `canon serve` and the walk workers freeze it anyway)
             gc.enable()
 
 
