@@ -2,8 +2,9 @@
 
 Walks (`"execution": "walk"`: `get_neighbors`, `find_paths`, `query_graph`) are pure Python; run in the serving
 process they hold its interpreter while the event loop waits to answer cheap reads. A `Walkers` pool runs them in
-processes of their own instead, each with its own read-only store connection and its own `GraphIndex`, one walk
-at a time per process. The serving process still authorises, validates, audits and shapes every call
+processes of their own instead, each with its own read-only store connection and its own `GraphIndex` (loaded from
+the file the serving process saved beside the store when it is sound, `core.index.persisted`; built otherwise), one
+walk at a time per process. The serving process still authorises, validates, audits and shapes every call
 (`core.dispatch.dispatcher`); it sends a worker only the handler's part as a `WalkRequest` and waits for the answer on a
 pipe, off its interpreter.
 
@@ -275,8 +276,8 @@ class Walkers:
 
     def _boot(self, worker: _Worker) -> None:
         try:
-            worker.conn.send((self._location, self._source, self._index_file))  # over the pipe, not the command line: a URL may
-            # hold a password
+            # over the pipe, not the command line: a URL may hold a password
+            worker.conn.send((self._location, self._source, self._index_file))
             if not worker.conn.poll(BOOT_TIMEOUT_S):
                 raise TimeoutError(f"it loaded no graph in {BOOT_TIMEOUT_S:g} s")
             answer = cast("tuple[Any, ...]", worker.conn.recv())

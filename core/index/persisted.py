@@ -22,6 +22,7 @@ process's other threads get the interpreter between chunks.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
 import io
@@ -32,13 +33,12 @@ import os
 import pickle
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from core.index.graph import GraphIndex, IndexState
-from core.store import Store, is_database_url
 from core.ops.config import without_password
+from core.store import Store, is_database_url
 
 __all__ = ["FORMAT", "IndexFile", "index_file", "open_index", "read_header", "save_index"]
 
@@ -62,7 +62,7 @@ def index_file(location: str | Path, cache: Path | None) -> Path | None:
     return cache / "graph-index" / f"postgresql-{name}{SUFFIX}"
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class IndexFile:
     """A file's header: what it was written from and how to check its payload."""
 
@@ -251,8 +251,7 @@ def save_index(index: GraphIndex, path: Path) -> IndexFile:
                 time.sleep(0)  # let the serving threads have the interpreter between chunks
             pickler.dump(None)
             del pickler
-            header = IndexFile(**{**header.__dict__, "payload_bytes": sink.written,
-                                  "sha256": sink.digest.hexdigest()})  # fmt: skip
+            header = dataclasses.replace(header, payload_bytes=sink.written, sha256=sink.digest.hexdigest())
             text = MAGIC + header.as_json() + b"\n"
             if len(text) > HEADER_BYTES:
                 raise ValueError(f"a graph index header of {len(text)} bytes does not fit in {HEADER_BYTES}")

@@ -195,7 +195,7 @@ class Instance:
         assert path is not None
         try:
             saved = save_index(index, path)
-        except Exception:  # noqa: BLE001 - a start without the file rebuilds the index: nothing is lost
+        except Exception:  # a start without the file rebuilds the index: nothing is lost
             log.warning("could not save the graph index to %s; the next start rebuilds it", path, exc_info=True)
             return
         self._saved = saved.revision

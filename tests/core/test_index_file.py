@@ -55,7 +55,7 @@ def _assert_same(index: GraphIndex, store: Store) -> None:
     built = GraphIndex.build(store)
     assert index.revision == built.revision == store.revision()
     assert nx.utils.graphs_equal(index.graph, built.graph)
-    assert dict(index.graph.nodes(data=True)) == dict(built.graph.nodes(data=True))
+    assert {n: index.graph.nodes[n] for n in index.graph} == {n: built.graph.nodes[n] for n in built.graph}
     assert sorted(index.graph.in_edges(keys=True)) == sorted(built.graph.in_edges(keys=True))
     assert (index.node_counts, index.edge_counts) == (built.node_counts, built.edge_counts)
     for sight in SIGHTS:
@@ -258,8 +258,10 @@ def test_an_instance_saves_its_index_and_the_next_start_and_its_walk_worker_load
     assert path is not None
     first = open_instance(config)
     try:
-        assert first.index is not None and first.index.loaded_at is None
-        assert first.walkers is not None and first.walkers.ready(60)
+        assert first.index is not None
+        assert first.index.loaded_at is None
+        assert first.walkers is not None
+        assert first.walkers.ready(60)
         first.save_index()  # waits for the save started at open
         assert path.is_file()
         first.store.commit([PutNode(_person("person-idx-instance", 900))], principal="test")
@@ -271,7 +273,8 @@ def test_an_instance_saves_its_index_and_the_next_start_and_its_walk_worker_load
         assert second.index is not None
         assert second.index.loaded_at == second.index.revision  # saved at close, after the write
         assert "person-idx-instance" in second.index.graph
-        assert second.walkers is not None and second.walkers.ready(60)
+        assert second.walkers is not None
+        assert second.walkers.ready(60)
         assert second.walkers.loaded == 1
         result = second.snapshot.dispatcher.call_tool(LOCAL, "test", *WALKS[0])
         assert not result.is_error, result.error
