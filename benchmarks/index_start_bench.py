@@ -6,7 +6,8 @@
     .venv/bin/python benchmarks/index_start_bench.py --store big.db --runs 1      # 1,000,000 nodes: one run each
 
 Each run spawns `canon --store STORE serve --stdio` twice, interleaved: `rebuild` with the index file removed first
-(the start before the file existed: it builds the index from the store, and saves the file while it serves), then
+(the start before the file existed: it builds the index from the store, and saves the file while it serves; the
+run waits for the file, `saved_s` from spawn), then
 `load` with the file the rebuild left (`core.index.persisted`). Each sends `initialize`, then `tools/call get_node`
 (the first answer: it needs the opened instance, index included), then `get_neighbors` at depth 2 (the first walk),
 as raw newline-delimited JSON-RPC, and times each answer from spawn; then it closes stdin and waits for the process
@@ -39,9 +40,10 @@ from core.store import open_existing_store
 PROTOCOL = "2025-11-25"
 
 
-def one_start(store: Path, log: Path, first_id: str) -> dict[str, float]:
+def one_start(store: Path, log: Path, first_id: str, saves: Path | None = None) -> dict[str, float]:
     """Milliseconds from spawn to `initialize`, to the first answer (`get_node`) and to the first walk's answer
-    (`get_neighbors` depth 2); the peak RSS (MiB); the CPU seconds of the whole process, and of its exit."""
+    (`get_neighbors` depth 2); the peak RSS (MiB); the CPU seconds of the whole process, and of its exit. `saves`:
+    the index file this start writes in the background; it waits for it (`saved_s`, from spawn) before closing."""
     env = {**_canon_env(), "CANON_CACHE": str(log.parent / "cache")}
     command = [sys.executable, "-m", "core.app.cli", "--store", str(store), "serve", "--stdio", "--log-level", "info"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -60,6 +62,12 @@ def one_start(store: Path, log: Path, first_id: str) -> dict[str, float]:
                                                 "arguments": {"id": first_id, "depth": 2, "limit": 50}})  # fmt: skip
         assert not answer.get("isError"), answer
         out["first_walk_ms"] = (time.perf_counter() - peer.started) * 1000
+        if saves is not None:
+            while not saves.exists():
+                if peer.proc.poll() is not None or time.perf_counter() - peer.started > 1800:
+                    raise SystemExit(f"index_start_bench: {saves} was not saved; see {log}")
+                time.sleep(0.2)
+            out["saved_s"] = time.perf_counter() - peer.started
         out["peak_rss_mib"] = peer.peak_rss_kib() / 1024
         ending = time.perf_counter()
     finally:
@@ -71,7 +79,7 @@ def one_start(store: Path, log: Path, first_id: str) -> dict[str, float]:
 
 
 def summary(samples: list[dict[str, float]]) -> dict[str, Any]:
-    keys = samples[0].keys()
+    keys = samples[0].keys()  # the same in every sample of a case
     return {k: {"median": round(statistics.median(s[k] for s in samples), 1),
                 "min": round(min(s[k] for s in samples), 1), "max": round(max(s[k] for s in samples), 1)}
             for k in keys}  # fmt: skip
@@ -96,7 +104,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="canon-index-start-") as tmp:
         for run in range(args.runs):
             path.unlink(missing_ok=True)
-            samples["rebuild"].append(one_start(args.store, Path(tmp) / f"rebuild-{run}.log", first_id))
+            samples["rebuild"].append(one_start(args.store, Path(tmp) / f"rebuild-{run}.log", first_id, path))
             header = read_header(path)  # saved by the rebuild, before it ended
             headers.append({**header.__dict__, "file_bytes": path.stat().st_size})
             samples["load"].append(one_start(args.store, Path(tmp) / f"load-{run}.log", first_id))

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["Instance", "open_instance"]
 
 SEED_PRINCIPAL = "system:seed"
+CLOSE_SAVE_LAG = 1_000  # revisions the index may be past its file at close without saving it (or a hundredth of it)
 log = logging.getLogger("canon.model")
 
 
@@ -175,14 +176,17 @@ class Instance:
                      stored.name, stored.version, self.store.location)  # fmt: skip
             return True
 
-    def save_index(self, *, background: bool = False) -> None:
-        """Save the graph index beside the store (`index_path`) if it has moved past the saved one, so the next start
-        loads it (core.index.persisted); in a thread of its own if `background`. A save that fails is logged: the
-        next start rebuilds the index, as it would without a file."""
-        if self.index is None or self.index_path is None or self.index.revision == self._saved:
+    def save_index(self, *, background: bool = False, lag: int = 1) -> None:
+        """Save the graph index beside the store (`index_path`) if none was saved or it has moved `lag` revisions or
+        more past the saved one, so the next start loads it (core.index.persisted); in a thread of its own if
+        `background` (a save under way is waited for first). A save that fails is logged: the next start rebuilds
+        the index, as it would without a file."""
+        if self.index is None or self.index_path is None:
             return
-        if self._saving is not None and self._saving.is_alive():
+        if self._saving is not None:
             self._saving.join()
+        if self._saved is not None and self.index.revision - self._saved < lag:
+            return
         if background:
             self._saving = threading.Thread(target=self._save, name="canon-index-save", daemon=True)
             self._saving.start()
@@ -202,13 +206,15 @@ class Instance:
         log.info("graph index saved to %s at revision %d", path, saved.revision)
 
     def close(self) -> None:
-        """Stop the walk workers, flush the audit log, save the graph index if it moved on, close the store."""
+        """Stop the walk workers, flush the audit log, save the graph index if it moved well past its file (a stdio
+        session that wrote a little does not rewrite a large file as it ends), close the store."""
         try:
             if self.walkers is not None:
                 self.walkers.close()
             if self._audit is not None:
                 self._audit.close()
-            self.save_index()
+            if self.index is not None:  # a few changes behind is cheap to replay at the next start; more, saved
+                self.save_index(lag=max(CLOSE_SAVE_LAG, len(self.index) // 100))
         finally:
             self.store.close()
 

@@ -19,10 +19,19 @@ import pytest
 from core.dispatch.dispatcher import Dispatcher
 from core.dispatch.registry import build_registry
 from core.index.graph import GraphIndex
-from core.index.persisted import FORMAT, HEADER_BYTES, MAGIC, index_file, load_index, open_index, save_index
+from core.index.persisted import (
+    FORMAT,
+    HEADER_BYTES,
+    MAGIC,
+    index_file,
+    load_index,
+    open_index,
+    read_header,
+    save_index,
+)
 from core.lang.model import Model
 from core.ops.config import Config
-from core.seam.instance import open_instance
+from core.seam.instance import CLOSE_SAVE_LAG, open_instance
 from core.store import Store, open_existing_store
 from core.store.retention import Retention
 from core.tools import Toolset
@@ -202,8 +211,6 @@ def test_a_file_behind_a_compacted_change_log_is_rebuilt(seeded_store: Store, pa
 
 
 def load_header_revision(path: Path) -> int:
-    from core.index.persisted import read_header
-
     return read_header(path).revision
 
 
@@ -251,8 +258,9 @@ def test_walks_answer_the_same_on_a_loaded_index_and_a_rebuilt_one(seeded_store:
 def test_an_instance_saves_its_index_and_the_next_start_and_its_walk_worker_load_it(
     seeded_location: str | Path, tmp_path: Path
 ) -> None:
-    """The first start builds the index and saves it meanwhile; closing saves what moved on; the next start and its
-    walk worker load the file (PostgreSQL: in the cache folder)."""
+    """The first start builds the index and saves it meanwhile; closing after a few changes leaves the file (they
+    are replayed), after many saves it; the next start and its walk worker load the file (PostgreSQL: in the cache
+    folder)."""
     config = Config(store=seeded_location, walk_workers=1, cache=tmp_path / "cache")
     path = index_file(seeded_location, config.cache)
     assert path is not None
@@ -266,12 +274,16 @@ def test_an_instance_saves_its_index_and_the_next_start_and_its_walk_worker_load
         assert path.is_file()
         first.store.commit([PutNode(_person("person-idx-instance", 900))], principal="test")
         first.index.sync()
+        saved_at = read_header(path).revision
+        assert first.index.revision == saved_at + 1
     finally:
         first.close()
+    assert read_header(path).revision == saved_at  # one change behind: not rewritten at close
     second = open_instance(config)
     try:
         assert second.index is not None
-        assert second.index.loaded_at == second.index.revision  # saved at close, after the write
+        assert second.index.loaded_at == saved_at  # loaded, and the write replayed from the change log
+        assert second.index.revision == saved_at + 1
         assert "person-idx-instance" in second.index.graph
         assert second.walkers is not None
         assert second.walkers.ready(60)
@@ -279,8 +291,12 @@ def test_an_instance_saves_its_index_and_the_next_start_and_its_walk_worker_load
         result = second.snapshot.dispatcher.call_tool(LOCAL, "test", *WALKS[0])
         assert not result.is_error, result.error
         assert second.walkers.answered == 1
+        many = [PutNode(_person(f"person-idx-many-{n}", 1000 + n)) for n in range(CLOSE_SAVE_LAG)]
+        second.store.commit(many, principal="test")  # a revision each: far enough past the file to save it at close
+        second.index.sync()
     finally:
         second.close()
+    assert read_header(path).revision == saved_at + 1 + CLOSE_SAVE_LAG
 
 
 @pytest.mark.sqlite_only("the crash is of the writing process; the file is the same on both backends")
