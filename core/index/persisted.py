@@ -45,7 +45,7 @@ __all__ = ["FORMAT", "IndexFile", "index_file", "open_index", "read_header", "sa
 FORMAT = 1  # the payload's layout; a file of another one is rebuilt
 MAGIC = b"canon graph index\n"
 HEADER_BYTES = 4096
-CHUNK = 20_000  # nodes per pickle: a few milliseconds each at most, then other threads get the interpreter
+CHUNK = 2_000  # nodes per pickle (one C call holding the interpreter): milliseconds, then other threads get it
 SUFFIX = ".graph-index"
 log = logging.getLogger("canon.index")
 
