@@ -1,0 +1,116 @@
+"""canon's extension points: the entry-point groups an installed distribution adds to, read here and nowhere else.
+
+| group | an entry point's name | its value | read by |
+|---|---|---|---|
+| `canon.surfaces` | the surface's name | a `core.seam.surfaces.Surface` | `core.seam.surfaces.discover` |
+| `canon.stores` | a URL scheme (`file`: a path) | a `core.store.Backend` | `core.store.backend_for` |
+| `canon.tools` | the toolset's name | a `core.tools.Toolset` | `core.tools.installed` |
+| `canon.authenticators` | its name | `(Config, TokenFile) -> Authenticator or None` | `core.http.auth.authenticators` |
+
+canon's own surfaces, backends, tools and authenticators are entry points of these groups too (`pyproject.toml`),
+so a distribution outside the project is read exactly as they are: install it and it is there
+(docs/development/plugins.md). An entry point that fails to load, or whose value is not what its group takes, is
+an error naming the group, the entry point, its distribution and what failed; two entry points of one group with
+the same name (two backends for one scheme, two toolsets of one name) are refused, naming both. Nothing is
+skipped quietly: a plugin that is installed is used, or canon does not start.
+
+`load` and `named` import only what they are asked for: `named("canon.stores", "postgresql", ...)` imports the
+PostgreSQL backend only when a location names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+__all__ = ["AUTHENTICATORS", "GROUPS", "STORES", "SURFACES", "TOOLS", "Plugin", "PluginError", "load", "named", "names"]
+
+SURFACES = "canon.surfaces"
+STORES = "canon.stores"
+TOOLS = "canon.tools"
+AUTHENTICATORS = "canon.authenticators"
+GROUPS: dict[str, str] = {
+    SURFACES: "a surface: its name -> a core.seam.surfaces.Surface",
+    STORES: "a store backend: a URL scheme ('file' for a path) -> a core.store.Backend",
+    TOOLS: "tools: a toolset's name -> a core.tools.Toolset",
+    AUTHENTICATORS: "an authenticator: its name -> a factory (Config, TokenFile) -> Authenticator or None",
+}
+"""Every extension point, by entry-point group, with what an entry point of it names and gives."""
+
+
+class PluginError(RuntimeError):
+    """An entry point of one of canon's groups that cannot be used: what failed, and where it came from."""
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """One loaded entry point: its group, name, `module:attribute`, distribution, and the object it names."""
+
+    group: str
+    name: str
+    value: str
+    distribution: str
+    obj: Any
+
+    @property
+    def origin(self) -> str:
+        """Where it comes from, for messages: `name = module:attribute (distribution)`."""
+        return f"{self.name} = {self.value} ({self.distribution})"
+
+
+def _distribution(point: EntryPoint) -> str:
+    dist = point.dist
+    return "unknown distribution" if dist is None else f"distribution {dist.name} {dist.version}"
+
+
+def _origin(point: EntryPoint) -> str:
+    return f"{point.name} = {point.value} ({_distribution(point)})"
+
+
+def _points(group: str) -> list[EntryPoint]:
+    if group not in GROUPS:
+        raise PluginError(f"{group!r} is not one of canon's entry-point groups: {', '.join(GROUPS)}")
+    found = sorted(entry_points(group=group), key=lambda p: (p.name, p.value, _distribution(p)))
+    seen: dict[str, EntryPoint] = {}
+    for point in found:
+        first = seen.setdefault(point.name, point)
+        if first is not point:
+            raise PluginError(f"{group}: two entry points are named {point.name!r}: {_origin(first)} and "
+                              f"{_origin(point)}; uninstall one of them")  # fmt: skip
+    return found
+
+
+def names(group: str) -> list[str]:
+    """The names of a group's entry points, sorted, none of them loaded."""
+    return [p.name for p in _points(group)]
+
+
+def _load(group: str, point: EntryPoint, accepts: Callable[[Any], bool], what: str) -> Plugin:
+    try:
+        obj = point.load()
+    except Exception as exc:
+        raise PluginError(f"{group}: entry point {_origin(point)} failed to load: "
+                          f"{type(exc).__name__}: {exc}") from exc  # fmt: skip
+    if not accepts(obj):
+        raise PluginError(
+            f"{group}: entry point {_origin(point)} is not {what}: it is {type(obj).__name__} {obj!r:.80}"
+        )
+    return Plugin(group, point.name, point.value, _distribution(point), obj)
+
+
+def load(group: str, accepts: Callable[[Any], bool], what: str, *, order: Iterable[str] = ()) -> list[Plugin]:
+    """Every entry point of `group`, loaded and checked by `accepts` (`what` says what it takes, for the error).
+
+    Those named in `order` come first, in that order; the others follow by name."""
+    first = list(order)
+    points = sorted(_points(group), key=lambda p: (first.index(p.name) if p.name in first else len(first), p.name))
+    return [_load(group, point, accepts, what) for point in points]
+
+
+def named(group: str, name: str, accepts: Callable[[Any], bool], what: str) -> Plugin | None:
+    """The entry point of `group` called `name`, loaded and checked (None if there is none); the others stay
+    unloaded."""
+    point = next((p for p in _points(group) if p.name == name), None)
+    return None if point is None else _load(group, point, accepts, what)
