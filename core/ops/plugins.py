@@ -20,6 +20,8 @@ PostgreSQL backend only when a location names it.
 
 from __future__ import annotations
 
+import functools
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
@@ -69,10 +71,18 @@ def _origin(point: EntryPoint) -> str:
     return f"{point.name} = {point.value} ({_distribution(point)})"
 
 
+@functools.lru_cache(maxsize=4)
+def _installed(path: tuple[str, ...]) -> dict[str, tuple[EntryPoint, ...]]:
+    """Every entry point of canon's groups among the distributions on `path` (`sys.path`): one scan of them all
+    (reading each distribution's `entry_points.txt` is most of a lookup's cost), kept while `sys.path` is the same."""
+    every = entry_points()
+    return {group: tuple(every.select(group=group)) for group in GROUPS}
+
+
 def _points(group: str) -> list[EntryPoint]:
     if group not in GROUPS:
         raise PluginError(f"{group!r} is not one of canon's entry-point groups: {', '.join(GROUPS)}")
-    found = sorted(entry_points(group=group), key=lambda p: (p.name, p.value, _distribution(p)))
+    found = sorted(_installed(tuple(sys.path))[group], key=lambda p: (p.name, p.value, _distribution(p)))
     seen: dict[str, EntryPoint] = {}
     for point in found:
         first = seen.setdefault(point.name, point)
