@@ -290,3 +290,9 @@ def test_an_authenticator_that_cannot_be_made_stops_start_up_naming_it(
         )
     finally:
         instance.close()
+
+
+def test_every_group_is_documented_with_what_its_entry_points_give() -> None:
+    page = (Path(__file__).resolve().parent.parent / "docs" / "development" / "plugins.md").read_text(encoding="utf-8")
+    assert [group for group in plugins.GROUPS if f"| `{group}` |" not in page] == []
+    assert [name for group in plugins.GROUPS for name in plugins.names(group) if f"`{name}`" not in page] == []
