@@ -48,18 +48,21 @@ class PluginError(RuntimeError):
 
 @dataclass(frozen=True)
 class Plugin:
-    """One loaded entry point: its group, name, `module:attribute`, distribution, and the object it names."""
+    """One loaded entry point: its group, the entry point itself, and the object it names."""
 
     group: str
-    name: str
-    value: str
-    distribution: str
+    point: EntryPoint
     obj: Any
 
     @property
+    def name(self) -> str:
+        return self.point.name
+
+    @property
     def origin(self) -> str:
-        """Where it comes from, for messages: `name = module:attribute (distribution)`."""
-        return f"{self.name} = {self.value} ({self.distribution})"
+        """Where it comes from, for messages: `name = module:attribute (distribution NAME VERSION)`; its
+        distribution's metadata is read only when a message needs it."""
+        return _origin(self.point)
 
 
 def _distribution(point: EntryPoint) -> str:
@@ -82,7 +85,7 @@ def _installed(path: tuple[str, ...]) -> dict[str, tuple[EntryPoint, ...]]:
 def _points(group: str) -> list[EntryPoint]:
     if group not in GROUPS:
         raise PluginError(f"{group!r} is not one of canon's entry-point groups: {', '.join(GROUPS)}")
-    found = sorted(_installed(tuple(sys.path))[group], key=lambda p: (p.name, p.value, _distribution(p)))
+    found = sorted(_installed(tuple(sys.path))[group], key=lambda p: (p.name, p.value))
     seen: dict[str, EntryPoint] = {}
     for point in found:
         first = seen.setdefault(point.name, point)
@@ -107,7 +110,7 @@ def _load(group: str, point: EntryPoint, accepts: Callable[[Any], bool], what: s
         raise PluginError(
             f"{group}: entry point {_origin(point)} is not {what}: it is {type(obj).__name__} {obj!r:.80}"
         )
-    return Plugin(group, point.name, point.value, _distribution(point), obj)
+    return Plugin(group, point, obj)
 
 
 def load(group: str, accepts: Callable[[Any], bool], what: str, *, order: Iterable[str] = ()) -> list[Plugin]:

@@ -11,7 +11,6 @@ How to add a tool: docs/development/adding-a-tool.md; a tool package: docs/devel
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import importlib
 import importlib.util
@@ -72,17 +71,21 @@ def installed(extra: Toolset | None = None) -> Toolset:
 
     A tool name that two of them define or bind is refused, naming both; an entry point whose value is not a
     `Toolset`, or that fails to load, is refused by `core.ops.plugins`, naming it."""
-    found = [dataclasses.replace(p.obj, origin=f"{plugins.TOOLS} entry point {p.origin}")
-             for p in plugins.load(plugins.TOOLS, lambda obj: isinstance(obj, Toolset), "a core.tools.Toolset",
-                                   order=("canon",))]  # fmt: skip
-    toolsets = [*found, *([extra] if extra is not None and (extra.definitions or extra.handlers) else [])]
-    owner: dict[str, Toolset] = {}
-    for toolset in toolsets:
+    loaded = plugins.load(plugins.TOOLS, lambda obj: isinstance(obj, Toolset), "a core.tools.Toolset", order=("canon",))
+    toolsets: list[Toolset] = [p.obj for p in loaded]
+    if extra is not None and (extra.definitions or extra.handlers):
+        toolsets.append(extra)
+
+    def origin(index: int) -> str:  # read only for a message: an entry point's distribution is read from its files
+        return f"{plugins.TOOLS} entry point {loaded[index].origin}" if index < len(loaded) else toolsets[index].origin
+
+    owner: dict[str, int] = {}
+    for index, toolset in enumerate(toolsets):
         for name in sorted(toolset.names()):
-            first = owner.setdefault(name, toolset)
-            if first is not toolset:
-                raise plugins.PluginError(f"the tool {name!r} comes twice: from {first.origin} and from "
-                                          f"{toolset.origin}; give one another name or uninstall it")  # fmt: skip
+            first = owner.setdefault(name, index)
+            if first != index:
+                raise plugins.PluginError(f"the tool {name!r} comes twice: from {origin(first)} and from "
+                                          f"{origin(index)}; give one another name or uninstall it")  # fmt: skip
     definitions = tuple(d for t in toolsets for d in t.definitions)
     handlers = {name: h for t in toolsets for name, h in t.handlers.items()}
     return Toolset(definitions, handlers, "the installed tools")
