@@ -287,7 +287,8 @@ class _ToolChecks:
         return cls(tool, schema_validator(schema), QuickCheck.of(schema), defaults)
 
 
-def _tool_files() -> list[dict[str, Any]]:
+def built_in_definitions() -> list[dict[str, Any]]:
+    """canon's own tool definitions (`schema/tools/*.json`): what the built-in toolset of `canon.tools` carries."""
     folder = resources.files("schema").joinpath("tools")
     return [json.loads(f.read_text(encoding="utf-8")) for f in folder.iterdir() if f.name.endswith(".json")]
 
@@ -362,17 +363,19 @@ def in_order(documents: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 
 def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = (), examples: Examples | None = None,
-                   *, checks: SchemaChecks | None = None) -> Registry:  # fmt: skip
+                   *, checks: SchemaChecks | None = None,
+                   definitions: Sequence[Mapping[str, Any]] | None = None) -> Registry:  # fmt: skip
     """Load the static tool definitions, derive their model-dependent parts, and define the resources.
 
     Descriptions name `examples` (the served data's, `Examples.of_store`; the model's alone by default).
 
-    `extra_tools` are more definitions in the file format (a tools folder, `core.tools.Toolset`); each still needs
-    a handler in the dispatcher. `checks` checks each derived schema (default: every one, now; see
+    `definitions` are the tools to serve, in the file format (the installed toolsets', `core.tools.installed`);
+    by default canon's own (`built_in_definitions`). `extra_tools` are more, added to those; each still needs a
+    handler in the dispatcher. `checks` checks each derived schema (default: every one, now; see
     `core.lang.schema_checks` for one that remembers the passed ones between starts).
     """
     checks = checks or SchemaChecks()
-    documents = shared(in_order([*_tool_files(), *extra_tools]))
+    documents = shared(in_order([*(built_in_definitions() if definitions is None else definitions), *extra_tools]))
     for document in documents:
         check_definition(document)
     examples = examples or Examples.of_model(model)

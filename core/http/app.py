@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from core import __version__
 from core.http.access import AccessLog
 from core.http.admission import Admission, Allowed, allowed_for
-from core.http.auth import Authenticate, BearerGate
+from core.http.auth import Authenticate, BearerGate, authenticators
 from core.http.cors import Cors
 from core.http.forwarded import TrustedProxies
 from core.http.landing import landing_endpoint
@@ -62,7 +62,6 @@ from core.seam.surfaces import (
     principal_of_request,
     serves_browsers,
 )
-from core.values.principal import Principal
 from core.web.problems import ProblemAnswers, internal_error
 
 __all__ = ["UI_ASSETS", "build_app", "close_streams"]
@@ -144,15 +143,6 @@ def resource_metadata(oauth: JwtVerifier) -> Callable[[Request], Awaitable[JSONR
     return answer
 
 
-def either_token(own: Callable[[str], Principal | None], oauth: JwtVerifier) -> Callable[[str], Principal | None]:
-    """A blocking token check (run on a worker thread): canon's own token, else the issuer's JWT."""
-
-    def authenticate(token: str) -> Principal | None:
-        return own(token) or oauth.verify_blocking(token)
-
-    return authenticate
-
-
 def _network_layers(config: Config) -> list[Middleware]:
     """Outermost, in this order: the client, scheme and host a trusted proxy names; then the path prefix."""
     layers: list[Middleware] = []
@@ -189,9 +179,9 @@ def build_app(instance: Instance, surfaces: list[Surface] | None = None) -> Star
     config = instance.config
     feed = ChangeFeed(instance.index, on_model_change=instance.reload_model)
     installed = discover() if surfaces is None else surfaces
-    oauth = None if config.oauth is None else JwtVerifier(config.oauth)
-    # a token sent in a message (GraphQL's connection_init) may be the issuer's too
-    authenticate = None if oauth is None else either_token(instance.tokens.verify, oauth)
+    chain = authenticators(config, instance.tokens)  # the `canon.authenticators` in force (core.http.auth)
+    oauth = chain.oauth  # the issuer's rule, if configured: its metadata, challenges and browsers' sign-in too
+    authenticate = chain.blocking  # a token sent in a message (GraphQL's connection_init) is checked the same way
 
     def current() -> Snapshot:
         return instance.snapshot
@@ -260,8 +250,7 @@ def build_app(instance: Instance, surfaces: list[Surface] | None = None) -> Star
             Middleware(Cors, serves_browsers=_browser_paths(installed)),
             Middleware(
                 Authenticate,
-                tokens=instance.tokens,
-                oauth=oauth,
+                authenticators=chain,
                 sign_in=sign_in,
                 on_reject=http_rejected,
                 public_url=config.public_url,

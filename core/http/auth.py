@@ -26,6 +26,13 @@ session (anonymous). A request the cookie authenticates that changes something m
 browser asking for a page (`wants_page`) without credentials, when anonymous access is off, to sign in (303 to
 `/signin?return=...`), page shells included; API clients get the 401 as ever.
 
+Which rules check a bearer token is the `canon.authenticators` entry-point group (`authenticators`, read through
+`core.ops.plugins`): canon's token file (`tokens`, first), the issuer's JWTs (`oauth`, when `[oauth]` is configured),
+then any an installed distribution adds, by name. Each entry point names a factory `(Config, TokenFile) ->
+Authenticator or None` (None: not configured here); an `Authenticator`'s `verify(token)` gives the token's
+`Principal`, a `Rejection` (refused, and why), or None (not a token it knows). The first principal wins; without
+one, the first rejection is the answer, else the token is not current. docs/development/plugins.md.
+
 The principal goes into the scope under `core.seam.surfaces.PRINCIPAL`; `principal_of_scope` there (and
 `principal_of_request`, for a framework's request object) gives it to every surface, none looks at client-supplied
 identity. The token file is
@@ -35,27 +42,115 @@ asked on every request, so a revoked token is refused from the next request on.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
+import anyio.from_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.http.oauth import JwtVerifier, Rejection
 from core.http.signin import SESSION, SignIn, cross_site_refusal, sign_in_location, wants_page
+from core.ops import plugins
+from core.ops.config import Config
 from core.ops.tokens import TokenFile
 from core.seam.surfaces import PRINCIPAL
+from core.values.principal import Principal
 from core.web.problems import MCP_PATH, PROBLEM_MEDIA, problem_body, refuse
 
 __all__ = [
     "REJECTION",
     "SESSION",
     "Authenticate",
+    "Authenticator",
+    "Authenticators",
     "BearerGate",
+    "Rejection",
+    "StaticTokens",
+    "authenticators",
     "bearer_token",
+    "static_tokens",
 ]
 
 REJECTION = "canon.rejection"
 """The scope key holding why the OAuth issuer's rule refused a request's bearer token (a `Rejection`)."""
+
+
+@runtime_checkable
+class Authenticator(Protocol):
+    """A rule for bearer tokens: what a `canon.authenticators` factory makes."""
+
+    async def verify(self, token: str) -> Principal | Rejection | None:
+        """The token's principal; a `Rejection` if it is one of this rule's and refused (why, for the audit log and
+        the answer); None if it is not a token this rule knows."""
+        ...
+
+
+class StaticTokens:
+    """canon's own tokens (`canon token create`), from the token file, asked on every request."""
+
+    def __init__(self, tokens: TokenFile) -> None:
+        self.tokens = tokens
+
+    async def verify(self, token: str) -> Principal | None:
+        return self.tokens.verify(token)
+
+
+def static_tokens(config: Config, tokens: TokenFile) -> StaticTokens:
+    """The `tokens` entry point of `canon.authenticators`: canon's token file, always on."""
+    return StaticTokens(tokens)
+
+
+FIRST = ("tokens", "oauth")
+"""The built-in authenticators, asked first and in this order; the others follow by entry-point name."""
+
+
+class Authenticators:
+    """The authenticators in force, asked in order: the first principal wins, else the first rejection."""
+
+    def __init__(self, chain: Sequence[Authenticator]) -> None:
+        self.chain = tuple(chain)
+
+    @property
+    def oauth(self) -> JwtVerifier | None:
+        """The OAuth issuer's rule, if it is in force: the host also serves its metadata, challenges and sign-in."""
+        return next((a for a in self.chain if isinstance(a, JwtVerifier)), None)
+
+    async def verify(self, token: str) -> Principal | Rejection | None:
+        refused: Rejection | None = None
+        for authenticator in self.chain:
+            outcome = await authenticator.verify(token)
+            if isinstance(outcome, Principal):
+                return outcome
+            if isinstance(outcome, Rejection) and refused is None:
+                refused = outcome
+        return refused
+
+    def blocking(self, token: str) -> Principal | None:
+        """`verify` for a worker thread of the app's event loop (a surface checking a token it was sent in a
+        message, e.g. GraphQL's `connection_init`): the principal, or None for any refusal."""
+        outcome = anyio.from_thread.run(self.verify, token)
+        return outcome if isinstance(outcome, Principal) else None
+
+
+def authenticators(config: Config, tokens: TokenFile) -> Authenticators:
+    """The authenticators of every `canon.authenticators` entry point that is configured here (its factory gives
+    one), canon's own first (`FIRST`); a factory that fails, or gives no `Authenticator`, stops start-up naming
+    its entry point."""
+    chain: list[Authenticator] = []
+    for plugin in plugins.load(plugins.AUTHENTICATORS, callable, "a factory (Config, TokenFile) -> Authenticator",
+                               order=FIRST):  # fmt: skip
+        try:
+            made = plugin.obj(config, tokens)
+        except Exception as exc:
+            raise plugins.PluginError(f"{plugins.AUTHENTICATORS}: entry point {plugin.origin} failed to make its "
+                                      f"authenticator: {type(exc).__name__}: {exc}") from exc  # fmt: skip
+        if made is None:
+            continue
+        if not isinstance(made, Authenticator):
+            raise plugins.PluginError(f"{plugins.AUTHENTICATORS}: entry point {plugin.origin} made "
+                                      f"{type(made).__name__}, not an Authenticator (no verify(token))")  # fmt: skip
+        chain.append(made)
+    return Authenticators(chain)
 
 
 def bearer_token(scope: Scope) -> str | None:
@@ -68,17 +163,15 @@ def bearer_token(scope: Scope) -> str | None:
 
 
 class Authenticate:
-    """Put the principal of a current bearer token in the scope (`PRINCIPAL`): one of canon's tokens, else, with
-    `oauth`, the issuer's JWT (a refused one leaves its `REJECTION`); without an `Authorization` header, with
-    `sign_in`, the session cookie's (`SESSION`), if it comes from canon's own origin when it must. Every other
-    request goes on as it is."""
+    """Put the principal of a current bearer token in the scope (`PRINCIPAL`), as `authenticators` find it (a
+    refused one leaves its `REJECTION`); without an `Authorization` header, with `sign_in`, the session cookie's
+    (`SESSION`), if it comes from canon's own origin when it must. Every other request goes on as it is."""
 
-    def __init__(self, app: ASGIApp, *, tokens: TokenFile, oauth: JwtVerifier | None = None,
-                 sign_in: SignIn | None = None, on_reject: Callable[[str, str], None] = lambda path, why: None,
+    def __init__(self, app: ASGIApp, *, authenticators: Authenticators, sign_in: SignIn | None = None,
+                 on_reject: Callable[[str, str], None] = lambda path, why: None,
                  public_url: str | None = None) -> None:  # fmt: skip
         self.app = app
-        self.tokens = tokens
-        self.oauth = oauth  # an OAuth issuer's JWTs, tried when the token is not one of canon's (core.http.oauth)
+        self.authenticators = authenticators  # canon's tokens, the issuer's JWTs, an installed distribution's rules
         self.sign_in = sign_in  # browsers' sessions (core.http.signin)
         self.on_reject = on_reject  # (path, reason), for the audit log
         self.public_url = public_url
@@ -86,9 +179,9 @@ class Authenticate:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket"):
             token = bearer_token(scope)
-            principal = None if not token else self.tokens.verify(token)
-            if token and principal is None and self.oauth is not None:
-                outcome = await self.oauth.verify(token)
+            principal = None
+            if token:
+                outcome = await self.authenticators.verify(token)
                 if isinstance(outcome, Rejection):
                     scope[REJECTION] = outcome
                 else:

@@ -48,11 +48,19 @@ import anyio.from_thread
 import anyio.to_thread
 import jwt
 
-from core.ops.config import OAuthSettings
+from core.ops.config import Config, OAuthSettings
 from core.ops.tokens import TOKEN_PREFIX
 from core.values.principal import ROLES, Principal
 
-__all__ = ["METADATA_PREFIX", "JwtVerifier", "KeysUnavailableError", "Rejection", "get_json", "metadata_path"]
+__all__ = [
+    "METADATA_PREFIX",
+    "JwtVerifier",
+    "KeysUnavailableError",
+    "Rejection",
+    "authenticator",
+    "get_json",
+    "metadata_path",
+]
 
 METADATA_PREFIX = "/.well-known/oauth-protected-resource"
 LOG = logging.getLogger("canon.oauth")
@@ -357,3 +365,8 @@ _REASONS: dict[type[Exception], str] = {  # what the audit log says of a token P
     jwt.exceptions.InvalidJTIError: "claim jti of the wrong type",
     jwt.DecodeError: "malformed token",
 }
+
+
+def authenticator(config: Config, tokens: object) -> JwtVerifier | None:
+    """The `oauth` entry point of `canon.authenticators`: the issuer's JWTs, when `[oauth]` is configured."""
+    return None if config.oauth is None else JwtVerifier(config.oauth)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass, replace
@@ -138,9 +139,21 @@ class Config:
         return Reviewers(frozenset(self.reviewer_roles), frozenset(self.reviewer_groups))
 
 
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+FILE_SCHEME = "file"
+"""The scheme of a store location that names none: a path."""
+
+
+def scheme_of(location: str | Path) -> str:
+    """The URL scheme of a store location (`postgresql://...`), lower-cased; `file` for a path. The store backend of
+    each scheme is an entry point of `canon.stores` (`core.store.backend_for`)."""
+    match = _SCHEME.match(location) if isinstance(location, str) else None
+    return FILE_SCHEME if match is None else match.group(1).lower()
+
+
 def store_location(value: str, base: Path | None = None) -> Path | str:
-    """Where a store is: a PostgreSQL URL as it is, else a file path (relative to `base`, if given)."""
-    if value.startswith(("postgresql://", "postgres://")):
+    """Where a store is: a URL (a scheme and `://`) as it is, else a file path (relative to `base`, if given)."""
+    if scheme_of(value) != FILE_SCHEME:
         return value
     return base / value if base is not None else Path(value)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.dispatch.dispatcher import Dispatcher
@@ -26,9 +25,9 @@ from core.ops.config import Config
 from core.ops.tokens import token_file
 from core.seam.model_apply import Planner
 from core.seam.snapshot import Snapshot
-from core.store import Store, is_database_url, open_existing_store, open_store, store_exists
+from core.store import Store, backend_for, open_existing_store, open_store, store_exists
 from core.store.interchange import import_path
-from core.tools import HANDLERS, Toolset
+from core.tools import HANDLERS, Toolset, installed
 from core.values.audit import AuditLog
 
 if TYPE_CHECKING:
@@ -57,7 +56,7 @@ class Instance:
         self.config = config
         self.store = store
         self.index = index
-        self.tools = tools or Toolset()
+        self.tools = installed(tools)  # every installed toolset (`canon.tools`) and `tools`
         self.tokens = token_file(config)
         self._model = model  # the model while there is no snapshot
         self._audit: AuditLog | None = None
@@ -72,9 +71,11 @@ class Instance:
         if index is not None:
             self._audit = AuditLog(store.append_audit)  # written by a background thread until `close()`
             examples = Examples.of_store(model, store)
-            registry = registry or build_registry(model, self.tools.definitions, examples, checks=self._checks)
+            registry = registry or build_registry(
+                model, (), examples, checks=self._checks, definitions=self.tools.definitions
+            )
             # handed in: the walk workers' handler table, and what apply_model plans with (core.dispatch.planning)
-            dispatcher = Dispatcher(registry, store, index, self.tools.all_handlers(), audit=self._audit,
+            dispatcher = Dispatcher(registry, store, index, self.tools.handlers, audit=self._audit,
                                     walkers=self._walkers(config), planner=Planner(store),
                                     reviewers=config.reviewers())  # fmt: skip
             self._snapshot = Snapshot(dispatcher.registry, dispatcher)
@@ -170,7 +171,7 @@ class Instance:
                 self._model = stored
             else:
                 examples = Examples.of_store(stored, self.store)
-                registry = build_registry(stored, self.tools.definitions, examples, checks=self._checks)
+                registry = build_registry(stored, (), examples, checks=self._checks, definitions=self.tools.definitions)
                 self.snapshot = self._snapshot.evolve(registry)
             log.info("model %s %s -> %s %s: serving the model the store %s holds now", old.name, old.version,
                      stored.name, stored.version, self.store.location)  # fmt: skip
@@ -238,9 +239,8 @@ def open_instance(config: Config, *, with_index: bool = True, principal: str = "
         index = open_index(store, index_file(config.store, config.cache))[0] if with_index else None
     except BaseException:
         store.close()
-        if is_new and not is_database_url(config.store):  # a store file that could not be seeded is not left behind
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{config.store}{suffix}").unlink(missing_ok=True)
+        if is_new:  # a store that could not be seeded is not left behind
+            backend_for(config.store).discard(config.store)
         raise
     # the store's model: the configured file's, or the one applied since if the file is an older model of the
     # store's history (`Store.superseded`); every process (`canon serve --workers`) opens through here

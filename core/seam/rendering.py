@@ -30,7 +30,7 @@ from core.ops.config import Config, cache_folder
 from core.seam.snapshot import Snapshot
 from core.seam.surfaces import Surface, SurfaceHost, discover, settings_of
 from core.store.empty import EmptyStore
-from core.tools import HANDLERS
+from core.tools import installed
 from core.values.principal import ANONYMOUS, Principal
 from core.values.records import Change, Sight
 
@@ -89,7 +89,7 @@ def render(registry: Registry, surfaces: list[Surface] | None = None,
            check_time: Callable[[], None] | None = None) -> Artifacts:  # fmt: skip
     """Every artifact of `registry` alone, over the empty graph of its model (see the module docstring)."""
     store = EmptyStore(registry.model)
-    dispatcher = Dispatcher(registry, store, GraphIndex.build(store), HANDLERS)
+    dispatcher = Dispatcher(registry, store, GraphIndex.build(store), installed().handlers)
     snapshot, settings = Snapshot(registry, dispatcher), settings_of(Config())
 
     def current() -> Snapshot:
@@ -110,8 +110,9 @@ _kept_lock = threading.Lock()
 
 def render_model(model: Model, surfaces: list[Surface] | None = None,
                  check_time: Callable[[], None] | None = None) -> Artifacts:  # fmt: skip
-    """`render` of `model`'s registry (the built-in tools; its schemas checked once, remembered between runs in
-    the cache folder, `core.lang.schema_checks`), kept for the last `KEPT` models. Each caller gets its own copy."""
+    """`render` of `model`'s registry (the installed tools, `core.tools.installed`; its schemas checked once,
+    remembered between runs in the cache folder, `core.lang.schema_checks`), kept for the last `KEPT` models. Each
+    caller gets its own copy."""
     key = (model.canonical_json, None if surfaces is None else tuple(id(s) for s in surfaces))
     with _kept_lock:
         kept = _kept.get(key)
@@ -123,7 +124,9 @@ def render_model(model: Model, surfaces: list[Surface] | None = None,
     # the document as the store records it (canonical JSON: sorted keys), so the store's model and a model file
     # with its properties in another order render the same
     canonical = parse_model(json.loads(model.canonical_json), source=model.source, checks=checks)
-    registry = build_registry(canonical, (), Examples.of_model(canonical), checks=checks)
+    registry = build_registry(
+        canonical, (), Examples.of_model(canonical), checks=checks, definitions=installed().definitions
+    )
     made = render(registry, surfaces, check_time)
     with _kept_lock:
         _kept[key] = (tuple(surfaces or ()), made)

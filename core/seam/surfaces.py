@@ -23,12 +23,12 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Protocol, runtime_checkable
 
 from core.dispatch.dispatcher import CallContext, ToolResult
 from core.dispatch.registry import Registry
 from core.lang.schema_diff import Finding
+from core.ops import plugins
 from core.ops.config import Config
 from core.ops.tokens import TokenFile
 from core.seam.changes import ChangeFeed, Watch
@@ -64,7 +64,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("canon.surfaces")
-ENTRY_POINT_GROUP = "canon.surfaces"
+ENTRY_POINT_GROUP = plugins.SURFACES
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
@@ -268,10 +268,6 @@ FIRST = "mcp"
 """The entry-point name of the primary surface, which `discover` lists (and `/healthz` shows) first."""
 
 
-def _listed_order(point: EntryPoint) -> tuple[bool, str]:
-    return point.name != FIRST, point.name
-
-
 @runtime_checkable
 class Comparing(Protocol):
     """What a surface may also do: classify what a model change does to its callers (`canon model diff`).
@@ -288,12 +284,8 @@ class Comparing(Protocol):
 def discover() -> list[Surface]:
     """Every installed surface: MCP first, then the others by entry-point name; a surface that fails to load is an
     error, not skipped."""
-    found: list[Surface] = []
-    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=_listed_order):
-        surface = point.load()
-        if not isinstance(surface, Surface):
-            raise TypeError(f"entry point {point.name!r} ({point.value}) is not a canon surface")
-        found.append(surface)
+    loaded = plugins.load(ENTRY_POINT_GROUP, lambda obj: isinstance(obj, Surface), "a canon surface", order=(FIRST,))
+    found: list[Surface] = [p.obj for p in loaded]
     _check_paths(found)
     return found
 

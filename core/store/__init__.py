@@ -1,9 +1,11 @@
 """The store: durable nodes, edges, change log and model, behind one small interface.
 
-`Store` is what every caller uses; `open_store` picks the backend from the location: a `postgresql://` URL is a
-PostgreSQL database (`core.store.postgres`, shared by many processes and machines), anything else a SQLite file
-(`core.store.sqlite`, the embedded default). A backend must give these guarantees, which the tests check against
-every backend:
+`Store` is what every caller uses; `open_store` picks the backend from the location's URL scheme, looked up in the
+`canon.stores` entry-point group (`core.ops.plugins`; `backend_for`): a `postgresql://` (or `postgres://`) URL is a
+PostgreSQL database (`core.store.postgres`, shared by many processes and machines), a location without a scheme
+(or `file://`) a SQLite file (`core.store.sqlite`, the embedded default), and a distribution outside canon adds a
+scheme with one entry point whose value is a `Backend` (docs/development/plugins.md). A backend must give these
+guarantees, which the tests check against every backend:
 
 * `commit` validates a batch with `core.lang.validation.plan` inside one write transaction and commits all of
   it or nothing (with `dry_run`, it stops after validating); each change gets the next revision, and the
@@ -54,21 +56,25 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from core.lang.conditions import Condition
 from core.lang.model import Model
 from core.lang.validation import StateView
+from core.ops import plugins
+from core.ops.config import FILE_SCHEME, scheme_of, without_password
 from core.store.common import Bulk, ModelVersion
 from core.store.retention import Compaction, Retention
 from core.store.view import DiffPage, DiffPosition, View
 from core.values.audit import AuditQuery, AuditRecord
+from core.values.errors import StoreError
 from core.values.operations import Operation
 from core.values.records import Change, Edge, Node, Sight
 
 __all__ = [
-    "HISTORY_FIELDS", "Bulk", "CommitResult", "ModelVersion", "NodeQuery", "Store", "StoreDump", "StoreStats",
-    "UnitOfWork", "copy_store", "is_database_url", "open_existing_store", "open_store", "store_exists",
+    "HISTORY_FIELDS", "Backend", "Bulk", "CommitResult", "ModelVersion", "NodeQuery", "Store", "StoreDump",
+    "StoreStats", "UnitOfWork", "backend_for", "copy_store", "is_database_url", "open_existing_store", "open_store",
+    "scheme_of", "store_exists",
 ]  # fmt: skip
 
 
@@ -261,6 +267,47 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class Backend(Protocol):
+    """A store backend: what the `canon.stores` entry point of each URL scheme it serves names.
+
+    Each method gets the location as it was given (a path, or the URL with its scheme); `open_store` and the
+    others below call the one for the location's scheme (`scheme_of`)."""
+
+    def open(self, location: str | Path, model: Model, *, principal: str) -> Store:
+        """Open (creating if needed) the store at `location` for `model` (`open_store`)."""
+        ...
+
+    def open_existing(self, location: str | Path, *, read_only: bool) -> Store:
+        """Open an existing store on its recorded model, changing nothing (`open_existing_store`)."""
+        ...
+
+    def open_empty(self, location: str | Path, model: Model) -> Store:
+        """Open (creating) a store that must hold nothing yet, for `Store.restore` (`copy_store`)."""
+        ...
+
+    def exists(self, location: str | Path) -> bool:
+        """Whether a store is already at `location` (`store_exists`)."""
+        ...
+
+    def discard(self, location: str | Path) -> None:
+        """Remove what a store created at `location` left, when it could not be made ready (its first seeding
+        failed); a backend whose stores are not files it made may do nothing."""
+        ...
+
+
+def backend_for(location: str | Path) -> Backend:
+    """The backend the `canon.stores` entry point of `location`'s scheme names (imported now, and only it)."""
+    scheme = scheme_of(location)
+    found = plugins.named(plugins.STORES, scheme, lambda obj: isinstance(obj, Backend), "a core.store.Backend")
+    if found is None:
+        shown = without_password(location) if isinstance(location, str) else str(location)
+        raise StoreError(f"No store backend serves {scheme}:// locations ({shown}); installed "
+                         f"({plugins.STORES} entry points): {', '.join(plugins.names(plugins.STORES)) or 'none'}.",
+                         path=shown)  # fmt: skip
+    return found.obj
+
+
 def open_store(location: str | Path, model: Model, *, principal: str = "system") -> Store:
     """Open (creating if needed) the store at `location` for `model`.
 
@@ -268,13 +315,7 @@ def open_store(location: str | Path, model: Model, *, principal: str = "system")
     an older one of its history (`Store.superseded`, with a warning), and is otherwise a `ModelError` that names
         both fixes (`canon model apply`, `canon model show`): opening a store never changes its model.
     """
-    if is_database_url(location):
-        from core.store.postgres import PostgresStore
-
-        return PostgresStore.open(str(location), model, principal=principal)
-    from core.store.sqlite import SQLiteStore
-
-    return SQLiteStore.open(Path(location), model, principal=principal)
+    return backend_for(location).open(location, model, principal=principal)
 
 
 def open_existing_store(location: str | Path, *, read_only: bool = False) -> Store:
@@ -282,28 +323,16 @@ def open_existing_store(location: str | Path, *, read_only: bool = False) -> Sto
 
     With `read_only`, the backend itself refuses writes (SQLite `mode=ro`, PostgreSQL read-only transactions):
     what read-only commands use, so they cannot change a store whatever model file they were given."""
-    if is_database_url(location):
-        from core.store.postgres import PostgresStore
-
-        return PostgresStore.open_existing(str(location), read_only=read_only)
-    from core.store.sqlite import SQLiteStore
-
-    return SQLiteStore.open_existing(Path(location), read_only=read_only)
+    return backend_for(location).open_existing(location, read_only=read_only)
 
 
 def copy_store(source: str | Path, target: str | Path) -> StoreStats:
     """Copy the store at `source` into a new (or empty) store at `target`, of either backend, losslessly: the
     model, nodes, edges, every revision of the change log and the audit log. Returns the target's stats."""
+    to_backend = backend_for(target)  # an unknown scheme is refused before the source is opened
     from_store = open_existing_store(source)
     try:
-        if is_database_url(target):
-            from core.store.postgres import PostgresStore
-
-            to_store: Store = PostgresStore.open_empty(str(target), from_store.model)
-        else:
-            from core.store.sqlite import SQLiteStore
-
-            to_store = SQLiteStore.open_empty(Path(target), from_store.model)
+        to_store = to_backend.open_empty(target, from_store.model)
         try:
             to_store.restore(from_store.dump())
             return to_store.stats()
@@ -315,13 +344,9 @@ def copy_store(source: str | Path, target: str | Path) -> StoreStats:
 
 def store_exists(location: str | Path) -> bool:
     """Whether a store is already at `location` (a file, or a database with canon's tables and a model)."""
-    if is_database_url(location):
-        from core.store.postgres import PostgresStore
-
-        return PostgresStore.exists(str(location))
-    return Path(location).exists()
+    return backend_for(location).exists(location)
 
 
 def is_database_url(location: str | Path) -> bool:
-    """Whether `location` names a PostgreSQL database (a `postgresql://` or `postgres://` URL)."""
-    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
+    """Whether `location` names a store by a URL scheme (a database server's, say), rather than a file path."""
+    return scheme_of(location) != FILE_SCHEME

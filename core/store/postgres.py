@@ -680,3 +680,26 @@ def _copy(cursor: psycopg.Cursor[Any], table: str, rows: Iterable[Sequence[Any]]
     with cursor.copy(f"COPY {table} FROM STDIN") as copy:  # pyright: ignore[reportArgumentType]
         for row in rows:
             copy.write_row(row)
+
+
+class PostgresBackend:
+    """The `canon.stores` backend of `postgresql://` and `postgres://` URLs: a PostgreSQL database."""
+
+    def open(self, location: str | Path, model: Model, *, principal: str) -> PostgresStore:
+        return PostgresStore.open(str(location), model, principal=principal)
+
+    def open_existing(self, location: str | Path, *, read_only: bool) -> PostgresStore:
+        return PostgresStore.open_existing(str(location), read_only=read_only)
+
+    def open_empty(self, location: str | Path, model: Model) -> PostgresStore:
+        return PostgresStore.open_empty(str(location), model)
+
+    def exists(self, location: str | Path) -> bool:
+        return PostgresStore.exists(str(location))
+
+    def discard(self, location: str | Path) -> None:
+        """Nothing: a database is the operator's, and a failed seeding rolled back what it wrote."""
+
+
+backend = PostgresBackend()
+"""What the `postgresql` and `postgres` entry points of `canon.stores` name."""

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from core.lang.model import Model, parse_model, searchable_text
 from core.lang.model_migration import SQLITE
@@ -798,3 +799,35 @@ def _access(record: Node | Edge | None) -> tuple[str | None, str | None]:
     if not isinstance(record, Node):
         return None, None
     return record.visibility, dumps(list(record.readers)) if record.readers else None
+
+
+def _path(location: str | Path) -> Path:
+    """A SQLite store's file: the path itself, or the path of a `file://` URL."""
+    if isinstance(location, str) and location[:7].lower() == "file://":
+        return Path(unquote(urlsplit(location).path))
+    return Path(location)
+
+
+class SQLiteBackend:
+    """The `canon.stores` backend of paths and `file://` URLs: a SQLite file, the embedded default."""
+
+    def open(self, location: str | Path, model: Model, *, principal: str) -> SQLiteStore:
+        return SQLiteStore.open(_path(location), model, principal=principal)
+
+    def open_existing(self, location: str | Path, *, read_only: bool) -> SQLiteStore:
+        return SQLiteStore.open_existing(_path(location), read_only=read_only)
+
+    def open_empty(self, location: str | Path, model: Model) -> SQLiteStore:
+        return SQLiteStore.open_empty(_path(location), model)
+
+    def exists(self, location: str | Path) -> bool:
+        return _path(location).exists()
+
+    def discard(self, location: str | Path) -> None:
+        path = _path(location)
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+backend = SQLiteBackend()
+"""What the `file` entry point of `canon.stores` names."""

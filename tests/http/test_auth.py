@@ -32,7 +32,7 @@ import mcp
 import mcp_types as types
 import pytest
 
-from core.http.auth import Authenticate
+from core.http.auth import Authenticate, Authenticators, StaticTokens
 from core.lang.model import default_seed_path
 from core.ops.tokens import TOKEN_PREFIX, TokenFile
 from core.seam.surfaces import principal_of_scope
@@ -571,7 +571,7 @@ def _authenticated(tokens: TokenFile, header: str) -> dict[str, Any]:
         seen.update(scope)
 
     scope = {"type": "http", "path": "/api/nodes", "headers": [(b"authorization", header.encode())]}
-    anyio.run(Authenticate(app, tokens=tokens), scope, None, None)
+    anyio.run(Authenticate(app, authenticators=Authenticators([StaticTokens(tokens)])), scope, None, None)
     return seen
 
 
