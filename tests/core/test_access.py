@@ -296,7 +296,9 @@ def truth(instance: Instance) -> Truth:
 
 
 @pytest.fixture(scope="module")
-def built(backend: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[str | Path]:
+def built(
+    backend: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[str | Path]:
     """A store holding the graph and its history, built once per module and backend and never opened by the tests:
     `scratch` opens a copy of it (a file copy; PostgreSQL's CREATE DATABASE TEMPLATE), which costs a quarter of
     building it again."""
@@ -320,8 +322,8 @@ def scratch(built: str | Path, tmp_path: Path, request: pytest.FixtureRequest) -
     if isinstance(built, Path):
         location: str | Path = copy_store(built, tmp_path / "canon.db")
     else:
-        server = request.getfixturevalue("postgres_server")
-        location = server.new_database(copy_of=built)
+        postgres: Server = request.getfixturevalue("postgres_server")
+        location, server = postgres.new_database(copy_of=built), postgres
     opened = open_instance(Config(store=location, seed=False, walk_workers=0))
     try:
         yield opened
