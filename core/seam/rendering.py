@@ -38,7 +38,9 @@ __all__ = ["KEPT", "MANIFEST", "MCP", "Artifacts", "artifacts_of", "no_changes",
 
 MANIFEST = "manifest.json"
 MCP = "mcp"  # the owner of the manifest: the registry's tools and resources as MCP lists them
-KEPT = 4  # models whose artifacts `render_model` keeps in this process
+KEPT = 16  # models whose artifacts `render_model` keeps in this process (about 0.5 MB each for the embedded
+# model): a dry run and its apply render two (the store's model at the new version, and the new one), and a
+# process that plans several models in turn (an admin trying candidates, the test suite) renders each once
 
 Artifacts = dict[str, dict[str, str]]  # owner (`MCP` or a surface's name) -> file name -> exact text
 

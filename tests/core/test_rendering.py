@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import core.seam.instance
+import core.seam.rendering
 import core.store.sqlite
 from core.app.artifacts import generate_by_owner
 from core.dispatch.dispatcher import Dispatcher
@@ -43,6 +45,38 @@ def test_a_registry_s_artifacts_alone_are_what_canon_generate_makes_of_the_model
     path = tmp_path / "budget.schema.json"
     path.write_text(changed.canonical_json, encoding="utf-8")
     assert render_model(changed) == generate_by_owner(path)
+
+
+def test_render_model_keeps_the_last_models_by_their_document_and_never_serves_another_model_s(
+    model: Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kept artifacts are found by the model's document (canonical JSON, so the order of its keys does not
+    matter) and the surfaces: a changed model is rendered afresh, a kept one is not, and only the last `KEPT`
+    are kept."""
+    rendered: list[str] = []
+    real = core.seam.rendering.render
+
+    def counted(registry: Any, *args: Any) -> Any:
+        rendered.append(registry.model.version)
+        return real(registry, *args)
+
+    monkeypatch.setattr(core.seam.rendering, "_kept", OrderedDict())
+    monkeypatch.setattr(core.seam.rendering, "render", counted)
+    first, changed = render_model(model), render_model(_changed(model, "1.1.0"))
+    assert rendered == [model.version, "1.1.0"]
+    assert "budget" in changed["rest"]["openapi.json"]
+    assert "budget" not in first["rest"]["openapi.json"]
+    reordered = parse_model(dict(reversed(list(copy.deepcopy(dict(model.document)).items()))), source="x.json")
+    again = render_model(reordered)
+    assert again == first
+    assert rendered == [model.version, "1.1.0"]  # kept: not rendered again
+    again["rest"]["openapi.json"] = "changed by a caller"
+    assert render_model(model) == first  # each caller gets its own copy
+    monkeypatch.setattr(core.seam.rendering, "KEPT", 2)
+    render_model(_changed(model, "1.2.0"))  # kept: the embedded model and 1.2.0
+    render_model(_changed(model, "1.3.0"))  # the embedded model, the least recently used, makes room
+    assert render_model(model) == first
+    assert rendered == [model.version, "1.1.0", "1.2.0", "1.3.0", model.version]
 
 
 def test_a_model_diff_opens_no_store_and_no_instance(model: Model, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -313,11 +313,12 @@ async def test_an_unknown_tool_is_a_protocol_error_and_a_forbidden_one_a_tool_er
 @mode_parameters
 async def test_a_revoked_token_is_refused_on_the_very_next_request(server: Server, mode: str) -> None:
     name = f"short-lived-{'modern' if mode == 'auto' else 'legacy'}"
-    token = await anyio.to_thread.run_sync(create_token, server.folder, name, "writer")
+    # on the test's own thread, not a worker thread: run_canon then runs the CLI in this process, not in a child
+    token = create_token(server.folder, name, "writer")
     async with connect(server.url, mode, token) as client:
         assert await whoami(client) == (name, "writer")
 
-        await anyio.to_thread.run_sync(revoke_token, server.folder, name)
+        revoke_token(server.folder, name)
 
         with pytest.raises(mcp.MCPError):
             await client.call_tool("get_node", {"id": PUBLIC})
@@ -336,7 +337,7 @@ async def test_a_token_created_while_serving_works_at_once_with_its_groups(serve
     async with connect(server.url, mode, server.tokens["rita"]) as reader:
         without_group = await reader.call_tool("get_node", {"id": RESTRICTED})
 
-    token = await anyio.to_thread.run_sync(create_token, server.folder, name, "reader", "payments")
+    token = create_token(server.folder, name, "reader", "payments")
 
     async with connect(server.url, mode, token) as client:
         identity = await whoami(client)
