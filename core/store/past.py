@@ -14,12 +14,15 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from core.lang.model import Model
+from core.store.past_graph import PastGraph, PastWalk
 from core.store.retention import check_since
-from core.store.sql import EDGE_COLUMNS, NODE_COLUMNS, SQLStore
+from core.store import NodeQuery
+from core.store.sql import EDGE_COLUMNS, NODE_COLUMNS, SQLStore, node_filter
 from core.store.view import (
     DiffEntry,
     DiffPage,
@@ -42,7 +45,6 @@ from core.values.errors import ForbiddenError, FutureRevisionError, NotFoundErro
 from core.values.records import Change, Edge, Node, Sight
 
 if TYPE_CHECKING:
-    from core.store import NodeQuery
     from core.store.common import ModelVersion
 
 __all__ = ["StoredView", "diff_entry", "diff_revisions", "open_view"]
@@ -179,26 +181,26 @@ class StoredView:
     def find_nodes(
         self, type: str | None = None, *, sight: Sight | None = None, after: str | None = None, limit: int = 50
     ) -> tuple[list[Node], int]:
-        """See `core.store.view.View.find_nodes`: the nodes that did not change since, from the nodes table (in SQL,
-        paged), merged in id order with those that did, from their first change after the revision."""
+        return self.find(NodeQuery(type, sight=sight), after=after, limit=limit)
+
+    def find(self, query: NodeQuery, *, after: str | None, limit: int) -> tuple[list[Node], int]:
+        """See `core.store.view.View.find`: the nodes that did not change since are selected in SQL from the nodes
+        table (paged), by `node_filter`, the current read's own clause, with the query in the names of the model
+        now (their state then is their state now); those that did, from their first change after the revision,
+        by `NodeQuery.matches`, the meaning that SQL agrees with; the two merged in id order."""
         m, b = self._mark, self._binary
-        clauses, params = [self._store.DIALECT.true], list[Any]()
-        if type is not None:
-            clauses.append(f"type = {m}")
-            params.append(self._type_now(type, "node type"))
-        if sight is not None:
-            sql, values = self._store.DIALECT.sight(sight, "visibility", "readers")
-            clauses.append(sql)
-            params += values
-        clauses.append(f"NOT EXISTS (SELECT 1 FROM changes c WHERE c.kind = 'node' AND c.key{b} = nodes.id "
-                       f"AND c.revision > {m})")  # fmt: skip
+        now = self._query_now(query)
+        node_type = self._store.model.node_types.get(now.type) if now.type is not None else None
+        indexed = now.text_fields == self._store._text_fields()  # pyright: ignore[reportPrivateUsage]
+        where, params = node_filter(self._store.DIALECT, now, node_type.key if node_type else None, indexed=indexed)
+        where += (f" AND NOT EXISTS (SELECT 1 FROM changes c WHERE c.kind = 'node' AND c.key{b} = nodes.id "
+                  f"AND c.revision > {m})")  # fmt: skip
         params.append(self._revision)
-        where = " AND ".join(clauses)
         rows = self._read(f"SELECT {NODE_COLUMNS} FROM nodes WHERE {where} AND id > {m} ORDER BY id LIMIT {m}",
                           [*params, after or "", limit])  # fmt: skip
         unchanged = [unrename(n, self._log, self._revision, None) for n in self._store._to_nodes(rows)]  # pyright: ignore[reportPrivateUsage]
         total = int(self._read(f"SELECT count(*) FROM nodes WHERE {where}", params)[0][0])
-        changed = self._changed_nodes(type, sight)
+        changed = [n for n in self._changed_nodes(query.type, query.sight) if query.matches(n)]
         total += len(changed)
         merged = sorted([*unchanged, *(n for n in changed if after is None or n.id > after)], key=lambda n: n.id)
         return merged[:limit], total
@@ -221,13 +223,30 @@ class StoredView:
         now = self._store.nodes([n.id for n in then])
         return [n for n in then if sees_then(sight, n, now.get(n.id))]
 
-    def _type_now(self, name: str, kind: str) -> str:
-        """What the type `name` (at the view's revision) is called now."""
-        for _, renames in self._log:
-            for r in renames:
-                if r.kind == kind and r.old == name:
-                    name = r.new
-        return name
+    def named_then(self, kind: str, type: str, properties: Sequence[str] = ()) -> tuple[str, list[str]]:
+        """See `core.store.view.View.named_then`: the names carried back through the renames since (`unrename`)."""
+        record: Node | Edge = (Node("", type, dict.fromkeys(properties)) if kind == "node type"
+                               else Edge(type, "", "", dict.fromkeys(properties)))  # fmt: skip
+        moved = unrename(record, self._log, self._revision, None)
+        return moved.type, list(moved.properties)
+
+    def _query_now(self, query: NodeQuery) -> NodeQuery:
+        """`query` (in the names of the view's model) in the names of the model now: each name carried through
+        the renames of the model changes since, as the stored records were (`carry`)."""
+        if not self._log:
+            return query
+        head = 2**62
+
+        def carried(type_: str, names: Sequence[str]) -> tuple[str, list[str]]:
+            moved = carry(Node("", type_, dict.fromkeys(names)), self._log, self._revision, head)
+            return moved.type, list(moved.properties)
+
+        type_now, conditions = query.type, query.conditions
+        if query.type is not None:
+            type_now, names = carried(query.type, [c.property for c in query.conditions])
+            conditions = tuple(replace(c, property=name) for c, name in zip(query.conditions, names, strict=True))
+        fields = dict(carried(t, list(f)) for t, f in query.text_fields.items())
+        return replace(query, type=type_now, conditions=conditions, text_fields={t: tuple(f) for t, f in fields.items()})
 
     # -- edges -------------------------------------------------------------------------------------------------
     def edge_states(self, current: Iterable[Edge], changes: Iterable[Sequence[Any]]) -> dict[EdgeId, Edge | None]:
@@ -310,22 +329,24 @@ class StoredView:
         return self._store.changes(self._revision, limit, sight=sight)
 
     # -- the rest of the door (`core.store.view.View`): what a past revision answers, and what it refuses ----------
-    def find(self, query: NodeQuery, *, after: str | None, limit: int) -> tuple[list[Node], int]:
-        if query.conditions or query.text is not None or query.id_prefix is not None:
-            raise current_only("a find by conditions, text or id prefix")
-        return self.find_nodes(query.type, sight=query.sight, after=after, limit=limit)
-
     def facets(self, query: NodeQuery, names: Sequence[str], *, limit: int) -> dict[str, tuple[dict[str, int], bool]]:
         raise current_only("counting facets")
 
     def edge(self, type: str, source: str, target: str) -> Edge | None:
-        raise current_only("an edge read by its key")
+        return self.edges([(type, source, target)]).get((type, source, target))
 
     def edges(self, refs: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str], Edge]:
-        raise current_only("an edge read by its key")
+        """The edges `refs` name as they were (no sight applied: the caller checked their ends), by ref."""
+        found = self.between(sorted({(source, target) for _, source, target in refs}))
+        return {ref: edge for ref in refs if (edge := found.get(ref)) is not None}
+
+    def edges_then(self, id: str) -> list[Edge]:
+        """Every edge at the node then, both ways, as stored (what `PastGraph` reads a node's adjacency from)."""
+        return [e for e in self._edges_at(id, "both").values() if e is not None]
 
     def walk(self) -> AbstractContextManager[Walk]:
-        raise current_only("a walk over the graph index")
+        """The topology then, read as the walk reaches it (`core.store.past_graph`)."""
+        return nullcontext(PastWalk(PastGraph(self), self._revision))
 
     def counts(self, sight: Sight | None) -> tuple[int, Counter[str], Counter[str]]:
         raise current_only("counting the graph")
