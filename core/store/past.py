@@ -246,7 +246,9 @@ class StoredView:
             type_now, names = carried(query.type, [c.property for c in query.conditions])
             conditions = tuple(replace(c, property=name) for c, name in zip(query.conditions, names, strict=True))
         fields = dict(carried(t, list(f)) for t, f in query.text_fields.items())
-        return replace(query, type=type_now, conditions=conditions, text_fields={t: tuple(f) for t, f in fields.items()})
+        return replace(
+            query, type=type_now, conditions=conditions, text_fields={t: tuple(f) for t, f in fields.items()}
+        )
 
     # -- edges -------------------------------------------------------------------------------------------------
     def edge_states(self, current: Iterable[Edge], changes: Iterable[Sequence[Any]]) -> dict[EdgeId, Edge | None]:

@@ -89,6 +89,9 @@ def _require_visible(ctx: CallContext, graph: nx.MultiDiGraph[str], id: str) -> 
     if id not in graph:
         raise NotFoundError("node", id)
     if not sees_in_graph(ctx.sight, graph, id):
+        if "then" in graph.nodes[id]:  # the topology at a past revision (`core.store.past_graph`): tell nothing then
+            raise ForbiddenError("node", id, f"{ctx.principal.name} may not read node {id!r} as it was at revision "
+                                 f"{ctx.view.revision}, or may not read it now.")  # fmt: skip
         visibility = graph.nodes[id]["visibility"]
         raise ForbiddenError("node", id, f"{ctx.principal.name} may not read node {id!r}: it is {visibility}.")
 
