@@ -19,9 +19,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from core.lang.model import Model
+from core.store import NodeQuery
 from core.store.past_graph import PastGraph, PastWalk
 from core.store.retention import check_since
-from core.store import NodeQuery
 from core.store.sql import EDGE_COLUMNS, NODE_COLUMNS, SQLStore, node_filter
 from core.store.view import (
     DiffEntry,
@@ -99,6 +99,7 @@ class StoredView:
         self._store, self._revision, self._log = store, revision, log
         self._mark, self._binary = store.DIALECT.mark, store.DIALECT.binary
         self._model: Model | None = None
+        self._changed: tuple[int, list[Node]] | None = None  # (the store's revision, `_changed_states` then)
 
     @property
     def revision(self) -> int:
@@ -207,21 +208,26 @@ class StoredView:
 
     def _changed_nodes(self, type: str | None, sight: Sight | None) -> list[Node]:
         """The nodes changed after the view's revision, as they were then, of `type` and seen by `sight`."""
-        b = self._binary
-        firsts = self._read(
-            f"SELECT min(revision) FROM changes WHERE kind = 'node' AND revision > {self._mark} GROUP BY key{b}",
-            (self._revision,),
-        )
-        then: list[Node] = []
-        for revision, state in self._logged([int(row[0]) for row in firsts]).values():
-            if state is not None:
-                node = unrename(node_of_state(state), self._log, self._revision, int(revision))
-                if (type is None or node.type == type) and sees_then(sight, node, None):
-                    then.append(node)
+        then = [n for n in self._changed_states() if (type is None or n.type == type) and sees_then(sight, n, None)]
         if sight is None:
             return then
         now = self._store.nodes([n.id for n in then])
         return [n for n in then if sees_then(sight, n, now.get(n.id))]
+
+    def _changed_states(self) -> list[Node]:
+        """Every node changed after the view's revision (and existing then), as it was then: read once while the
+        store stays at the same revision (a walk or a paged find asks again and again), again when it moved."""
+        head = self._store.revision()
+        if self._changed is None or self._changed[0] != head:
+            b = self._binary
+            firsts = self._read(
+                f"SELECT min(revision) FROM changes WHERE kind = 'node' AND revision > {self._mark} GROUP BY key{b}",
+                (self._revision,),
+            )
+            states = [unrename(node_of_state(state), self._log, self._revision, int(revision))
+                      for revision, state in self._logged([int(row[0]) for row in firsts]).values() if state]  # fmt: skip
+            self._changed = (head, states)
+        return self._changed[1]
 
     def named_then(self, kind: str, type: str, properties: Sequence[str] = ()) -> tuple[str, list[str]]:
         """See `core.store.view.View.named_then`: the names carried back through the renames since (`unrename`)."""
