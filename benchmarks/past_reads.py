@@ -63,7 +63,8 @@ def _times(call: Callable[[Any], object], items: list[Any]) -> dict[str, float]:
 def _pair(now: Callable[[Any], object], then: Callable[[Any], object], items: list[Any]) -> dict[str, Any]:
     """The same read now and at R, called in turn on each item (so the machine's noise falls on both alike)."""
     for item in items[:5]:
-        now(item), then(item)  # warm up
+        now(item)  # warm up
+        then(item)
     spent: dict[str, list[float]] = {"now": [], "at R": []}
     for item in items:
         for side, call in (("now", now), ("at R", then)):
@@ -73,7 +74,8 @@ def _pair(now: Callable[[Any], object], then: Callable[[Any], object], items: li
     out: dict[str, Any] = {}
     for side, times in spent.items():
         times.sort()
-        out[side] = {"p50_ms": round(statistics.median(times), 3), "p99_ms": round(times[int(len(times) * 0.99) - 1], 3)}
+        p99 = times[int(len(times) * 0.99) - 1]
+        out[side] = {"p50_ms": round(statistics.median(times), 3), "p99_ms": round(p99, 3)}
     out["ratio (p50)"] = round(out["at R"]["p50_ms"] / out["now"]["p50_ms"], 2)
     return out
 
@@ -171,7 +173,7 @@ def run(location: str | Path, nodes: int, changes: int, calls: int, synth: Path)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--nodes", type=int, default=100_000)
     parser.add_argument("--changes", type=int, default=10_000)
     parser.add_argument("--calls", type=int, default=400)

@@ -224,17 +224,19 @@ class StoredView:
                 f"SELECT min(revision) FROM changes WHERE kind = 'node' AND revision > {self._mark} GROUP BY key{b}",
                 (self._revision,),
             )
+            logged = self._logged([int(row[0]) for row in firsts]).values()
             states = [unrename(node_of_state(state), self._log, self._revision, int(revision))
-                      for revision, state in self._logged([int(row[0]) for row in firsts]).values() if state]  # fmt: skip
+                      for revision, state in logged if state]  # fmt: skip
             self._changed = (head, states)
         return self._changed[1]
 
     def named_then(self, kind: str, type: str, properties: Sequence[str] = ()) -> tuple[str, list[str]]:
         """See `core.store.view.View.named_then`: the names carried back through the renames since (`unrename`)."""
-        record: Node | Edge = (Node("", type, dict.fromkeys(properties)) if kind == "node type"
-                               else Edge(type, "", "", dict.fromkeys(properties)))  # fmt: skip
-        moved = unrename(record, self._log, self._revision, None)
-        return moved.type, list(moved.properties)
+        if kind == "node type":
+            node = unrename(Node("", type, dict.fromkeys(properties)), self._log, self._revision, None)
+            return node.type, list(node.properties)
+        edge = unrename(Edge(type, "", "", dict.fromkeys(properties)), self._log, self._revision, None)
+        return edge.type, list(edge.properties)
 
     def _query_now(self, query: NodeQuery) -> NodeQuery:
         """`query` (in the names of the view's model) in the names of the model now: each name carried through
