@@ -271,3 +271,41 @@ def test_a_type_renamed_by_a_model_change_is_found_and_walked_by_its_names_then(
         assert "nobody" not in held.graph
     with store.view().walk() as held:
         assert sorted(held.graph.out_edges("pat", keys=True)) == [("pat", "team-b", "belongs_to")]
+
+
+def test_a_type_renamed_by_a_model_change_is_found_and_walked_at_the_old_revision_by_its_name_now(
+    seeded: Instance,
+) -> None:
+    """Through the tools: their arguments are validated in the names of the model now (Squad, code, belongs_to),
+    and a read at a revision before the rename answers as the current read answered then (Team, slug, member_of)."""
+    before = seeded.store.revision()
+    then = {
+        "find": whole(seeded, "find_nodes", {"type": "Team", "where": {"slug": {"contains": "pay"}}, "text": "pay"}),
+        "paths": whole(seeded, "find_paths", {"source": PERSON, "target": TEAM, "edge_types": ["member_of"]}),
+        "pattern": whole(seeded, "query_graph", {"match": [
+            {"node": "t", "type": "Team", "where": {"slug": "payments"}},
+            {"edge": "member_of", "from": "p", "to": "t", "where": {"role": {"exists": True}}}],
+            "return": ["p"], "limit": 100}),  # fmt: skip
+    }
+    assert all(a["items"] for a in then.values())
+    model = seeded.store.model
+    seeded.store.apply_model(evolved(model, "9.0.0", team_to_squad, member_of_to_belongs_to, slug_to_code("Squad")),
+                             principal="test")  # fmt: skip
+    assert seeded.reload_model()
+    ok(seeded, "patch_node", {"id": TEAM, "properties": {"code": "renamed-team"}})
+    ok(seeded, "delete_edge", {"type": "belongs_to", "source": PERSON, "target": TEAM})
+    past = {
+        "find": whole(seeded, "find_nodes", {"type": "Squad", "where": {"code": {"contains": "pay"}}, "text": "pay",
+                                             "at": before}),  # fmt: skip
+        "paths": whole(seeded, "find_paths", {"source": PERSON, "target": TEAM, "edge_types": ["belongs_to"],
+                                              "at": before}),  # fmt: skip
+        "pattern": whole(seeded, "query_graph", {"match": [
+            {"node": "t", "type": "Squad", "where": {"code": "payments"}},
+            {"edge": "belongs_to", "from": "p", "to": "t", "where": {"role": {"exists": True}}}],
+            "return": ["p"], "limit": 100, "at": before}),  # fmt: skip
+    }
+    for key, answer in past.items():
+        assert {**answer, "revisions": None} == {**then[key], "revisions": None}, key
+    assert {n["type"] for n in past["find"]["items"]} == {"Team"}  # as it was then, in the names of then
+    now = whole(seeded, "find_paths", {"source": PERSON, "target": TEAM, "edge_types": ["belongs_to"]})
+    assert now["items"] != past["paths"]["items"]
