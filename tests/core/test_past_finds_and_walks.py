@@ -282,10 +282,18 @@ def test_a_type_renamed_by_a_model_change_is_found_and_walked_at_the_old_revisio
     then = {
         "find": whole(seeded, "find_nodes", {"type": "Team", "where": {"slug": {"contains": "pay"}}, "text": "pay"}),
         "paths": whole(seeded, "find_paths", {"source": PERSON, "target": TEAM, "edge_types": ["member_of"]}),
-        "pattern": whole(seeded, "query_graph", {"match": [
-            {"node": "t", "type": "Team", "where": {"slug": "payments"}},
-            {"edge": "member_of", "from": "p", "to": "t", "where": {"role": {"exists": True}}}],
-            "return": ["p"], "limit": 100}),  # fmt: skip
+        "pattern": whole(
+            seeded,
+            "query_graph",
+            {
+                "match": [
+                    {"node": "t", "type": "Team", "where": {"slug": "payments"}},
+                    {"edge": "member_of", "from": "p", "to": "t", "where": {"role": {"exists": True}}},
+                ],
+                "return": ["p"],
+                "limit": 100,
+            },
+        ),
     }
     assert all(a["items"] for a in then.values())
     model = seeded.store.model
@@ -295,14 +303,25 @@ def test_a_type_renamed_by_a_model_change_is_found_and_walked_at_the_old_revisio
     ok(seeded, "patch_node", {"id": TEAM, "properties": {"code": "renamed-team"}})
     ok(seeded, "delete_edge", {"type": "belongs_to", "source": PERSON, "target": TEAM})
     past = {
-        "find": whole(seeded, "find_nodes", {"type": "Squad", "where": {"code": {"contains": "pay"}}, "text": "pay",
-                                             "at": before}),  # fmt: skip
-        "paths": whole(seeded, "find_paths", {"source": PERSON, "target": TEAM, "edge_types": ["belongs_to"],
-                                              "at": before}),  # fmt: skip
-        "pattern": whole(seeded, "query_graph", {"match": [
-            {"node": "t", "type": "Squad", "where": {"code": "payments"}},
-            {"edge": "belongs_to", "from": "p", "to": "t", "where": {"role": {"exists": True}}}],
-            "return": ["p"], "limit": 100, "at": before}),  # fmt: skip
+        "find": whole(
+            seeded, "find_nodes", {"type": "Squad", "where": {"code": {"contains": "pay"}}, "text": "pay", "at": before}
+        ),
+        "paths": whole(
+            seeded, "find_paths", {"source": PERSON, "target": TEAM, "edge_types": ["belongs_to"], "at": before}
+        ),
+        "pattern": whole(
+            seeded,
+            "query_graph",
+            {
+                "match": [
+                    {"node": "t", "type": "Squad", "where": {"code": "payments"}},
+                    {"edge": "belongs_to", "from": "p", "to": "t", "where": {"role": {"exists": True}}},
+                ],
+                "return": ["p"],
+                "limit": 100,
+                "at": before,
+            },
+        ),
     }
     for key, answer in past.items():
         assert {**answer, "revisions": None} == {**then[key], "revisions": None}, key
