@@ -421,8 +421,11 @@ PAST = [  # issue 27: where, text, paths and patterns at a past revision, with a
     ("/api/nodes", {"type": "Team", "text": "pay", "at": "1", "as_of": "2026-01-01T00:00:00Z"}, "/as_of"),
     ("/api/paths", {"source": "team-payments", "target": "person-ada-okafor", "at": "9" * 19}, "/at"),
     ("/api/paths", {"source": "team-payments", "target": "person-ada-okafor", "as_of": "yesterday"}, "/as_of"),
-    ("/api/paths", {"source": "team-payments", "target": "person-ada-okafor", "as_of": "2026-13-01T00:00:00Z"},
-     "/as_of"),
+    (
+        "/api/paths",
+        {"source": "team-payments", "target": "person-ada-okafor", "as_of": "2026-13-01T00:00:00Z"},
+        "/as_of",
+    ),
     ("/api/paths", {"source": "team-payments", "target": "person-ada-okafor", "at": "1e3"}, "/at"),
 ]
 
