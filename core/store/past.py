@@ -99,7 +99,7 @@ class StoredView:
         self._store, self._revision, self._log = store, revision, log
         self._mark, self._binary = store.DIALECT.mark, store.DIALECT.binary
         self._model: Model | None = None
-        self._changed: tuple[int, list[Node]] | None = None  # (the store's revision, `_changed_states` then)
+        self._changed: tuple[int, frozenset[str], list[Node]] | None = None  # the store's revision, `_changed_since`
 
     @property
     def revision(self) -> int:
@@ -186,21 +186,33 @@ class StoredView:
 
     def find(self, query: NodeQuery, *, after: str | None, limit: int) -> tuple[list[Node], int]:
         """See `core.store.view.View.find`: the nodes that did not change since are selected in SQL from the nodes
-        table (paged), by `node_filter`, the current read's own clause, with the query in the names of the model
-        now (their state then is their state now); those that did, from their first change after the revision,
-        by `NodeQuery.matches`, the meaning that SQL agrees with; the two merged in id order."""
-        m, b = self._mark, self._binary
+        table (paged, and counted), by `node_filter`, the current read's own clause, with the query in the names of
+        the model now (their state then is their state now), less the ids changed since (a set known from the one
+        read of the change log below, so no row probes the log); those that did, from their first change after the
+        revision, by `NodeQuery.matches`, the meaning that SQL agrees with; the two merged in id order."""
+        m = self._mark
         now = self._query_now(query)
         node_type = self._store.model.node_types.get(now.type) if now.type is not None else None
         indexed = now.text_fields == self._store._text_fields()  # pyright: ignore[reportPrivateUsage]
         where, params = node_filter(self._store.DIALECT, now, node_type.key if node_type else None, indexed=indexed)
-        where += (f" AND NOT EXISTS (SELECT 1 FROM changes c WHERE c.kind = 'node' AND c.key{b} = nodes.id "
-                  f"AND c.revision > {m})")  # fmt: skip
-        params.append(self._revision)
-        rows = self._read(f"SELECT {NODE_COLUMNS} FROM nodes WHERE {where} AND id > {m} ORDER BY id LIMIT {m}",
-                          [*params, after or "", limit])  # fmt: skip
-        unchanged = [unrename(n, self._log, self._revision, None) for n in self._store._to_nodes(rows)]  # pyright: ignore[reportPrivateUsage]
+        since = self._changed_since()[0]  # their rows are not their state then
+        unchanged: list[Node] = []
+        position, chunk = after or "", limit + 16
+        while limit and len(unchanged) < limit:
+            rows = self._read(f"SELECT {NODE_COLUMNS} FROM nodes WHERE {where} AND id > {m} ORDER BY id LIMIT {m}",
+                              [*params, position, chunk])  # fmt: skip
+            found = self._store._to_nodes(rows)  # pyright: ignore[reportPrivateUsage]
+            unchanged += (unrename(n, self._log, self._revision, None) for n in found if n.id not in since)
+            if len(rows) < chunk:
+                break
+            position, chunk = found[-1].id, chunk * 2
+        unchanged = unchanged[:limit]
         total = int(self._read(f"SELECT count(*) FROM nodes WHERE {where}", params)[0][0])
+        keys = sorted(since)
+        for start in range(0, len(keys) if total else 0, BATCH):
+            chunk_keys = keys[start : start + BATCH]
+            total -= int(self._read(f"SELECT count(*) FROM nodes WHERE {where} AND id IN "
+                                    f"({', '.join([m] * len(chunk_keys))})", [*params, *chunk_keys])[0][0])  # fmt: skip
         changed = [n for n in self._changed_nodes(query.type, query.sight) if query.matches(n)]
         total += len(changed)
         merged = sorted([*unchanged, *(n for n in changed if after is None or n.id > after)], key=lambda n: n.id)
@@ -215,20 +227,25 @@ class StoredView:
         return [n for n in then if sees_then(sight, n, now.get(n.id))]
 
     def _changed_states(self) -> list[Node]:
-        """Every node changed after the view's revision (and existing then), as it was then: read once while the
-        store stays at the same revision (a walk or a paged find asks again and again), again when it moved."""
+        """Every node changed after the view's revision that existed then, as it was then."""
+        return self._changed_since()[1]
+
+    def _changed_since(self) -> tuple[frozenset[str], list[Node]]:
+        """The ids of the nodes changed after the view's revision, and the states then of those that existed then
+        (the `before` of each one's first change after it): read in one query once while the store stays at the
+        same revision (a walk or a paged find asks again and again), again when it moved."""
         head = self._store.revision()
         if self._changed is None or self._changed[0] != head:
-            b = self._binary
-            firsts = self._read(
-                f"SELECT min(revision) FROM changes WHERE kind = 'node' AND revision > {self._mark} GROUP BY key{b}",
+            m, b = self._mark, self._binary
+            rows = self._read(
+                f"SELECT c.key, c.revision, c.before FROM changes c JOIN (SELECT min(revision) AS first FROM changes "
+                f"WHERE kind = 'node' AND revision > {m} GROUP BY key{b}) f ON c.revision = f.first",
                 (self._revision,),
             )
-            logged = self._logged([int(row[0]) for row in firsts]).values()
             states = [unrename(node_of_state(state), self._log, self._revision, int(revision))
-                      for revision, state in logged if state]  # fmt: skip
-            self._changed = (head, states)
-        return self._changed[1]
+                      for _, revision, before in rows if (state := _state(before))]  # fmt: skip
+            self._changed = (head, frozenset(str(key) for key, _, _ in rows), states)
+        return self._changed[1], self._changed[2]
 
     def named_then(self, kind: str, type: str, properties: Sequence[str] = ()) -> tuple[str, list[str]]:
         """See `core.store.view.View.named_then`: the names carried back through the renames since (`unrename`)."""

@@ -328,3 +328,24 @@ def test_a_type_renamed_by_a_model_change_is_found_and_walked_at_the_old_revisio
     assert {n["type"] for n in past["find"]["items"]} == {"Team"}  # as it was then, in the names of then
     now = whole(seeded, "find_paths", {"source": PERSON, "target": TEAM, "edge_types": ["belongs_to"]})
     assert now["items"] != past["paths"]["items"]
+
+
+def test_a_past_find_pages_past_runs_of_nodes_changed_since_losing_none(store: Store) -> None:
+    """The unchanged nodes come from the nodes table less the ids changed since: a page whose first rows all
+    changed since reads on until it is full, and every node of the revision is on exactly one page."""
+    ids = [f"team-{i:02d}" for i in range(60)]
+    before = commit(store, *(team(i, f"Team {i}", visibility="public") for i in ids))
+    commit(store, *(PatchNode(i, {"area": "product"}) for i in ids[:45]))  # the first 45 in id order
+    query = NodeQuery("Team", (Condition("area", "eq", "platform"),))
+    view, pages = store.view(before), []
+    after: str | None = None
+    while True:
+        found, total = view.find(query, after=after, limit=4)
+        pages.append((found, total))
+        if len(found) < 4:
+            break
+        after = found[-1].id
+    assert [n.id for page, _ in pages for n in page] == ids
+    assert {total for _, total in pages} == {60}
+    now, total_now = store.view().find(query, after=None, limit=100)
+    assert ([n.id for n in now], total_now) == (ids[45:], 15)
