@@ -295,6 +295,8 @@ def test_a_type_renamed_by_a_model_change_is_found_and_walked_at_the_old_revisio
             },
         ),
     }
+    then["around"] = whole(seeded, "get_neighbors", {"id": TEAM, "edge_types": ["member_of"], "limit": 200})
+    then["teams"] = whole(seeded, "find_nodes", {"type": "Team", "limit": 100})
     assert all(a["items"] for a in then.values())
     model = seeded.store.model
     seeded.store.apply_model(evolved(model, "9.0.0", team_to_squad, member_of_to_belongs_to, slug_to_code("Squad")),
@@ -323,6 +325,9 @@ def test_a_type_renamed_by_a_model_change_is_found_and_walked_at_the_old_revisio
             },
         ),
     }
+    past["around"] = whole(seeded, "get_neighbors", {"id": TEAM, "edge_types": ["belongs_to"], "at": before,
+                                                     "limit": 200})  # fmt: skip
+    past["teams"] = whole(seeded, "find_nodes", {"type": "Squad", "at": before, "limit": 100})
     for key, answer in past.items():
         assert {**answer, "revisions": None} == {**then[key], "revisions": None}, key
     assert {n["type"] for n in past["find"]["items"]} == {"Team"}  # as it was then, in the names of then
