@@ -12,17 +12,20 @@ then is their state now, where the rule is the current one.
 from __future__ import annotations
 
 import json
-from collections import Counter
+import threading
+from bisect import bisect_right
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from core.lang.model import Model
 from core.store import NodeQuery
 from core.store.past_graph import PastGraph, PastWalk
 from core.store.retention import check_since
-from core.store.sql import EDGE_COLUMNS, NODE_COLUMNS, SQLStore, node_filter
+from core.store.sql import EDGE_COLUMNS, SQLStore, node_filter
 from core.store.view import (
     DiffEntry,
     DiffPage,
@@ -75,7 +78,29 @@ def open_view(store: SQLStore, revision: int | None) -> StoredView:
     if revision < 0:
         raise ValidationError(f"A revision is 0 or more, not {revision}.", [Problem("/revision", "below 0")])
     check_since(revision, int(floor) if floor is not None else 0)
-    return StoredView(store, revision, _rename_log(store, revision) if models else ())
+    key = (revision, int(head))
+    with _RECENT_LOCK:
+        recent = _RECENT.setdefault(store, OrderedDict())
+        view = recent.get(key)
+        if view is not None:
+            recent.move_to_end(key)
+            return view
+    view = StoredView(store, revision, _rename_log(store, revision) if models else ())
+    with _RECENT_LOCK:
+        recent[key] = view
+        while len(recent) > RECENT_VIEWS:
+            recent.popitem(last=False)
+    return view
+
+
+RECENT_VIEWS = 8  # views kept per store, by (revision, the store's revision when made)
+_RECENT: WeakKeyDictionary[SQLStore, OrderedDict[tuple[int, int], StoredView]] = WeakKeyDictionary()
+_RECENT_LOCK = threading.Lock()
+"""The views opened lately, so the calls of a task pinned to one revision (repeatable reads: a find, its next
+pages, a walk) read the nodes changed since once, not once a call. A view holds no caller's state (each read
+takes its sight) and re-reads what it keeps when the store moved on (`StoredView._changed_since`); one made
+before a commit is not handed out after it (the store's revision is in the key), and neither is one made before
+a model change (which is a commit)."""
 
 
 def _rename_log(store: SQLStore, since: int) -> RenameLog:
@@ -186,33 +211,23 @@ class StoredView:
 
     def find(self, query: NodeQuery, *, after: str | None, limit: int) -> tuple[list[Node], int]:
         """See `core.store.view.View.find`: the nodes that did not change since are selected in SQL from the nodes
-        table (paged, and counted), by `node_filter`, the current read's own clause, with the query in the names of
+        table by `node_filter`, the current read's own clause, with the query in the names of
         the model now (their state then is their state now), less the ids changed since (a set known from the one
         read of the change log below, so no row probes the log); those that did, from their first change after the
-        revision, by `NodeQuery.matches`, the meaning that SQL agrees with; the two merged in id order."""
-        m = self._mark
+        revision, by `NodeQuery.matches`, the meaning that SQL agrees with; the two merged in id order. The ids of
+        the first set are read whole (one scan, as the current read's count is) and its page's rows by id."""
         now = self._query_now(query)
         node_type = self._store.model.node_types.get(now.type) if now.type is not None else None
         indexed = now.text_fields == self._store._text_fields()  # pyright: ignore[reportPrivateUsage]
         where, params = node_filter(self._store.DIALECT, now, node_type.key if node_type else None, indexed=indexed)
         since = self._changed_since()[0]  # their rows are not their state then
-        unchanged: list[Node] = []
-        position, chunk = after or "", limit + 16
-        while limit and len(unchanged) < limit:
-            rows = self._read(f"SELECT {NODE_COLUMNS} FROM nodes WHERE {where} AND id > {m} ORDER BY id LIMIT {m}",
-                              [*params, position, chunk])  # fmt: skip
-            found = self._store._to_nodes(rows)  # pyright: ignore[reportPrivateUsage]
-            unchanged += (unrename(n, self._log, self._revision, None) for n in found if n.id not in since)
-            if len(rows) < chunk:
-                break
-            position, chunk = found[-1].id, chunk * 2
-        unchanged = unchanged[:limit]
-        total = int(self._read(f"SELECT count(*) FROM nodes WHERE {where}", params)[0][0])
-        keys = sorted(since)
-        for start in range(0, len(keys) if total else 0, BATCH):
-            chunk_keys = keys[start : start + BATCH]
-            total -= int(self._read(f"SELECT count(*) FROM nodes WHERE {where} AND id IN "
-                                    f"({', '.join([m] * len(chunk_keys))})", [*params, *chunk_keys])[0][0])  # fmt: skip
+        ids = [str(row[0]) for row in self._read(f"SELECT id FROM nodes WHERE {where} ORDER BY id", params)]
+        kept = [id for id in ids if id not in since]
+        total = len(kept)
+        start = bisect_right(kept, after) if after is not None else 0
+        chosen = kept[start : start + limit]
+        found = self._store.nodes(chosen) if chosen else {}
+        unchanged = [unrename(found[id], self._log, self._revision, None) for id in chosen if id in found]
         changed = [n for n in self._changed_nodes(query.type, query.sight) if query.matches(n)]
         total += len(changed)
         merged = sorted([*unchanged, *(n for n in changed if after is None or n.id > after)], key=lambda n: n.id)
