@@ -14,7 +14,9 @@ R before them is that many changes back. Then, on the same sampled nodes (half c
 * `diff_revisions` over the last 1,000 changes: every entry in one page, and its first page of 100;
 * the tools `find_nodes` by `where` (one page of 10 engineers) and by `text`, `find_paths` (a person to the
   manager of their manager, along `reports_to`, up to 3 hops) and `query_graph` (a person's team's services),
-  each now and with `at` R, the two called in turn on each sampled node (A/B interleaved, one run).
+  each now and with `at` R, the two called in turn on each sampled node (A/B interleaved, one run); the views of
+  R are kept between calls (the reads of a task pinned to R), so a second row for the finds and paths measures
+  the first read at R (no view kept: `forget_views` before each, 40 calls).
 
 p50 and p99 in milliseconds and each past figure's ratio to its current one, printed as one JSON object. The
 PostgreSQL server is the tests' throwaway one (fsync off), or `$CANON_TEST_DATABASE_URL`'s.
@@ -42,6 +44,7 @@ from core.ops.config import Config  # noqa: E402
 from core.seam.instance import open_instance  # noqa: E402
 from core.store import Store, open_store  # noqa: E402
 from core.store.interchange import import_path  # noqa: E402
+from core.store.past import forget_views  # noqa: E402
 from core.values.operations import DeleteEdge, Operation, PatchNode, PutEdge  # noqa: E402
 from core.values.principal import Principal  # noqa: E402
 
@@ -155,6 +158,24 @@ def run(location: str | Path, nodes: int, changes: int, calls: int, synth: Path)
                                                                         "limit": 10})  # fmt: skip
         out["find_nodes text (tool)"] = both("find_nodes", lambda i: {"type": "Person", "text": i[-4:], "limit": 10})
         out["find_paths 3 hops (tool)"] = both("find_paths", lambda i: {
+            "source": i, "target": f"person-{((int(i.rsplit('-', 1)[1]) - 1) // 8 - 1) // 8:07d}",
+            "edge_types": ["reports_to"], "direction": "out", "max_depth": 3})  # fmt: skip
+
+        def cold(name: str, arguments: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+            """The first read at R of a task: no view of R kept (`core.store.past.forget_views` before each)."""
+
+            def call(id_: str, at: dict[str, Any]) -> object:
+                if at:
+                    forget_views(instance.store)  # type: ignore[arg-type]
+                return dispatcher.call_tool(ADMIN, "bench", name, {**arguments(id_), **at})
+
+            return _pair(lambda i: call(i, {}), lambda i: call(i, {"at": past}), people[:40])
+
+        out["find_nodes where, first read at R (tool)"] = cold("find_nodes", lambda i: {
+            "type": "Person", "where": {"role": "engineer"}, "limit": 10})  # fmt: skip
+        out["find_nodes text, first read at R (tool)"] = cold("find_nodes", lambda i: {
+            "type": "Person", "text": i[-4:], "limit": 10})  # fmt: skip
+        out["find_paths 3 hops, first read at R (tool)"] = cold("find_paths", lambda i: {
             "source": i, "target": f"person-{((int(i.rsplit('-', 1)[1]) - 1) // 8 - 1) // 8:07d}",
             "edge_types": ["reports_to"], "direction": "out", "max_depth": 3})  # fmt: skip
         out["query_graph person's team's services (tool)"] = both("query_graph", lambda i: {"match": [

@@ -50,7 +50,7 @@ from core.values.records import Change, Edge, Node, Sight
 if TYPE_CHECKING:
     from core.store.common import ModelVersion
 
-__all__ = ["StoredView", "diff_entry", "diff_revisions", "open_view"]
+__all__ = ["StoredView", "diff_entry", "diff_revisions", "forget_views", "open_view"]
 
 EdgeId = tuple[str, str, str]  # (type, source, target), in the names of a view's revision
 Then = tuple[Node | None, Node | None]  # a node as it was at a view's revision, and as it is now
@@ -91,6 +91,13 @@ def open_view(store: SQLStore, revision: int | None) -> StoredView:
         while len(recent) > RECENT_VIEWS:
             recent.popitem(last=False)
     return view
+
+
+def forget_views(store: SQLStore) -> None:
+    """Drop the views kept for `store` (the next read at any revision reads the change log again): what a
+    benchmark calls to measure a first read at a revision."""
+    with _RECENT_LOCK:
+        _RECENT.pop(store, None)
 
 
 RECENT_VIEWS = 8  # views kept per store, by (revision, the store's revision when made)
