@@ -389,9 +389,30 @@ class StoredView:
         found = self.between(sorted({(source, target) for _, source, target in refs}))
         return {ref: edge for ref in refs if (edge := found.get(ref)) is not None}
 
-    def edges_then(self, id: str) -> list[Edge]:
-        """Every edge at the node then, both ways, as stored (what `PastGraph` reads a node's adjacency from)."""
-        return [e for e in self._edges_at(id, "both").values() if e is not None]
+    def edges_then(self, ids: Sequence[str]) -> dict[str, list[Edge]]:
+        """Every edge at each of the nodes `ids` then, both ways, as stored, by node (what `PastGraph` reads a
+        walk's frontier's adjacency from): their current edges and the change log's edges after the revision at
+        them, a few queries for the whole frontier."""
+        m = self._mark
+        current: dict[EdgeId, Edge] = {}
+        changes: dict[int, Any] = {}  # by revision: a change at two nodes of the frontier is read twice
+        for start in range(0, len(ids), BATCH):
+            chunk = list(ids[start : start + BATCH])
+            marks = ", ".join([m] * len(chunk))
+            for end in ("source", "target"):
+                for row in self._read(f"SELECT {EDGE_COLUMNS} FROM edges WHERE {end} IN ({marks})", chunk):
+                    edge = self._store.to_edge(row)
+                    current[(edge.type, edge.source, edge.target)] = edge
+                sql = (f"SELECT revision, type, source, target, before FROM changes WHERE kind = 'edge' AND {end} "
+                       f"IN ({marks}) AND revision > {m}")  # fmt: skip
+                for row in self._read(sql, [*chunk, self._revision]):
+                    changes[int(row[0])] = row
+        found: dict[str, list[Edge]] = {id: [] for id in ids}
+        for edge in self.edge_states(current.values(), [changes[r] for r in sorted(changes)]).values():
+            for end in {edge.source, edge.target} if edge is not None else ():
+                if end in found:
+                    found[end].append(edge)  # type: ignore[arg-type]
+        return found
 
     def walk(self) -> AbstractContextManager[Walk]:
         """The topology then, read as the walk reaches it (`core.store.past_graph`)."""

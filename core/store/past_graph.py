@@ -5,9 +5,10 @@ visibility, readers) and its adjacency dicts (`_succ`, `_pred`: neighbour -> {ed
 there is no such graph in memory, and building one whole (the graph now, with every change since undone) would
 cost the store's size for every call. `PastGraph` answers the same reads from the store's view instead, as a walk
 reaches them: a node's adjacency is its edges then (`StoredView.edges_then`: its current edges and the change log
-after the revision), read once per node and kept for the call; a node's attributes are its state then, read in
-batches of neighbours. A walk stays bounded by what it reaches, as over the index (its own work and time bounds
-hold), and answers what the same walk over the index would have answered at that revision.
+after the revision), read once per node and kept for the call (a breadth-first walk's whole frontier at once,
+`expand`); a node's attributes are its state then, read in batches of neighbours. A walk stays bounded by what
+it reaches, as over the index (its own work and time bounds hold), and answers what the same walk over the index
+would have answered at that revision.
 
 A node's attributes hold, besides its state then (`then`), its state now (`now`; None: deleted since), so
 `core.dispatch.access.sees_in_graph` applies the rule for the past (`core.store.view.sees_then`) to it.
@@ -106,15 +107,28 @@ class PastGraph:
         """The edges at `id` then, both ways, by neighbour and edge type (and the neighbours' states read too)."""
         found = self._adjacent.get(id)
         if found is None:
-            found = {"out": {}, "in": {}}
-            for edge in self._view.edges_then(id):
+            self.expand([id])
+            found = self._adjacent[id]
+        return found
+
+    def expand(self, ids: Iterable[str]) -> None:
+        """Read the adjacency of those of `ids` not read yet, and their neighbours' states, in one go: a walk
+        about to step from each node of a frontier says so first (what it reads, and so what it answers, is the
+        same; only the number of round trips to the store changes)."""
+        wanted = [id for id in dict.fromkeys(ids) if id not in self._adjacent]
+        if not wanted:
+            return
+        neighbours: list[str] = []
+        for id, edges in self._view.edges_then(wanted).items():
+            found: dict[str, dict[str, dict[str, Edge]]] = {"out": {}, "in": {}}
+            for edge in edges:
                 if edge.source == id:
                     found["out"].setdefault(edge.target, {})[edge.type] = edge
                 if edge.target == id:
                     found["in"].setdefault(edge.source, {})[edge.type] = edge
-            self.nodes.load([*found["out"], *found["in"]])  # the walk asks who it may see next
+            neighbours += [*found["out"], *found["in"]]
             self._adjacent[id] = found
-        return found
+        self.nodes.load(neighbours)  # the walk asks who it may see next
 
     def __contains__(self, id: object) -> bool:
         return id in self.nodes

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from core.dispatch.access import sees_in_graph
 from core.dispatch.dispatcher import CallContext, handler
 from core.lang.model import Model
+from core.store.past_graph import PastGraph
 from core.store.view import Step, View
 from core.values.errors import ForbiddenError, InvalidArgumentsError, LimitExceededError, NotFoundError, Problem
 from core.values.paging import decode_cursor, encode_cursor, page
@@ -179,6 +180,8 @@ def _distances(ctx: CallContext, graph: nx.MultiDiGraph[str], target: str, way: 
     backwards = way.backwards()
     distance, frontier = {target: 0}, [target]
     for hop in range(1, cap + 1):
+        if isinstance(graph, PastGraph):  # the topology then is read from the store: the whole frontier at once
+            graph.expand(frontier)
         following: list[str] = []
         for node in frontier:
             for neighbour, _ in steps(graph, node, backwards, ctx.sight):
