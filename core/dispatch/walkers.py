@@ -2,8 +2,9 @@
 
 Walks (`"execution": "walk"`: `get_neighbors`, `find_paths`, `query_graph`) are pure Python; run in the serving
 process they hold its interpreter while the event loop waits to answer cheap reads. A `Walkers` pool runs them in
-processes of their own instead, each with its own read-only store connection and its own `GraphIndex`, one walk
-at a time per process. The serving process still authorises, validates, audits and shapes every call
+processes of their own instead, each with its own read-only store connection and its own `GraphIndex` (loaded from
+the file the serving process saved beside the store when it is sound, `core.index.persisted`; built otherwise), one
+walk at a time per process. The serving process still authorises, validates, audits and shapes every call
 (`core.dispatch.dispatcher`); it sends a worker only the handler's part as a `WalkRequest` and waits for the answer on a
 pipe, off its interpreter.
 
@@ -124,12 +125,14 @@ class Walkers:
     `source` where a worker finds the same table, as `module:attribute` (a worker imports it by that name: this
     module imports no toolset, so dispatch, the walkers and the tools make no circle)."""
 
-    def __init__(self, location: Path | str, count: int, handlers: Mapping[str, Handler], source: str) -> None:
+    def __init__(self, location: Path | str, count: int, handlers: Mapping[str, Handler], source: str,
+                 index_file: Path | None = None) -> None:  # fmt: skip
         if count < 1:
             raise ValueError(f"a walk worker pool needs at least one worker, not {count}")
         if ":" not in source:
             raise ValueError(f"the walk handlers' source must be module:attribute, not {source!r}")
         self._location, self._count = str(location), count
+        self._index_file = None if index_file is None else str(index_file)  # the saved index a worker loads
         self._handlers, self._source = handlers, source
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._live: set[_Worker] = set()  # started, answering or not
@@ -139,6 +142,7 @@ class Walkers:
         self._started = self._closed = False
         self._hold: Hold | None = None
         self.answered = 0  # walks the workers answered (a value or an error)
+        self.loaded = 0  # workers that started from the saved index (core.index.persisted) rather than a build
 
     # -- the serving side --------------------------------------------------------------------------------------
     def serves(self, name: str, handler: Handler) -> bool:
@@ -272,13 +276,14 @@ class Walkers:
 
     def _boot(self, worker: _Worker) -> None:
         try:
-            worker.conn.send((self._location, self._source))  # over the pipe, not the command line: a URL may
-            # hold a password
+            # over the pipe, not the command line: a URL may hold a password
+            worker.conn.send((self._location, self._source, self._index_file))
             if not worker.conn.poll(BOOT_TIMEOUT_S):
                 raise TimeoutError(f"it loaded no graph in {BOOT_TIMEOUT_S:g} s")
             answer = cast("tuple[Any, ...]", worker.conn.recv())
             if answer[0] != "ready":
                 raise RuntimeError(str(answer[1]))
+            loaded = bool(answer[2])
         except (EOFError, OSError, TimeoutError, RuntimeError) as exc:
             log.warning("walk worker %d did not start (%s); walks run in this process", worker.pid, exc or "exited")
             with self._lock:
@@ -289,6 +294,7 @@ class Walkers:
             if worker not in self._live:  # closed meanwhile
                 return
             self._ready += 1
+            self.loaded += loaded
             self._changed.notify_all()
         self._idle.put(worker)
 
@@ -342,20 +348,20 @@ def _unpack(answer: tuple[Any, ...]) -> dict[str, Any] | None:
 def _serve(conn: Connection) -> None:
     """A worker's life: open the store read-only and load its graph, say so, then answer walks until the pipe
     closes."""
-    from core.index.graph import GraphIndex
+    from core.index.persisted import open_index
     from core.store import open_existing_store
 
-    location, source = cast("tuple[str, str]", conn.recv())
+    location, source, index_file = cast("tuple[str, str, str | None]", conn.recv())
     try:
         handlers = _handlers_of(source)
         store = open_existing_store(location, read_only=True)
-        index = GraphIndex.build(store)
+        index, loaded = open_index(store, None if index_file is None else Path(index_file))  # the saved one if sound
     except Exception as exc:  # noqa: BLE001 - said to the serving process, which then runs walks itself
         conn.send(("failed", f"{type(exc).__name__}: {exc}"))
         return
     gc.collect()  # the graph lives as long as the worker: out of the cyclic collector's full collections, as in
     gc.freeze()  # the serving process (core.http.serve), or every walk's garbage makes them walk the graph again
-    conn.send(("ready", index.revision))
+    conn.send(("ready", index.revision, loaded))
     with closing(store):
         while True:
             try:

@@ -33,7 +33,7 @@ from core.values.records import Change, Sight, parse_edge_key
 if TYPE_CHECKING:
     import networkx as nx
 
-__all__ = ["ChangeListener", "GraphIndex", "GraphView"]
+__all__ = ["ChangeListener", "GraphIndex", "GraphView", "IndexState"]
 
 ChangeListener = Callable[[list[Change]], None]
 _PAGE = 10_000
@@ -49,6 +49,24 @@ class _Base:
     """The shared base dicts' reader count: how many views of them are being walked."""
 
     readers: int = 0
+
+
+@dataclass(frozen=True, eq=False)
+class IndexState:
+    """What the index holds at one revision, as plain data (`core.index.persisted` saves and loads it): the three
+    maps (networkx's dicts) and the counts kept with them."""
+
+    nodes: Any = field(repr=False)
+    succ: Any = field(repr=False)
+    pred: Any = field(repr=False)
+    node_counts: dict[str, int]
+    edge_counts: dict[str, int]
+    by_visibility: dict[tuple[str, str], int]
+    by_level: dict[tuple[str, str], int]
+    readable: dict[str, set[str]]
+
+    def counts(self) -> tuple[Any, ...]:
+        return self.node_counts, self.edge_counts, self.by_visibility, self.by_level, self.readable
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,6 +87,11 @@ class GraphView:
         return _graph_of(self.nodes, self.succ, self.pred)
 
 
+def _plain(layer: Any) -> dict[str, Any]:
+    """A published map as a dict: the base itself, or an overlay's entries (the same entry objects)."""
+    return layer if isinstance(layer, dict) else dict(layer.items())
+
+
 def _graph_of(nodes: Any, succ: Any, pred: Any) -> nx.MultiDiGraph[str]:
     """A `MultiDiGraph` over these maps (networkx's own attributes, what its views and methods read)."""
     import networkx as nx
@@ -87,6 +110,7 @@ class GraphIndex:
         self._nodes, self._succ, self._pred = Layer({}), Layer({}), Layer({})
         self._base = _Base()
         self._applied = 0  # the writer's revision; `revision` is the published view's
+        self.loaded_at: int | None = None  # the revision of the saved index it was loaded from (None: built)
         self.node_counts: Counter[str] = Counter()  # node type -> nodes, kept with the graph
         self.edge_counts: Counter[str] = Counter()  # edge type -> edges
         # for counting what a caller may see without walking the graph (see `visible_counts`):
@@ -124,6 +148,38 @@ class GraphIndex:
         index.sync()
         return index
 
+    @classmethod
+    def restore(cls, store: Store, revision: int, state: IndexState) -> GraphIndex:
+        """The index `state` describes, at `revision` (a saved index, `core.index.persisted`); `sync()` brings it up
+        to date. `state`'s maps become the base: nothing else may hold them."""
+        index = cls(store)
+        index._nodes, index._succ, index._pred = Layer(state.nodes), Layer(state.succ), Layer(state.pred)
+        index.node_counts, index.edge_counts = Counter(state.node_counts), Counter(state.edge_counts)
+        index._by_visibility, index._by_level = Counter(state.by_visibility), Counter(state.by_level)
+        index._readable = state.readable
+        index._applied = index.loaded_at = revision
+        index._publish()
+        return index
+
+    @contextmanager
+    def snapshot(self) -> Generator[tuple[IndexState, int]]:
+        """The index at the latest applied revision as `IndexState`, and that revision, for saving: the maps are a
+        held view's (changes meanwhile go to copies, as for a walk), the counts copies taken with it."""
+        with self._lock:  # no batch half applied: the counts are those of the published view
+            with self._pins:
+                view = self._view
+                view.base.readers += 1
+            state = IndexState(
+                _plain(view.nodes), _plain(view.succ), _plain(view.pred), dict(self.node_counts),
+                dict(self.edge_counts), dict(self._by_visibility), dict(self._by_level),
+                {tag: set(ids) for tag, ids in self._readable.items()},
+            )  # fmt: skip
+        try:
+            yield state, view.revision
+        finally:
+            with self._pins:
+                view.base.readers -= 1
+
     def _load(self, store: Store) -> None:
         """Fill the empty base dicts with the store's topology, as networkx's adjacency dicts.
 
@@ -131,18 +187,24 @@ class GraphIndex:
         successor and predecessor maps, an empty data dict per edge), without their per-call checks and cache
         clearing. Opening a 1,000,000-node, 3,200,000-edge store: 45.5 s before; 30.6 s with the cyclic collector
         off during the load (`build`); 23.5 s with this as well. networkx documents these dicts as the graph's data
-        structure; `test_graph` checks the result equals one built with `add_edge`.
+        structure; `test_graph` checks the result equals one built with `add_edge`. Each id and type name is one
+        string object wherever the maps hold it (the store's rows give a new one each time): less memory, and a saved
+        index (`core.index.persisted`) writes each once.
         """
         nodes, succ, pred = self._nodes.base, self._succ.base, self._pred.base
         by_level, edge_counts = self._by_level, self.edge_counts
+        canonical: dict[str, str] = {}  # one string object per id and type name, wherever the maps name it
+        same = canonical.setdefault
         for id_, type_, visibility, readers in store.iter_node_heads():
-            nodes[id_] = {"type": type_, "visibility": visibility, "readers": readers or _NO_READERS}
+            id_, type_ = same(id_, id_), same(type_, type_)
+            nodes[id_] = {"type": type_, "visibility": same(visibility, visibility), "readers": readers or _NO_READERS}
             succ[id_], pred[id_] = {}, {}
             self._count_node(type_, visibility, 1, id_, readers)
-        for type_, source, target in store.iter_topology():
-            ends = nodes.get(source), nodes.get(target)
-            if ends[0] is None or ends[1] is None:  # an end committed after the nodes were read:
+        for type_, source_row, target_row in store.iter_topology():
+            source, target = canonical.get(source_row), canonical.get(target_row)
+            if source is None or target is None:  # an end committed after the nodes were read:
                 continue  # its change (and this edge's) is newer than `revision`, so sync() replays both
+            ends, type_ = (nodes[source], nodes[target]), same(type_, type_)
             keys = succ[source].get(target)
             if keys is None:
                 keys = succ[source][target] = pred[target][source] = {}
@@ -194,14 +256,15 @@ class GraphIndex:
         told of anything (the changes that are gone cannot be told; a rename is the model change they hear of).
         """
         fresh = GraphIndex.build(self.store)
-        with self._pins:
+        with self._lock, self._pins:  # the lock: a snapshot never sees the new counts with the old maps
             self._nodes, self._succ, self._pred = fresh._nodes, fresh._succ, fresh._pred
             self._base = fresh._base
             self.node_counts, self.edge_counts = fresh.node_counts, fresh.edge_counts
             self._by_visibility, self._by_level = fresh._by_visibility, fresh._by_level
             self._readable = fresh._readable
             self._applied = fresh._applied
-        self._publish()
+            self.loaded_at = None
+            self._publish()
 
     def apply(self, changes: Iterable[Change]) -> None:
         """Apply changes and publish the result (idempotent: re-applying a change already reflected is harmless).

@@ -18,6 +18,7 @@ from core.dispatch.examples import Examples
 from core.dispatch.registry import Registry, build_registry
 from core.dispatch.walkers import Walkers, workers_for
 from core.index.graph import GraphIndex
+from core.index.persisted import index_file, open_index, save_index
 from core.lang.model import Model, default_seed_path, load_model
 from core.lang.model_migration import renames_types
 from core.lang.schema_checks import SchemaChecks
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["Instance", "open_instance"]
 
 SEED_PRINCIPAL = "system:seed"
+CLOSE_SAVE_LAG = 1_000  # revisions the index may be past its file at close without saving it (or a hundredth of it)
 log = logging.getLogger("canon.model")
 
 
@@ -63,6 +65,10 @@ class Instance:
         self._metrics: Metrics | None = None
         self._reloading = threading.Lock()
         self._checks = checks or SchemaChecks(config.cache)
+        # where the graph index is saved between starts (core.index.persisted), and the revision saved there
+        self.index_path = index_file(config.store, config.cache) if index is not None else None
+        self._saved = None if index is None else index.loaded_at
+        self._saving: threading.Thread | None = None
         if index is not None:
             self._audit = AuditLog(store.append_audit)  # written by a background thread until `close()`
             examples = Examples.of_store(model, store)
@@ -82,7 +88,8 @@ class Instance:
         """The walk worker pool `[server] walk_workers` asks for (started on the first walk), or None."""
         count = workers_for(config.walk_workers)
         # the built-in handlers: what a worker imports by the same name (a tools folder's run in this process)
-        return Walkers(config.store, count, HANDLERS, "core.tools:HANDLERS") if count > 0 else None
+        return Walkers(config.store, count, HANDLERS, "core.tools:HANDLERS",
+                       index_file(config.store, config.cache)) if count > 0 else None  # fmt: skip
 
     @property
     def walkers(self) -> Walkers | None:
@@ -169,13 +176,45 @@ class Instance:
                      stored.name, stored.version, self.store.location)  # fmt: skip
             return True
 
+    def save_index(self, *, background: bool = False, lag: int = 1) -> None:
+        """Save the graph index beside the store (`index_path`) if none was saved or it has moved `lag` revisions or
+        more past the saved one, so the next start loads it (core.index.persisted); in a thread of its own if
+        `background` (a save under way is waited for first). A save that fails is logged: the next start rebuilds
+        the index, as it would without a file."""
+        if self.index is None or self.index_path is None:
+            return
+        if self._saving is not None:
+            self._saving.join()
+        if self._saved is not None and self.index.revision - self._saved < lag:
+            return
+        if background:
+            self._saving = threading.Thread(target=self._save, name="canon-index-save", daemon=True)
+            self._saving.start()
+        else:
+            self._save()
+
+    def _save(self) -> None:
+        index, path = self.index, self.index_path
+        assert index is not None
+        assert path is not None
+        try:
+            saved = save_index(index, path)
+        except Exception:  # a start without the file rebuilds the index: nothing is lost
+            log.warning("could not save the graph index to %s; the next start rebuilds it", path, exc_info=True)
+            return
+        self._saved = saved.revision
+        log.info("graph index saved to %s at revision %d", path, saved.revision)
+
     def close(self) -> None:
-        """Stop the walk workers, flush the audit log and close the store."""
+        """Stop the walk workers, flush the audit log, save the graph index if it moved well past its file (a stdio
+        session that wrote a little does not rewrite a large file as it ends), close the store."""
         try:
             if self.walkers is not None:
                 self.walkers.close()
             if self._audit is not None:
                 self._audit.close()
+            if self.index is not None:  # a few changes behind is cheap to replay at the next start; more, saved
+                self.save_index(lag=max(CLOSE_SAVE_LAG, len(self.index) // 100))
         finally:
             self.store.close()
 
@@ -196,7 +235,7 @@ def open_instance(config: Config, *, with_index: bool = True, principal: str = "
     try:
         if is_new and config.model is None and config.seed:
             import_path(store, default_seed_path(), principal=SEED_PRINCIPAL)
-        index = GraphIndex.build(store) if with_index else None
+        index = open_index(store, index_file(config.store, config.cache))[0] if with_index else None
     except BaseException:
         store.close()
         if is_new and not is_database_url(config.store):  # a store file that could not be seeded is not left behind
@@ -205,4 +244,7 @@ def open_instance(config: Config, *, with_index: bool = True, principal: str = "
         raise
     # the store's model: the configured file's, or the one applied since if the file is an older model of the
     # store's history (`Store.superseded`); every process (`canon serve --workers`) opens through here
-    return Instance(config, store.model, store, index, tools or Toolset(), checks=checks)
+    instance = Instance(config, store.model, store, index, tools or Toolset(), checks=checks)
+    if index is not None and index.loaded_at is None:  # built from the store: saved meanwhile, for the next start
+        instance.save_index(background=True)
+    return instance
