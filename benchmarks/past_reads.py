@@ -11,7 +11,12 @@ R before them is that many changes back. Then, on the same sampled nodes (half c
   dispatcher (`Dispatcher.call_tool`, answered from the graph index);
 * `get_node` at R: `Store.view(R).node`, the view made per call (as a tool would) and on a view held;
 * neighbours at depth 1 now: the `get_neighbors` tool at depth 1; at R: `Store.view(R).neighbours`;
-* `diff_revisions` over the last 1,000 changes: every entry in one page, and its first page of 100.
+* `diff_revisions` over the last 1,000 changes: every entry in one page, and its first page of 100;
+* the tools `find_nodes` by `where` (one page of 10 engineers) and by `text`, `find_paths` (a person to the
+  manager of their manager, along `reports_to`, up to 3 hops) and `query_graph` (a person's team's services),
+  each now and with `at` R, the two called in turn on each sampled node (A/B interleaved, one run); the views of
+  R are kept between calls (the reads of a task pinned to R), so a second row for the finds and paths measures
+  the first read at R (no view kept: `forget_views` before each, 40 calls).
 
 p50 and p99 in milliseconds and each past figure's ratio to its current one, printed as one JSON object. The
 PostgreSQL server is the tests' throwaway one (fsync off), or `$CANON_TEST_DATABASE_URL`'s.
@@ -39,6 +44,7 @@ from core.ops.config import Config  # noqa: E402
 from core.seam.instance import open_instance  # noqa: E402
 from core.store import Store, open_store  # noqa: E402
 from core.store.interchange import import_path  # noqa: E402
+from core.store.past import forget_views  # noqa: E402
 from core.values.operations import DeleteEdge, Operation, PatchNode, PutEdge  # noqa: E402
 from core.values.principal import Principal  # noqa: E402
 
@@ -55,6 +61,26 @@ def _times(call: Callable[[Any], object], items: list[Any]) -> dict[str, float]:
         spent.append((time.perf_counter() - started) * 1000)
     spent.sort()
     return {"p50_ms": round(statistics.median(spent), 4), "p99_ms": round(spent[int(len(spent) * 0.99) - 1], 4)}
+
+
+def _pair(now: Callable[[Any], object], then: Callable[[Any], object], items: list[Any]) -> dict[str, Any]:
+    """The same read now and at R, called in turn on each item (so the machine's noise falls on both alike)."""
+    for item in items[:5]:
+        now(item)  # warm up
+        then(item)
+    spent: dict[str, list[float]] = {"now": [], "at R": []}
+    for item in items:
+        for side, call in (("now", now), ("at R", then)):
+            started = time.perf_counter()
+            call(item)
+            spent[side].append((time.perf_counter() - started) * 1000)
+    out: dict[str, Any] = {}
+    for side, times in spent.items():
+        times.sort()
+        p99 = times[int(len(times) * 0.99) - 1]
+        out[side] = {"p50_ms": round(statistics.median(times), 3), "p99_ms": round(p99, 3)}
+    out["ratio (p50)"] = round(out["at R"]["p50_ms"] / out["now"]["p50_ms"], 2)
+    return out
 
 
 def _churn(store: Store, changes: int, rng: random.Random) -> list[str]:
@@ -118,6 +144,43 @@ def run(location: str | Path, nodes: int, changes: int, calls: int, synth: Path)
             lambda _: store.diff_revisions(diff_from, head, limit=100), list(range(20))
         )
         out["diff entries"] = len(store.diff_revisions(diff_from, head, limit=10_000).entries)
+
+        def both(name: str, arguments: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+            def call(id_: str, at: dict[str, Any]) -> object:
+                answer = dispatcher.call_tool(ADMIN, "bench", name, {**arguments(id_), **at})
+                assert answer.error is None, answer.error
+                return answer
+
+            return _pair(lambda i: call(i, {}), lambda i: call(i, {"at": past}), people)
+
+        people = [i for i in sample if int(i.rsplit("-", 1)[1]) > 80]  # two managers above each
+        out["find_nodes where (tool)"] = both("find_nodes", lambda i: {"type": "Person", "where": {"role": "engineer"},
+                                                                        "limit": 10})  # fmt: skip
+        out["find_nodes text (tool)"] = both("find_nodes", lambda i: {"type": "Person", "text": i[-4:], "limit": 10})
+        out["find_paths 3 hops (tool)"] = both("find_paths", lambda i: {
+            "source": i, "target": f"person-{((int(i.rsplit('-', 1)[1]) - 1) // 8 - 1) // 8:07d}",
+            "edge_types": ["reports_to"], "direction": "out", "max_depth": 3})  # fmt: skip
+
+        def cold(name: str, arguments: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+            """The first read at R of a task: no view of R kept (`core.store.past.forget_views` before each)."""
+
+            def call(id_: str, at: dict[str, Any]) -> object:
+                if at:
+                    forget_views(instance.store)  # type: ignore[arg-type]
+                return dispatcher.call_tool(ADMIN, "bench", name, {**arguments(id_), **at})
+
+            return _pair(lambda i: call(i, {}), lambda i: call(i, {"at": past}), people[:40])
+
+        out["find_nodes where, first read at R (tool)"] = cold("find_nodes", lambda i: {
+            "type": "Person", "where": {"role": "engineer"}, "limit": 10})  # fmt: skip
+        out["find_nodes text, first read at R (tool)"] = cold("find_nodes", lambda i: {
+            "type": "Person", "text": i[-4:], "limit": 10})  # fmt: skip
+        out["find_paths 3 hops, first read at R (tool)"] = cold("find_paths", lambda i: {
+            "source": i, "target": f"person-{((int(i.rsplit('-', 1)[1]) - 1) // 8 - 1) // 8:07d}",
+            "edge_types": ["reports_to"], "direction": "out", "max_depth": 3})  # fmt: skip
+        out["query_graph person's team's services (tool)"] = both("query_graph", lambda i: {"match": [
+            {"node": "p", "id": i}, {"edge": "member_of", "from": "p", "to": "t"},
+            {"edge": "owns", "from": "t", "to": "s"}, {"node": "s", "type": "Service"}], "return": ["s"]})  # fmt: skip
     finally:
         instance.close()
         store.close()
@@ -131,7 +194,7 @@ def run(location: str | Path, nodes: int, changes: int, calls: int, synth: Path)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--nodes", type=int, default=100_000)
     parser.add_argument("--changes", type=int, default=10_000)
     parser.add_argument("--calls", type=int, default=400)

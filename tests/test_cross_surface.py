@@ -451,7 +451,27 @@ async def test_the_past_reads_the_same_on_mcp_rest_and_graphql(seed_template: Pa
         ("get_node", {"id": "team-payments", "as_of": logged}),
         ("find_nodes", {"type": "Team", "as_of": logged, "limit": 3}),
         ("get_node", {"id": "team-payments", "at": before, "as_of": logged}),
+        ("find_nodes", {"type": "Team", "where": {"name": {"contains": "payments"}}, "at": before}),
+        ("find_nodes", {"text": "ada", "as_of": logged, "limit": 3}),
+        ("find_paths", {"source": "person-ada-okafor", "target": "team-payments", "at": before, "max_depth": 2}),
+        ("find_paths", {"source": "person-ada-okafor", "target": "team-payments", "as_of": logged}),
+        (
+            "query_graph",
+            {
+                "match": [
+                    {"node": "p", "type": "Person"},
+                    {"edge": "member_of", "from": "p", "to": "t"},
+                    {"node": "t", "id": "team-payments"},
+                ],
+                "at": before,
+                "limit": 5,
+            },
+        ),
+        ("query_graph", {"match": [{"node": "t", "id": "team-payments"}], "at": head + 1}),
     ]
+    paths = instance.dispatcher.call_tool(principal, "test", *reads[-3]).value
+    assert paths is not None
+    assert paths["items"]  # the deleted person's paths, as they were
     try:
         async with callers(instance, token(instance, "gus", "reader", "payments")) as on:
             for tool, arguments in reads:

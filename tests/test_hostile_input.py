@@ -414,6 +414,46 @@ def test_rest_and_mcp_refuse_the_same_fields_with_the_same_problem(target: Targe
     assert [p["pointer"] for p in problems] == ["/fields/0"]
 
 
+PAST = [  # issue 27: where, text, paths and patterns at a past revision, with at and as_of hostile or together
+    ("/api/nodes", {"type": "Team", "where": '{"area": "product"}', "at": "-1"}, "/at"),
+    ("/api/nodes", {"type": "Team", "text": "pay", "at": "abc"}, "/at"),
+    ("/api/nodes", {"type": "Team", "where": '{"area": "product"}', "facets": "area", "at": "1"}, "/facets"),
+    ("/api/nodes", {"type": "Team", "text": "pay", "at": "1", "as_of": "2026-01-01T00:00:00Z"}, "/as_of"),
+    ("/api/paths", {"source": "team-payments", "target": "person-ada-okafor", "at": "9" * 19}, "/at"),
+    ("/api/paths", {"source": "team-payments", "target": "person-ada-okafor", "as_of": "yesterday"}, "/as_of"),
+    (
+        "/api/paths",
+        {"source": "team-payments", "target": "person-ada-okafor", "as_of": "2026-13-01T00:00:00Z"},
+        "/as_of",
+    ),
+    ("/api/paths", {"source": "team-payments", "target": "person-ada-okafor", "at": "1e3"}, "/at"),
+]
+
+
+@pytest.mark.parametrize(("path", "params", "pointer"), PAST, ids=[f"{p} {sorted(q)}" for p, q, _ in PAST])
+def test_hostile_past_reads_by_rest_are_a_problem_naming_the_argument(
+    target: Target, path: str, params: dict[str, str], pointer: str
+) -> None:
+    answer = target.http.get(path, params=params)
+
+    assert answer.status_code == 400, answer.text[:300]
+    assert answer.headers["content-type"].startswith("application/problem+json")
+    assert pointer in [p["pointer"] for p in answer.json()["errors"]], answer.text[:300]
+
+
+@pytest.mark.parametrize("at", [-1, "1", 1.5, 2**70, None, [1]])
+def test_a_hostile_at_for_a_pattern_is_invalid_arguments_naming_it(target: Target, at: Any) -> None:
+    match = [{"node": "t", "id": "team-payments"}, {"edge": "owns", "from": "t", "to": "s"}]
+    answer = target.http.post("/api/query", json={"match": match, "at": at})
+    direct = target.instance.dispatcher.call_tool(Principal("hostile", frozenset({"admin"})), "mcp", "query_graph",
+                                                  {"match": match, "at": at})  # fmt: skip
+
+    assert answer.status_code == 400, answer.text[:300]
+    assert direct.error is not None
+    assert [p["pointer"] for p in direct.as_json()["error"]["problems"]] == ["/at"]
+    assert [p["pointer"] for p in answer.json()["errors"]] == ["/at"]
+
+
 @pytest.mark.parametrize("depth", [950, 20_000])
 @pytest.mark.parametrize("way", [LEGACY, MODERN])
 def test_a_model_nested_too_deeply_is_invalid_arguments_not_a_parse_error(target: Target, way: str, depth: int) -> None:

@@ -38,6 +38,8 @@ from core.values.records import Change, Node, Sight
 if TYPE_CHECKING:  # only annotations: the graph index imports networkx on first use (core.index.graph)
     import networkx as nx
 
+    from core.store.past_graph import PastGraph
+
 __all__ = [
     "WriteGuard",
     "change_for",
@@ -88,12 +90,18 @@ def require_node(sight: Sight | None, principal: Principal, node: Node) -> None:
         raise ForbiddenError("node", node.id, message)
 
 
-def sees_in_graph(sight: Sight | None, graph: nx.MultiDiGraph[str], id: str) -> bool:
-    """Whether the index node `id` is visible (absent nodes are not)."""
+def sees_in_graph(sight: Sight | None, graph: nx.MultiDiGraph[str] | PastGraph, id: str) -> bool:
+    """Whether the index node `id` is visible (absent nodes are not). In the topology at a past revision
+    (`core.store.past_graph`), a node's attributes hold its state then and now, and the rule is the past's
+    (`sees_then`)."""
     if sight is None:
         return id in graph
     attributes: Mapping[str, Any] | None = graph.nodes.get(id)
-    return attributes is not None and sight.sees(attributes["visibility"], attributes["readers"])
+    if attributes is None:
+        return False
+    if "then" in attributes:
+        return sees_then(sight, attributes["then"], attributes["now"])
+    return sight.sees(attributes["visibility"], attributes["readers"])
 
 
 def sees_change(sight: Sight | None, change: Change, graph: nx.MultiDiGraph[str]) -> bool:

@@ -63,6 +63,9 @@ class CurrentView:
     ) -> tuple[list[Node], int]:
         return self.store.find_nodes(NodeQuery(type, sight=sight), after=after, limit=limit)
 
+    def named_then(self, kind: str, type: str, properties: Sequence[str] = ()) -> tuple[str, list[str]]:
+        return type, list(properties)
+
     def find(self, query: NodeQuery, *, after: str | None, limit: int) -> tuple[list[Node], int]:
         return self.store.find_nodes(query, after=after, limit=limit)
 

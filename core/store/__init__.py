@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from core.lang.conditions import Condition
-from core.lang.model import Model
+from core.lang.model import Model, property_text
 from core.lang.validation import StateView
 from core.ops import plugins
 from core.ops.config import FILE_SCHEME, scheme_of, without_password
@@ -88,6 +88,24 @@ class NodeQuery:
     text_fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
     id_prefix: str | None = None
     sight: Sight | None = None  # only nodes the caller may see (None: all)
+
+    def matches(self, node: Node) -> bool:
+        """Whether `node` is one of the query's, who sees it aside (the caller's rule: `Sight.sees`, or for a state
+        at a past revision `core.store.view.sees_then`): the reference meaning the stores' SQL agrees with
+        (`core.store.sql.node_filter`), which a past view applies to the states the change log holds. Its type,
+        its id's prefix, every condition (`Condition.matches`) and the text: a case-insensitive substring of one
+        of its type's text properties (`core.lang.model.property_text`, lowered as the text index lowers it)."""
+        if (self.type is not None and node.type != self.type) or (
+            self.id_prefix and not node.id.startswith(self.id_prefix)
+        ):
+            return False
+        if not all(c.matches(node.properties) for c in self.conditions):
+            return False
+        if self.text:
+            needle = self.text.lower()
+            fields = self.text_fields.get(node.type, ())
+            return any(needle in property_text(node.properties.get(f)).lower() for f in fields)
+        return True
 
 
 @dataclass(frozen=True)

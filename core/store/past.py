@@ -12,14 +12,20 @@ then is their state now, where the rule is the current one.
 from __future__ import annotations
 
 import json
-from collections import Counter
+import threading
+from bisect import bisect_right
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from core.lang.model import Model
+from core.store import NodeQuery
+from core.store.past_graph import PastGraph, PastWalk
 from core.store.retention import check_since
-from core.store.sql import EDGE_COLUMNS, NODE_COLUMNS, SQLStore
+from core.store.sql import EDGE_COLUMNS, SQLStore, node_filter
 from core.store.view import (
     DiffEntry,
     DiffPage,
@@ -42,10 +48,9 @@ from core.values.errors import ForbiddenError, FutureRevisionError, NotFoundErro
 from core.values.records import Change, Edge, Node, Sight
 
 if TYPE_CHECKING:
-    from core.store import NodeQuery
     from core.store.common import ModelVersion
 
-__all__ = ["StoredView", "diff_entry", "diff_revisions", "open_view"]
+__all__ = ["StoredView", "diff_entry", "diff_revisions", "forget_views", "open_view"]
 
 EdgeId = tuple[str, str, str]  # (type, source, target), in the names of a view's revision
 Then = tuple[Node | None, Node | None]  # a node as it was at a view's revision, and as it is now
@@ -73,7 +78,36 @@ def open_view(store: SQLStore, revision: int | None) -> StoredView:
     if revision < 0:
         raise ValidationError(f"A revision is 0 or more, not {revision}.", [Problem("/revision", "below 0")])
     check_since(revision, int(floor) if floor is not None else 0)
-    return StoredView(store, revision, _rename_log(store, revision) if models else ())
+    key = (revision, int(head))
+    with _RECENT_LOCK:
+        recent = _RECENT.setdefault(store, OrderedDict())
+        view = recent.get(key)
+        if view is not None:
+            recent.move_to_end(key)
+            return view
+    view = StoredView(store, revision, _rename_log(store, revision) if models else ())
+    with _RECENT_LOCK:
+        recent[key] = view
+        while len(recent) > RECENT_VIEWS:
+            recent.popitem(last=False)
+    return view
+
+
+def forget_views(store: SQLStore) -> None:
+    """Drop the views kept for `store` (the next read at any revision reads the change log again): what a
+    benchmark calls to measure a first read at a revision."""
+    with _RECENT_LOCK:
+        _RECENT.pop(store, None)
+
+
+RECENT_VIEWS = 8  # views kept per store, by (revision, the store's revision when made)
+_RECENT: WeakKeyDictionary[SQLStore, OrderedDict[tuple[int, int], StoredView]] = WeakKeyDictionary()
+_RECENT_LOCK = threading.Lock()
+"""The views opened lately, so the calls of a task pinned to one revision (repeatable reads: a find, its next
+pages, a walk) read the nodes changed since once, not once a call. A view holds no caller's state (each read
+takes its sight) and re-reads what it keeps when the store moved on (`StoredView._changed_since`); one made
+before a commit is not handed out after it (the store's revision is in the key), and neither is one made before
+a model change (which is a commit)."""
 
 
 def _rename_log(store: SQLStore, since: int) -> RenameLog:
@@ -97,6 +131,7 @@ class StoredView:
         self._store, self._revision, self._log = store, revision, log
         self._mark, self._binary = store.DIALECT.mark, store.DIALECT.binary
         self._model: Model | None = None
+        self._changed: tuple[int, frozenset[str], list[Node]] | None = None  # the store's revision, `_changed_since`
 
     @property
     def revision(self) -> int:
@@ -179,55 +214,88 @@ class StoredView:
     def find_nodes(
         self, type: str | None = None, *, sight: Sight | None = None, after: str | None = None, limit: int = 50
     ) -> tuple[list[Node], int]:
-        """See `core.store.view.View.find_nodes`: the nodes that did not change since, from the nodes table (in SQL,
-        paged), merged in id order with those that did, from their first change after the revision."""
-        m, b = self._mark, self._binary
-        clauses, params = [self._store.DIALECT.true], list[Any]()
-        if type is not None:
-            clauses.append(f"type = {m}")
-            params.append(self._type_now(type, "node type"))
-        if sight is not None:
-            sql, values = self._store.DIALECT.sight(sight, "visibility", "readers")
-            clauses.append(sql)
-            params += values
-        clauses.append(f"NOT EXISTS (SELECT 1 FROM changes c WHERE c.kind = 'node' AND c.key{b} = nodes.id "
-                       f"AND c.revision > {m})")  # fmt: skip
-        params.append(self._revision)
-        where = " AND ".join(clauses)
-        rows = self._read(f"SELECT {NODE_COLUMNS} FROM nodes WHERE {where} AND id > {m} ORDER BY id LIMIT {m}",
-                          [*params, after or "", limit])  # fmt: skip
-        unchanged = [unrename(n, self._log, self._revision, None) for n in self._store._to_nodes(rows)]  # pyright: ignore[reportPrivateUsage]
-        total = int(self._read(f"SELECT count(*) FROM nodes WHERE {where}", params)[0][0])
-        changed = self._changed_nodes(type, sight)
+        return self.find(NodeQuery(type, sight=sight), after=after, limit=limit)
+
+    def find(self, query: NodeQuery, *, after: str | None, limit: int) -> tuple[list[Node], int]:
+        """See `core.store.view.View.find`: the nodes that did not change since are selected in SQL from the nodes
+        table by `node_filter`, the current read's own clause, with the query in the names of
+        the model now (their state then is their state now), less the ids changed since (a set known from the one
+        read of the change log below, so no row probes the log); those that did, from their first change after the
+        revision, by `NodeQuery.matches`, the meaning that SQL agrees with; the two merged in id order. The ids of
+        the first set are read whole (one scan, as the current read's count is) and its page's rows by id."""
+        now = self._query_now(query)
+        node_type = self._store.model.node_types.get(now.type) if now.type is not None else None
+        indexed = now.text_fields == self._store._text_fields()  # pyright: ignore[reportPrivateUsage]
+        where, params = node_filter(self._store.DIALECT, now, node_type.key if node_type else None, indexed=indexed)
+        since = self._changed_since()[0]  # their rows are not their state then
+        ids = [str(row[0]) for row in self._read(f"SELECT id FROM nodes WHERE {where} ORDER BY id", params)]
+        kept = [id for id in ids if id not in since]
+        total = len(kept)
+        start = bisect_right(kept, after) if after is not None else 0
+        chosen = kept[start : start + limit]
+        found = self._store.nodes(chosen) if chosen else {}
+        unchanged = [unrename(found[id], self._log, self._revision, None) for id in chosen if id in found]
+        changed = [n for n in self._changed_nodes(query.type, query.sight) if query.matches(n)]
         total += len(changed)
         merged = sorted([*unchanged, *(n for n in changed if after is None or n.id > after)], key=lambda n: n.id)
         return merged[:limit], total
 
     def _changed_nodes(self, type: str | None, sight: Sight | None) -> list[Node]:
         """The nodes changed after the view's revision, as they were then, of `type` and seen by `sight`."""
-        b = self._binary
-        firsts = self._read(
-            f"SELECT min(revision) FROM changes WHERE kind = 'node' AND revision > {self._mark} GROUP BY key{b}",
-            (self._revision,),
-        )
-        then: list[Node] = []
-        for revision, state in self._logged([int(row[0]) for row in firsts]).values():
-            if state is not None:
-                node = unrename(node_of_state(state), self._log, self._revision, int(revision))
-                if (type is None or node.type == type) and sees_then(sight, node, None):
-                    then.append(node)
+        then = [n for n in self._changed_states() if (type is None or n.type == type) and sees_then(sight, n, None)]
         if sight is None:
             return then
         now = self._store.nodes([n.id for n in then])
         return [n for n in then if sees_then(sight, n, now.get(n.id))]
 
-    def _type_now(self, name: str, kind: str) -> str:
-        """What the type `name` (at the view's revision) is called now."""
-        for _, renames in self._log:
-            for r in renames:
-                if r.kind == kind and r.old == name:
-                    name = r.new
-        return name
+    def _changed_states(self) -> list[Node]:
+        """Every node changed after the view's revision that existed then, as it was then."""
+        return self._changed_since()[1]
+
+    def _changed_since(self) -> tuple[frozenset[str], list[Node]]:
+        """The ids of the nodes changed after the view's revision, and the states then of those that existed then
+        (the `before` of each one's first change after it): read in one query once while the store stays at the
+        same revision (a walk or a paged find asks again and again), again when it moved."""
+        head = self._store.revision()
+        if self._changed is None or self._changed[0] != head:
+            m, b = self._mark, self._binary
+            rows = self._read(
+                f"SELECT c.key, c.revision, c.before FROM changes c JOIN (SELECT min(revision) AS first FROM changes "
+                f"WHERE kind = 'node' AND revision > {m} GROUP BY key{b}) f ON c.revision = f.first",
+                (self._revision,),
+            )
+            states = [unrename(node_of_state(state), self._log, self._revision, int(revision))
+                      for _, revision, before in rows if (state := _state(before))]  # fmt: skip
+            self._changed = (head, frozenset(str(key) for key, _, _ in rows), states)
+        return self._changed[1], self._changed[2]
+
+    def named_then(self, kind: str, type: str, properties: Sequence[str] = ()) -> tuple[str, list[str]]:
+        """See `core.store.view.View.named_then`: the names carried back through the renames since (`unrename`)."""
+        if kind == "node type":
+            node = unrename(Node("", type, dict.fromkeys(properties)), self._log, self._revision, None)
+            return node.type, list(node.properties)
+        edge = unrename(Edge(type, "", "", dict.fromkeys(properties)), self._log, self._revision, None)
+        return edge.type, list(edge.properties)
+
+    def _query_now(self, query: NodeQuery) -> NodeQuery:
+        """`query` (in the names of the view's model) in the names of the model now: each name carried through
+        the renames of the model changes since, as the stored records were (`carry`)."""
+        if not self._log:
+            return query
+        head = 2**62
+
+        def carried(type_: str, names: Sequence[str]) -> tuple[str, list[str]]:
+            moved = carry(Node("", type_, dict.fromkeys(names)), self._log, self._revision, head)
+            return moved.type, list(moved.properties)
+
+        type_now, conditions = query.type, query.conditions
+        if query.type is not None:
+            type_now, names = carried(query.type, [c.property for c in query.conditions])
+            conditions = tuple(replace(c, property=name) for c, name in zip(query.conditions, names, strict=True))
+        fields = dict(carried(t, list(f)) for t, f in query.text_fields.items())
+        return replace(
+            query, type=type_now, conditions=conditions, text_fields={t: tuple(f) for t, f in fields.items()}
+        )
 
     # -- edges -------------------------------------------------------------------------------------------------
     def edge_states(self, current: Iterable[Edge], changes: Iterable[Sequence[Any]]) -> dict[EdgeId, Edge | None]:
@@ -310,22 +378,45 @@ class StoredView:
         return self._store.changes(self._revision, limit, sight=sight)
 
     # -- the rest of the door (`core.store.view.View`): what a past revision answers, and what it refuses ----------
-    def find(self, query: NodeQuery, *, after: str | None, limit: int) -> tuple[list[Node], int]:
-        if query.conditions or query.text is not None or query.id_prefix is not None:
-            raise current_only("a find by conditions, text or id prefix")
-        return self.find_nodes(query.type, sight=query.sight, after=after, limit=limit)
-
     def facets(self, query: NodeQuery, names: Sequence[str], *, limit: int) -> dict[str, tuple[dict[str, int], bool]]:
         raise current_only("counting facets")
 
     def edge(self, type: str, source: str, target: str) -> Edge | None:
-        raise current_only("an edge read by its key")
+        return self.edges([(type, source, target)]).get((type, source, target))
 
     def edges(self, refs: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str], Edge]:
-        raise current_only("an edge read by its key")
+        """The edges `refs` name as they were (no sight applied: the caller checked their ends), by ref."""
+        found = self.between(sorted({(source, target) for _, source, target in refs}))
+        return {ref: edge for ref in refs if (edge := found.get(ref)) is not None}
+
+    def edges_then(self, ids: Sequence[str]) -> dict[str, list[Edge]]:
+        """Every edge at each of the nodes `ids` then, both ways, as stored, by node (what `PastGraph` reads a
+        walk's frontier's adjacency from): their current edges and the change log's edges after the revision at
+        them, a few queries for the whole frontier."""
+        m = self._mark
+        current: dict[EdgeId, Edge] = {}
+        changes: dict[int, Any] = {}  # by revision: a change at two nodes of the frontier is read twice
+        for start in range(0, len(ids), BATCH):
+            chunk = list(ids[start : start + BATCH])
+            marks = ", ".join([m] * len(chunk))
+            for end in ("source", "target"):
+                for row in self._read(f"SELECT {EDGE_COLUMNS} FROM edges WHERE {end} IN ({marks})", chunk):
+                    edge = self._store.to_edge(row)
+                    current[(edge.type, edge.source, edge.target)] = edge
+                sql = (f"SELECT revision, type, source, target, before FROM changes WHERE kind = 'edge' AND {end} "
+                       f"IN ({marks}) AND revision > {m}")  # fmt: skip
+                for row in self._read(sql, [*chunk, self._revision]):
+                    changes[int(row[0])] = row
+        found: dict[str, list[Edge]] = {id: [] for id in ids}
+        for edge in self.edge_states(current.values(), [changes[r] for r in sorted(changes)]).values():
+            for end in {edge.source, edge.target} if edge is not None else ():
+                if end in found:
+                    found[end].append(edge)  # type: ignore[arg-type]
+        return found
 
     def walk(self) -> AbstractContextManager[Walk]:
-        raise current_only("a walk over the graph index")
+        """The topology then, read as the walk reaches it (`core.store.past_graph`)."""
+        return nullcontext(PastWalk(PastGraph(self), self._revision))
 
     def counts(self, sight: Sight | None) -> tuple[int, Counter[str], Counter[str]]:
         raise current_only("counting the graph")

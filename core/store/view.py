@@ -2,9 +2,11 @@
 
 A `View` is the one door a handler reads the graph through (`CallContext.view`): the current view answers from the
 graph index and the store (`core.index.current.CurrentView`), a past one from the store's change log
-(`core.store.past.StoredView`). What only the current revision answers (a ranked search, a walk over the graph index,
-counts, writes' read-backs by edge key) is part of the interface too: a past view refuses it with
-`current_only`'s error, which names what was asked.
+(`core.store.past.StoredView`). What only the current revision answers (a ranked search, facet counts, counts of
+the whole graph) is part of the interface too: a past view refuses it with `current_only`'s error, which names what
+was asked. A find by conditions and text and a walk answer at a past revision as well: the find by the same
+conditions (`NodeQuery.matches`, the meaning the stores' SQL agrees with, over the states the change log holds), the
+walk over the topology then, read from the store as the walk reaches it (`core.store.past_graph`).
 
 A `View` is pinned to one revision: its reads answer the nodes and edges as they were when the store was at
 `revision`, under the model in force then (`View.model`), whatever is committed after it was made. The current
@@ -179,9 +181,15 @@ class View(Protocol):
         """The changes committed after `revision`, oldest first (`Store.changes` from it)."""
         ...
 
+    def named_then(self, kind: str, type: str, properties: Sequence[str] = ()) -> tuple[str, list[str]]:
+        """What the model at `revision` called the type `type` of `kind` ("node type" or "edge type") and its
+        `properties`, which the model now calls so (a tool's arguments are validated in today's names): the same
+        names, unless a model change since renamed them."""
+        ...
+
     # -- the rest of the door: what handlers read besides (a past view answers `current_only` where it says so) ---
     def find(self, query: NodeQuery, *, after: str | None, limit: int) -> tuple[list[Node], int]:
-        """`find_nodes` by a whole `NodeQuery` (conditions, text, an id prefix); a past view: by type only."""
+        """`find_nodes` by a whole `NodeQuery` (conditions, text, an id prefix), in the names of the view's model."""
         ...
 
     def facets(self, query: NodeQuery, names: Sequence[str], *, limit: int) -> dict[str, tuple[dict[str, int], bool]]:
@@ -190,16 +198,17 @@ class View(Protocol):
         ...
 
     def edge(self, type: str, source: str, target: str) -> Edge | None:
-        """The edge as stored (no sight applied: the caller checked its ends); current only."""
+        """The edge as it was (no sight applied: the caller checked its ends)."""
         ...
 
     def edges(self, refs: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str], Edge]:
-        """The edges `refs` (type, source, target) name that are stored, by ref; current only."""
+        """The edges `refs` (type, source, target) name that existed then, by ref."""
         ...
 
     def walk(self) -> AbstractContextManager[Walk]:
-        """The graph index at this revision, held for a walk (neighbours at a depth, paths, patterns); current
-        only."""
+        """The topology at this revision, held for a walk (neighbours at a depth, paths, patterns): the graph
+        index's at the current revision, one read from the store as the walk reaches it at a past one
+        (`core.store.past_graph`)."""
         ...
 
     def counts(self, sight: Sight | None) -> tuple[int, Counter[str], Counter[str]]:

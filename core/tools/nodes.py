@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from core.dispatch.dispatcher import CallContext, handler
@@ -42,13 +43,13 @@ def text_fields(ctx: CallContext) -> dict[str, tuple[str, ...]]:
 
 @handler("find_nodes")
 def find_nodes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    not_at_a_past_revision("find_nodes", args, ("where", "text", "facets"))
-    if "at" in args:
-        return _find_nodes_then(ctx, args)
+    not_at_a_past_revision("find_nodes", args, ("facets",))
     node_type = ctx.model.node_types.get(args["type"]) if "type" in args else None
     conditions = parse_where(args.get("where", {}), node_type, tool="find_nodes")
     faceted = parse_facets(args.get("facets", ()), node_type, ctx.model, tool="find_nodes")
     query = NodeQuery(args.get("type"), conditions, args.get("text"), text_fields(ctx), sight=ctx.sight)
+    if "at" in args:
+        query = query_then(ctx, query)
     limit = args["limit"]
     paged = {k: v for k, v in args.items() if k != "facets"}  # facets change no page: a cursor holds with or without
     after = decode_cursor("find_nodes", paged, str)
@@ -65,13 +66,15 @@ def find_nodes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
-def _find_nodes_then(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    """find_nodes at a past revision: by type, paged, from the store's view then (`Store.view`)."""
+def query_then(ctx: CallContext, query: NodeQuery) -> NodeQuery:
+    """`query`, read from a tool's arguments in the names of the model now (which validated them), in the names
+    of the model at the view's revision, with that model's text properties: what a find at a past revision asks
+    (`View.find`). The same conditions: only their properties' names change, where a model change renamed them."""
     view = ctx.view
-    limit = args["limit"]
-    after = decode_cursor("find_nodes", args, str)
-    nodes, total = view.find_nodes(args.get("type"), sight=ctx.sight, after=after, limit=limit + 1)
-    more = len(nodes) > limit
-    nodes = nodes[:limit]
-    cursor = encode_cursor("find_nodes", args, nodes[-1].id) if more else None
-    return page([n.to_json() for n in nodes], total=total, limit=limit, revision=view.revision, next_cursor=cursor)
+    conditions = query.conditions
+    type_then = query.type
+    if query.type is not None:
+        type_then, names = view.named_then("node type", query.type, [c.property for c in conditions])
+        conditions = tuple(replace(c, property=n) for c, n in zip(conditions, names, strict=True))
+    fields = {name: t.text for name, t in view.model.node_types.items()}
+    return replace(query, type=type_then, conditions=conditions, text_fields=fields)

@@ -13,13 +13,14 @@ See docs/surfaces/query-language.md for the language with examples.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from core.dispatch.access import sees_in_graph
 from core.dispatch.dispatcher import CallContext, handler
 from core.lang.conditions import Condition, all_match, parse_where
 from core.store import NodeQuery
+from core.store.past_graph import PastGraph
 from core.values.errors import InvalidArgumentsError, LimitExceededError, Problem
 from core.values.paging import decode_cursor, encode_cursor, page
 
@@ -50,7 +51,7 @@ class _EdgeTerm:
 @dataclass
 class _Run:
     ctx: CallContext
-    graph: nx.MultiDiGraph[str]
+    graph: nx.MultiDiGraph[str] | PastGraph
     variables: dict[str, _Var]
     edges: list[_EdgeTerm]
     work: int = 0
@@ -80,7 +81,8 @@ class _Run:
         if var.conditions:
             props = self.properties.get(node)
             if props is None:
-                record = self.ctx.view.node(node)
+                held = self.graph.nodes[node].get("then")  # the state then, which a past topology holds already
+                record = held if held is not None else self.ctx.view.node(node)
                 props = dict(record.properties) if record is not None else {}
                 self.properties[node] = props
             return all_match(var.conditions, props)
@@ -93,7 +95,8 @@ class _Run:
             ref = (term.type, source, target)
             props = self.edge_properties.get(ref)
             if props is None:
-                record = self.ctx.view.edge(*ref)
+                held = self.graph.edge_then(*ref) if isinstance(self.graph, PastGraph) else None
+                record = held if held is not None else self.ctx.view.edge(*ref)
                 props = dict(record.properties) if record is not None else {}
                 self.edge_properties[ref] = props
             return all_match(term.conditions, props)
@@ -146,6 +149,28 @@ def _parse(ctx: CallContext, match: list[dict[str, Any]]) -> tuple[dict[str, _Va
     return variables, edges
 
 
+def _named_then(
+    ctx: CallContext, variables: dict[str, _Var], edges: list[_EdgeTerm]
+) -> tuple[dict[str, _Var], list[_EdgeTerm]]:
+    """The parsed pattern (in the names of the model now, which validated it) in the names of the model at the
+    view's revision: the same terms and conditions, their types and properties renamed back where a model change
+    since renamed them."""
+    view = ctx.view
+
+    def conditions(kind: str, type_: str, given: tuple[Condition, ...]) -> tuple[str, tuple[Condition, ...]]:
+        name, names = view.named_then(kind, type_, [c.property for c in given])
+        return name, tuple(replace(c, property=n) for c, n in zip(given, names, strict=True))
+
+    for var in variables.values():
+        if var.type is not None:
+            var.type, var.conditions = conditions("node type", var.type, var.conditions)
+    renamed: list[_EdgeTerm] = []
+    for t in edges:
+        type_, given = conditions("edge type", t.type, t.conditions)
+        renamed.append(_EdgeTerm(type_, t.source, t.target, given))
+    return variables, renamed
+
+
 def _implied_type(ctx: CallContext, name: str, edges: list[_EdgeTerm]) -> str | None:
     """The one node type a variable can have, given the edge terms it is an end of (None if several)."""
     allowed: set[str] | None = None
@@ -172,6 +197,8 @@ def _candidates(run: _Run, var: _Var) -> list[str]:
     if var.type is not None or var.conditions:
         query = NodeQuery(var.type, var.conditions, sight=run.ctx.sight)
         nodes, _ = run.ctx.view.find(query, after=None, limit=MAX_WORK + 1)
+        if isinstance(run.graph, PastGraph):  # read their states then in batches, not one by one below
+            run.graph.nodes.load(n.id for n in nodes)
         ids = [n.id for n in nodes if n.id in run.graph]
         for n in nodes:
             run.properties[n.id] = dict(n.properties)
@@ -186,7 +213,7 @@ def _selectivity(run: _Run, var: _Var) -> tuple[int, int, str]:
         _, total = run.ctx.view.find(NodeQuery(var.type, var.conditions, sight=run.ctx.sight), after=None,
                                      limit=0)  # fmt: skip
         return (1, total, var.name)
-    return (2, run.graph.number_of_nodes(), var.name)
+    return (2, 0, var.name)  # every node: the same count for each such variable, so only the name orders them
 
 
 def _bindings(run: _Run, order: list[str], binding: dict[str, str]) -> Iterator[dict[str, str]]:
@@ -234,6 +261,8 @@ def _order(run: _Run) -> list[str]:
 @handler("query_graph")
 def query_graph(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     variables, edges = _parse(ctx, args["match"])
+    if "at" in args:  # the pattern over the graph then (`View.walk`), in the names of the model then
+        variables, edges = _named_then(ctx, variables, edges)
     returned = args.get("return") or list(variables)
     unknown = [name for name in returned if name not in variables]
     if unknown:

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 from core.dispatch.access import sees_in_graph
 from core.dispatch.dispatcher import CallContext, handler
 from core.lang.model import Model
-from core.store.view import Step
+from core.store.past_graph import PastGraph
+from core.store.view import Step, View
 from core.values.errors import ForbiddenError, InvalidArgumentsError, LimitExceededError, NotFoundError, Problem
 from core.values.paging import decode_cursor, encode_cursor, page
 from core.values.records import Edge, Sight
@@ -32,6 +33,15 @@ class Follow:
 
     def backwards(self) -> Follow:
         return Follow(self.into, self.out)
+
+    def then(self, view: View) -> Follow:
+        """The same edges in the names of the model at `view`'s revision (a model change since may have renamed
+        their types): a walk at a past revision follows the edges as they were named then."""
+
+        def named(types: frozenset[str] | None) -> frozenset[str] | None:
+            return None if types is None else frozenset(view.named_then("edge type", t)[0] for t in types)
+
+        return Follow(named(self.out), named(self.into))
 
 
 def follow(model: Model, direction: str, names: Iterable[str]) -> Follow:
@@ -80,6 +90,9 @@ def _require_visible(ctx: CallContext, graph: nx.MultiDiGraph[str], id: str) -> 
     if id not in graph:
         raise NotFoundError("node", id)
     if not sees_in_graph(ctx.sight, graph, id):
+        if "then" in graph.nodes[id]:  # the topology at a past revision (`core.store.past_graph`): tell nothing then
+            raise ForbiddenError("node", id, f"{ctx.principal.name} may not read node {id!r} as it was at revision "
+                                 f"{ctx.view.revision}, or may not read it now.")  # fmt: skip
         visibility = graph.nodes[id]["visibility"]
         raise ForbiddenError("node", id, f"{ctx.principal.name} may not read node {id!r}: it is {visibility}.")
 
@@ -97,7 +110,7 @@ def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     way = follow(ctx.model, args["direction"], args.get("edge_types", []))
     limit = args["limit"]
     if "at" in args:
-        return _neighbors_then(ctx, args, way)
+        return _neighbors_then(ctx, args, way.then(ctx.view))
     with ctx.view.walk() as held:
         ctx.check_time()  # the call may have waited its time out already (for a worker thread, a sync)
         graph, revision = held.graph, held.revision
@@ -167,6 +180,8 @@ def _distances(ctx: CallContext, graph: nx.MultiDiGraph[str], target: str, way: 
     backwards = way.backwards()
     distance, frontier = {target: 0}, [target]
     for hop in range(1, cap + 1):
+        if isinstance(graph, PastGraph):  # the topology then is read from the store: the whole frontier at once
+            graph.expand(frontier)
         following: list[str] = []
         for node in frontier:
             for neighbour, _ in steps(graph, node, backwards, ctx.sight):
@@ -182,6 +197,8 @@ def _distances(ctx: CallContext, graph: nx.MultiDiGraph[str], target: str, way: 
 def find_paths(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     source, target = args["source"], args["target"]
     way = follow(ctx.model, args["direction"], args.get("edge_types", []))
+    if "at" in args:  # the topology then (`View.walk`), its edge types as they were named then
+        way = way.then(ctx.view)
     max_depth, limit = args["max_depth"], args["limit"]
     with ctx.view.walk() as held:
         ctx.check_time()  # the call may have waited its time out already (for a worker thread, a sync)

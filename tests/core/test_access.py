@@ -36,6 +36,7 @@ from core.lang.model import load_model
 from core.ops.config import Config
 from core.seam.instance import Instance, open_instance
 from core.seam.surfaces import host_for
+from core.store.view import node_of_state
 from core.values.audit import AuditRecord
 from core.values.errors import ForbiddenError, NotFoundError, UnknownToolError
 from core.values.operations import DeleteNode, Operation, PutEdge, PutNode
@@ -604,6 +605,73 @@ def test_query_graph_binds_and_counts_only_visible_nodes(
     assert len(found) == len(expected)
     assert {page["total"] for page in pages} == {len(expected)}
     assert_shows_none_of(pages, truth.hidden(who))
+
+
+# -- find_nodes by conditions, find_paths and query_graph at a past revision --------------------------------------
+
+
+def then_and_now(truth: Truth) -> tuple[int, dict[str, Node], set[tuple[str, str, str]]]:
+    """The revision before svc-flipped was restricted and doc-gone deleted, and the nodes and edges then, read
+    from the change log (the last state logged at or before it), not from the view."""
+    at = min(c.revision for c in truth.changes if c.key == FLIPPED and c.before is not None) - 1
+    nodes: dict[str, Node] = {}
+    edges: set[tuple[str, str, str]] = set()
+    for change in truth.changes:
+        if change.revision > at:
+            break
+        if change.kind == "node":
+            if change.after is None:
+                nodes.pop(change.key, None)
+            else:
+                nodes[change.key] = node_of_state(change.after)
+        elif change.kind == "edge":
+            state = change.after or change.before
+            assert state is not None
+            ref = (str(state["type"]), str(state["source"]), str(state["target"]))
+            (edges.discard if change.after is None else edges.add)(ref)
+    return at, nodes, edges
+
+
+def seen_then(truth: Truth, who: Principal, nodes: dict[str, Node]) -> set[str]:
+    """The rule for the past, written out again: visible then, and now (or deleted since)."""
+    now = truth.nodes
+    return {id_ for id_, n in nodes.items() if may_see(who, n.visibility, n.readers)
+            and (id_ not in now or may_see(who, now[id_].visibility, now[id_].readers))}  # fmt: skip
+
+
+@pytest.mark.parametrize("who", CALLERS, ids=names(CALLERS))
+def test_past_finds_paths_and_patterns_show_only_what_was_visible_then_and_is_now(
+    walking: Instance, truth: Truth, who: Principal
+) -> None:
+    at, nodes, edges = then_and_now(truth)
+    assert {FLIPPED, GONE} <= set(nodes)
+    assert nodes[FLIPPED].visibility == "public"
+    seen = seen_then(truth, who, nodes)
+    hidden = set(truth.ever) - seen
+    found = all_pages(walking, who, "find_nodes", {"type": "Service", "where": {"description": {"contains": "@"}},
+                                                   "at": at, "limit": 3})  # fmt: skip
+    assert {n["id"] for p in found for n in p["items"]} == {i for i in seen if nodes[i].type == "Service"}
+    assert_shows_none_of(found, hidden)
+    graph: nx.Graph[str] = nx.Graph()
+    graph.add_nodes_from(seen)
+    graph.add_edges_from((s, t) for _, s, t in edges if s in seen and t in seen)
+    for source, target in PAIRS:
+        arguments = {"source": source, "target": target, "max_depth": 4, "limit": 3, "at": at}
+        if not {source, target} <= seen:
+            body = refusal(walking, who, "find_paths", arguments)
+            assert body["code"] in ("forbidden", "not_found"), body
+            assert_shows_none_of(body, hidden - {source, target})
+            continue
+        pages = all_pages(walking, who, "find_paths", arguments)
+        expected = {tuple(p) for p in nx.all_simple_paths(graph, source, target, cutoff=4)}
+        assert {tuple(p["nodes"]) for page in pages for p in page["items"]} == expected, (source, target)
+        assert_shows_none_of(pages, hidden)
+    for _, arguments, rows in QUERIES:
+        pages = all_pages(walking, who, "query_graph", {**arguments, "limit": 25, "at": at})
+        returned: list[str] = arguments.get("return", ["s", "d"] if arguments["match"][0].get("type") else ["a", "b"])
+        got = {tuple(row[name] for name in returned) for page in pages for row in page["items"]}
+        assert got == rows([Edge(*ref) for ref in edges if ref[1] in seen and ref[2] in seen])
+        assert_shows_none_of(pages, hidden)
 
 
 # -- describe_model -----------------------------------------------------------------------------------------------

@@ -286,6 +286,30 @@ def test_text_search_is_a_literal_case_insensitive_substring(graph: Store, model
     assert total == len(nodes)
 
 
+@pytest.mark.parametrize(
+    "needle",
+    ["%", "50%", "c_t", "\\", "checkout", "CHECKOUT", "müller", "ÄRGER", "Zoë Ä", "pay", "a\nb", "ss"],
+)  # fmt: skip
+def test_a_node_query_means_in_python_what_the_store_s_query_selects(graph: Store, model: Model, needle: str) -> None:
+    """`NodeQuery.matches`, what a read at a past revision applies to the states the change log holds, selects what
+    the store's SQL does, for text, conditions and both, with and without a type."""
+    fields = text_fields(model)
+    queries = [
+        NodeQuery(text=needle, text_fields=fields),
+        NodeQuery("Service", text=needle, text_fields=fields),
+        NodeQuery("Service", (Condition("tier", "lte", 2),), needle, fields),
+        NodeQuery("Service", (Condition("tags", "contains", "payments"), Condition("lifecycle", "ne", "retired"))),
+    ]
+    everything = list(graph.iter_nodes())
+    for query in queries:
+        nodes, total = graph.find_nodes(query, after=None, limit=1000)
+        assert {n.id for n in nodes} == {n.id for n in everything if query.matches(n)}, query
+        assert total == len(nodes)
+    if needle in ("checkout", "CHECKOUT", "pay"):  # agreement on empty answers alone would prove little
+        assert any(queries[0].matches(n) for n in everything)
+        assert any(queries[3].matches(n) for n in everything)
+
+
 def test_percent_and_underscore_in_text_search_are_not_wildcards(graph: Store, model: Model) -> None:
     def found(text: str) -> set[str]:
         nodes, _ = graph.find_nodes(

@@ -61,9 +61,13 @@ def test_a_hidden_node_read_with_a_sight_is_forbidden(seeded_store: Store, curre
 
 def test_a_past_view_refuses_what_only_the_current_revision_answers(seeded_store: Store) -> None:
     past = seeded_store.view(seeded_store.revision() - 1)
-    for read in (past.walk, lambda: past.counts(None), lambda: past.edge("owns", "a", "b"),
-                 lambda: past.find(NodeQuery("Team", text="platform"), after=None, limit=5)):  # fmt: skip
+    for read in (lambda: past.counts(None), lambda: past.facets(NodeQuery("Team"), ["area"], limit=5),
+                 lambda: past.search(past.model, None, [], None, past.revision)):  # fmt: skip
         with pytest.raises(ValidationError) as refused:
             read()
         assert refused.value.problems[0].pointer == "/at"
     assert past.find(NodeQuery("Team"), after=None, limit=5) == past.find_nodes("Team", limit=5)  # by type: answered
+    # by conditions and text, and a walk, answered too (issue 27 item 2: tests/core/test_past_finds_and_walks.py)
+    assert past.find(NodeQuery("Team", text="a", text_fields={"Team": ("name",)}), after=None, limit=5)[1]
+    with past.walk() as held:
+        assert held.revision == past.revision

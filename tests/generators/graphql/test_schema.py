@@ -329,7 +329,10 @@ def test_a_query_at_a_past_revision_reads_its_edge_fields_and_other_root_fields_
               "} } } } }")  # fmt: skip
     then = (f"query Then($at: Int) {{ ada: get_node(id: \"person-ada-okafor\", at: $at) {{ revision {person} }} "
             "team: get_node(id: \"team-payments\") { revision node { ... on Team { properties { name } "
-            "members(limit: 100) { items { node { id } } } } } } }")  # fmt: skip
+            "members(limit: 100) { items { node { id } } } } } } "
+            "paths: find_paths(source: \"person-ada-okafor\", target: \"team-payments\") { revision total } "
+            "pattern: query_graph(match: [{node: \"t\", id: \"team-payments\"}, "
+            "{edge: \"member_of\", from: \"p\", to: \"t\"}], limit: 100) { revision items } }")  # fmt: skip
     with live(fresh_instance, SURFACES) as base, Client(base, token(fresh_instance, "gq-pin", "admin")) as admin:
         body = admin.post(then, {"at": before})
         by_time = admin.post(then.replace("$at: Int", "$at: String").replace("at: $at", "as_of: $at"),
@@ -346,7 +349,12 @@ def test_a_query_at_a_past_revision_reads_its_edge_fields_and_other_root_fields_
                                                                 "properties": {"name": "Payments"}}}]  # fmt: skip
         assert team["node"]["properties"]["name"] == "Payments"
         assert "person-ada-okafor" in {i["node"]["id"] for i in team["node"]["members"]["items"]}
-    assert codes(now) == ["NOT_FOUND"]  # today ada is gone, and the team is renamed and has no ada
+        paths, pattern = answer["data"]["paths"], answer["data"]["pattern"]  # walks, pinned by the query too
+        assert (paths["revision"], pattern["revision"]) == (before, before)
+        assert paths["total"] > 0
+        assert "person-ada-okafor" in {row["p"] for row in pattern["items"]}
+    assert codes(now) == ["NOT_FOUND"] * 2  # today ada is gone, and the team is renamed and has no ada
+    assert "person-ada-okafor" not in {row["p"] for row in now["data"]["pattern"]["items"]}
     assert now["data"]["team"]["node"]["properties"]["name"] == "Payments Later"
     assert "person-ada-okafor" not in {i["node"]["id"] for i in now["data"]["team"]["node"]["members"]["items"]}
     assert codes(split) == ["INVALID_ARGUMENTS"] * len(split["errors"])
