@@ -263,6 +263,7 @@ class Views:
         view.context["groups"] = groups
         view.context["titles"] = {i["node"]["id"]: self.title_of(i["node"]) for g in groups for i in g.items}
         view.context["ends"] = self.model.edge_ends(node["type"])
+        view.context["with_properties"] = {e.name for e in self.model.edge_types.values() if e.properties}
         return view
 
     def change_edge(self, reader: Reader, id: str, form: Sequence[tuple[str, str]]) -> None:
