@@ -6,8 +6,9 @@ The query string is Datasette's: a property's name is a filter on it (`?tier=1&l
 name can (the model's property names start with a letter). Each value is read as its property's schema says
 (an integer, a number, `true`/`false`, text), so the tool gets what a REST or MCP caller would send.
 
-`find_nodes` takes one condition per property, so a property given twice (a lower and an upper bound, say) is an
-error naming both parameters, not a silently dropped bound. Everything else about the values (a bound of the
+Several operators on one property are all asked for (`?tier__gte=1&tier__lte=2` is a range: `find_nodes`' `where`
+takes `{"gte": 1, "lte": 2}`); one operator given twice is an error naming both parameters, never a silently
+dropped bound. Everything else about the values (a bound of the
 wrong type, an unknown property) is for the tool to refuse, as it does on every surface.
 """
 
@@ -83,8 +84,8 @@ def _small_range(schema: Mapping[str, Any]) -> bool:
 def parse_type_query(model: Model, node_type: NodeType, query: list[tuple[str, str]]) -> TypeQuery:
     """The request of a type page's query string; a `ValidationError` naming each parameter that is wrong."""
     problems: list[Problem] = []
-    where: dict[str, Any] = {}
-    given: dict[str, str] = {}  # property -> the parameter that set its condition
+    ops: dict[str, dict[str, Any]] = {}  # property -> operator -> value
+    given: dict[tuple[str, str], str] = {}  # (property, operator) -> the parameter that set it
     params: list[tuple[str, str]] = []
     own: dict[str, str] = {}
     for key, raw in query:
@@ -104,14 +105,14 @@ def parse_type_query(model: Model, node_type: NodeType, query: list[tuple[str, s
         if op not in OPERATORS:
             problems.append(Problem(f"/query/{key}", f"unknown operator {op!r}; one of {', '.join(OPERATORS)}"))
             continue
-        if name in given:
-            problems.append(Problem(f"/query/{key}", f"find_nodes takes one condition per property, and "
-                                                     f"{given[name]} already gives one for {name}"))  # fmt: skip
+        if (name, op) in given:
+            problems.append(Problem(f"/query/{key}", f"{given[name, op]} already gives {name} a {op} condition; "
+                                                     "give each operator once"))  # fmt: skip
             continue
-        given[name] = key
-        value = typed(model.resolved(node_type.properties[name]), raw, op)
-        where[name] = value if op == "eq" else {op: value}
+        given[name, op] = key
+        ops.setdefault(name, {})[op] = typed(model.resolved(node_type.properties[name]), raw, op)
         params.append((key, raw))
+    where = {name: asked["eq"] if list(asked) == ["eq"] else asked for name, asked in ops.items()}
     size = _size(own.get("_size"), problems)
     if problems:
         raise ValidationError(f"This page cannot be shown for that query ({len(problems)} problem(s)).", problems)

@@ -136,7 +136,8 @@ class Views:
         rows = [Row(n, self.title_of(n), tuple(self.shown(node_type, c, n["properties"].get(c)) for c in columns))
                 for n in answer["items"]]  # fmt: skip
         counts = list(self._facet_counts(reader, node_type, asked, answer)) if facets else []
-        ranges = [p for p, s in node_type.properties.items() if _rangeable(self.model.resolved(s))]
+        ranges = {p: _range_input(self.model.resolved(s)) for p, s in node_type.properties.items()
+                  if _rangeable(self.model.resolved(s))}  # fmt: skip
         download_columns = ("id", "type", *node_type.properties)
         download_rows = tuple({"id": n["id"], "type": n["type"], **n["properties"]} for n in answer["items"])
         return View(
@@ -388,6 +389,11 @@ def _param(value: Any) -> str:
 
 def _rangeable(schema: Mapping[str, Any]) -> bool:
     return schema.get("type") in ("integer", "number") or schema.get("format") in ("date", "date-time")
+
+
+def _range_input(schema: Mapping[str, Any]) -> str:
+    """How a range's bounds are typed in: a date picker for a date, else text (a number, or a date-time)."""
+    return "date" if schema.get("format") == "date" else "text"
 
 
 def _texty(schema: Mapping[str, Any]) -> bool:

@@ -88,7 +88,8 @@ def _without_revision(answer: dict[str, Any]) -> dict[str, Any]:
 # -- equality with REST --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("both", WHO, indirect=True)
 @pytest.mark.parametrize("query", ["", "tier=1", "tier=1&handles_pii=true", "lifecycle=production&_text=pay",
-                                   "slo_availability__gte=99.9", "tags__contains=payments"])  # fmt: skip
+                                   "slo_availability__gte=99.9", "tags__contains=payments", "tier__gte=2&tier__lte=3",
+                                   "tier=1&slo_availability__gte=99.9&slo_availability__lt=99.99"])  # fmt: skip
 async def test_a_type_page_and_its_downloads_show_the_nodes_rest_finds_for_the_same_caller(
     both: Both, query: str
 ) -> None:
@@ -100,9 +101,12 @@ async def test_a_type_page_and_its_downloads_show_the_nodes_rest_finds_for_the_s
             arguments["text"] = raw
             continue
         name, _, op = key.partition("__")
-        value: Any = {"1": 1, "true": True}.get(raw, raw)
+        value: Any = {"true": True}.get(raw, int(raw) if raw.isdigit() else raw)
         value = float(value) if name == "slo_availability" else value
-        where[name] = {op: value} if op else value
+        if op:
+            where.setdefault(name, {})[op] = value  # several operators on one property: all hold (a range)
+        else:
+            where[name] = value
     if where:
         arguments["where"] = where
     expected = await both.rest("find_nodes", arguments)
@@ -238,7 +242,7 @@ async def test_every_read_of_a_page_is_audited_as_the_pages_surface(fresh_instan
 # -- bad input -----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("query", "pointer"),
-    [("no_such_property=1", "/query/no_such_property"), ("tier__gte=1&tier__lte=2", "/query/tier__lte"),
+    [("no_such_property=1", "/query/no_such_property"), ("tier__gte=1&tier__gte=2", "/query/tier__gte"),
      ("tier__between=1", "/query/tier__between"), ("_size=1000", "/query/_size"), ("_sort=name", "/query/_sort")],
 )  # fmt: skip
 async def test_a_bad_filter_is_a_400_page_naming_the_parameter(gen_instance: Instance, query: str,
@@ -317,3 +321,15 @@ async def test_a_csv_cell_that_a_spreadsheet_would_run_is_defused(fresh_instance
         answer = await http.get("/browse/types/Service.csv?name=checkout-api")
     row = next(csv.DictReader(io.StringIO(answer.text)))
     assert row["description"] == '\'=HYPERLINK("https://evil.example")'
+
+
+async def test_a_two_sided_range_is_both_bounds_and_its_inputs_keep_them(gen_instance: Instance) -> None:
+    async with asgi(gen_instance) as http:
+        page = (await http.get("/browse/types/Decision?date__gte=2023-01-01&date__lte=2024-06-30")).text
+        rows = parse(page).row_headers
+        everything = (await http.get("/browse/types/Decision.json?_size=100")).json()["items"]  # what it may see
+    assert 'id="f-date-gte" name="date__gte" type="date" value="2023-01-01"' in page
+    assert 'id="f-date-lte" name="date__lte" type="date" value="2024-06-30"' in page
+    dates = {n["id"]: n["properties"]["date"] for n in everything}
+    assert rows == sorted(i for i, d in dates.items() if "2023-01-01" <= d <= "2024-06-30")
+    assert 0 < len(rows) < len(everything)
