@@ -58,6 +58,7 @@ from typing import Any, Protocol
 
 from core.lang.conditions import Condition
 from core.lang.model import Model
+from core.lang.ordering import Sort
 from core.lang.validation import StateView
 from core.store.common import Bulk, ModelVersion
 from core.store.retention import Compaction, Retention
@@ -82,6 +83,8 @@ class NodeQuery:
     text_fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
     id_prefix: str | None = None
     sight: Sight | None = None  # only nodes the caller may see (None: all)
+    order: tuple[Sort, ...] = ()  # the page's order (`core.lang.ordering`); () for id order
+    position: tuple[Any, ...] = ()  # with `order` and an `after` id: that node's sort values (a keyset position)
 
 
 @dataclass(frozen=True)

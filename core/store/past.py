@@ -311,8 +311,8 @@ class StoredView:
 
     # -- the rest of the door (`core.store.view.View`): what a past revision answers, and what it refuses ----------
     def find(self, query: NodeQuery, *, after: str | None, limit: int) -> tuple[list[Node], int]:
-        if query.conditions or query.text is not None or query.id_prefix is not None:
-            raise current_only("a find by conditions, text or id prefix")
+        if query.conditions or query.text is not None or query.id_prefix is not None or query.order:
+            raise current_only("a find by conditions, text, id prefix or order")
         return self.find_nodes(query.type, sight=query.sight, after=after, limit=limit)
 
     def facets(self, query: NodeQuery, names: Sequence[str], *, limit: int) -> dict[str, tuple[dict[str, int], bool]]:
