@@ -448,9 +448,12 @@ def _rpc_answer(response: httpx2.Response) -> dict[str, Any]:
 # -- the pages surface: every query parameter and path segment of every page ---------------------------------------
 PAGE_PARAMETERS: dict[str, tuple[str, ...]] = {
     "/browse/types/Service": ("_text", "_cursor", "_size", "tier", "tier__gte", "name__contains", "handles_pii",
-                              "lifecycle", "slo_availability__lte", "tags__contains", "tier__nope", "nope", "_nope"),
-    "/browse/types/Service.csv": ("_text", "_cursor", "_size", "tier", "lifecycle"),
-    "/browse/types/Service.json": ("_text", "_cursor", "_size", "tier", "lifecycle"),
+                              "lifecycle", "slo_availability__lte", "tags__contains", "tier__nope", "nope", "_nope",
+                              "_sort"),
+    "/browse/types/Service?tier__gte=1&_sort=-tier": ("tier__lte", "_cursor", "_sort"),
+    "/browse/types/Decision?date__gte=2023-01-01": ("date__lte", "date__gte", "_sort"),
+    "/browse/types/Service.csv": ("_text", "_cursor", "_size", "tier", "lifecycle", "_sort"),
+    "/browse/types/Service.json": ("_text", "_cursor", "_size", "tier", "lifecycle", "_sort"),
     "/browse/nodes/svc-checkout-api": ("at",),
     "/browse/nodes/svc-checkout-api/diff": ("from", "to"),
     "/browse/search": ("q", "type", "_cursor"),
@@ -495,7 +498,7 @@ def test_hostile_query_parameters_of_every_page_get_a_page_or_a_named_error_neve
 ) -> None:
     for parameter in PAGE_PARAMETERS[page]:
         for value in _encoded_values():
-            answer = target.http.get(f"{page}?{parameter}={value}")
+            answer = target.http.get(f"{page}{'&' if '?' in page else '?'}{parameter}={value}")
             _check_page(f"{page}?{parameter}={value[:40]}", answer)
         repeated = target.http.get(page, params=[(parameter, "1"), (parameter, "2")])
         _check_page(f"{page}?{parameter} twice", repeated)

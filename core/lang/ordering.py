@@ -23,7 +23,7 @@ from typing import Any
 from core.lang.model import Model, NodeType
 from core.values.errors import InvalidArgumentsError, Problem
 
-__all__ = ["MAX_SORTS", "Sort", "parse_order", "sorted_nodes"]
+__all__ = ["MAX_SORTS", "Sort", "parse_order", "sort_kind", "sorted_nodes"]
 
 MAX_SORTS = 3
 
@@ -42,7 +42,7 @@ class Sort:
         return value if isinstance(value, str) else None
 
 
-def _kind(schema: Mapping[str, Any]) -> str | None:
+def sort_kind(schema: Mapping[str, Any]) -> str | None:
     """ "number" or "string" for a schema `order_by` may sort by, else None."""
     enum = schema.get("enum")
     if isinstance(enum, list) and enum:
@@ -75,7 +75,7 @@ def parse_order(order_by: Sequence[str], node_type: NodeType | None, model: Mode
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
             problems.append(Problem(f"/order_by/{i}", f"{node_type.name} has no property {name!r}{hint}"))
             continue
-        kind = _kind(model.resolved(node_type.properties[name]))
+        kind = sort_kind(model.resolved(node_type.properties[name]))
         if kind is None:
             problems.append(Problem(f"/order_by/{i}", f"{name!r} cannot be sorted by: only a property holding "
                                                       "numbers or strings can"))  # fmt: skip

@@ -14,6 +14,7 @@ from typing import Any
 
 from core.lang.conditions import facet_key
 from core.lang.model import EdgeEnd, Model, NodeType, deprecation, is_deprecated
+from core.lang.ordering import sort_kind
 from core.values.errors import CanonError, ConflictError, NotFoundError, Problem, ValidationError
 from generators.pages.editing import Field, fields_of, patch_of
 from generators.pages.filters import Facet, TypeQuery, facets_of, parse_type_query
@@ -144,6 +145,7 @@ class Views:
             "type.html.j2",
             {"node_type": node_type, "answer": answer, "columns": columns, "rows": rows, "facets": counts,
              "asked": asked, "ranges": ranges, "deprecated": deprecation(node_type.schema),
+             "sortable": {c for c in columns if sort_kind(self.model.resolved(node_type.properties[c]))},
              "texts": [p for p, s in node_type.properties.items() if self._contains(s)]},
             Download(name, download_columns, download_rows, answer),
             title=name,

@@ -16,6 +16,7 @@ from core.lang.ordering import Sort, sorted_nodes
 from core.ops.config import Config
 from core.seam.instance import Instance, open_instance
 from core.values.operations import PutNode
+from core.values.paging import encode_cursor
 from core.values.principal import LOCAL, Principal
 from core.values.records import Node
 
@@ -163,3 +164,15 @@ def test_a_bad_order_by_is_a_clear_error_naming_the_entry(
     assert result.error is not None
     problems = result.as_json()["error"]["problems"]
     assert any(p["pointer"] == pointer and told in p["message"] for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    "position",
+    ["svc-checkout-api", {"after": "svc-no-such", "sorted": "0" * 16}, {"after": "svc-checkout-api", "sorted": "x"},
+     {"after": "svc-checkout-api"}, {"after": 5, "sorted": "0" * 16}],
+)  # fmt: skip
+def test_a_forged_sorted_cursor_is_refused_at_cursor(instance: Instance, position: Any) -> None:
+    arguments = {"type": "Service", "order_by": ["tier"], "limit": 3}
+    result = call(instance, {**arguments, "cursor": encode_cursor("find_nodes", arguments, position)})
+    assert result.error is not None
+    assert result.as_json()["error"]["problems"][0]["pointer"] == "/cursor"
