@@ -373,7 +373,7 @@ async def test_a_sortable_column_heading_is_a_sort_link_with_aria_sort(gen_insta
     assert '<th scope="col"><a href="/browse/types/Service?lifecycle=production" class="sort">id</a></th>' in up
     assert 'name="_sort" value="-tier"' in down  # the filter form keeps the order
     assert "Ordered by tier, descending" in down
-    assert "<th scope=\"col\">public_api</th>" in plain  # a boolean column is no sort link
+    assert '<th scope="col">public_api</th>' in plain  # a boolean column is no sort link
     tiers = [row.split("<td>")[2].split("<")[0] for row in down.split('<tr><th scope="row">')[1:]]
     assert tiers == sorted(tiers, reverse=True)
     assert len(set(tiers)) > 1
