@@ -175,8 +175,8 @@ async def test_the_edit_page_links_the_properties_form_of_an_edge_that_has_prope
     http: httpx2.AsyncClient,
 ) -> None:
     page = (await http.get(f"/browse/nodes/{EDGE[1]}/edit")).text
-    assert 'aria-label="Edit the properties of depends_on svc-payment-gateway">Edit properties</a>' in page
-    assert "Edit the properties of owned_by" not in page  # owns has no properties
+    assert 'aria-label="Edit properties of depends_on svc-payment-gateway">Edit properties</a>' in page
+    assert "Edit properties of owned_by" not in page  # owns has no properties
 
 
 async def test_an_edge_s_properties_are_written_through_upsert_edge_at_the_shown_revision(
