@@ -91,7 +91,12 @@ def test_a_person_sorts_the_type_table_by_a_column_heading_both_ways(site: Site,
     expect(browser_page).to_have_url(re.compile(r"lifecycle=production&_sort=tier$"))
     expect(tier).to_have_attribute("aria-sort", "ascending")
     for order in ("tier", "-tier"):
-        query = {"type": "Service", "where": json.dumps({"lifecycle": "production"}), "order_by": order, "limit": "50"}
+        query: dict[str, str | float | bool] = {
+            "type": "Service",
+            "where": json.dumps({"lifecycle": "production"}),
+            "order_by": order,
+            "limit": "50",
+        }
         rest = browser_page.request.get(f"{site.base}/api/nodes", params=query)
         assert rest.ok, rest.text()
         expected = [n["id"] for n in rest.json()["items"]]
