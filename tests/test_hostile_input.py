@@ -488,9 +488,12 @@ def _rpc_answer(response: httpx2.Response) -> dict[str, Any]:
 # -- the pages surface: every query parameter and path segment of every page ---------------------------------------
 PAGE_PARAMETERS: dict[str, tuple[str, ...]] = {
     "/browse/types/Service": ("_text", "_cursor", "_size", "tier", "tier__gte", "name__contains", "handles_pii",
-                              "lifecycle", "slo_availability__lte", "tags__contains", "tier__nope", "nope", "_nope"),
-    "/browse/types/Service.csv": ("_text", "_cursor", "_size", "tier", "lifecycle"),
-    "/browse/types/Service.json": ("_text", "_cursor", "_size", "tier", "lifecycle"),
+                              "lifecycle", "slo_availability__lte", "tags__contains", "tier__nope", "nope", "_nope",
+                              "_sort"),
+    "/browse/types/Service?tier__gte=1&_sort=-tier": ("tier__lte", "_cursor", "_sort"),
+    "/browse/types/Decision?date__gte=2023-01-01": ("date__lte", "date__gte", "_sort"),
+    "/browse/types/Service.csv": ("_text", "_cursor", "_size", "tier", "lifecycle", "_sort"),
+    "/browse/types/Service.json": ("_text", "_cursor", "_size", "tier", "lifecycle", "_sort"),
     "/browse/nodes/svc-checkout-api": ("at",),
     "/browse/nodes/svc-checkout-api/diff": ("from", "to"),
     "/browse/search": ("q", "type", "_cursor"),
@@ -499,9 +502,13 @@ PAGE_PARAMETERS: dict[str, tuple[str, ...]] = {
     "/browse/changes": ("since", "_cursor"),
     "/browse/changes.json": ("since", "_cursor"),
     "/browse/changes.csv": ("since", "_cursor"),
+    "/browse/nodes/svc-checkout-api/edge": ("type", "source", "target"),
+    "/browse/types/Service/new": ("_id", "name"),
 }  # fmt: skip
 PAGE_SEGMENTS = ("/browse/types/{}", "/browse/types/{}.json", "/browse/nodes/{}", "/browse/nodes/{}/edges.csv",
-                 "/browse/nodes/{}/diff?from=1", "/browse/nodes/svc-checkout-api/edges.{}")  # fmt: skip
+                 "/browse/nodes/{}/diff?from=1", "/browse/nodes/svc-checkout-api/edges.{}",
+                 "/browse/types/{}/new", "/browse/nodes/{}/edge?type=depends_on&source=svc-checkout-api&target=x",
+                 "/browse/nodes/svc-checkout-api/edge?type=depends_on&source=svc-checkout-api&target={}")  # fmt: skip
 HOSTILE_TEXT = (
     "NaN", "Infinity", "-Infinity", "1e400", "-1", "99999999999999999999999", "²", "١", "0x10", " 1", "true", "[]",
     "{}", "null", "%00", "../../etc/passwd", "<script>alert(1)</script>", "x" * 5_000,
@@ -531,7 +538,7 @@ def test_hostile_query_parameters_of_every_page_get_a_page_or_a_named_error_neve
 ) -> None:
     for parameter in PAGE_PARAMETERS[page]:
         for value in _encoded_values():
-            answer = target.http.get(f"{page}?{parameter}={value}")
+            answer = target.http.get(f"{page}{'&' if '?' in page else '?'}{parameter}={value}")
             _check_page(f"{page}?{parameter}={value[:40]}", answer)
         repeated = target.http.get(page, params=[(parameter, "1"), (parameter, "2")])
         _check_page(f"{page}?{parameter} twice", repeated)
@@ -568,6 +575,39 @@ def test_hostile_form_fields_of_the_edit_page_get_a_page_or_a_named_error_never_
                 answer = target.http.post(edges, content=f"{body}&{field}={value}".encode(),
                                           headers={"content-type": "application/x-www-form-urlencoded"})  # fmt: skip
                 _check_page(f"POST {edges} {action} {field}={value[:40]}", answer)
+
+
+NEW_FIELDS = ("_id", "name", "description", "tier", "lifecycle", "handles_pii", "tags", "slo_availability", "_csrf",
+              "nope", "_nope")  # fmt: skip
+EDGE_FIELDS = ("_type", "_source", "_target", "_revision", "criticality", "protocol", "_csrf", "nope")
+
+
+def test_hostile_form_fields_of_the_new_and_edge_forms_get_a_page_or_a_named_error_never_a_server_error(
+    target: Target,
+) -> None:
+    new = "/browse/types/Service/new"
+    opened = target.http.get(new)
+    assert opened.status_code == 200, opened.text[:300]
+    csrf = target.http.cookies["canon_pages_csrf"]
+    edge = target.instance.store.edge("depends_on", "svc-checkout-api", "svc-payment-gateway")
+    assert edge is not None
+    forms = {
+        new: ({"_csrf": csrf, "_id": "svc-hostile", "name": "hostile", "description": "d", "lifecycle": "production",
+               "tier": "1"}, NEW_FIELDS),
+        "/browse/nodes/svc-checkout-api/edge": ({"_csrf": csrf, "_type": "depends_on", "_source": "svc-checkout-api",
+                                                 "_target": "svc-payment-gateway", "_revision": str(edge.revision),
+                                                 "criticality": "hard"}, EDGE_FIELDS),
+    }  # fmt: skip
+    for path, (base, names) in forms.items():
+        for field in names:
+            for value in _encoded_values():
+                body = "&".join(f"{k}={quote(v, safe='')}" for k, v in base.items() if k != field)
+                answer = target.http.post(path, content=f"{body}&{field}={value}".encode(),
+                                          headers={"content-type": "application/x-www-form-urlencoded"})  # fmt: skip
+                assert answer.status_code in {303, 400, 403, 404, 409, 413, 422}, (path, field, value[:40])
+                _check_page(f"POST {path} {field}={value[:40]}", answer)
+        garbage = target.http.post(path, content=b"\xff\xfe&&==%%", headers={"content-type": "text/plain"})
+        _check_page(f"POST {path} garbage", garbage)
 
 
 @pytest.mark.parametrize("template", PAGE_SEGMENTS)

@@ -76,6 +76,7 @@ class ToolDefinition:
     annotations: Mapping[str, bool]
     permission: Permission
     advanced: bool  # hidden from the agent profile's tools/list, still callable
+    advanced_arguments: tuple[str, ...] = ()  # inputs the agent profile's tools/list leaves out, still accepted
     surface: Mapping[str, Any] = field(default_factory=dict[str, Any])
     icon: str | None = None
     execution: Execution = "worker"
@@ -96,17 +97,21 @@ class ToolDefinition:
 
     def to_json(self) -> dict[str, Any]:
         """The definition as the manifest and generated artifacts carry it."""
-        return {
-            "name": self.name,
-            "title": self.title,
-            "description": self.description,
-            "inputSchema": self.input_schema,
-            "outputSchema": self.output_schema,
-            "annotations": dict(self.annotations),
-            "permission": self.permission,
-            "advanced": self.advanced,
-            "surface": dict(self.surface),
-        } | ({"icon": self.icon} if self.icon else {})
+        return (
+            {
+                "name": self.name,
+                "title": self.title,
+                "description": self.description,
+                "inputSchema": self.input_schema,
+                "outputSchema": self.output_schema,
+                "annotations": dict(self.annotations),
+                "permission": self.permission,
+                "advanced": self.advanced,
+                "surface": dict(self.surface),
+            }
+            | ({"icon": self.icon} if self.icon else {})
+            | ({"advanced_arguments": list(self.advanced_arguments)} if self.advanced_arguments else {})
+        )
 
 
 @dataclass(frozen=True)
@@ -391,6 +396,7 @@ def build_registry(model: Model, extra_tools: Sequence[Mapping[str, Any]] = (), 
             annotations=d["annotations"],
             permission=d["permission"],
             advanced=d["advanced"],
+            advanced_arguments=tuple(d.get("advanced_arguments", ())),
             surface=d.get("surface", {}),
             icon=d.get("icon"),
             execution=d["execution"],

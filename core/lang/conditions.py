@@ -1,9 +1,11 @@
 """Property conditions (`where`), shared by find_nodes and query_graph, with one meaning on every backend.
 
-A `where` object maps property names to a plain value (equality) or a one-operator object: `eq`, `ne`, `in`,
-`contains` (case-insensitive substring of a string, or membership in an array), `gt`/`gte`/`lt`/`lte`
-(numbers with numbers, strings with strings), `exists`. `Condition.matches` is the reference semantics; a
-store that filters in its query language must agree with it (the tests run both on the same data).
+A `where` object maps property names to a plain value (equality) or an object of operators, all of which must
+hold (`{"gte": 1, "lte": 2}` is a range): `eq`, `ne`, `in`, `contains` (case-insensitive substring of a string,
+or membership in an array), `gt`/`gte`/`lt`/`lte` (numbers with numbers, strings with strings), `exists`. Each
+operator is one `Condition` (`conditions_of`), so a store compiles a range as it compiles any two conditions.
+`Condition.matches` is the reference semantics; a store that filters in its query language must agree with it (the
+tests run both on the same data).
 """
 
 from __future__ import annotations
@@ -12,12 +14,12 @@ import difflib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from core.lang.model import Model, NodeType
 from core.values.errors import InvalidArgumentsError, Problem
 
-__all__ = ["OPERATORS", "Condition", "parse_where"]
+__all__ = ["OPERATORS", "Condition", "conditions_of", "parse_where"]
 
 OPERATORS = ("eq", "ne", "in", "contains", "gt", "gte", "lt", "lte", "exists")
 _MISSING = object()
@@ -77,6 +79,15 @@ def _compare(op: str, actual: Any, value: Any) -> bool:
     return {"gt": actual > value, "gte": actual >= value, "lt": actual < value, "lte": actual <= value}[op]
 
 
+def conditions_of(name: str, spec: Any) -> tuple[Condition, ...]:
+    """The conditions one property's entry of a validated `where` asks for: a plain value is equality; an object
+    is one condition per operator, all of which must hold."""
+    if isinstance(spec, dict):
+        operators = cast("dict[str, Any]", spec)
+        return tuple(Condition(name, op, value) for op, value in operators.items())
+    return (Condition(name, "eq", spec),)
+
+
 def parse_where(
     where: Mapping[str, Any], node_type: NodeType | None, *, tool: str, at: str = "/where"
 ) -> tuple[Condition, ...]:
@@ -91,8 +102,7 @@ def parse_where(
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
             problems.append(Problem(f"{at}/{name}", f"{node_type.name} has no property {name!r}{hint}"))
             continue
-        op, value = next(iter(spec.items())) if isinstance(spec, dict) else ("eq", spec)
-        conditions.append(Condition(name, op, value))
+        conditions += conditions_of(name, spec)
     if problems:
         raise InvalidArgumentsError(tool, problems)
     return tuple(conditions)

@@ -89,7 +89,7 @@ def _tool(definition: ToolDefinition, prefix: str, lean: bool = False) -> types.
         name=prefix + definition.name,
         title=definition.title,
         description=definition.description,
-        input_schema=_lean_schema(definition.input_schema) if lean else _wire_schema(definition.input_schema),
+        input_schema=_lean_schema(_common_inputs(definition)) if lean else _wire_schema(definition.input_schema),
         output_schema=None if lean else _wire_schema(definition.output_schema),
         annotations=types.ToolAnnotations.model_validate(annotations),
         icons=None if lean else icon_of(definition.icon),
@@ -115,6 +115,15 @@ _SCHEMA_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")  # [subschema]
 # A `pattern` that only restates the grammar of a model's property names (a `fields` entry's) guards too: every name
 # a caller takes from the model matches it, as with a map's key pattern.
 _PROPERTY_NAME = "^[a-z][a-z0-9_]{0,63}$"
+
+
+def _common_inputs(definition: ToolDefinition) -> Mapping[str, Any]:
+    """The input schema without the tool's `advanced_arguments` (the agent profile's: still accepted, not listed)."""
+    schema = definition.input_schema
+    if not definition.advanced_arguments:
+        return schema
+    kept = {k: v for k, v in schema.get("properties", {}).items() if k not in definition.advanced_arguments}
+    return {**schema, "properties": kept}
 
 
 def _lean_schema(schema: Any) -> Any:

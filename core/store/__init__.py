@@ -60,6 +60,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from core.lang.conditions import Condition
 from core.lang.model import Model, property_text
+from core.lang.ordering import Sort
 from core.lang.validation import StateView
 from core.ops import plugins
 from core.ops.config import FILE_SCHEME, scheme_of, without_password
@@ -88,6 +89,8 @@ class NodeQuery:
     text_fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
     id_prefix: str | None = None
     sight: Sight | None = None  # only nodes the caller may see (None: all)
+    order: tuple[Sort, ...] = ()  # the page's order (`core.lang.ordering`); () for id order
+    position: tuple[Any, ...] = ()  # with `order` and an `after` id: that node's sort values (a keyset position)
 
     def matches(self, node: Node) -> bool:
         """Whether `node` is one of the query's, who sees it aside (the caller's rule: `Sight.sees`, or for a state

@@ -223,6 +223,8 @@ class StoredView:
         read of the change log below, so no row probes the log); those that did, from their first change after the
         revision, by `NodeQuery.matches`, the meaning that SQL agrees with; the two merged in id order. The ids of
         the first set are read whole (one scan, as the current read's count is) and its page's rows by id."""
+        if query.order:
+            raise current_only("a find in an order")
         now = self._query_now(query)
         node_type = self._store.model.node_types.get(now.type) if now.type is not None else None
         indexed = now.text_fields == self._store._text_fields()  # pyright: ignore[reportPrivateUsage]

@@ -19,6 +19,7 @@ from typing import Any
 
 from core.lang.conditions import Condition
 from core.lang.model import searchable_text
+from core.lang.ordering import Sort
 from core.store import NodeQuery
 from core.store.sql import Dialect
 from core.values.records import Sight
@@ -122,6 +123,15 @@ def _condition_sql(c: Condition) -> tuple[str, list[Any]]:
     return f"(CASE {_kind(name)} WHEN 'number' THEN {_text(name)}::numeric {operator} %s ELSE false END)", [c.value]
 
 
+def _sort_sql(sort: Sort) -> str:
+    """A property's sort value (`core.lang.ordering.Sort.value`): its number, or its text compared by code point
+    (`COLLATE "C"`, as SQLite compares), NULL when absent or of another JSON type."""
+    name = sort.property
+    if sort.numeric:
+        return f"(CASE {_kind(name)} WHEN 'number' THEN {_text(name)}::numeric END)"
+    return f"(CASE {_kind(name)} WHEN 'string' THEN {_text(name)} END) COLLATE \"C\""
+
+
 def _equals_sql(value: str, v: Any) -> tuple[str, list[Any]]:
     """`value` (a json expression) equals the JSON value `v`, as Python's == compares decoded JSON."""
     kind = f"json_typeof({value})"
@@ -147,5 +157,5 @@ def _type_is(query: NodeQuery, by_key: bool) -> str:
 
 DIALECT = Dialect(
     mark="%s", true="true", sight=sight_sql, condition=_condition_sql, key_in=_key_in, type_is=_type_is,
-    text=_text_filter, binary=' COLLATE "C"', facet=_facet_sql,
+    text=_text_filter, binary=' COLLATE "C"', facet=_facet_sql, sort=_sort_sql,
 )  # fmt: skip

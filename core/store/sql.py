@@ -25,6 +25,7 @@ from core.lang.conditions import Condition
 from core.lang.model import Model, parse_model
 from core.lang.model_migration import Moved, MoveSql, migrate
 from core.lang.model_version import check_successor
+from core.lang.ordering import Sort
 from core.lang.validation import StateView, Write, plan
 from core.store import AUDIT_FIELDS, HISTORY_FIELDS, CommitResult, NodeQuery, StoreDump, UnitOfWork
 from core.store.common import (
@@ -93,10 +94,38 @@ class Dialect:
     type_is: Callable[[NodeQuery, bool], str]  # the node is of `query.type` (bool: a key condition finds it)
     text: Callable[[NodeQuery, bool], Clause]  # the node holds `query.text` (bool: the text index holds exactly
     #                                             `query.text_fields`)
+    sort: Callable[[Sort], str]  # a property's sort value (`core.lang.ordering.Sort.value`): a number or a string
+    #                               (compared by code point), NULL when absent or of another JSON type
     facet: Callable[[str], str]  # a property's value as its facet key (`core.lang.conditions.facet_key`), or NULL
     #                              when it is absent, an array or an object; read as its conditions read it
     binary: LiteralString = ""  # after the change log's `key` column: compare and order it by code point, on its
     #                             index (`core.store.past`)
+
+
+def sorted_after(dialect: Dialect, order: Sequence[Sort], position: Sequence[Any], after: str | None) -> Clause:
+    """The nodes strictly after the keyset position (`position`: the sort values of the node `after`, then its id)
+    in `order` (`core.lang.ordering`: each property ascending or descending, absent last, ties by id); every node
+    for a first page (`after` None)."""
+    if after is None:
+        return dialect.true, []
+    m = dialect.mark
+    alternatives: list[str] = []
+    params: list[Any] = []
+    equal: list[str] = []  # the sort values before this one are the position's
+    equal_params: list[Any] = []
+    for sort, value in zip(order, position, strict=True):
+        expression = dialect.sort(sort)
+        if value is not None:  # beyond a value: past it in its direction, or absent (absent sorts last)
+            beyond = f"({expression} {'<' if sort.descending else '>'} {m} OR {expression} IS NULL)"
+            alternatives.append(" AND ".join([*equal, beyond]))
+            params += [*equal_params, value]
+            equal.append(f"{expression} = {m}")
+            equal_params.append(value)
+        else:  # nothing sorts beyond an absent value but other absent ones, by the next sort value or the id
+            equal.append(f"{expression} IS NULL")
+    alternatives.append(" AND ".join([*equal, f"id > {m}"]))
+    params += [*equal_params, after]
+    return "(" + " OR ".join(f"({a})" for a in alternatives) + ")", params
 
 
 def node_filter(dialect: Dialect, query: NodeQuery, key_property: str | None, *, indexed: bool) -> Clause:
@@ -533,10 +562,19 @@ class SQLStore(ABC):
         key_property = node_type.key if node_type is not None else None
         indexed = query.text_fields == self._text_fields()
         where, params = node_filter(self.DIALECT, query, key_property, indexed=indexed)
-        rows = self._read(
-            f"SELECT {NODE_COLUMNS} FROM nodes WHERE {where} AND id > {m} ORDER BY id LIMIT {m}",
-            [*params, after or "", limit],
-        )
+        if query.order:
+            start, start_params = sorted_after(self.DIALECT, query.order, query.position, after)
+            sorts = [(self.DIALECT.sort(o), " DESC" if o.descending else "") for o in query.order]
+            order = ", ".join(f"({value} IS NULL), {value}{way}" for value, way in sorts)  # absent last
+            rows = self._read(
+                f"SELECT {NODE_COLUMNS} FROM nodes WHERE {where} AND {start} ORDER BY {order}, id LIMIT {m}",
+                [*params, *start_params, limit],
+            )
+        else:
+            rows = self._read(
+                f"SELECT {NODE_COLUMNS} FROM nodes WHERE {where} AND id > {m} ORDER BY id LIMIT {m}",
+                [*params, after or "", limit],
+            )
         if after is None and len(rows) < limit:  # the first page holds every match: no need to count again
             total = len(rows)
         else:

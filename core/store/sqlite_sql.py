@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.lang.conditions import Condition
+from core.lang.ordering import Sort
 from core.store import NodeQuery
 from core.store.sql import Dialect
 from core.values.records import Sight
@@ -125,6 +126,16 @@ def _facet_sql(name: str) -> str:
     return f"(CASE {kind} WHEN 'text' THEN {value} {scalars} {numbers} END)"
 
 
+def _sort_sql(sort: Sort) -> str:
+    """A property's sort value (`core.lang.ordering.Sort.value`): its number, or its text (compared by code point:
+    SQLite's binary collation of UTF-8), NULL when absent or of another JSON type."""
+    path = f"'$.{sort.property}'"  # property names are validated identifiers
+    value, kind = f"json_extract(properties, {path})", f"json_type(properties, {path})"
+    if sort.numeric:
+        return f"(CASE {kind} WHEN 'integer' THEN {value} WHEN 'real' THEN {value} END)"
+    return f"(CASE {kind} WHEN 'text' THEN {value} END)"
+
+
 def _equals_sql(value: str, kind: str, v: Any) -> str:
     if isinstance(v, bool):
         return f"{kind} = '{'true' if v else 'false'}'"
@@ -160,5 +171,6 @@ DIALECT = Dialect(
     key_in=_key_in,
     type_is=_type_is,
     text=_text_filter,
+    sort=_sort_sql,
     facet=_facet_sql,
 )

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import replace
 from typing import Any
 
+from core.dispatch.access import sees
 from core.dispatch.dispatcher import CallContext, handler
 from core.lang.conditions import FACET_VALUES, parse_facets, parse_where
+from core.lang.ordering import Sort, parse_order
 from core.store import NodeQuery
 from core.values.errors import InvalidArgumentsError, NotFoundError, Problem
-from core.values.paging import decode_cursor, encode_cursor, page
+from core.values.paging import decode_cursor, encode_cursor, page, refused_cursor
+from core.values.records import Node
 
 
 def not_at_a_past_revision(tool: str, args: dict[str, Any], names: tuple[str, ...]) -> None:
@@ -43,27 +48,57 @@ def text_fields(ctx: CallContext) -> dict[str, tuple[str, ...]]:
 
 @handler("find_nodes")
 def find_nodes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    not_at_a_past_revision("find_nodes", args, ("facets",))
+    not_at_a_past_revision("find_nodes", args, ("facets", "order_by"))
     node_type = ctx.model.node_types.get(args["type"]) if "type" in args else None
     conditions = parse_where(args.get("where", {}), node_type, tool="find_nodes")
     faceted = parse_facets(args.get("facets", ()), node_type, ctx.model, tool="find_nodes")
-    query = NodeQuery(args.get("type"), conditions, args.get("text"), text_fields(ctx), sight=ctx.sight)
+    order = parse_order(args.get("order_by", ()), node_type, ctx.model, tool="find_nodes")
+    query = NodeQuery(args.get("type"), conditions, args.get("text"), text_fields(ctx), sight=ctx.sight, order=order)
     if "at" in args:
         query = query_then(ctx, query)
     limit = args["limit"]
     paged = {k: v for k, v in args.items() if k != "facets"}  # facets change no page: a cursor holds with or without
-    after = decode_cursor("find_nodes", paged, str)
+    after = decode_cursor("find_nodes", paged, ORDERED if order else str)
+    if order and after is not None:
+        after, query = _sorted_position(ctx, query, after)
     revision = ctx.view.revision
     nodes, total = ctx.view.find(query, after=after, limit=limit + 1)
     more = len(nodes) > limit
     nodes = nodes[:limit]
-    cursor = encode_cursor("find_nodes", paged, nodes[-1].id) if more else None
+    cursor = (
+        encode_cursor("find_nodes", paged, _position(order, nodes[-1]) if order else nodes[-1].id) if more else None
+    )
     answer = page([n.to_json() for n in nodes], total=total, limit=limit, revision=revision, next_cursor=cursor)
     if "facets" in args:  # counted over every match (what `total` counts), not this page
         counted = ctx.view.facets(query, faceted, limit=FACET_VALUES)
         answer["facets"] = {name: counts for name, (counts, _) in counted.items()}
         answer["facets_cut"] = [name for name, (_, cut) in counted.items() if cut]
     return answer
+
+
+ORDERED = {"after": str, "sorted": str}  # a sorted page's end: the last node's id and a digest of its sort values
+
+
+def _position(order: tuple[Sort, ...], node: Node) -> dict[str, str]:
+    return {"after": node.id, "sorted": _digest([o.value(node.properties) for o in order])}
+
+
+def _digest(values: list[Any]) -> str:
+    return hashlib.sha256(json.dumps(values, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def _sorted_position(ctx: CallContext, query: NodeQuery, after: Any) -> tuple[str, NodeQuery]:
+    """A sorted page starts strictly after the node the previous page ended at, by that node's sort values (a
+    keyset position: `core.lang.ordering`), read now. A cursor that is an id alone (from an unsorted call), or
+    whose node is gone, hidden from the caller or holds other sort values since, names no position: start again."""
+    if not isinstance(after, dict):
+        raise refused_cursor("find_nodes")
+    node = ctx.view.node(after["after"])
+    values = [o.value(node.properties) for o in query.order] if node is not None else []
+    if node is None or not sees(ctx.sight, node) or _digest(values) != after["sorted"]:
+        raise refused_cursor("find_nodes", "the node this cursor's page ended at has changed or is gone since; "
+                             "start again without the cursor")  # fmt: skip
+    return node.id, replace(query, position=tuple(values))
 
 
 def query_then(ctx: CallContext, query: NodeQuery) -> NodeQuery:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.dispatch.access import sees_in_graph
 from core.dispatch.dispatcher import CallContext, handler
-from core.lang.conditions import Condition, all_match, parse_where
+from core.lang.conditions import Condition, all_match, conditions_of, parse_where
 from core.store import NodeQuery
 from core.store.past_graph import PastGraph
 from core.values.errors import InvalidArgumentsError, LimitExceededError, Problem
@@ -129,8 +129,7 @@ def _parse(ctx: CallContext, match: list[dict[str, Any]]) -> tuple[dict[str, _Va
                 if name not in edge_type.schema["properties"]:
                     problems.append(Problem(f"/match/{i}/where/{name}", f"{edge_type.name} has no property {name!r}"))
                     continue
-                op, value = next(iter(spec.items())) if isinstance(spec, dict) else ("eq", spec)
-                conditions += (Condition(name, op, value),)
+                conditions += conditions_of(name, spec)
             edges.append(_EdgeTerm(edge_type.name, source, target, conditions))
     for var in variables.values():
         var.type = var.type or _implied_type(ctx, var.name, edges)

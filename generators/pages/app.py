@@ -9,6 +9,8 @@
     /browse/nodes/<id>/edges.csv|.json  its edges
     /browse/nodes/<id>/edit          a form for its properties (GET), written through patch_node (POST)
     /browse/nodes/<id>/edges         POST: add an edge (upsert_edge, expected_revision 0) or remove one (delete_edge)
+    /browse/nodes/<id>/edge?type=&source=&target=   a form for an edge's properties, written through upsert_edge
+    /browse/types/<Type>/new         a form for a new node (GET), written through upsert_node expected new (POST)
     /browse/search?q=&type=          ranked search, facets by type (.csv, .json)
     /browse/changes?since=           the change log (.csv, .json)
     /browse/model                    every type, property, constraint and edge type of the model
@@ -27,6 +29,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
 import anyio.to_thread
@@ -38,6 +41,7 @@ from core.dispatch.registry import Registry
 from core.seam.surfaces import ASGIApp, SurfaceHost
 from core.values.errors import CanonError, ForbiddenError, NotFoundError, Problem, ValidationError
 from core.web import PAGE_ANSWER, PROBLEM_MEDIA, STATUS, problem_body
+from generators.pages.creating import Creating
 from generators.pages.editing import CSRF_COOKIE, CSRF_FIELD, csrf_matches, new_token
 from generators.pages.reads import Reader
 from generators.pages.render import PREFIX, csv_text, environment, json_text
@@ -70,6 +74,7 @@ class Pages:
     def __init__(self, host: SurfaceHost, registry: Registry) -> None:
         self.host = host
         self.views = Views(registry.model)
+        self.creating = Creating(self.views)
         self.env = environment(host.settings.base_url)
         self.css = _stylesheet()
 
@@ -125,10 +130,12 @@ class Pages:
             Route(PREFIX + "/-/pages.css", self.stylesheet, methods=get),
             Route(PREFIX + "/model", _guarded(self.model), methods=get),
             Route(PREFIX + "/types/{name}", _guarded(self.type_page), methods=get),
+            Route(PREFIX + "/types/{name}/new", _guarded(self.new_node), methods=[*get, "POST"]),
             Route(PREFIX + "/nodes/{id}", _guarded(self.node), methods=get),
             Route(PREFIX + "/nodes/{id}/diff", _guarded(self.diff), methods=get),
             Route(PREFIX + "/nodes/{id}/edit", _guarded(self.edit), methods=[*get, "POST"]),
             Route(PREFIX + "/nodes/{id}/edges", _guarded(self.edges_edit), methods=["POST"]),
+            Route(PREFIX + "/nodes/{id}/edge", _guarded(self.edge_edit), methods=[*get, "POST"]),
             Route(PREFIX + "/nodes/{id}/edges.{suffix}", _guarded(self.edges), methods=get),
             *[Route(PREFIX + f"/{name}{dot}", _guarded(functools.partial(endpoint, suffix=suffix)), methods=get)
               for name, endpoint in (("search", self.search), ("changes", self.changes))
@@ -228,6 +235,65 @@ class Pages:
                 return self.error_page(request, error, None)
             edit = self.host.settings.base_url + PREFIX + "/nodes/" + quote(id, safe="") + "/edit#edges-heading"
             return RedirectResponse(edit, 303)
+
+        return await anyio.to_thread.run_sync(work)
+
+    async def new_node(self, request: Request) -> Response:
+        """A type's "New" form (GET), or a submitted one written through upsert_node expected new (POST)."""
+        name = request.path_params["name"]
+
+        def created(id: str) -> str:
+            return PREFIX + "/nodes/" + quote(id, safe="")
+
+        def show(reader: Reader, token: str) -> View:
+            return self.creating.new_form(self.views.node_type(name), token)
+
+        def submit(reader: Reader, form: list[tuple[str, str]], token: str) -> str | View:
+            return self.creating.create(reader, name, form, token)
+
+        return await self._form(request, show, submit, created)
+
+    async def edge_edit(self, request: Request) -> Response:
+        """An edge's properties form (GET), or a submitted one written through upsert_edge (POST)."""
+        id = request.path_params["id"]
+        ref = dict(request.query_params)
+
+        def saved(_: None) -> str:
+            return PREFIX + "/nodes/" + quote(id, safe="") + "/edit#edges-heading"
+
+        return await self._form(request, lambda reader, token: self.creating.edge_form(reader, id, ref, token),
+                                lambda reader, form, token: self.creating.save_edge(reader, id, form, token),
+                                saved)  # fmt: skip
+
+    async def _form(
+        self,
+        request: Request,
+        show: Callable[[Reader, str], View],
+        submit: Callable[[Reader, list[tuple[str, str]], str], Any],
+        done: Callable[[Any], str],
+    ) -> Response:
+        """A form page: `show` it (GET, its CSRF cookie set when the browser has none), or `submit` what was
+        POSTed (its token checked first): a View is the form again (409 for a conflict, else 400), anything else
+        what was written, redirected to `done(it)`."""
+        cookie = request.cookies.get(CSRF_COOKIE)
+        token = cookie or new_token()
+        if request.method != "POST":
+            response = await self.answer(request, lambda reader: show(reader, token))
+            return self._with_token(request, response, token) if cookie is None else response
+        form = await self._posted(request, cookie)
+        if isinstance(form, Response):
+            return form
+        reader = self.reader(request)
+
+        def work() -> Response:
+            try:
+                again = submit(reader, form, token)
+            except CanonError as error:
+                return self.error_page(request, error, None)
+            if not isinstance(again, View):
+                return RedirectResponse(self.host.settings.base_url + done(again), 303)
+            request.scope[PAGE_ANSWER] = True
+            return self.render(again, 409 if again.context.get("conflict") or again.context.get("exists") else 400)
 
         return await anyio.to_thread.run_sync(work)
 

@@ -22,11 +22,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.lang.model import Model, NodeType
+from core.lang.model import EdgeType, Model, NodeType
 from core.values.errors import Problem, ValidationError
 from generators.pages.filters import typed
 
-__all__ = ["CSRF_COOKIE", "CSRF_FIELD", "Field", "csrf_matches", "fields_of", "new_token", "patch_of"]
+__all__ = ["CSRF_COOKIE", "CSRF_FIELD", "Field", "csrf_matches", "fields_of", "form_values", "new_token", "patch_of"]
 
 CSRF_COOKIE = "canon_pages_csrf"
 CSRF_FIELD = "_csrf"
@@ -87,8 +87,11 @@ def _widget(schema: Mapping[str, Any], model: Model) -> str | None:
     return None
 
 
-def fields_of(model: Model, node_type: NodeType, properties: Mapping[str, Any]) -> tuple[list[Field], list[str]]:
-    """The form's fields for a node of `node_type` holding `properties`, and the properties it cannot edit."""
+def fields_of(
+    model: Model, node_type: NodeType | EdgeType, properties: Mapping[str, Any]
+) -> tuple[list[Field], list[str]]:
+    """The form's fields for a node (or edge) of `node_type` holding `properties`, and the properties it cannot
+    edit."""
     required = set(node_type.schema.get("required", []))
     fields: list[Field] = []
     left: list[str] = []
@@ -120,22 +123,30 @@ def patch_of(model: Model, node_type: NodeType, form: Sequence[tuple[str, str]])
     if not (raw.isascii() and raw.isdigit() and len(raw) <= 19):
         problem = Problem("/form/_revision", "a whole number, the revision the form was opened at")
         raise ValidationError("The form has no revision to write at; open the node's edit page again.", [problem])
+    return form_values(model, node_type, form), int(raw)
+
+
+def form_values(model: Model, node_type: NodeType | EdgeType, form: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """Each property field the form sent, as its schema reads it; an emptied field is None (`ValidationError`
+    for a field that is not one of the type's editable properties). Fields starting with `_` are the form's own."""
+    given = dict(form)
     fields, _ = fields_of(model, node_type, {})
     editable = {f.name: f for f in fields}
     unknown = [k for k in given if not k.startswith("_") and k not in editable]
     if unknown:
-        problems = [Problem(f"/form/{k}", f"{node_type.name} has no editable property {k!r}") for k in unknown]
+        name = getattr(node_type, "name", "")
+        problems = [Problem(f"/form/{k}", f"{name} has no editable property {k!r}") for k in unknown]
         raise ValidationError("The form names properties this type does not have.", problems)
-    patch: dict[str, Any] = {}
+    values: dict[str, Any] = {}
     for name, field in editable.items():
         if name not in given:
             continue  # a field the form did not send is left as it is
         text = given[name].replace("\r\n", "\n")
         if text.strip() == "":
-            patch[name] = None
+            values[name] = None
         elif field.widget == "lines":
             items = model.resolved(model.resolved(node_type.properties[name]).get("items", {}))
-            patch[name] = [typed(items, line.strip(), "eq") for line in text.split("\n") if line.strip()]
+            values[name] = [typed(items, line.strip(), "eq") for line in text.split("\n") if line.strip()]
         else:
-            patch[name] = typed(model.resolved(node_type.properties[name]), text, "eq")
-    return patch, int(raw)
+            values[name] = typed(model.resolved(node_type.properties[name]), text, "eq")
+    return values

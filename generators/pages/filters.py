@@ -2,13 +2,15 @@
 
 The query string is Datasette's: a property's name is a filter on it (`?tier=1&lifecycle=production`), and
 `<property>__<op>` one of the operators `find_nodes`' `where` takes (`?slo_availability__gte=99.9`,
-`?name__contains=pay`). The page's own parameters start with `_` (`_text`, `_cursor`, `_size`), which no property
-name can (the model's property names start with a letter). Each value is read as its property's schema says
-(an integer, a number, `true`/`false`, text), so the tool gets what a REST or MCP caller would send.
+`?name__contains=pay`). The page's own parameters start with `_` (`_text`, `_cursor`, `_size`, and `_sort`: a
+property to sort the rows by, `-` before it for descending), which no property name can (the model's property
+names start with a letter). Each value is read as its property's schema says (an integer, a number,
+`true`/`false`, text), so the tool gets what a REST or MCP caller would send.
 
-`find_nodes` takes one condition per property, so a property given twice (a lower and an upper bound, say) is an
-error naming both parameters, not a silently dropped bound. Everything else about the values (a bound of the
-wrong type, an unknown property) is for the tool to refuse, as it does on every surface.
+Several operators on one property are all asked for (`?tier__gte=1&tier__lte=2` is a range: `find_nodes`' `where`
+takes `{"gte": 1, "lte": 2}`); one operator given twice is an error naming both parameters, never a silently
+dropped bound. Everything else about the values (a bound of the wrong type, an unknown property, a property that
+cannot be sorted by) is for the tool to refuse, as it does on every surface.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ OPERATORS = ("eq", "ne", "gt", "gte", "lt", "lte", "contains")  # find_nodes' wh
 PAGE_SIZE = 50  # rows on a type page unless _size says otherwise
 MAX_SIZE = 100  # find_nodes' largest page
 MAX_FACET_VALUES = 12  # an integer property with at most this many values (by its bounds) is a facet
-OWN = ("_text", "_cursor", "_size")
+OWN = ("_text", "_cursor", "_size", "_sort")
+SORT = re.compile(r"-?[a-z][a-z0-9_]{0,63}")  # `_sort`: a property, `-` before it for descending
 
 
 @dataclass(frozen=True)
@@ -48,10 +51,18 @@ class TypeQuery:
     text: str | None = None
     cursor: str | None = None
     size: int = PAGE_SIZE
+    sort: str | None = None  # `_sort`: find_nodes' order_by of one property (`-name`: descending)
+
+    @property
+    def own(self) -> list[tuple[str, str]]:
+        """The page's own parameters a link to another page of these rows keeps: the text and the sort."""
+        return [(k, v) for k, v in (("_text", self.text), ("_sort", self.sort)) if v is not None]
 
     def arguments(self, node_type: str) -> dict[str, Any]:
         """The `find_nodes` arguments of this page."""
         arguments: dict[str, Any] = {"type": node_type, "limit": self.size}
+        if self.sort is not None:
+            arguments["order_by"] = [self.sort]
         if self.where:
             arguments["where"] = self.where
         if self.text is not None:
@@ -83,8 +94,8 @@ def _small_range(schema: Mapping[str, Any]) -> bool:
 def parse_type_query(model: Model, node_type: NodeType, query: list[tuple[str, str]]) -> TypeQuery:
     """The request of a type page's query string; a `ValidationError` naming each parameter that is wrong."""
     problems: list[Problem] = []
-    where: dict[str, Any] = {}
-    given: dict[str, str] = {}  # property -> the parameter that set its condition
+    ops: dict[str, dict[str, Any]] = {}  # property -> operator -> value
+    given: dict[tuple[str, str], str] = {}  # (property, operator) -> the parameter that set it
     params: list[tuple[str, str]] = []
     own: dict[str, str] = {}
     for key, raw in query:
@@ -104,18 +115,22 @@ def parse_type_query(model: Model, node_type: NodeType, query: list[tuple[str, s
         if op not in OPERATORS:
             problems.append(Problem(f"/query/{key}", f"unknown operator {op!r}; one of {', '.join(OPERATORS)}"))
             continue
-        if name in given:
-            problems.append(Problem(f"/query/{key}", f"find_nodes takes one condition per property, and "
-                                                     f"{given[name]} already gives one for {name}"))  # fmt: skip
+        if (name, op) in given:
+            problems.append(Problem(f"/query/{key}", f"{given[name, op]} already gives {name} a {op} condition; "
+                                                     "give each operator once"))  # fmt: skip
             continue
-        given[name] = key
-        value = typed(model.resolved(node_type.properties[name]), raw, op)
-        where[name] = value if op == "eq" else {op: value}
+        given[name, op] = key
+        ops.setdefault(name, {})[op] = typed(model.resolved(node_type.properties[name]), raw, op)
         params.append((key, raw))
+    where = {name: asked["eq"] if list(asked) == ["eq"] else asked for name, asked in ops.items()}
     size = _size(own.get("_size"), problems)
+    sort = own.get("_sort")
+    if sort is not None and not (SORT.fullmatch(sort) and sort.removeprefix("-") in node_type.properties):
+        problems.append(Problem("/query/_sort", f"a property of {node_type.name} to sort by, - before it for "
+                                                "descending"))  # fmt: skip
     if problems:
         raise ValidationError(f"This page cannot be shown for that query ({len(problems)} problem(s)).", problems)
-    return TypeQuery(where, tuple(params), own.get("_text"), own.get("_cursor"), size)
+    return TypeQuery(where, tuple(params), own.get("_text"), own.get("_cursor"), size, sort)
 
 
 def _size(raw: str | None, problems: list[Problem]) -> int:

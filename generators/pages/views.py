@@ -14,6 +14,7 @@ from typing import Any
 
 from core.lang.conditions import facet_key
 from core.lang.model import EdgeEnd, Model, NodeType, deprecation, is_deprecated
+from core.lang.ordering import sort_kind
 from core.values.errors import CanonError, ConflictError, NotFoundError, Problem, ValidationError
 from generators.pages.editing import Field, fields_of, patch_of
 from generators.pages.filters import Facet, TypeQuery, facets_of, parse_type_query
@@ -136,13 +137,15 @@ class Views:
         rows = [Row(n, self.title_of(n), tuple(self.shown(node_type, c, n["properties"].get(c)) for c in columns))
                 for n in answer["items"]]  # fmt: skip
         counts = list(self._facet_counts(reader, node_type, asked, answer)) if facets else []
-        ranges = [p for p, s in node_type.properties.items() if _rangeable(self.model.resolved(s))]
+        ranges = {p: _range_input(self.model.resolved(s)) for p, s in node_type.properties.items()
+                  if _rangeable(self.model.resolved(s))}  # fmt: skip
         download_columns = ("id", "type", *node_type.properties)
         download_rows = tuple({"id": n["id"], "type": n["type"], **n["properties"]} for n in answer["items"])
         return View(
             "type.html.j2",
             {"node_type": node_type, "answer": answer, "columns": columns, "rows": rows, "facets": counts,
              "asked": asked, "ranges": ranges, "deprecated": deprecation(node_type.schema),
+             "sortable": {c for c in columns if sort_kind(self.model.resolved(node_type.properties[c]))},
              "texts": [p for p, s in node_type.properties.items() if self._contains(s)]},
             Download(name, download_columns, download_rows, answer),
             title=name,
@@ -263,6 +266,7 @@ class Views:
         view.context["groups"] = groups
         view.context["titles"] = {i["node"]["id"]: self.title_of(i["node"]) for g in groups for i in g.items}
         view.context["ends"] = self.model.edge_ends(node["type"])
+        view.context["with_properties"] = {e.name for e in self.model.edge_types.values() if e.properties}
         return view
 
     def change_edge(self, reader: Reader, id: str, form: Sequence[tuple[str, str]]) -> None:
@@ -387,6 +391,11 @@ def _param(value: Any) -> str:
 
 def _rangeable(schema: Mapping[str, Any]) -> bool:
     return schema.get("type") in ("integer", "number") or schema.get("format") in ("date", "date-time")
+
+
+def _range_input(schema: Mapping[str, Any]) -> str:
+    """How a range's bounds are typed in: a date picker for a date, else text (a number, or a date-time)."""
+    return "date" if schema.get("format") == "date" else "text"
 
 
 def _texty(schema: Mapping[str, Any]) -> bool:

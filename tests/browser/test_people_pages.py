@@ -79,6 +79,37 @@ def test_a_person_finds_the_tier_1_payments_services_by_facets_and_follows_an_ed
     assert_clean(page)
 
 
+def test_a_person_sorts_the_type_table_by_a_column_heading_both_ways(site: Site, page: Watched) -> None:
+    browser_page = page.page
+    browser_page.goto(f"{site.base}/browse/types/Service?lifecycle=production")
+    headings = browser_page.locator("section.results thead th")
+    tier = browser_page.locator(
+        "section.results thead th", has=browser_page.get_by_role("link", name=re.compile("^tier"))
+    )
+    expect(headings.first).to_have_attribute("aria-sort", "ascending")  # by id, until a heading is chosen
+    tier.get_by_role("link").click()
+    expect(browser_page).to_have_url(re.compile(r"lifecycle=production&_sort=tier$"))
+    expect(tier).to_have_attribute("aria-sort", "ascending")
+    for order in ("tier", "-tier"):
+        query: dict[str, str | float | bool] = {
+            "type": "Service",
+            "where": json.dumps({"lifecycle": "production"}),
+            "order_by": order,
+            "limit": "50",
+        }
+        rest = browser_page.request.get(f"{site.base}/api/nodes", params=query)
+        assert rest.ok, rest.text()
+        expected = [n["id"] for n in rest.json()["items"]]
+        rows = browser_page.locator("section.results tbody th[scope=row]")
+        expect(rows).to_have_count(len(expected))
+        assert rows.all_inner_texts() == expected
+        if order == "tier":
+            tier.get_by_role("link").click()  # again: descending
+            expect(tier).to_have_attribute("aria-sort", "descending")
+    assert expected != sorted(expected)
+    assert_clean(page)
+
+
 # -- accessibility -------------------------------------------------------------------------------------------------
 @pytest.fixture
 def axe_page(browser: Browser, site: Site) -> Iterator[Page]:
@@ -105,7 +136,9 @@ def axe_findings(page: Page) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
 
 
 PAGES = ["/browse/", "/browse/types/Service?tier=1", "/browse/nodes/team-payments", "/browse/nodes/svc-checkout-api",
-         "/browse/model", "/browse/search?q=payments", "/browse/changes", "/browse/nodes/no-such-node"]  # fmt: skip
+         "/browse/model", "/browse/search?q=payments", "/browse/changes", "/browse/nodes/no-such-node",
+         "/browse/types/Service?tier=1&_sort=-name", "/browse/types/Decision?date__gte=2023-01-01&date__lte=2024-06-30",
+         "/browse/types/Service/new"]  # fmt: skip
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -182,4 +215,67 @@ def test_a_person_edits_a_property_then_meets_someone_elses_change_as_a_conflict
     stored = context.request.get(f"{writers.base}/api/nodes/svc-checkout-api").json()["node"]["properties"]
     assert stored["tier"] == 3
     assert stored["description"] != "Edited in the browser."
+    context.close()
+
+
+def test_a_person_creates_a_node_and_a_second_person_creating_the_same_id_meets_a_conflict(
+    browser: Browser, writers: Writers, tmp_path: Path
+) -> None:
+    pages = []
+    for who in (writers.editor, writers.other):
+        context = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True,
+                                      extra_http_headers={"Authorization": f"Bearer {who}"})  # fmt: skip
+        context.set_default_timeout(WAIT_MS)
+        pages.append(context.new_page())
+    for page in pages:  # both open the form before either saves
+        page.goto(f"{writers.base}/browse/types/Service")
+        page.get_by_role("link", name="New Service", exact=True).click()
+        expect(page.get_by_role("heading", level=1)).to_have_text("New Service")
+    first, second = pages
+    assert axe_findings(first)[0] == []
+    for page, name in ((first, "ledger-exporter"), (second, "ledger-export-two")):
+        page.locator("#p-_id").fill("svc-ledger-exporter")
+        page.locator("#p-name").fill(name)
+        page.locator("#p-description").fill("Exports the ledger nightly.")
+        page.locator("#p-lifecycle").select_option("production")
+        page.locator("#p-tier").fill("9")  # out of range: the schema's error, next to the field
+    first.get_by_role("button", name="Create").click()
+    expect(first.locator("#e-tier-1")).to_contain_text("maximum of 3")
+    expect(first.locator("#p-name")).to_have_value("ledger-exporter")  # what was sent, kept
+    assert axe_findings(first)[0] == []
+    first.locator("#p-tier").fill("2")
+    first.get_by_role("button", name="Create").click()
+    expect(first).to_have_url(f"{writers.base}/browse/nodes/svc-ledger-exporter")
+    expect(first.get_by_role("heading", level=1)).to_have_text("ledger-exporter")
+
+    second.locator("#p-tier").fill("2")
+    second.get_by_role("button", name="Create").click()
+    alert = second.get_by_role("alert")
+    expect(alert.get_by_role("heading")).to_have_text("That id is taken")
+    expect(alert.get_by_role("link", name="Open svc-ledger-exporter")).to_have_count(1)
+    expect(second.locator("#p-name")).to_have_value("ledger-export-two")
+    second.screenshot(path=tmp_path / "create-conflict.png", full_page=True)
+    assert axe_findings(second)[0] == []
+    stored = second.request.get(f"{writers.base}/api/nodes/svc-ledger-exporter").json()["node"]
+    assert (stored["properties"]["name"], stored["updated_by"]) == ("ledger-exporter", "editor")  # not overwritten
+    for page in pages:
+        page.context.close()
+
+
+def test_a_person_edits_an_edge_s_properties(browser: Browser, writers: Writers) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True,
+                                  extra_http_headers={"Authorization": f"Bearer {writers.editor}"})  # fmt: skip
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
+    page.goto(f"{writers.base}/browse/nodes/svc-checkout-api/edit")
+    page.get_by_role("link", name="Edit properties of depends_on svc-payment-gateway").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Edit the depends_on edge")
+    assert axe_findings(page)[0] == []
+    page.locator("#p-criticality").select_option("soft")
+    page.get_by_role("button", name="Save").click()
+    expect(page).to_have_url(re.compile(r"/browse/nodes/svc-checkout-api/edit#edges-heading$"))
+    answer = context.request.get(f"{writers.base}/api/nodes/svc-checkout-api/neighbors",
+                                 params={"direction": "out", "edge_types": "depends_on"})  # fmt: skip
+    edge = next(i["edge"] for i in answer.json()["items"] if i["node"]["id"] == "svc-payment-gateway")
+    assert edge["properties"]["criticality"] == "soft"
     context.close()

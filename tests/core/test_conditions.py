@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from core.lang.conditions import OPERATORS, Condition
+from core.lang.conditions import OPERATORS, Condition, parse_where
 from core.lang.model import Model, default_seed_path
 from core.store import NodeQuery, Store, open_store
 from core.store.interchange import import_path
@@ -243,6 +243,25 @@ def test_several_conditions_must_all_hold_on_both_sides(graph: Store) -> None:
     assert expected  # the seed has tier-1 payments services with a high SLO
     assert sql_ids(graph, "Service", *conditions) == expected
     assert expected < python_ids(graph, "Service", conditions[0])
+
+
+@pytest.mark.parametrize(
+    ("node_type", "prop", "spec"),
+    [("Service", "tier", {"gte": 2, "lte": 2}), ("Service", "slo_availability", {"gt": 99.5, "lte": 99.95}),
+     ("Decision", "date", {"gte": "2023-01-01", "lt": "2024-07-01"}), ("Service", "tier", {"ne": 1, "lt": 3})],
+)  # fmt: skip
+def test_a_range_on_one_property_is_its_bounds_all_holding_on_both_sides(
+    graph: Store, model: Model, node_type: str, prop: str, spec: dict[str, Any]
+) -> None:
+    conditions = parse_where({prop: spec}, model.node_types[node_type], tool="find_nodes")
+    assert [(c.op, c.value) for c in conditions] == list(spec.items())  # one condition per operator
+    expected = python_ids(graph, node_type, *conditions)
+    low, high = (python_ids(graph, node_type, c) for c in conditions)
+    assert expected == low & high
+    assert expected  # the range holds some nodes, and each bound alone holds more
+    assert expected < low
+    assert expected < high
+    assert sql_ids(graph, node_type, *conditions) == expected
 
 
 def test_an_array_value_compared_to_a_string_property_matches_nothing_rather_than_failing(graph: Store) -> None:

@@ -88,7 +88,8 @@ def _without_revision(answer: dict[str, Any]) -> dict[str, Any]:
 # -- equality with REST --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("both", WHO, indirect=True)
 @pytest.mark.parametrize("query", ["", "tier=1", "tier=1&handles_pii=true", "lifecycle=production&_text=pay",
-                                   "slo_availability__gte=99.9", "tags__contains=payments"])  # fmt: skip
+                                   "slo_availability__gte=99.9", "tags__contains=payments", "tier__gte=2&tier__lte=3",
+                                   "tier=1&slo_availability__gte=99.9&slo_availability__lt=99.99"])  # fmt: skip
 async def test_a_type_page_and_its_downloads_show_the_nodes_rest_finds_for_the_same_caller(
     both: Both, query: str
 ) -> None:
@@ -100,9 +101,12 @@ async def test_a_type_page_and_its_downloads_show_the_nodes_rest_finds_for_the_s
             arguments["text"] = raw
             continue
         name, _, op = key.partition("__")
-        value: Any = {"1": 1, "true": True}.get(raw, raw)
+        value: Any = {"true": True}.get(raw, int(raw) if raw.isdigit() else raw)
         value = float(value) if name == "slo_availability" else value
-        where[name] = {op: value} if op else value
+        if op:
+            where.setdefault(name, {})[op] = value  # several operators on one property: all hold (a range)
+        else:
+            where[name] = value
     if where:
         arguments["where"] = where
     expected = await both.rest("find_nodes", arguments)
@@ -238,8 +242,9 @@ async def test_every_read_of_a_page_is_audited_as_the_pages_surface(fresh_instan
 # -- bad input -----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("query", "pointer"),
-    [("no_such_property=1", "/query/no_such_property"), ("tier__gte=1&tier__lte=2", "/query/tier__lte"),
-     ("tier__between=1", "/query/tier__between"), ("_size=1000", "/query/_size"), ("_sort=name", "/query/_sort")],
+    [("no_such_property=1", "/query/no_such_property"), ("tier__gte=1&tier__gte=2", "/query/tier__gte"),
+     ("tier__between=1", "/query/tier__between"), ("_size=1000", "/query/_size"), ("_sort=nope", "/query/_sort"),
+     ("_sort=--tier", "/query/_sort")],
 )  # fmt: skip
 async def test_a_bad_filter_is_a_400_page_naming_the_parameter(gen_instance: Instance, query: str,
                                                                pointer: str) -> None:  # fmt: skip
@@ -317,3 +322,66 @@ async def test_a_csv_cell_that_a_spreadsheet_would_run_is_defused(fresh_instance
         answer = await http.get("/browse/types/Service.csv?name=checkout-api")
     row = next(csv.DictReader(io.StringIO(answer.text)))
     assert row["description"] == '\'=HYPERLINK("https://evil.example")'
+
+
+async def test_a_two_sided_range_is_both_bounds_and_its_inputs_keep_them(gen_instance: Instance) -> None:
+    async with asgi(gen_instance) as http:
+        page = (await http.get("/browse/types/Decision?date__gte=2023-01-01&date__lte=2024-06-30")).text
+        rows = parse(page).row_headers
+        everything = (await http.get("/browse/types/Decision.json?_size=100")).json()["items"]  # what it may see
+    assert 'id="f-date-gte" name="date__gte" type="date" value="2023-01-01"' in page
+    assert 'id="f-date-lte" name="date__lte" type="date" value="2024-06-30"' in page
+    dates = {n["id"]: n["properties"]["date"] for n in everything}
+    assert rows == sorted(i for i, d in dates.items() if "2023-01-01" <= d <= "2024-06-30")
+    assert 0 < len(rows) < len(everything)
+
+
+# -- sorting -------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("both", WHO, indirect=True)
+@pytest.mark.parametrize("sort", ["tier", "-tier", "-slo_availability", "name"])
+async def test_a_sorted_type_page_and_its_pages_show_rest_s_order_for_the_same_caller(both: Both, sort: str) -> None:
+    arguments: dict[str, Any] = {"type": "Service", "limit": 7, "order_by": [sort]}
+    expected: list[str] = []
+    while True:
+        got = await both.rest("find_nodes", arguments)
+        expected += [n["id"] for n in got["items"]]
+        if got["next_cursor"] is None:
+            break
+        arguments["cursor"] = got["next_cursor"]
+    shown: list[str] = []
+    url: str | None = f"/browse/types/Service?_sort={sort}&_size=7"
+    while url is not None:
+        page = parse((await both.page(url)).text)
+        shown += page.row_headers
+        url = next((h for h, t in page.links if t == "Next page"), None)
+    assert shown == expected
+    assert expected != sorted(expected) or sort == "name"  # the order is not the id order
+    json_rows = (await both.page(f"/browse/types/Service.json?_sort={sort}&_size=7")).json()["items"]
+    assert [n["id"] for n in json_rows] == expected[:7]
+
+
+async def test_a_sortable_column_heading_is_a_sort_link_with_aria_sort(gen_instance: Instance) -> None:
+    async with asgi(gen_instance) as http:
+        plain = (await http.get("/browse/types/Service?lifecycle=production")).text
+        up = (await http.get("/browse/types/Service?lifecycle=production&_sort=tier")).text
+        down = (await http.get("/browse/types/Service?lifecycle=production&_sort=-tier")).text
+    link = '<a class="sort" href="/browse/types/Service?lifecycle=production&amp;_sort='
+    assert '<th scope="col" aria-sort="ascending">id</th>' in plain
+    assert f'<th scope="col">{link}tier">tier<span class="visually-hidden"> (sort ascending)' in plain
+    assert f'<th scope="col" aria-sort="ascending">{link}-tier">tier<span class="visually-hidden"> (sort desc' in up
+    assert f'<th scope="col" aria-sort="descending">{link}tier">tier<span class="visually-hidden"> (sort asc' in down
+    assert '<th scope="col"><a href="/browse/types/Service?lifecycle=production" class="sort">id</a></th>' in up
+    assert 'name="_sort" value="-tier"' in down  # the filter form keeps the order
+    assert "Ordered by tier, descending" in down
+    assert '<th scope="col">public_api</th>' in plain  # a boolean column is no sort link
+    tiers = [row.split("<td>")[2].split("<")[0] for row in down.split('<tr><th scope="row">')[1:]]
+    assert tiers == sorted(tiers, reverse=True)
+    assert len(set(tiers)) > 1
+
+
+async def test_a_sort_the_tool_refuses_is_its_error_on_the_page(gen_instance: Instance) -> None:
+    async with asgi(gen_instance) as http:
+        answer = await http.get("/browse/types/Service?_sort=tags")
+    assert answer.status_code == 400
+    assert "/order_by/0" in answer.text
+    assert "cannot be sorted by" in answer.text

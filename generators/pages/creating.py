@@ -1,0 +1,162 @@
+"""Creating a node from a page, and editing an edge's properties, through the write tools.
+
+A type's "New" form (`Creating.new_form`) is generated from its schema as the edit form is
+(`generators.pages.editing.fields_of`): the node's id first, then one field per property, the required ones and
+the type's key marked. A submitted form is written with `upsert_node` expected to be new (`expected_revision` 0),
+so a second person creating the same id gets a 409 page naming the node that exists, never an overwrite; a key
+another node holds is the tool's problem at `/properties/<key>`, shown next to that field as every other problem
+is. Nothing is written on an error, and the form comes back holding what was sent.
+
+An edge whose type has properties has a form of its own (`Creating.edge_form`), written with `upsert_edge` at the
+revision the edge was shown at: an edge someone changed meanwhile is a conflict, nothing written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from core.lang.model import EdgeType, Model, NodeType
+from core.values.errors import ConflictError, NotFoundError, Problem, ValidationError
+from generators.pages.editing import Field, fields_of, form_values
+from generators.pages.reads import Reader
+from generators.pages.views import NEIGHBOUR_LIMIT, WHOLE, View, Views
+
+__all__ = ["ID_FIELD", "Creating", "by_field"]
+
+ID_FIELD = "_id"  # the new node's id (a property name cannot start with "_")
+REQUIRED = re.compile(r"'([a-z][a-z0-9_]{0,63})' is a required property")
+
+
+def by_field(
+    problems: Sequence[Problem], names: Sequence[str], own: Mapping[str, str] = {}
+) -> tuple[dict[str, list[str]], list[str]]:
+    """A tool's problems as the form shows them: by the field they concern (a property at `/properties/<name>`,
+    a required one missing at `/properties`, or one of `own`'s pointers), and the rest with their pointers."""
+    errors: dict[str, list[str]] = {}
+    general: list[str] = []
+    for problem in problems:
+        name = problem.pointer.removeprefix("/properties/").split("/", 1)[0]
+        missing = REQUIRED.search(problem.message) if problem.pointer == "/properties" else None
+        if problem.pointer in own:
+            errors.setdefault(own[problem.pointer], []).append(problem.message)
+        elif problem.pointer.startswith("/properties/") and name in names:
+            errors.setdefault(name, []).append(problem.message)
+        elif missing is not None and missing[1] in names:
+            errors.setdefault(missing[1], []).append("required: give it a value")
+        else:
+            general.append(f"{problem.pointer}: {problem.message}")
+    return errors, general
+
+
+class Creating:
+    """The "New <Type>" form and the edge-properties form, each gathered for one request's reader."""
+
+    def __init__(self, views: Views) -> None:
+        self.views = views
+        self.model: Model = views.model
+
+    # -- a new node ----------------------------------------------------------------------------------------------
+    def new_form(
+        self,
+        node_type: NodeType,
+        token: str,
+        sent: Mapping[str, Any] | None = None,
+        id: str = "",
+        *,
+        errors: Mapping[str, list[str]] | None = None,
+        general: Sequence[str] = (),
+        exists: str | None = None,
+    ) -> View:
+        fields, left = fields_of(self.model, node_type, sent or {})
+        return View("new.html.j2", {"node_type": node_type, "fields": fields, "left": left, "token": token,
+                                    "id": id, "errors": errors or {}, "general": list(general), "exists": exists,
+                                    "key": node_type.key},
+                    title=f"New {node_type.name}")  # fmt: skip
+
+    def create(self, reader: Reader, name: str, form: Sequence[tuple[str, str]], token: str) -> str | View:
+        """Write a submitted "New" form with `upsert_node`, expected new: the new node's id, else the form again
+        with the tool's problems next to their fields, or, when the id is taken, a page naming that node."""
+        node_type = self.views.node_type(name)
+        values = form_values(self.model, node_type, form)
+        properties = {k: v for k, v in values.items() if v is not None}
+        id = dict(form).get(ID_FIELD, "").strip()
+        try:
+            reader.call("upsert_node", {"id": id, "type": name, "properties": properties, "expected_revision": 0})
+        except ConflictError as conflict:
+            general = [f"A node with the id {id!r} exists already (at revision {conflict.actual}); nothing was "
+                       "written. Choose another id, or open that node and edit it."]  # fmt: skip
+            return self.new_form(node_type, token, properties, id, general=general, exists=id)
+        except ValidationError as invalid:
+            errors, general = by_field(invalid.problems, list(node_type.properties), {"/id": ID_FIELD})
+            return self.new_form(node_type, token, properties, id, errors=errors, general=[str(invalid), *general])
+        return id
+
+    # -- an edge's properties ------------------------------------------------------------------------------------
+    def edge_type(self, name: str) -> EdgeType:
+        found = self.model.edge_types.get(name)
+        if found is None:
+            raise NotFoundError("edge type", name)
+        return found
+
+    def _edge(self, reader: Reader, id: str, ref: Mapping[str, str], prefix: str = "") -> Mapping[str, Any]:
+        """The edge `ref` names (its `type`, `source` and `target`, each name after `prefix`) at the node `id`, as
+        get_neighbors shows it to the caller."""
+        type, source, target = (ref.get(prefix + name, "") for name in ("type", "source", "target"))
+        if id not in (source, target):
+            raise ValidationError("The form does not name one of this node's edges.", [
+                Problem("/form", "type, source and target, this node at one end")])  # fmt: skip
+        self.edge_type(type)
+        direction = "out" if source == id else "in"
+        other = target if direction == "out" else source
+        answer = reader.call("get_neighbors", {"id": id, "direction": direction, "edge_types": [type],
+                                               "limit": NEIGHBOUR_LIMIT})  # fmt: skip
+        for item in answer["items"]:
+            if item["node"]["id"] == other:
+                return item["edge"]
+        raise NotFoundError("edge", f"{type} {source} -> {target}")
+
+    def edge_form(self, reader: Reader, id: str, ref: Mapping[str, str], token: str) -> View:
+        edge = self._edge(reader, id, ref)
+        return self._edge_view(id, edge, edge["properties"], token, int(edge["revision"]))
+
+    def _edge_view(self, id: str, edge: Mapping[str, Any], properties: Mapping[str, Any], token: str,
+                   revision: int, *, errors: Mapping[str, list[str]] | None = None, general: Sequence[str] = (),
+                   conflict: bool = False) -> View:  # fmt: skip
+        edge_type = self.edge_type(edge["type"])
+        fields: list[Field]
+        fields, left = fields_of(self.model, edge_type, properties)
+        return View("edge_edit.html.j2", {"id": id, "edge": edge, "edge_type": edge_type, "fields": fields,
+                                          "left": left, "token": token, "revision": revision,
+                                          "errors": errors or {}, "general": list(general), "conflict": conflict},
+                    title=f"Edit {edge['type']} {edge['source']} → {edge['target']}")  # fmt: skip
+
+    def save_edge(self, reader: Reader, id: str, form: Sequence[tuple[str, str]], token: str) -> View | None:
+        """Write a submitted edge form with `upsert_edge` at the revision it was opened at: None when written, else
+        the form again (the tool's problems by field, or the conflict with what the edge holds now)."""
+        given = dict(form)
+        edge = self._edge(reader, id, given, "_")
+        raw = given.get("_revision", "")
+        if not WHOLE.fullmatch(raw):
+            problem = Problem("/form/_revision", "a whole number, the revision the form was opened at")
+            raise ValidationError("The form has no revision to write at; open the edge's page again.", [problem])
+        edge_type = self.edge_type(edge["type"])
+        _, left = fields_of(self.model, edge_type, {})
+        if left:  # upsert_edge replaces every property: a form that cannot hold one would remove it
+            raise ValidationError("This edge type has properties a form cannot hold; change it through the API.",
+                                  [Problem("/form", f"not editable here: {', '.join(left)}")])  # fmt: skip
+        values = form_values(self.model, edge_type, form)
+        sent = {**edge["properties"], **values}
+        properties = {k: v for k, v in sent.items() if v is not None}
+        try:
+            reader.call("upsert_edge", {"type": edge["type"], "source": edge["source"], "target": edge["target"],
+                                        "properties": properties, "expected_revision": int(raw)})  # fmt: skip
+        except ConflictError as conflict:
+            return self._edge_view(id, edge, properties, token, int(edge["revision"]), general=[str(conflict)],
+                                   conflict=True)  # fmt: skip
+        except ValidationError as invalid:
+            errors, general = by_field(invalid.problems, list(edge_type.properties))
+            return self._edge_view(id, edge, properties, token, int(raw), errors=errors,
+                                   general=[str(invalid), *general])  # fmt: skip
+        return None

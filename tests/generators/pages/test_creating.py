@@ -1,0 +1,246 @@
+"""Creating a node from a type's "New" form (upsert_node expected new) and editing an edge's properties
+(upsert_edge at the revision shown), both CSRF-protected like the edit form.
+
+A writer's new node is what REST then reads; a second person creating the same id gets a 409 page naming the
+node that exists and nothing is overwritten; a key another node holds, a value the schema refuses and a missing
+required property are shown next to their fields with what was sent kept; a POST without the cookie's token is
+refused before any tool runs; a reader's create is the tool's refusal.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+
+import httpx2
+import pytest
+
+from core.seam.instance import Instance
+from core.values.principal import Principal
+from tests.generators.conftest import asgi, token
+
+pytestmark = pytest.mark.anyio
+
+NEW = "/browse/types/Service/new"
+GOOD = {"_id": "svc-ledger-exporter", "name": "ledger-exporter", "description": "Exports the ledger nightly.",
+        "lifecycle": "production", "tier": "2", "tags": "ledger\nbatch", "handles_pii": "false"}  # fmt: skip
+EDGE = ("depends_on", "svc-checkout-api", "svc-payment-gateway")
+EDGE_PAGE = f"/browse/nodes/{EDGE[1]}/edge"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def http(fresh_instance: Instance) -> AsyncIterator[httpx2.AsyncClient]:
+    async with asgi(fresh_instance) as client:
+        client.headers["Authorization"] = "Bearer " + token(fresh_instance, "editor", "writer")
+        yield client
+
+
+def _hidden(page: str, name: str) -> str:
+    found = re.search(rf'name="{name}" value="([^"]*)"', page)
+    assert found is not None, f"no hidden field {name}"
+    return found[1]
+
+
+async def _csrf(http: httpx2.AsyncClient, path: str = NEW) -> str:
+    form = await http.get(path)
+    assert form.status_code == 200, form.text[:500]
+    return _hidden(form.text, "_csrf")
+
+
+def _invalid(page: str) -> list[str]:
+    return re.findall(r'<div class="field invalid">\s*<label for="p-(\w+)">', page)
+
+
+async def test_the_type_page_links_its_new_form_which_marks_the_id_required_and_key_fields(
+    http: httpx2.AsyncClient,
+) -> None:
+    assert 'href="/browse/types/Service/new">New Service</a>' in (await http.get("/browse/types/Service")).text
+    form = (await http.get(NEW)).text
+    assert '<label for="p-_id">id <span class="required">required</span></label>' in form
+    assert re.search(r'<label for="p-name">name <span class="required">required</span> '
+                     r'<span class="key">key, unique</span></label>', form)  # fmt: skip
+    for name in ("description", "lifecycle", "tier"):
+        assert f'<label for="p-{name}">{name} <span class="required">required</span>' in form
+    assert '<label for="p-language">language</label>' in form  # optional: not marked
+    assert 'action="/browse/types/Service/new"' in form
+
+
+async def test_a_writer_s_new_node_is_created_through_upsert_node_and_read_back_by_rest(
+    http: httpx2.AsyncClient,
+) -> None:
+    answer = await http.post(NEW, data={"_csrf": await _csrf(http), **GOOD})
+    assert answer.status_code == 303, answer.text[:800]
+    assert answer.headers["location"] == "/browse/nodes/svc-ledger-exporter"
+    node = (await http.get("/api/nodes/svc-ledger-exporter")).json()["node"]
+    assert node["type"] == "Service"
+    assert node["properties"] == {"name": "ledger-exporter", "description": "Exports the ledger nightly.",
+                                  "lifecycle": "production", "tier": 2, "tags": ["ledger", "batch"],
+                                  "handles_pii": False}  # fmt: skip
+    assert node["updated_by"] == "editor"
+    assert "ledger-exporter" in (await http.get(answer.headers["location"])).text
+
+
+async def test_a_second_person_creating_the_same_id_gets_a_conflict_and_nothing_is_overwritten(
+    http: httpx2.AsyncClient, fresh_instance: Instance
+) -> None:
+    pat = Principal("pat", frozenset({"writer"}))
+    first = fresh_instance.snapshot.dispatcher.call_tool(pat, "test", "upsert_node", {
+        "id": GOOD["_id"], "type": "Service", "properties": {"name": "pats-exporter", "description": "Pat's.",
+                                                             "lifecycle": "production", "tier": 3}})  # fmt: skip
+    assert first.error is None
+    answer = await http.post(NEW, data={"_csrf": await _csrf(http), **GOOD})
+    assert answer.status_code == 409
+    assert answer.headers["content-type"].startswith("text/html")
+    assert "That id is taken" in answer.text
+    assert "A node with the id &#39;svc-ledger-exporter&#39; exists already" in answer.text
+    assert 'href="/browse/nodes/svc-ledger-exporter">Open svc-ledger-exporter</a>' in answer.text
+    assert 'id="p-name" name="name" value="ledger-exporter"' in answer.text  # what this person sent, kept
+    stored = fresh_instance.store.node(GOOD["_id"])
+    assert stored is not None
+    assert stored.properties["name"] == "pats-exporter"
+
+
+async def test_a_key_another_node_holds_is_shown_next_to_the_key_field(
+    http: httpx2.AsyncClient, fresh_instance: Instance
+) -> None:
+    answer = await http.post(NEW, data={"_csrf": await _csrf(http), **GOOD, "name": "checkout-api"})
+    assert answer.status_code == 400
+    assert _invalid(answer.text) == ["name"]
+    assert "already has name &#39;checkout-api&#39;" in answer.text
+    assert fresh_instance.store.node(GOOD["_id"]) is None
+
+
+async def test_schema_problems_are_shown_next_to_their_fields_with_the_input_kept(
+    http: httpx2.AsyncClient, fresh_instance: Instance
+) -> None:
+    sent = {**GOOD, "tier": "9", "lifecycle": "", "description": ""}  # out of range; two required left empty
+    answer = await http.post(NEW, data={"_csrf": await _csrf(http), **sent})
+    assert answer.status_code == 400
+    assert _invalid(answer.text) == ["description", "lifecycle", "tier"]
+    assert re.search(r'id="e-tier-1">9 is greater than the maximum of 3</p>', answer.text)
+    assert 'id="e-lifecycle-1">required: give it a value</p>' in answer.text
+    assert 'id="p-name" name="name" value="ledger-exporter"' in answer.text
+    assert 'id="p-_id" name="_id" value="svc-ledger-exporter"' in answer.text
+    assert re.search(r'<textarea id="p-tags"[^>]*>ledger\nbatch</textarea>', answer.text)
+    assert fresh_instance.store.node(GOOD["_id"]) is None
+
+
+@pytest.mark.parametrize("id", ["", "has space", "-leading-dash", "x" * 129, "<script>"])
+async def test_an_id_the_tool_refuses_is_shown_next_to_the_id_field(http: httpx2.AsyncClient, id: str) -> None:
+    answer = await http.post(NEW, data={"_csrf": await _csrf(http), **GOOD, "_id": id})
+    assert answer.status_code == 400, answer.text[:500]
+    assert _invalid(answer.text)[:1] == ["_id"]
+    assert "<script>" not in answer.text
+
+
+@pytest.mark.parametrize("csrf", [None, "", "forged"])
+async def test_a_create_without_the_cookies_token_is_refused_before_any_tool_runs(
+    http: httpx2.AsyncClient, fresh_instance: Instance, csrf: str | None
+) -> None:
+    await _csrf(http)
+    audited: list[str] = []
+    fresh_instance.snapshot.dispatcher.audit_hooks.append(lambda record: audited.append(record.target))
+    answer = await http.post(NEW, data={**GOOD} | ({"_csrf": csrf} if csrf is not None else {}))
+    assert answer.status_code == 403
+    assert "upsert_node" not in audited
+    assert fresh_instance.store.node(GOOD["_id"]) is None
+
+
+async def test_a_reader_s_create_is_the_tool_s_refusal(fresh_instance: Instance) -> None:
+    async with asgi(fresh_instance) as http:
+        http.headers["Authorization"] = "Bearer " + token(fresh_instance, "looker", "reader")
+        answer = await http.post(NEW, data={"_csrf": await _csrf(http), **GOOD})
+        assert answer.status_code == 403
+        assert "upsert_node" in answer.text
+        assert fresh_instance.store.node(GOOD["_id"]) is None
+
+
+async def test_a_new_form_for_no_type_is_a_404_page(http: httpx2.AsyncClient) -> None:
+    answer = await http.get("/browse/types/NoSuchType/new")
+    assert answer.status_code == 404
+    assert answer.headers["content-type"].startswith("text/html")
+
+
+# -- an edge's properties ---------------------------------------------------------------------------------------------
+def _ref() -> dict[str, str]:
+    return dict(zip(("type", "source", "target"), EDGE, strict=True))
+
+
+async def test_the_edit_page_links_the_properties_form_of_an_edge_that_has_properties(
+    http: httpx2.AsyncClient,
+) -> None:
+    page = (await http.get(f"/browse/nodes/{EDGE[1]}/edit")).text
+    assert 'aria-label="Edit properties of depends_on svc-payment-gateway">Edit properties</a>' in page
+    assert "Edit properties of owned_by" not in page  # owns has no properties
+
+
+async def test_an_edge_s_properties_are_written_through_upsert_edge_at_the_shown_revision(
+    http: httpx2.AsyncClient, fresh_instance: Instance
+) -> None:
+    form = await http.get(EDGE_PAGE, params=_ref())
+    assert form.status_code == 200, form.text[:500]
+    assert '<option value="hard" selected>' in form.text
+    edge = fresh_instance.store.edge(*EDGE)
+    assert edge is not None
+    assert _hidden(form.text, "_revision") == str(edge.revision)
+    answer = await http.post(EDGE_PAGE, data={"_csrf": _hidden(form.text, "_csrf"), "_revision": str(edge.revision),
+                                              "_type": EDGE[0], "_source": EDGE[1], "_target": EDGE[2],
+                                              "criticality": "soft", "protocol": ""})  # fmt: skip
+    assert answer.status_code == 303, answer.text[:800]
+    edges = (
+        await http.get(f"/api/nodes/{EDGE[1]}/neighbors", params={"direction": "out", "edge_types": "depends_on"})
+    ).json()
+    item = next(i for i in edges["items"] if i["node"]["id"] == EDGE[2])
+    assert item["edge"]["properties"] == {"criticality": "soft"}
+
+
+async def test_an_edge_changed_since_its_form_was_opened_is_a_conflict_that_writes_nothing(
+    http: httpx2.AsyncClient, fresh_instance: Instance
+) -> None:
+    form = await http.get(EDGE_PAGE, params=_ref())
+    revision = _hidden(form.text, "_revision")
+    pat = Principal("pat", frozenset({"writer"}))
+    other = fresh_instance.snapshot.dispatcher.call_tool(pat, "test", "upsert_edge", {
+        "type": EDGE[0], "source": EDGE[1], "target": EDGE[2], "properties": {"criticality": "hard",
+                                                                              "protocol": "http"}})  # fmt: skip
+    assert other.error is None
+    answer = await http.post(EDGE_PAGE, data={"_csrf": _hidden(form.text, "_csrf"), "_revision": revision,
+                                              "_type": EDGE[0], "_source": EDGE[1], "_target": EDGE[2],
+                                              "criticality": "soft"})  # fmt: skip
+    assert answer.status_code == 409
+    assert "Someone changed this edge while you were editing it" in answer.text
+    edge = fresh_instance.store.edge(*EDGE)
+    assert edge is not None
+    assert dict(edge.properties) == {"criticality": "hard", "protocol": "http"}
+
+
+async def test_an_edge_form_value_the_schema_refuses_is_shown_next_to_its_field(
+    http: httpx2.AsyncClient, fresh_instance: Instance
+) -> None:
+    form = await http.get(EDGE_PAGE, params=_ref())
+    answer = await http.post(EDGE_PAGE, data={"_csrf": _hidden(form.text, "_csrf"),
+                                              "_revision": _hidden(form.text, "_revision"), "_type": EDGE[0],
+                                              "_source": EDGE[1], "_target": EDGE[2],
+                                              "criticality": "maybe"})  # fmt: skip
+    assert answer.status_code == 400
+    assert _invalid(answer.text) == ["criticality"]
+    edge = fresh_instance.store.edge(*EDGE)
+    assert edge is not None
+    assert edge.properties["criticality"] == "hard"
+
+
+@pytest.mark.parametrize("ref", [{"type": "depends_on", "source": "svc-x", "target": "svc-y"},
+                                 {"type": "no_such", "source": EDGE[1], "target": EDGE[2]},
+                                 {"type": "depends_on", "source": EDGE[1], "target": "svc-not-a-dependency"},
+                                 {}])  # fmt: skip
+async def test_an_edge_form_that_names_no_edge_of_this_node_is_refused(
+    http: httpx2.AsyncClient, ref: dict[str, str]
+) -> None:
+    answer = await http.get(EDGE_PAGE, params=ref)
+    assert answer.status_code in (400, 404), answer.text[:300]
+    assert answer.headers["content-type"].startswith("text/html")
