@@ -101,8 +101,8 @@ class Commit(Protocol):
     def __call__(self, operations: Sequence[Operation], *, dry_run: bool = False) -> CommitResult:
         """Commit `operations` as the caller in one transaction (`Store.commit`, with `write_guard` checking that
         the caller may touch every record involved, and `core.dispatch.review` refusing a write of a type that
-        waits for review with `ReviewRequiredError`, unless the caller writes it directly), then bring this process's index up to it, so the call's next
-        read sees its write and the change listeners hear it now."""
+        waits for review with `ReviewRequiredError`, unless the caller writes it directly), then bring this
+        process's index up to it, so the call's next read sees its write and the change listeners hear it now."""
         ...
 
     def published(self) -> None:

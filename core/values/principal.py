@@ -65,8 +65,8 @@ class Reviewers:
 
 @dataclass(frozen=True)
 class ReviewPolicy:
-    """Which writes wait for review (`core.dispatch.review`): those touching a node or edge type of `types` (`[proposals]
-    review_types` in canon.toml, besides the types the model marks `"review": "required"`), by a principal with
+    """Which writes wait for review (`core.dispatch.review`): those touching a node or edge type of `types`
+    (`[proposals] review_types` in canon.toml, besides the types the model marks `"review": "required"`), by one with
     none of `direct_roles` and in none of `direct_groups` (default: only the admin writes them directly)."""
 
     types: frozenset[str] = frozenset()
