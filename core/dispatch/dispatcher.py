@@ -46,9 +46,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
+from core.dispatch import proposals
 from core.dispatch.access import may_call, require_node, require_tool, sight_of, write_guard
 from core.dispatch.pinning import pin
 from core.dispatch.planning import ModelPlanner
+from core.dispatch.proposal_view import ProposalView
 from core.dispatch.proposals import ProposalBook
 from core.dispatch.registry import Registry, ToolDefinition
 from core.dispatch.review import review_guard
@@ -404,6 +406,10 @@ class Dispatcher:
             full = pin(self.store, tool, full)  # as_of -> at (core.dispatch.pinning)
             at = full["at"] if "at" in full and tool.pins else None  # a read of the past: the view is the store's then
             handler, ctx = self.handlers[tool.name], self.context(principal, surface, received, at)
+            if "proposal" in full and tool.pins:  # a read at a proposal: the current view with its writes applied
+                ctx = dataclasses.replace(
+                    ctx, view=ProposalView(self.store, ctx.view, proposals.get(self.store, full["proposal"]))
+                )
             value = self._walk(handler, ctx, tool.name, full) if tool.execution == "walk" else handler(ctx, full)
             outcome = "ok"
             return ToolResult(tool.name, shape(value, full, self.registry.model))
@@ -417,7 +423,8 @@ class Dispatcher:
         """A walk's value: from a walk worker when there is one for it (core.dispatch.walkers), else run here when its
         turn
         comes (core.values.priority)."""
-        if self.walkers is not None and self.walkers.serves(name, handler):
+        # a walk worker reads the store's views, not a proposal's (which is this process's dry run)
+        if self.walkers is not None and not isinstance(ctx.view, ProposalView) and self.walkers.serves(name, handler):
             value = self.walkers.walk(ctx, name, arguments)
             if value is not None:
                 return value

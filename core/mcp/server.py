@@ -109,6 +109,9 @@ _GUARD_KEYWORDS = frozenset(
     "$schema minLength maxLength minItems maxItems uniqueItems minProperties maxProperties propertyNames".split()
 )
 _SCHEMA_MAPS = ("properties", "$defs", "patternProperties", "dependentSchemas")  # name -> subschema
+# An argument marked `"x-canon-profile": "full"` (a read at a proposal) is left out of the agent profile's schema: the
+# server still takes it there (the agent profile's schemas name no `additionalProperties: false`).
+FULL_ONLY = "x-canon-profile"
 _SCHEMA_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")  # [subschema]
 
 
@@ -128,7 +131,10 @@ def _lean_schema(schema: Any) -> Any:
             continue
         if key == "pattern" and value == _PROPERTY_NAME:
             continue
-        if key in _SCHEMA_MAPS and isinstance(value, Mapping):
+        if key == "properties" and isinstance(value, Mapping):  # an argument only the full profile lists: left out
+            out[key] = {name: _lean_schema(sub) for name, sub in value.items()
+                        if not (isinstance(sub, Mapping) and sub.get(FULL_ONLY) == "full")}  # fmt: skip
+        elif key in _SCHEMA_MAPS and isinstance(value, Mapping):
             out[key] = {name: _lean_schema(sub) for name, sub in value.items()}
         elif key in _SCHEMA_LISTS and isinstance(value, list):
             out[key] = [_lean_schema(sub) for sub in value]

@@ -13,18 +13,23 @@ from core.values.paging import decode_cursor, encode_cursor, page
 
 def not_at_a_past_revision(tool: str, args: dict[str, Any], names: tuple[str, ...]) -> None:
     """Refuse the arguments among `names` that `tool` does not take together with `at` (a read at a past revision,
-    `Store.view`, answers fewer questions than the current graph index: `core.store.view.current_only`)."""
+    `Store.view`, answers fewer questions than the current graph index: `core.store.view.current_only`) or with
+    `proposal` (a read at a proposal, `core.dispatch.proposal_view`, answers the same as a read of the past)."""
     given = [name for name in names if name in args]
-    if "at" in args and given:
-        raise InvalidArgumentsError(
-            tool, [Problem(f"/{name}", "not supported with at (a read at a past revision)") for name in given]
-        )
+    for pinned, what in (("at", "at (a read at a past revision)"), ("proposal", "proposal (a read at a proposal)")):
+        if pinned in args and given:
+            raise InvalidArgumentsError(tool, [Problem(f"/{name}", f"not supported with {what}") for name in given])
+
+
+def pinned(args: dict[str, Any]) -> bool:
+    """Whether the call reads another view than the current one: a past revision (`at`) or a proposal."""
+    return "at" in args or "proposal" in args
 
 
 @handler("get_node")
 def get_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    view = ctx.view  # at the revision `at` names, or the current one
-    if "at" in args:
+    view = ctx.view  # at the revision `at` names, at the proposal `proposal` names, or the current one
+    if pinned(args):
         node = view.node(args["id"], sight=ctx.sight)  # the rule for the past (`core.store.view.sees_then`)
         if node is None:
             raise NotFoundError("node", args["id"])
@@ -43,7 +48,7 @@ def text_fields(ctx: CallContext) -> dict[str, tuple[str, ...]]:
 @handler("find_nodes")
 def find_nodes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     not_at_a_past_revision("find_nodes", args, ("where", "text", "facets"))
-    if "at" in args:
+    if pinned(args):
         return _find_nodes_then(ctx, args)
     node_type = ctx.model.node_types.get(args["type"]) if "type" in args else None
     conditions = parse_where(args.get("where", {}), node_type, tool="find_nodes")

@@ -15,11 +15,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repository's packages
 
-from core.dispatch import proposals  # noqa: E402
-from core.lang.model import load_model  # noqa: E402
-from core.store import open_store  # noqa: E402
-from core.values.principal import Principal, Reviewers  # noqa: E402
-from tests.core._write_loop import batch_arguments  # noqa: E402
+from core.dispatch import proposals
+from core.lang.model import load_model
+from core.store import open_store
+from core.values.principal import Principal, Reviewers
+from tests.core._write_loop import batch_arguments
 
 AUTHOR = Principal("agent", frozenset({"writer"}))
 REVIEWER = Principal("rita", frozenset({"writer"}), frozenset({"reviewers"}))
