@@ -115,7 +115,6 @@ def test_a_closed_or_unknown_proposal_is_an_error(instance: Instance, proposal: 
         "not_found"
     )
     proposals.review(instance.store, REVIEWER, proposal, "approve", "ok", Reviewers())
-    instance.index.sync()
     closed = _call(instance, READER, "get_node", {"id": TEAM, "proposal": proposal})
     assert closed["error"]["code"] == "invalid"
     assert "merged" in closed["error"]["message"]
