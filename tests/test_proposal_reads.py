@@ -16,6 +16,7 @@ from core.ops.config import Config
 from core.seam.instance import Instance, open_instance
 from core.values.principal import Principal, Reviewers
 from tests.conftest import walking_in_a_worker
+from tests.generators.conftest import asgi, token
 
 pytestmark = pytest.mark.both_backends
 AGENT = Principal("agent", frozenset({"writer"}))
@@ -35,8 +36,8 @@ OPERATIONS: list[dict[str, Any]] = [
 
 
 @pytest.fixture
-def instance(seeded_location: str | Path) -> Iterator[Instance]:
-    opened = open_instance(Config(store=seeded_location))
+def instance(seeded_location: str | Path, tmp_path: Path) -> Iterator[Instance]:
+    opened = open_instance(Config(store=seeded_location, tokens=tmp_path / "tokens.json"))
     yield opened
     opened.close()
 
@@ -131,3 +132,25 @@ def test_a_neighbours_read_at_a_proposal_runs_here_even_where_walks_run_in_a_wor
         documented = _call(instance, READER, "get_neighbors", {**args, "proposal": id_})
         assert [i["node"]["id"] for i in documented["items"]] == ["doc-reference-public-api"]
         assert _call(instance, READER, "get_neighbors", {"id": TEAM, "limit": 5})["items"]  # the worker answers one
+
+
+@pytest.mark.anyio
+async def test_a_read_at_a_proposal_is_the_same_on_rest_and_graphql(instance: Instance, proposal: str) -> None:
+    async with asgi(instance) as http:
+        http.headers["Authorization"] = "Bearer " + token(instance, "rob", "reader")
+        rest = await http.get(f"/api/nodes/{TEAM}", params={"proposal": proposal})
+        assert rest.status_code == 200, rest.text
+        assert rest.json()["node"]["properties"]["mission"] == "Proposed."
+        query = '{ get_node(id: "%s", proposal: "%s") { revision node { id ... on Team { properties { mission } } } } }'
+        graphql = (await http.post("/graphql", json={"query": query % (TEAM, proposal)})).json()
+        assert graphql["data"]["get_node"]["node"]["properties"]["mission"] == "Proposed.", graphql
+        # an edge field under a read at a proposal reads at the proposal too (GraphQL's one pin per query)
+        edges = ('{ get_node(id: "%s", proposal: "%s") { node { ... on Team { owns(limit: 100) '
+                 "{ items { node { id } } } } } } }")  # fmt: skip
+        owned = (await http.post("/graphql", json={"query": edges % (TEAM, proposal)})).json()
+        ids = {i["node"]["id"] for i in owned["data"]["get_node"]["node"]["owns"]["items"]}
+        assert SERVICE not in ids
+        assert ids
+        refused = await http.get("/api/nodes", params={"type": "Team", "text": "x", "proposal": proposal})
+        assert refused.status_code == 400
+        assert refused.json()["errors"][0]["pointer"] == "/text"
