@@ -191,7 +191,7 @@ def test_the_agent_profile_answers_the_two_heaviest_nodes_default_reads_within_8
 
 
 AGENT_TOOLS_LIST_BUDGET = 12_800  # bytes of the agent profile's tools/list line (ADR 0032, ADR 0042: 12 KiB + as_of)
-FULL_TOOLS_LIST_BUDGET = 73_728  # (ADR 0042: 48 KiB + as_of; ADR 0050: 68 KiB; ADR 0054: 72 KiB) programs, UIs
+FULL_TOOLS_LIST_BUDGET = 73_728  # (ADR 0042: 48 KiB + as_of; ADR 0050: 68 KiB; ADR 0055: 72 KiB) programs, UIs
 
 
 @pytest.mark.parametrize("role", ["writer", "admin"])
