@@ -46,11 +46,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
+from core.dispatch import proposals
 from core.dispatch.access import may_call, require_node, require_tool, sight_of, write_guard
 from core.dispatch.pinning import pin
 from core.dispatch.planning import ModelPlanner
+from core.dispatch.proposal_view import ProposalView
 from core.dispatch.proposals import ProposalBook
 from core.dispatch.registry import Registry, ToolDefinition
+from core.dispatch.review import review_guard
 from core.index.current import CurrentView
 from core.index.graph import GraphIndex
 from core.lang.model import Model
@@ -70,7 +73,7 @@ from core.values.errors import (
 )
 from core.values.json_values import storable_text, value_problems
 from core.values.operations import Operation
-from core.values.principal import Principal, Reviewers
+from core.values.principal import Principal, Reviewers, ReviewPolicy
 from core.values.priority import Priority
 from core.values.records import Node, Sight
 
@@ -99,8 +102,9 @@ class Commit(Protocol):
 
     def __call__(self, operations: Sequence[Operation], *, dry_run: bool = False) -> CommitResult:
         """Commit `operations` as the caller in one transaction (`Store.commit`, with `write_guard` checking that
-        the caller may touch every record involved), then bring this process's index up to it, so the call's next
-        read sees its write and the change listeners hear it now."""
+        the caller may touch every record involved, and `core.dispatch.review` refusing a write of a type that
+        waits for review with `ReviewRequiredError`, unless the caller writes it directly), then bring this
+        process's index up to it, so the call's next read sees its write and the change listeners hear it now."""
         ...
 
     def published(self) -> None:
@@ -112,14 +116,19 @@ class StoreCommit:
     """`Commit` on a store and the graph index that mirrors it, for one principal. (A plain class: one is made
     per call, on the path every read takes.)"""
 
-    __slots__ = ("index", "principal", "store")
+    __slots__ = ("guard", "index", "principal", "store")
 
-    def __init__(self, store: Store, index: GraphIndex, principal: Principal) -> None:
+    def __init__(self, store: Store, index: GraphIndex, principal: Principal, policy: ReviewPolicy | None = None,
+                 model: Model | None = None) -> None:  # fmt: skip
         self.store, self.index, self.principal = store, index, principal
+        self.guard = write_guard(principal)
+        if policy is not None and model is not None:  # a write of a reviewed type: ReviewRequiredError
+            self.guard = review_guard(policy, model, principal, self.guard)
 
     def __call__(self, operations: Sequence[Operation], *, dry_run: bool = False) -> CommitResult:
-        result = self.store.commit(operations, principal=self.principal.name, dry_run=dry_run,
-                                   guard=write_guard(self.principal))  # fmt: skip
+        # a dry run writes nothing, so it is checked as the write it is, without the review policy's refusal
+        guard = write_guard(self.principal) if dry_run else self.guard
+        result = self.store.commit(operations, principal=self.principal.name, dry_run=dry_run, guard=guard)
         if result.changes:
             self.index.sync()  # apply now (and notify listeners), so the caller's next read sees its write
         return result
@@ -294,6 +303,7 @@ class Dispatcher:
     priority: Priority = field(default_factory=Priority)  # walks take turns: cheap calls before walks
     walkers: WalkPool | None = None  # walk worker processes (core.dispatch.walkers); None: walks run in this process
     reviewers: Reviewers = field(default_factory=Reviewers)  # who may review proposals (`[proposals]`)
+    policy: ReviewPolicy = field(default_factory=ReviewPolicy)  # which writes wait for review (`[proposals]`)
     planner: ModelPlanner | None = None  # what `apply_model` plans with, handed in by the composition root
     current: CurrentView = field(init=False, repr=False)  # the view of the current revision every call reads
     book: ProposalBook = field(init=False, repr=False)  # the store's proposals, for every call
@@ -318,7 +328,8 @@ class Dispatcher:
         what the change log keeps, `FutureRevisionError` beyond the store)."""
         deadline = (time.monotonic() if received is None else received) + self.time_limit_s
         view: View = self.current if at is None else self.store.view(at)
-        return CallContext(principal, surface, self.registry, view, StoreCommit(self.store, self.index, principal),
+        commit = StoreCommit(self.store, self.index, principal, self.policy, self.registry.model)
+        return CallContext(principal, surface, self.registry, view, commit,
                            deadline, self.time_limit_s, sight_of(principal), self.audit, self.planner,
                            self.reviewers, self.book)  # fmt: skip
 
@@ -395,6 +406,10 @@ class Dispatcher:
             full = pin(self.store, tool, full)  # as_of -> at (core.dispatch.pinning)
             at = full["at"] if "at" in full and tool.pins else None  # a read of the past: the view is the store's then
             handler, ctx = self.handlers[tool.name], self.context(principal, surface, received, at)
+            if "proposal" in full and tool.pins:  # a read at a proposal: the current view with its writes applied
+                ctx = dataclasses.replace(
+                    ctx, view=ProposalView(self.store, ctx.view, proposals.get(self.store, full["proposal"]))
+                )
             value = self._walk(handler, ctx, tool.name, full) if tool.execution == "walk" else handler(ctx, full)
             outcome = "ok"
             return ToolResult(tool.name, shape(value, full, self.registry.model))
@@ -408,7 +423,8 @@ class Dispatcher:
         """A walk's value: from a walk worker when there is one for it (core.dispatch.walkers), else run here when its
         turn
         comes (core.values.priority)."""
-        if self.walkers is not None and self.walkers.serves(name, handler):
+        # a walk worker reads the store's views, not a proposal's (which is this process's dry run)
+        if self.walkers is not None and not isinstance(ctx.view, ProposalView) and self.walkers.serves(name, handler):
             value = self.walkers.walk(ctx, name, arguments)
             if value is not None:
                 return value

@@ -28,7 +28,11 @@ def utc(value: str) -> str:
 
 
 def pin(store: Store, tool: ToolDefinition, args: dict[str, Any]) -> dict[str, Any]:
-    """`args` with `as_of` resolved to `at`, for a tool that takes both (`ToolDefinition.pins`; others: unchanged)."""
+    """`args` with `as_of` resolved to `at`, for a tool that takes both (`ToolDefinition.pins`; others: unchanged).
+    A read at a proposal (`proposal`) reads no revision of the past: with `at` or `as_of` it is an error."""
+    if tool.pins and "proposal" in args and ("at" in args or "as_of" in args):
+        given = "/at" if "at" in args else "/as_of"
+        raise InvalidArgumentsError(tool.name, [Problem(given, "give a revision or a proposal, not both")])
     if "as_of" not in args or not tool.pins:
         return args
     if "at" in args:

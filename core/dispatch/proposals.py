@@ -516,6 +516,12 @@ class ProposalBook:
     def summary(self, p: Proposal, principal: Principal, *, comments: bool = True) -> dict[str, Any]:
         return summary(self._store, p, principal, comments=comments)
 
+    def opened(self, p: Proposal, principal: Principal) -> dict[str, Any]:
+        """What a write answers of the proposal it made or revised: its id, state, base revision and the touched
+        records `principal` may read (`propose_changes`' answer, and a reviewed write's `proposal`)."""
+        return {"id": p.id, "state": p.state, "base_revision": p.base_revision,
+                "touches": visible_keys(self._store, p, principal)}  # fmt: skip
+
     def answer(self, id: str, principal: Principal) -> dict[str, Any]:
         return answer(self._store, id, principal)
 

@@ -453,9 +453,9 @@ def _templates(examples: Examples) -> tuple[ResourceDefinition, ...]:
         ResourceDefinition(
             "proposal", "A proposal", "One proposal as JSON: what get_proposal returns (its operations and diff "
             "against the current revision as you may see them, whether it applies cleanly, its discussion). An MCP "
-            "subscriber is told when it is revised, commented on or closed. "
+            "subscriber (and a GraphQL one) is told when it is revised, commented on or closed. "
             f"Example: {PROPOSAL_TEMPLATE.format(id='p-0123456789ab')}.", "application/json",
-            uri_template=PROPOSAL_TEMPLATE, icon=PROPOSAL_ICON,
+            uri_template=PROPOSAL_TEMPLATE, subscribable=True, icon=PROPOSAL_ICON,
         ),
         ResourceDefinition(
             "model-at", "The model at a revision", "The whole model as it was at a store revision: the model the "

@@ -147,6 +147,13 @@ class _TypeSchema:
         """Whether the type is `deprecated` (JSON Schema meta-data): still served, marked so on every surface."""
         return is_deprecated(self.schema)
 
+    @property
+    def review_required(self) -> bool:
+        """Whether the model says a write of this type waits for review (`"review": "required"` in its
+        `x-canon-node` or `x-canon-edge`; `core.dispatch.review`)."""
+        annotation = self.schema.get("x-canon-node", self.schema.get("x-canon-edge"))
+        return isinstance(annotation, Mapping) and annotation.get("review") == "required"  # pyright: ignore[reportUnknownMemberType]
+
 
 @dataclass(frozen=True)
 class NodeType(_TypeSchema):
@@ -250,6 +257,11 @@ class Model:
     @property
     def version(self) -> str:
         return str(self.document["x-canon-model"]["version"])
+
+    @cached_property
+    def reviewed_types(self) -> frozenset[str]:
+        """The node and edge types the model marks `"review": "required"` (`core.dispatch.review`)."""
+        return frozenset(t.name for t in (*self.node_types.values(), *self.edge_types.values()) if t.review_required)
 
     @cached_property
     def canonical_json(self) -> str:

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 from core.values.dialect import schema_validator
 from core.values.documents import pointer
 from core.values.errors import ConfigError
-from core.values.principal import Principal, Reviewers
+from core.values.principal import Principal, Reviewers, ReviewPolicy
 
 __all__ = [
     "DEFAULT_SCOPES",
@@ -119,6 +119,9 @@ class Config:
     local_groups: tuple[str, ...] = ()
     reviewer_roles: tuple[str, ...] = ("admin",)  # who may approve or reject proposals (core.dispatch.proposals) ...
     reviewer_groups: tuple[str, ...] = ("reviewers",)  # ... by role or by group; never a proposal's author
+    review_types: tuple[str, ...] = ()  # node and edge types whose writes wait for review (core.dispatch.review) ...
+    direct_roles: tuple[str, ...] = ("admin",)  # ... except by these roles ...
+    direct_groups: tuple[str, ...] = ()  # ... and these groups, who write them directly
     metrics: bool = True  # Prometheus metrics at /metrics (core.ops.metrics)
     metrics_protected: bool = False  # /metrics answers only a bearer token with the admin role
     tracing: bool = False  # one OpenTelemetry span per dispatched call (core.ops.tracing)
@@ -137,6 +140,10 @@ class Config:
     def reviewers(self) -> Reviewers:
         """Who may review proposals (`[proposals]`)."""
         return Reviewers(frozenset(self.reviewer_roles), frozenset(self.reviewer_groups))
+
+    def review_policy(self) -> ReviewPolicy:
+        """Which writes wait for review (`[proposals]`), besides the types the model marks."""
+        return ReviewPolicy(frozenset(self.review_types), frozenset(self.direct_roles), frozenset(self.direct_groups))
 
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -272,6 +279,9 @@ _KEYS = [
     ("local", "groups", "local_groups"),
     ("proposals", "reviewer_roles", "reviewer_roles"),
     ("proposals", "reviewer_groups", "reviewer_groups"),
+    ("proposals", "review_types", "review_types"),
+    ("proposals", "direct_roles", "direct_roles"),
+    ("proposals", "direct_groups", "direct_groups"),
     ("retention", "audit_days", "audit_days"),
     ("retention", "changes_keep_revisions", "changes_keep_revisions"),
     ("retention", "changes_days", "changes_days"),

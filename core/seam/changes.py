@@ -117,6 +117,7 @@ class ChangeFeed:
         self._wake: asyncio.Event | None = None
         self._subscribers: list[Subscriber] = []
         self._watchers: set[_Watcher] = set()
+        self._hearers: list[tuple[str, MemoryObjectSendStream[str]]] = []  # `hear`: a URI and where to send it
         index.add_listener(self.collect)
 
     def subscribe(self, deliver: Subscriber) -> None:
@@ -137,6 +138,19 @@ class ChangeFeed:
                 yield receive
         finally:
             self._watchers.discard(watcher)
+            send.close()
+
+    @contextlib.asynccontextmanager
+    async def hear(self, uri: str, *, max_buffer: int = 1_000) -> AsyncGenerator[AsyncIterator[str]]:
+        """`uri` each time a batch from now on updates it (`Batch.uris`: a proposal's state change, which no change
+        entry carries, as well as a node's), until the block exits. Who may read it is the reader's to check."""
+        send, receive = anyio.create_memory_object_stream[str](max_buffer)
+        self._hearers.append((uri, send))
+        try:
+            async with receive:
+                yield receive
+        finally:
+            self._hearers.remove((uri, send))
             send.close()
 
     def watchers(self) -> int:
@@ -220,6 +234,10 @@ class ChangeFeed:
                 log.exception("a change subscriber failed")
 
     def _tell_watchers(self, batch: Batch) -> None:
+        for uri, send in list(self._hearers):
+            if uri in batch.uris:
+                with contextlib.suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    send.send_nowait(uri)  # a hearer that fell behind misses a repeat of what it re-reads anyway
         for watcher in list(self._watchers):
             try:
                 for change in batch.changes:

@@ -29,6 +29,8 @@ from core.store import Store, backend_for, open_existing_store, open_store, stor
 from core.store.interchange import import_path
 from core.tools import HANDLERS, Toolset, installed
 from core.values.audit import AuditLog
+from core.values.errors import ConfigError
+from core.values.principal import ReviewPolicy
 
 if TYPE_CHECKING:
     from core.ops.metrics import Metrics
@@ -38,6 +40,17 @@ __all__ = ["Instance", "open_instance"]
 SEED_PRINCIPAL = "system:seed"
 CLOSE_SAVE_LAG = 1_000  # revisions the index may be past its file at close without saving it (or a hundredth of it)
 log = logging.getLogger("canon.model")
+
+
+def review_policy(config: Config, model: Model) -> ReviewPolicy:
+    """`[proposals]`'s review policy for `model`; a `review_types` entry naming none of its types is a
+    `ConfigError` naming it (a later model without the type: the entry names nothing then)."""
+    where = config.origins.get("review_types", "[proposals] review_types")
+    for name in config.review_types:
+        if name not in model.node_types and name not in model.edge_types:
+            raise ConfigError(f"{where}: {name!r} is no node or edge type of the model {model.name}.", source=where,
+                              key="proposals.review_types")  # fmt: skip
+    return config.review_policy()
 
 
 class Instance:
@@ -77,7 +90,7 @@ class Instance:
             # handed in: the walk workers' handler table, and what apply_model plans with (core.dispatch.planning)
             dispatcher = Dispatcher(registry, store, index, self.tools.handlers, audit=self._audit,
                                     walkers=self._walkers(config), planner=Planner(store),
-                                    reviewers=config.reviewers())  # fmt: skip
+                                    reviewers=config.reviewers(), policy=review_policy(config, model))  # fmt: skip
             self._snapshot = Snapshot(dispatcher.registry, dispatcher)
             if config.tracing:  # imported only then: a process that traces nothing loads no tracing code
                 from core.ops.tracing import CallSpans

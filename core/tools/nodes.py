@@ -17,20 +17,27 @@ from core.values.paging import decode_cursor, encode_cursor, page, refused_curso
 from core.values.records import Node
 
 
-def not_at_a_past_revision(tool: str, args: dict[str, Any], names: tuple[str, ...]) -> None:
+def not_at_a_past_revision(
+    tool: str, args: dict[str, Any], names: tuple[str, ...], *, pins: tuple[str, ...] = ("at", "proposal")
+) -> None:
     """Refuse the arguments among `names` that `tool` does not take together with `at` (a read at a past revision,
-    `Store.view`, answers fewer questions than the current graph index: `core.store.view.current_only`)."""
+    `Store.view`, answers fewer questions than the current graph index: `core.store.view.current_only`) or with
+    `proposal` (a read at a proposal, `core.dispatch.proposal_view`, answers the same as a read of the past)."""
     given = [name for name in names if name in args]
-    if "at" in args and given:
-        raise InvalidArgumentsError(
-            tool, [Problem(f"/{name}", "not supported with at (a read at a past revision)") for name in given]
-        )
+    for pinned, what in (("at", "at (a read at a past revision)"), ("proposal", "proposal (a read at a proposal)")):
+        if pinned in pins and pinned in args and given:
+            raise InvalidArgumentsError(tool, [Problem(f"/{name}", f"not supported with {what}") for name in given])
+
+
+def pinned(args: dict[str, Any]) -> bool:
+    """Whether the call reads another view than the current one: a past revision (`at`) or a proposal."""
+    return "at" in args or "proposal" in args
 
 
 @handler("get_node")
 def get_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    view = ctx.view  # at the revision `at` names, or the current one
-    if "at" in args:
+    view = ctx.view  # at the revision `at` names, at the proposal `proposal` names, or the current one
+    if pinned(args):
         node = view.node(args["id"], sight=ctx.sight)  # the rule for the past (`core.store.view.sees_then`)
         if node is None:
             raise NotFoundError("node", args["id"])
@@ -49,6 +56,9 @@ def text_fields(ctx: CallContext) -> dict[str, tuple[str, ...]]:
 @handler("find_nodes")
 def find_nodes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     not_at_a_past_revision("find_nodes", args, ("facets", "order_by"))
+    if "proposal" in args:
+        not_at_a_past_revision("find_nodes", args, ("where", "text"), pins=("proposal",))
+        return _find_nodes_at_a_proposal(ctx, args)
     node_type = ctx.model.node_types.get(args["type"]) if "type" in args else None
     conditions = parse_where(args.get("where", {}), node_type, tool="find_nodes")
     faceted = parse_facets(args.get("facets", ()), node_type, ctx.model, tool="find_nodes")
@@ -99,6 +109,18 @@ def _sorted_position(ctx: CallContext, query: NodeQuery, after: Any) -> tuple[st
         raise refused_cursor("find_nodes", "the node this cursor's page ended at has changed or is gone since; "
                              "start again without the cursor")  # fmt: skip
     return node.id, replace(query, position=tuple(values))
+
+
+def _find_nodes_at_a_proposal(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    """find_nodes at a proposal: by type, paged, from the proposal's view (`core.dispatch.proposal_view`)."""
+    view = ctx.view
+    limit = args["limit"]
+    after = decode_cursor("find_nodes", args, str)
+    nodes, total = view.find_nodes(args.get("type"), sight=ctx.sight, after=after, limit=limit + 1)
+    more = len(nodes) > limit
+    nodes = nodes[:limit]
+    cursor = encode_cursor("find_nodes", args, nodes[-1].id) if more else None
+    return page([n.to_json() for n in nodes], total=total, limit=limit, revision=view.revision, next_cursor=cursor)
 
 
 def query_then(ctx: CallContext, query: NodeQuery) -> NodeQuery:

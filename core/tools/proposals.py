@@ -40,8 +40,7 @@ def _pointing(requested: Sequence[Any]) -> Generator[None]:
 
 
 def _opened(ctx: CallContext, p: Proposal) -> dict[str, Any]:
-    touches = ctx.proposals.visible_keys(p, ctx.principal)
-    return {"id": p.id, "state": p.state, "base_revision": p.base_revision, "touches": touches}
+    return ctx.proposals.opened(p, ctx.principal)
 
 
 @handler("propose_changes")

@@ -11,6 +11,7 @@ from core.dispatch.dispatcher import CallContext, handler
 from core.lang.model import Model
 from core.store.past_graph import PastGraph
 from core.store.view import Step, View
+from core.tools.nodes import pinned
 from core.values.errors import ForbiddenError, InvalidArgumentsError, LimitExceededError, NotFoundError, Problem
 from core.values.paging import decode_cursor, encode_cursor, page
 from core.values.records import Edge, Sight
@@ -109,8 +110,8 @@ def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     origin, depth = args["id"], args["depth"]
     way = follow(ctx.model, args["direction"], args.get("edge_types", []))
     limit = args["limit"]
-    if "at" in args:
-        return _neighbors_then(ctx, args, way.then(ctx.view))
+    if pinned(args):  # a past revision or a proposal: depth 1 from the view, not a walk of the graph index
+        return _neighbors_then(ctx, args, way.then(ctx.view) if "at" in args else way)  # names then, at a revision
     with ctx.view.walk() as held:
         ctx.check_time()  # the call may have waited its time out already (for a worker thread, a sync)
         graph, revision = held.graph, held.revision
@@ -154,7 +155,8 @@ def _neighbors_then(ctx: CallContext, args: dict[str, Any], way: Follow) -> dict
     origin, limit = args["id"], args["limit"]
     if args["depth"] != 1:
         raise InvalidArgumentsError(
-            "get_neighbors", [Problem("/depth", "only 1 is supported with at (a read at a past revision)")]
+            "get_neighbors",
+            [Problem("/depth", "only 1 is supported with at (a read at a past revision) or with proposal")],
         )
     view = ctx.view  # the store's view at `at` (dispatch made it)
     if view.node(origin, sight=ctx.sight) is None:  # ForbiddenError if the caller may not see it then

@@ -4,6 +4,11 @@ Each builds `core.values.operations` and hands them to `ctx.commit` (`Store.comm
 take), so a write is validated exactly as an import is, inside the transaction, with
 `core.dispatch.access.write_guard` checking that the caller may touch every record involved. After the commit the
 index is synced at once, which also hands the changes to the change listeners (subscriptions, the change feed).
+
+A write that touches a type waiting for review, by a caller who may not write it directly (`core.dispatch.review`),
+writes nothing: the same operations become a proposal (`core.dispatch.proposals`, checked as `propose_changes`
+checks them), and the answer is `proposed`'s: `proposal` (its id, state, base revision and touched records),
+`changed` false and `revision` the one it was checked on.
 """
 
 from __future__ import annotations
@@ -12,14 +17,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from core.dispatch.dispatcher import CallContext, handler
+from core.dispatch.proposals import Proposal
 from core.store import CommitResult
-from core.values.errors import NotFoundError, Problem, ValidationError
+from core.values.errors import NotFoundError, Problem, ReviewRequiredError, ValidationError
 from core.values.operations import DeleteNode, Operation, PatchNode, PutEdge, PutNode
 from core.values.operations import operation_of as _operation
 from core.values.records import Change, Edge, Node, edge_key
 
 __all__ = [
-    "batch_error", "delete_edge", "delete_node", "patch_node", "upsert_edge", "upsert_node", "write_batch",
+    "batch_error", "delete_edge", "delete_node", "patch_node", "proposed", "upsert_edge", "upsert_node", "write_batch",
 ]  # fmt: skip
 NODE_OPS = ("upsert_node", "patch_node", "delete_node")
 
@@ -32,13 +38,32 @@ def batch_error(exc: ValidationError, operations: Sequence[Operation], at: str) 
     return ValidationError(f"{what} has {len(problems)} problem(s); nothing was written.", problems)
 
 
-def _commit(ctx: CallContext, operations: Sequence[Operation], *, at: str, dry_run: bool = False) -> CommitResult:
-    """Commit for the caller; problems point into the tool's arguments (`at` + the operation's own pointer)."""
+def _commit(ctx: CallContext, operations: Sequence[Operation], requested: Sequence[dict[str, Any]], *, at: str,
+            dry_run: bool = False) -> CommitResult | Proposal:  # fmt: skip
+    """Commit for the caller, or, where a type waits for review, propose `requested` (the same operations) in its
+    name; problems point into the tool's arguments (`at` + the operation's own pointer)."""
     try:
-        result = ctx.commit(operations, dry_run=dry_run)  # the index is synced at once: the next read sees it
+        try:
+            return ctx.commit(operations, dry_run=dry_run)  # the index is synced at once: the next read sees it
+        except ReviewRequiredError as needs:  # nothing was written
+            tool = requested[0]["op"] if at == "" else "write_batch"
+            rationale = (f"Made by {tool}: {', '.join(needs.types)} wait(s) for review, and {ctx.principal.name} "
+                         "may not write it directly.")  # fmt: skip
+            return ctx.proposals.propose(ctx.principal, requested, f"{tool}: {_title(operations)}", rationale,
+                                         surface=ctx.surface)  # fmt: skip
     except ValidationError as exc:
         raise batch_error(exc, operations, at) from None
-    return result
+
+
+def proposed(ctx: CallContext, p: Proposal, **answer: Any) -> dict[str, Any]:
+    """A write tool's answer when its write became the proposal `p`: nothing written (`changed` false, where the
+    tool answers it), `revision` the one it was checked on, and `answer`'s fields the tool answers whatever it
+    wrote."""
+    return {"proposal": ctx.proposals.opened(p, ctx.principal), **answer, "revision": p.base_revision}
+
+
+def _title(operations: Sequence[Operation]) -> str:
+    return _subject(operations[0]) + (f" and {len(operations) - 1} more" if len(operations) > 1 else "")
 
 
 def _subject(op: Operation) -> str:
@@ -62,7 +87,9 @@ def _relocate(problem: Problem, at: str) -> Problem:
 def _upserted(ctx: CallContext, op: str, args: dict[str, Any], field: str, kind: str, key: str,
               current: Callable[[], Node | Edge | None]) -> dict[str, Any]:  # fmt: skip
     """Commit one upsert; answer with the record as written (or as it already was: nothing changed)."""
-    result = _commit(ctx, [_operation(op, args)], at="")
+    result = _commit(ctx, [_operation(op, args)], [{"op": op, **args}], at="")
+    if isinstance(result, Proposal):
+        return proposed(ctx, result, changed=False)
     if result.changes:
         change = result.changes[-1]
         assert change.after is not None
@@ -83,7 +110,9 @@ def upsert_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
 @handler("patch_node")
 def patch_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     """Apply a merge patch inside the write transaction; answer with the node as it is after it."""
-    result = _commit(ctx, [_operation("patch_node", args)], at="")
+    result = _commit(ctx, [_operation("patch_node", args)], [{"op": "patch_node", **args}], at="")
+    if isinstance(result, Proposal):
+        return proposed(ctx, result, changed=False)
     if result.changes:
         record = dict(result.changes[-1].after or {})
     else:  # the patch changed nothing
@@ -96,7 +125,9 @@ def patch_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
 
 @handler("delete_node")
 def delete_node(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    result = _commit(ctx, [_operation("delete_node", args)], at="")
+    result = _commit(ctx, [_operation("delete_node", args)], [{"op": "delete_node", **args}], at="")
+    if isinstance(result, Proposal):
+        return proposed(ctx, result, id=args["id"])
     edges = sum(1 for c in result.changes if c.kind == "edge")
     return {"id": args["id"], "deleted_edges": edges, "revision": result.revision}
 
@@ -109,8 +140,11 @@ def upsert_edge(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
 
 @handler("delete_edge")
 def delete_edge(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    result = _commit(ctx, [_operation("delete_edge", args)], at="")
-    return {"key": edge_key(args["type"], args["source"], args["target"]), "revision": result.revision}
+    result = _commit(ctx, [_operation("delete_edge", args)], [{"op": "delete_edge", **args}], at="")
+    key = edge_key(args["type"], args["source"], args["target"])
+    if isinstance(result, Proposal):
+        return proposed(ctx, result, key=key)
+    return {"key": key, "revision": result.revision}
 
 
 @handler("write_batch")
@@ -118,15 +152,22 @@ def write_batch(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     requested: list[dict[str, Any]] = args["operations"]
     operations = [_operation(r["op"], r) for r in requested]
     dry_run = bool(args.get("dry_run", False))
-    result = _commit(ctx, operations, at="/operations/{i}", dry_run=dry_run)
+    result = _commit(ctx, operations, requested, at="/operations/{i}", dry_run=dry_run)
+    if isinstance(result, Proposal):
+        return proposed(ctx, result, results=[{"op": r["op"], "key": _key_of(r), "changed": False} for r in requested],
+                        changes=0, dry_run=False)  # fmt: skip
     last: dict[int, Change] = {}  # operation index -> the last change it made
     for change, index in zip(result.changes, result.operations, strict=True):
         last[index] = change
     results: list[dict[str, Any]] = []
     for index, r in enumerate(requested):
-        key = r["id"] if r["op"] in NODE_OPS else edge_key(r["type"], r["source"], r["target"])
-        entry: dict[str, Any] = {"op": r["op"], "key": key, "changed": index in last}
+        entry: dict[str, Any] = {"op": r["op"], "key": _key_of(r), "changed": index in last}
         if index in last:
             entry["revision"] = last[index].revision
         results.append(entry)
     return {"results": results, "changes": len(result.changes), "revision": result.revision, "dry_run": dry_run}
+
+
+def _key_of(requested: dict[str, Any]) -> str:
+    return requested["id"] if requested["op"] in NODE_OPS else edge_key(
+        requested["type"], requested["source"], requested["target"])  # fmt: skip

@@ -14,6 +14,7 @@ caller would naturally catch::
      ├── UnknownToolError(LookupError)      no tool of that name                      .tool .suggestions
      ├── ConflictError(RuntimeError)        expected revision is stale                .key .expected .actual
      ├── ForbiddenError(PermissionError)    the caller may not call that or see that  .kind .key
+     │    └── ReviewRequiredError           a write of a type that waits for review   .types
      ├── LimitExceededError(RuntimeError)   a query went past a bound (work, time)    .limit .value
      ├── GoneError(LookupError)             a change-log cursor older than is kept    .since .oldest
      ├── StoreError(RuntimeError)           the store cannot be opened or migrated    .path
@@ -42,6 +43,7 @@ __all__ = [
     "ModelError",
     "NotFoundError",
     "Problem",
+    "ReviewRequiredError",
     "StoreError",
     "StoreUnavailableError",
     "UnavailableError",
@@ -171,6 +173,17 @@ class ForbiddenError(CanonError, PermissionError):
         super().__init__(message)
         self.kind = kind  # "tool", "node", "edge", "resource"
         self.key = key
+
+
+class ReviewRequiredError(ForbiddenError):
+    """A direct write touches a type that needs review (`core.dispatch.review`) by a caller who may not write it
+    directly. The write tools answer it with a proposal instead; any other writer hears it as this error."""
+
+    def __init__(self, principal: str, types: Sequence[str]) -> None:
+        names = ", ".join(types)
+        super().__init__("type", types[0], f"{principal} may not write {names} directly: a change to it is reviewed; "
+                         "propose it with propose_changes.")  # fmt: skip
+        self.types = tuple(types)
 
 
 class StoreError(CanonError, RuntimeError):

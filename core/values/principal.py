@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["ANONYMOUS", "LOCAL", "ROLES", "Principal", "Reviewers"]
+__all__ = ["ANONYMOUS", "LOCAL", "ROLES", "Principal", "ReviewPolicy", "Reviewers"]
 
 ROLES: dict[str, frozenset[str]] = {
     "reader": frozenset({"read"}),
@@ -61,3 +61,19 @@ class Reviewers:
     def include(self, principal: Principal) -> bool:
         return principal.authenticated and not (self.roles.isdisjoint(principal.roles)
                                                 and self.groups.isdisjoint(principal.groups))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ReviewPolicy:
+    """Which writes wait for review (`core.dispatch.review`): those touching a node or edge type of `types`
+    (`[proposals] review_types` in canon.toml, besides the types the model marks `"review": "required"`), by one with
+    none of `direct_roles` and in none of `direct_groups` (default: only the admin writes them directly)."""
+
+    types: frozenset[str] = frozenset()
+    direct_roles: frozenset[str] = frozenset({"admin"})
+    direct_groups: frozenset[str] = frozenset()
+
+    def direct(self, principal: Principal) -> bool:
+        """Whether `principal` writes the reviewed types directly."""
+        return principal.authenticated and not (self.direct_roles.isdisjoint(principal.roles)
+                                                and self.direct_groups.isdisjoint(principal.groups))  # fmt: skip

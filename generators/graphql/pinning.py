@@ -1,4 +1,4 @@
-"""One revision for a whole GraphQL query: the `at` or `as_of` its root fields give.
+"""One revision for a whole GraphQL query: the `at` or `as_of` its root fields give (or the `proposal` it reads at).
 
 A query that reads the past names the revision on a root field (`get_node(id: ..., at: 12)`). Everything that
 query reads is then read at that revision: the other root fields that take `at`, and the edge fields under any of
@@ -34,10 +34,12 @@ from generators.graphql.bounds import canon_error
 __all__ = ["pinned"]
 
 _KEY = "canon.pin"  # where a request's pin is kept in strawberry's context
+PINNED = (*PINS, "proposal")  # a read at a proposal pins the whole query to it too (core.dispatch.proposal_view)
 
 
 def pinned(info: strawberry.Info, tool: str) -> dict[str, Any]:
-    """The query's pin, `{"at": n}`, `{"as_of": time}` or `{}`, for a call of `tool` made while resolving it."""
+    """The query's pin, `{"at": n}`, `{"as_of": time}`, `{"proposal": id}` or `{}`, for a call of `tool` made while
+    resolving it."""
     context = info.context
     if isinstance(context, dict) and _KEY in context:
         found: dict[str, Any] = context[_KEY]
@@ -48,7 +50,7 @@ def pinned(info: strawberry.Info, tool: str) -> dict[str, Any]:
     variables = info.variable_values
     for field in _root_fields(raw.operation.selection_set, raw.fragments):
         for argument in field.arguments or ():
-            if argument.name.value in PINS:
+            if argument.name.value in PINNED:
                 value = value_from_ast_untyped(argument.value, variables)
                 if value is not None and value is not Undefined:  # a variable not given is no pin
                     given.setdefault((argument.name.value, repr(value)), (field.name.value, value))

@@ -47,8 +47,9 @@ from core.dispatch.resources import ResourceContent, read_resource
 from core.lang.model import DEPRECATED
 from core.lang.schema_diff import Finding
 from core.seam.surfaces import ASGIApp, SurfaceHost
-from core.values.errors import CanonError, LimitExceededError
+from core.values.errors import CanonError, LimitExceededError, UnavailableError
 from core.values.principal import Principal
+from core.values.uris import PROPOSAL_TEMPLATE
 from generators.graphql.app import asgi_app, local_assets
 from generators.graphql.bounds import (
     MAX_COST,
@@ -294,6 +295,37 @@ class Builder:
         description = f"Every change to {entry.uri or entry.uri_template}, as it is committed. {entry.description}"
         return strawberry.subscription(resolver=subscribe, name=name, description=description)
 
+    def proposal_subscription(self, name: str, entry: ResourceDefinition, uri_of: Callable[[Mapping[str, Any]], str],
+                              params: list[inspect.Parameter], resource: Any) -> Any:  # fmt: skip
+        """A proposal's resource each time its state changes (revised, commented on, withdrawn, rejected, merged),
+        read anew as the subscriber may read it: a proposal's state is no change-log entry (`ChangeFeed.hear`)."""
+        runtime = self.runtime
+
+        async def subscribe(info: strawberry.Info, **given: Any) -> AsyncGenerator[Any]:
+            uri = uri_of(given)
+            principal = runtime.principal(info)
+            feed = runtime.host.feed
+            if feed is None:  # a host that only renders artifacts
+                raise canon_error(UnavailableError("This server delivers no change events."))
+            if runtime.subscriptions >= MAX_SUBSCRIPTIONS:
+                raise canon_error(LimitExceededError(f"The server holds its maximum of {MAX_SUBSCRIPTIONS} "
+                                                     "subscriptions; try again later.", limit="subscriptions",
+                                                     value=MAX_SUBSCRIPTIONS))  # fmt: skip
+            runtime.subscriptions += 1
+            try:
+                async with feed.hear(uri) as heard:  # hearing before authorising: nothing is missed
+                    await runtime.read(principal, uri, "resources/subscribe")  # must exist, must be readable
+                    async for _ in heard:
+                        content = await runtime.read(principal, uri)
+                        yield resource(uri=content.uri, mime_type=content.mime_type, text=content.text)
+            finally:
+                runtime.subscriptions -= 1
+
+        _sign(subscribe, params, AsyncGenerator[resource])
+        description = (f"{entry.uri_template} each time the proposal changes (revised, commented on, withdrawn, "
+                       "rejected, merged), as you may read it then.")  # fmt: skip
+        return strawberry.subscription(resolver=subscribe, name=name, description=description)
+
     # -- all of it -----------------------------------------------------------------------------------------------------
     def build(self) -> Built:
         self.mapper.node_types(self.edge_fields)
@@ -308,7 +340,9 @@ class Builder:
         taken = set(query)
         for entry in (*self.registry.resources, *self.registry.templates):
             name, query[name], (uri_of, params) = self.resource_field(entry, resource, taken)
-            if entry.subscribable:
+            if entry.uri_template == PROPOSAL_TEMPLATE:  # a proposal's state changes are no change-log entries
+                subscription[name] = self.proposal_subscription(name, entry, uri_of, params, resource)
+            elif entry.subscribable:
                 subscription[name] = self.subscription_field(name, entry, uri_of, params, update)
         named = (("Query", query), ("Mutation", mutation), ("Subscription", subscription))
         roots = {n: strawberry.type(type(n, (), fields)) if fields else None for n, fields in named}

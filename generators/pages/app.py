@@ -14,6 +14,8 @@
     /browse/search?q=&type=          ranked search, facets by type (.csv, .json)
     /browse/changes?since=           the change log (.csv, .json)
     /browse/model                    every type, property, constraint and edge type of the model
+    /browse/proposals[/<id>]         proposals to review, each with its diff, discussion and review form
+                                     (generators.pages.proposals)
     /browse/-/pages.css              the one stylesheet (shipped in the wheel)
 
 Every read goes through `host.call_tool` as the request's caller (`generators.pages.reads`), so a page shows
@@ -43,6 +45,7 @@ from core.values.errors import CanonError, ForbiddenError, NotFoundError, Proble
 from core.web import PAGE_ANSWER, PROBLEM_MEDIA, STATUS, problem_body
 from generators.pages.creating import Creating
 from generators.pages.editing import CSRF_COOKIE, CSRF_FIELD, csrf_matches, new_token
+from generators.pages.proposals import routes as proposal_routes
 from generators.pages.reads import Reader
 from generators.pages.render import PREFIX, csv_text, environment, json_text
 from generators.pages.views import View, Views
@@ -140,6 +143,7 @@ class Pages:
             *[Route(PREFIX + f"/{name}{dot}", _guarded(functools.partial(endpoint, suffix=suffix)), methods=get)
               for name, endpoint in (("search", self.search), ("changes", self.changes))
               for dot, suffix in (("", None), (".csv", "csv"), (".json", "json"))],
+            *proposal_routes(self, _guarded),  # where people review proposals (generators.pages.proposals)
         ]  # fmt: skip
 
     async def to_home(self, request: Request) -> Response:

@@ -1245,3 +1245,34 @@ def test_a_proposal_shows_each_caller_only_the_records_it_may_read(scratch: Inst
         for node in sorted(CORE):
             found = ok(scratch, who, "find_proposals", {"node": node})
             assert found["total"] == (1 if node in seen else 0), (who.name, node)
+
+
+def test_a_read_at_a_proposal_shows_each_caller_only_the_records_it_may_read(scratch: Instance, truth: Truth) -> None:
+    """get_node, find_nodes and get_neighbors at a proposal that patches every named node and adds an edge between
+    two restricted ones, for every caller: a node as proposed exactly where the caller may read it, and no answer
+    names a record it may not (the proposal's values name their nodes, so a leak of one shows)."""
+    arguments = {"title": "Everything", "rationale": "All of it.", "operations": _proposed(truth)}
+    proposed = scratch.dispatcher.call_tool(ERIN, "test", "propose_changes", arguments)
+    assert proposed.value is not None, proposed.error
+    at = {"proposal": proposed.value["id"]}
+    for who in CALLERS:
+        seen, hidden = truth.seen(who), truth.hidden(who)
+        for id_ in sorted(CORE):
+            result = call(scratch, who, "get_node", {"id": id_, **at}).as_json()
+            if id_ in seen:
+                assert f"{id_}@proposed" in json.dumps(result["node"]["properties"]), (who.name, id_)
+            else:
+                assert result["error"]["code"] == "forbidden", (who.name, id_)
+            assert_shows_none_of(result, hidden - {id_})  # a refusal names the id asked for, as at the current one
+        for type_ in sorted({truth.nodes[i].type for i in CORE}):
+            listed = [n for page in all_pages(scratch, who, "find_nodes", {"type": type_, "limit": 100, **at})
+                      for n in page["items"]]  # fmt: skip
+            assert {n["id"] for n in listed} & CORE == {i for i in CORE & seen if truth.nodes[i].type == type_}
+            assert_shows_none_of(listed, hidden)
+        for id_ in sorted(CORE & seen):
+            around = [i for page in all_pages(scratch, who, "get_neighbors", {"id": id_, "limit": 100, **at})
+                      for i in page["items"]]  # fmt: skip
+            assert_shows_none_of(around, hidden)
+            if id_ == NEW_EDGE.source:
+                shows = any(i["edge"]["type"] == NEW_EDGE.type and i["node"]["id"] == NEW_EDGE.target for i in around)
+                assert shows == (NEW_EDGE.target in seen), who.name

@@ -8,7 +8,7 @@ import pytest
 
 from core.ops.config import Config, load_config
 from core.values.errors import ConfigError
-from core.values.principal import Reviewers
+from core.values.principal import Reviewers, ReviewPolicy
 
 
 @pytest.fixture(autouse=True)
@@ -322,6 +322,20 @@ def test_the_proposals_section_names_who_may_review(tmp_path: Path) -> None:
     file.write_text('[proposals]\nreviewer_roles = ["reader"]\n')  # the review tools need the writer role
     with pytest.raises(ConfigError, match="reviewer_roles"):
         load_config(file, env={})
+
+
+def test_the_proposals_section_names_which_writes_wait_for_review_and_who_writes_them_directly(tmp_path: Path) -> None:
+    file = tmp_path / "policy.toml"
+    file.write_text(
+        '[proposals]\nreview_types = ["Team", "owns"]\ndirect_roles = ["writer"]\ndirect_groups = ["stewards"]\n'
+    )
+    policy = load_config(file, env={}).review_policy()
+    assert policy == ReviewPolicy(frozenset({"Team", "owns"}), frozenset({"writer"}), frozenset({"stewards"}))
+    assert load_config(None, env={}).review_policy() == ReviewPolicy()  # nothing reviewed; the admin writes directly
+    file.write_text('[proposals]\nreview_types = ["not a type!"]\n')
+    with pytest.raises(ConfigError) as raised:
+        load_config(file, env={})
+    assert raised.value.key == "proposals.review_types.0"
 
 
 SIGN_IN = '[oauth]\nissuer = "https://login.example.com/acme"\nresource = "https://canon.example.com"\n'

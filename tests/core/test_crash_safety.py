@@ -178,6 +178,77 @@ def test_sigkill_during_a_write_loop_loses_no_acknowledged_write_and_half_applie
         store.close()
 
 
+def _proposal_acks(proc: subprocess.Popen[str], lines: queue.Queue[str | None], wanted: int) -> list[list[str]]:
+    """The child's lines (split) until `wanted` merges were acknowledged, then the kill, then the complete lines
+    printed before it landed."""
+    acks: list[list[str]] = []
+    deadline = time.monotonic() + DEADLINE_S
+    while sum(1 for a in acks if a[0] == "merged") < wanted:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, f"only {len(acks)} acks within {DEADLINE_S} s"
+        line = lines.get(timeout=remaining)
+        assert line is not None, f"the proposal loop exited after {len(acks)} acks (exit {proc.poll()})"
+        acks.append(line.split())
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    while not lines.empty():
+        line = lines.get_nowait()
+        if line is None or not line.endswith("\n"):
+            break
+        acks.append(line.split())
+    return acks
+
+
+def test_sigkill_during_proposals_and_merges_loses_no_acknowledged_one_and_merges_all_or_nothing(
+    store_location: str | Path, model: Model, tmp_path: Path
+) -> None:
+    """Issue 29: no acknowledged proposal, approval or merge is lost under SIGKILL, and a merge is all or nothing:
+    a proposal is merged exactly when the whole of its batch is in the store, at its merge revision."""
+    open_store(store_location, model).close()
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "_proposal_loop.py"), str(store_location)],
+        cwd=tmp_path, env=_clean_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    lines: queue.Queue[str | None] = queue.Queue()
+    try:
+        assert proc.stdout is not None
+        reader = _line_reader(proc.stdout, lines)
+        acks = _proposal_acks(proc, lines, 40)
+        reader.join(timeout=30)
+    finally:
+        _stop(proc)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+    assert proc.returncode == -signal.SIGKILL
+    proposed = {a[1]: int(a[2]) for a in acks if a[0] == "proposed"}
+    merged = {a[1]: int(a[3]) for a in acks if a[0] == "merged"}
+    store = open_store(store_location, model)
+    try:
+        stored = {row[0]: (row[1], row[2], row[3]) for row in
+                  store.rows("SELECT id, state, title, merge_revision FROM proposals", ())}  # fmt: skip
+        assert set(proposed) <= set(stored)  # every acknowledged proposal is there
+        for id_, revision in merged.items():  # every acknowledged merge is merged, at its revision
+            assert stored[id_][0] == "merged"
+            assert stored[id_][2] == revision
+        present = set(batches_present(store, "proposal"))
+        for id_, (state, title, revision) in stored.items():
+            number = int(title.removeprefix("round "))
+            missing = missing_parts(store, "proposal", number)
+            if state == "merged":  # all of it, written by its merge
+                assert missing == [], (id_, missing)
+                edge = store.edge("reports_to", *batch_ids("proposal", number))
+                assert edge is not None
+                assert edge.revision == revision
+            else:  # nothing of it
+                assert state == "open"
+                assert number not in present, (id_, missing)
+        assert present <= {int(t.removeprefix("round ")) for s, t, _ in stored.values() if s == "merged"}
+        _assert_consistent(store)
+    finally:
+        store.close()
+
+
 def test_sigkill_of_a_serving_replica_during_http_writes_loses_no_acknowledged_batch(
     store_location: str | Path, model: Model, tmp_path: Path
 ) -> None:

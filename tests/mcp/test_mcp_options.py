@@ -140,7 +140,8 @@ async def test_agent_profile_input_schemas_leave_out_the_guard_bounds_and_keep_w
             assert set(full[name]["properties"]) - set(lean[name]["properties"]) == set(inputs), name
             full[name] = {**full[name], "properties": {k: v for k, v in full[name]["properties"].items()
                                                        if k not in inputs}}  # fmt: skip
-    assert advanced["find_nodes"] == ("order_by",)
+    assert advanced["find_nodes"] == ("order_by", "proposal")
+    assert advanced["get_node"] == advanced["get_neighbors"] == ("proposal",)
 
     for name, schema in lean.items():
         kept = {(p, k, canonical(v)) for p, k, v in _keywords(schema) if k not in ("properties", "$defs", "items")}

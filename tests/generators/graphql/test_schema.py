@@ -161,7 +161,7 @@ def test_root_fields_are_the_tools_and_resources_and_nothing_else(gen_instance: 
     assert list(schema.mutation_type.fields) == writes
     subscribable = [r for r in (*registry.resources, *registry.templates) if r.subscribable]
     assert list(schema.subscription_type.fields) == ["resource_" + r.name for r in subscribable]
-    assert list(schema.subscription_type.fields) == ["resource_changes", "resource_node"]
+    assert list(schema.subscription_type.fields) == ["resource_changes", "resource_node", "resource_proposal"]
 
 
 def test_arguments_are_the_input_properties_with_their_defaults(gen_instance: Instance, admin: Client) -> None:
