@@ -30,7 +30,6 @@ import builtins
 import functools
 import json
 import math
-import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence, Set
@@ -40,7 +39,7 @@ from typing import Any
 import snowballstemmer  # pyright: ignore[reportMissingTypeStubs]
 from rapidfuzz.distance import Levenshtein
 
-from core.lang.model import Model, NodeType, property_text
+from core.lang.model import WORD_PATTERN, Model, NodeType, property_text, text_words
 from core.store import NodeQuery, Store
 from core.values.errors import InvalidArgumentsError, Problem
 from core.values.records import Node, Sight
@@ -50,12 +49,12 @@ __all__ = ["MAX_WORDS", "Hit", "SearchResult", "forget_rankings", "parse_query",
 MAX_WORDS = 16  # words of a query after stop words: more is a paragraph, not a search
 MAX_ALTERNATIVES = 16  # other names of what a query names, looked up beside its words
 ALTERNATIVE = 0.5  # what a word of another name counts for, against a word of the query
-CANDIDATES = 2000  # nodes read per needle: enough to rank a page, bounded however common the word
+PER_TERM = 150  # nodes ranked per word of the query (the most about it first): enough to rank a page, bounded
+CANDIDATES = 2000  # nodes read per piece of a typo (from the text index)
 K1, B = 1.2, 0.75
 RANKINGS = 32  # rankings kept for their next pages (per process)
 SNIPPET = 60  # characters of a snippet around its first match
 
-_WORD = re.compile(r"[^\W_]+")
 _STEMMER: Any = snowballstemmer.stemmer("english")  # pyright: ignore[reportUnknownMemberType]
 STOP_WORDS = frozenset(
     """a about all an and any are as at be by can could did do does find for from get give had has have how i in
@@ -113,7 +112,7 @@ class SearchResult:
 
 def words(text: str) -> list[str]:
     """The lowered words of `text`, in order (letters and digits; anything else separates)."""
-    return _WORD.findall(text.lower())
+    return text_words(text)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -143,11 +142,12 @@ def search(
     searched = [t.name for t in model.node_types.values() if types is None or t.name in types]
     only = searched[0] if len(searched) == 1 else None
     fields = {t.name: t.text for t in model.node_types.values()}
-    found, cut = _candidates(store, terms, only, fields, sight)
+    wanted = None if types is None else searched
+    found, cut = _candidates(store, terms, wanted, only, fields, sight)
     others = _alternatives(model, terms, found.values())
     extra = tuple(dict.fromkeys(t for a in others for t in a.terms if t not in terms))
     if extra:
-        more, more_cut = _candidates(store, extra, only, fields, sight)
+        more, more_cut = _candidates(store, extra, wanted, only, fields, sight)
         found, cut = found | more, cut or more_cut
     candidates = [n for n in found.values() if n.type in searched]
     if only is not None or types is None:
@@ -198,16 +198,37 @@ def forget_rankings() -> None:
 
 
 def _candidates(
-    store: Store, terms: Sequence[Term], only: str | None, fields: Mapping[str, tuple[str, ...]], sight: Sight | None
+    store: Store,
+    terms: Sequence[Term],
+    types: Sequence[str] | None,
+    only: str | None,
+    fields: Mapping[str, tuple[str, ...]],
+    sight: Sight | None,
 ) -> tuple[dict[str, Node], bool]:
-    """The visible nodes holding a needle of `terms`, and whether a needle had more than `CANDIDATES`."""
-    found: dict[str, Node] = {}
+    """The visible nodes (of `types`, when given) most about each of `terms`, and whether more were left.
+
+    Each word's candidates come from the word index (`Store.word_postings`): the nodes holding a word that begins
+    with a prefix of its stem (`_prefix`), the most about it first, at most `PER_TERM` per word of the query, so a
+    search reads and ranks a bounded number of nodes however many hold a common word. A word the index does not
+    hold (for the caller) is a typo: the text index proposes the nodes holding a piece that any spelling within
+    its edits keeps whole (`_pieces`), at most `CANDIDATES` per piece."""
+    ids: dict[str, None] = {}
     cut = False
-    for needle in _needles(terms, store, only, fields, sight):
+    needles: list[str] = []
+    for term in terms:
+        postings, more = store.word_postings(_prefix(term), types, sight, PER_TERM)
+        best = list(dict.fromkeys(id_ for _, id_, _ in sorted(postings, key=lambda p: (-p[2], p[1]))))
+        cut = cut or more or len(best) > PER_TERM
+        ids.update(dict.fromkeys(best[:PER_TERM]))
+        if not postings and term.edits:
+            needles += [p for p in _pieces(term.word, term.edits + 1) if len(p) >= 3]
+    read = store.nodes(list(ids))  # seen in the index's SQL; checked again, as a write may have come between
+    found = {id_: n for id_, n in read.items() if sight is None or sight.sees(n.visibility, n.readers)}
+    for needle in dict.fromkeys(needles):
         query = NodeQuery(only, text=needle, text_fields=fields, sight=sight)
         nodes, total = store.find_nodes(query, after=None, limit=CANDIDATES)
         cut = cut or total > len(nodes)
-        found.update((n.id, n) for n in nodes)
+        found.update((n.id, n) for n in nodes if types is None or n.type in types)
     return found, cut
 
 
@@ -249,29 +270,6 @@ def _name_terms(name: str) -> tuple[Term, ...]:
 def _said(query: Sequence[str], name: Sequence[str]) -> bool:
     """Whether the stems of a name stand one after another in the query's."""
     return any(list(query[i : i + len(name)]) == list(name) for i in range(len(query) - len(name) + 1))
-
-
-def _needles(
-    terms: Sequence[Term],
-    store: Store,
-    type_name: str | None,
-    fields: Mapping[str, tuple[str, ...]],
-    sight: Sight | None,
-) -> list[str]:
-    """The substrings to look up for `terms` in one type: a prefix of each stem, and for a word no node holds,
-    the pieces any spelling of it within its edits keeps whole (pieces of 3 letters or more, for the index).
-    The needles are looked up in every type (unless one is searched): fewer lookups than one per type."""
-    out: list[str] = []
-    for term in terms:
-        prefix = _prefix(term)
-        out.append(prefix)
-        if term.edits == 0:
-            continue
-        query = NodeQuery(type_name, text=term.word, text_fields=fields, sight=sight)
-        if store.find_nodes(query, after=None, limit=1)[1]:
-            continue
-        out += [p for p in _pieces(term.word, term.edits + 1) if len(p) >= 3]
-    return list(dict.fromkeys(out))
 
 
 def _prefix(term: Term) -> str:
@@ -375,7 +373,7 @@ def _snippet(text: str, terms: Sequence[Term]) -> str:
     """Up to `SNIPPET` characters of `text` around its first matching word, each matching word in `**`."""
     spans = [
         m.span()
-        for m in _WORD.finditer(text)
+        for m in WORD_PATTERN.finditer(text)
         if any(_match(t, m.group().lower(), stem(m.group().lower())) for t in terms)
     ]
     start = max(0, spans[0][0] - SNIPPET // 3) if spans else 0

@@ -193,6 +193,13 @@ class Store(Protocol):
     def facet_counts(
         self, query: NodeQuery, names: Sequence[str], *, limit: int
     ) -> dict[str, tuple[dict[str, int], bool]]: ...
+    def word_postings(
+        self, prefix: str, types: Sequence[str] | None, sight: Sight | None, limit: int
+    ) -> tuple[list[tuple[str, str, float]], bool]:
+        """The word index's (word, node id, impact) rows for the words beginning with `prefix`, at most `limit` of
+        the visible nodes per word, the most about it first, and whether any was cut (`core.store.sql`)."""
+        ...
+
     def count_changes(self, since: int, *, sight: Sight | None = None, until: int | None = None) -> int: ...
     def changes(
         self, since: int, limit: int, *, sight: Sight | None = None, until: int | None = None

@@ -117,6 +117,11 @@ class EmptyStore:
     ) -> dict[str, tuple[dict[str, int], bool]]:
         return {name: ({}, False) for name in names}
 
+    def word_postings(
+        self, prefix: str, types: Sequence[str] | None, sight: Sight | None, limit: int
+    ) -> tuple[list[tuple[str, str, float]], bool]:
+        return [], False
+
     def count_changes(self, since: int, *, sight: Sight | None = None, until: int | None = None) -> int:
         return 0
 

@@ -27,7 +27,7 @@ import psycopg
 from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from core.lang.model import Model, parse_model
+from core.lang.model import Model, parse_model, word_impacts
 from core.lang.model_migration import POSTGRES
 from core.lang.validation import Write
 from core.ops.config import without_password as _redacted
@@ -47,6 +47,7 @@ from core.store.sql import (
     change_row,
     edge_row,
     text_fields_json,
+    word_rows,
 )
 from core.values.audit import AuditRecord
 from core.values.errors import StoreError, StoreUnavailableError
@@ -54,7 +55,7 @@ from core.values.records import Change, Edge, Node
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 WRITE_LOCK = 0x63616E6F6E  # "canon": the advisory lock every write transaction takes first
 POOL_SIZE = 8
 POOL_TIMEOUT_S = 30.0  # how long a call waits for a connection (all busy, or the server down) before `unavailable`
@@ -120,8 +121,15 @@ _PAST: tuple[LiteralString, ...] = (  # a record's changes by id and by edge end
     "CREATE INDEX changes_target ON changes (target, revision)",
 )
 
+_WORDS: tuple[LiteralString, ...] = (  # the word index a ranked search reads (`core.store.sql.word_rows`)
+    f"CREATE TABLE node_words (word text {_C} NOT NULL, id text {_C} NOT NULL, type text {_C} NOT NULL, "
+    "impact real NOT NULL, PRIMARY KEY (id, word))",
+    "CREATE INDEX node_words_rank ON node_words (word, impact DESC, id) INCLUDE (type)",
+)
+
 # version reached -> the statements that upgrade the previous version to it
-MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {1: _SCHEMA, 2: _HISTORY, 3: _PAST, 4: PROPOSALS_TABLE}
+MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {1: _SCHEMA, 2: _HISTORY, 3: _PAST, 4: PROPOSALS_TABLE,
+                                                     5: _WORDS}  # fmt: skip
 
 _NODE_ROW = "id, type, key, visibility, readers, properties, revision, created_at, updated_at, updated_by, search"
 
@@ -433,7 +441,7 @@ class PostgresStore(SQLStore):
         import does not read them). Tells other processes of the last revision written."""
         changes: list[Change] = []
         at = utc_now()
-        node_rows: list[tuple[bool, tuple[Any, ...]]] = []  # (new, row)
+        node_rows: list[tuple[bool, tuple[Any, ...], Node]] = []  # (new, row, node)
         edge_rows: list[tuple[bool, tuple[Any, ...]]] = []
         change_rows: list[tuple[Any, ...]] = []
         with db.cursor() as cursor:
@@ -441,13 +449,14 @@ class PostgresStore(SQLStore):
                 before = w.before.to_json() if w.before is not None else None
                 after = w.after.to_json() if w.after is not None else None
                 if isinstance(w.after, Node):
-                    node_rows.append((w.before is None, self._node_row(w.after)))
+                    node_rows.append((w.before is None, self._node_row(w.after), w.after))
                 elif isinstance(w.after, Edge):
                     edge_rows.append((w.before is None, edge_row(w.after)))
                 else:  # a delete: earlier puts in this batch land first
                     self._flush(cursor, node_rows, edge_rows)
                     if isinstance(w.before, Node):
                         cursor.execute("DELETE FROM nodes WHERE id = %s", (w.before.id,))
+                        cursor.execute("DELETE FROM node_words WHERE id = %s", (w.before.id,))
                     elif isinstance(w.before, Edge):
                         e = w.before
                         cursor.execute("DELETE FROM edges WHERE source = %s AND type = %s AND target = %s",
@@ -479,17 +488,22 @@ class PostgresStore(SQLStore):
                 dumps(list(n.readers)) if n.readers else None, dumps(dict(n.properties)), n.revision, n.created_at,
                 n.updated_at, n.updated_by, search_text(n.properties, node_type.text))  # fmt: skip
 
-    @staticmethod
     def _flush(
+        self,
         cursor: psycopg.Cursor[Any],
-        node_rows: list[tuple[bool, tuple[Any, ...]]],
+        node_rows: list[tuple[bool, tuple[Any, ...], Node]],
         edge_rows: list[tuple[bool, tuple[Any, ...]]],
     ) -> None:
         """Write the pending puts: new records by COPY, then changed ones by upsert (a record is new at its first
-        put in the batch, so its later puts follow it)."""
-        _copy(cursor, f"nodes ({_NODE_ROW})", [row for new, row in node_rows if new])
+        put in the batch, so its later puts follow it); the put nodes' words, as each node's last put left it."""
+        _copy(cursor, f"nodes ({_NODE_ROW})", [row for new, row, _ in node_rows if new])
         _copy(cursor, f"edges ({EDGE_ROW})", [row for new, row in edge_rows if new])
-        changed_nodes = [row for new, row in node_rows if not new]
+        changed_ids = list(dict.fromkeys(n.id for new, _, n in node_rows if not new))
+        if changed_ids:
+            cursor.execute("DELETE FROM node_words WHERE id = ANY(%s)", (changed_ids,))
+        last = {n.id: n for _, _, n in node_rows}
+        _copy(cursor, "node_words (word, id, type, impact)", list(word_rows(self._model, last.values())))
+        changed_nodes = [row for new, row, _ in node_rows if not new]
         if changed_nodes:
             cursor.executemany(
                 f"INSERT INTO nodes ({_NODE_ROW}) VALUES (%s, %s, %s, %s, %s::jsonb, %s::json, %s, %s, %s, %s, %s) "
@@ -524,7 +538,18 @@ class PostgresStore(SQLStore):
                     "UPDATE nodes SET search = %s WHERE id = %s",
                     [(search_text(properties, node_type.text), id_) for id_, properties in rows],
                 )
+            self._index_words(db, cursor, model)
         self._set_meta(db, "text_index", text_fields_json(model))
+
+    @staticmethod
+    def _index_words(db: psycopg.Connection[Any], cursor: psycopg.Cursor[Any], model: Model) -> None:
+        """Fill the word index anew from every node (`core.store.sql.word_rows`)."""
+        cursor.execute("DELETE FROM node_words")
+        for name, node_type in model.node_types.items():
+            rows = db.execute("SELECT id, properties FROM nodes WHERE type = %s", (name,)).fetchall()
+            words = ((w, id_, name, impact) for id_, properties in rows
+                     for w, impact in word_impacts(node_type.weights, properties).items())  # fmt: skip
+            _copy(cursor, "node_words (word, id, type, impact)", words)
 
     # -- the audit log ----------------------------------------------------------------------------------------
     def append_audit(self, records: Sequence[AuditRecord]) -> None:
@@ -550,6 +575,7 @@ class PostgresStore(SQLStore):
                 self._set_meta(db, "changes_floor", str(dump.changes_floor))
             with db.cursor() as cursor:
                 _copy(cursor, f"nodes ({_NODE_ROW})", map(self._node_row, dump.nodes))
+                self._index_words(db, cursor, model)
                 _copy(cursor, f"edges ({EDGE_ROW})", map(edge_row, dump.edges))
                 _copy(cursor, f"changes ({CHANGE_ALL})", map(change_row, dump.changes))
                 _copy(cursor, f"audit ({AUDIT_COLUMNS})", dump.audit)

@@ -15,14 +15,14 @@ import logging
 import threading
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, LiteralString
 
 from core.lang.conditions import Condition
-from core.lang.model import Model, parse_model
+from core.lang.model import Model, parse_model, word_impacts
 from core.lang.model_migration import Moved, MoveSql, migrate
 from core.lang.model_version import check_successor
 from core.lang.validation import StateView, Write, plan
@@ -64,6 +64,7 @@ __all__ = [
     "edge_row",
     "node_filter",
     "text_fields_json",
+    "word_rows",
 ]
 
 NODE_COLUMNS = "id, type, visibility, readers, properties, revision, created_at, updated_at, updated_by"
@@ -75,6 +76,7 @@ AUDIT_COLUMNS = ", ".join(AUDIT_FIELDS)
 HISTORY_COLUMNS = ", ".join(HISTORY_FIELDS)
 EDGE_ROW = "source, type, target, properties, revision, created_at, updated_at, updated_by"  # `edge_row`'s order
 
+PREFIX_WORDS = 32  # `SQLStore.word_postings`: the words of the index a prefix stands for, at most
 JOINT_GROUPS = 2000  # `SQLStore.facet_counts` counts several properties in one scan while they form at most this
 #                     many groups of values
 
@@ -157,9 +159,20 @@ def change_filter(dialect: Dialect, since: int, sight: Sight | None, until: int 
 
 
 def text_fields_json(model: Model) -> str:
-    """The text properties of each node type, as the store records what its text index holds."""
+    """The text properties of each node type and the weighed ones of the word index, as the store records what its
+    text indexes hold (a store whose record differs rebuilds them when it opens)."""
     fields = {name: list(t.text) for name, t in model.node_types.items()}
-    return json.dumps({"arrays": "lines", "fields": fields}, sort_keys=True)  # arrays: their strings one per line
+    weighed = {name: [list(w) for w in t.weights] for name, t in model.node_types.items()}
+    return json.dumps({"arrays": "lines", "fields": fields, "words": weighed}, sort_keys=True)  # arrays: lines
+
+
+def word_rows(model: Model, nodes: Iterable[Node]) -> Iterator[tuple[str, str, str, float]]:
+    """The word index's rows of `nodes`: (word, node id, node type, impact), from `core.lang.model.word_impacts`."""
+    for n in nodes:
+        node_type = model.node_types.get(n.type)
+        if node_type is not None:
+            for word, impact in word_impacts(node_type.weights, n.properties).items():
+                yield word, n.id, n.type, impact
 
 
 def edge_row(e: Edge) -> tuple[Any, ...]:
@@ -589,6 +602,48 @@ class SQLStore(ABC):
         if self._indexed_fields[0] is not model:
             self._indexed_fields = (model, {name: t.text for name, t in model.node_types.items()})
         return self._indexed_fields[1]
+
+    def word_postings(
+        self, prefix: str, types: Sequence[str] | None, sight: Sight | None, limit: int
+    ) -> tuple[list[tuple[str, str, float]], bool]:
+        """The word index's rows for the words beginning with `prefix` (the first `PREFIX_WORDS` of them, in code
+        point order): for each word, at most `limit` of the nodes the caller may see (of `types`, when given), the
+        most about it first, as (word, node id, impact); and whether any was cut (more words, or more nodes of a
+        word). Each word's rows come from its index in impact order, so the cost is bounded by `limit`, not by how
+        many nodes hold the word."""
+        m = self.DIALECT.mark
+        end = prefix + "\U0010ffff"
+        vocabulary = self._read(
+            "WITH RECURSIVE v (word, n) AS ("
+            f"SELECT (SELECT min(word) FROM node_words WHERE word >= {m} AND word < {m}), 1 UNION ALL "
+            f"SELECT (SELECT min(word) FROM node_words WHERE word > v.word AND word < {m}), v.n + 1 FROM v "
+            f"WHERE v.word IS NOT NULL AND v.n <= {m}) SELECT word FROM v WHERE word IS NOT NULL",
+            [prefix, end, end, PREFIX_WORDS],
+        )
+        found = [str(r[0]) for r in vocabulary]
+        cut = len(found) > PREFIX_WORDS
+        found = found[:PREFIX_WORDS]
+        if not found:
+            return [], False
+        join, where, params = "", "", list[Any]()
+        if types is not None:
+            where += f" AND p.type IN ({', '.join([m] * len(types))})"
+            params += list(types)
+        if sight is not None:
+            seen, seen_params = self.DIALECT.sight(sight, "n.visibility", "n.readers")
+            join, where = " JOIN nodes n ON n.id = p.id", f"{where} AND {seen}"
+            params += seen_params
+        one = (f"SELECT * FROM (SELECT p.word, p.id, p.impact FROM node_words p{join} WHERE p.word = {m}{where} "
+               f"ORDER BY p.impact DESC, p.id LIMIT {m}) AS w")  # fmt: skip
+        rows = self._read(" UNION ALL ".join(f"{one}{i}" for i in range(len(found))),
+                          [v for word in found for v in (word, *params, limit + 1)])  # fmt: skip
+        out: list[tuple[str, str, float]] = []
+        taken: Counter[str] = Counter()
+        for word, id_, impact in rows:
+            taken[word] += 1
+            if taken[word] <= limit:
+                out.append((str(word), str(id_), float(impact)))
+        return out, cut or any(n > limit for n in taken.values())
 
     def count_changes(self, since: int, *, sight: Sight | None = None, until: int | None = None) -> int:
         where, params = change_filter(self.DIALECT, since, sight, until)
