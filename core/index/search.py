@@ -32,7 +32,7 @@ import json
 import math
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +50,8 @@ MAX_WORDS = 16  # words of a query after stop words: more is a paragraph, not a 
 MAX_ALTERNATIVES = 16  # other names of what a query names, looked up beside its words
 ALTERNATIVE = 0.5  # what a word of another name counts for, against a word of the query
 PER_TERM = 150  # nodes ranked per word of the query (the most about it first): enough to rank a page, bounded
-CANDIDATES = 2000  # nodes read per piece of a typo (from the text index)
+PREFIX_WORDS = 32  # the index's words a query word's prefix stands for, at most (the first in code point order)
+NEAR_WORDS = 400  # the vocabulary's words read per half of a typo, to find those within its edits
 K1, B = 1.2, 0.75
 RANKINGS = 32  # rankings kept for their next pages (per process)
 SNIPPET = 60  # characters of a snippet around its first match
@@ -135,22 +136,30 @@ def parse_query(tool: str, text: str) -> tuple[Term, ...]:
 
 
 def search(
-    store: Store, model: Model, sight: Sight | None, terms: Sequence[Term], types: Sequence[str] | None
+    store: Store,
+    model: Model,
+    sight: Sight | None,
+    terms: Sequence[Term],
+    types: Sequence[str] | None,
+    visible: Callable[[], Mapping[str, int]] | None = None,
 ) -> SearchResult:
-    """Every visible node of `types` (all types when None) matching any of `terms` or another name of what they
-    name (`alternatives`), ranked."""
+    """The visible nodes of `types` (all types when None) most about `terms` or another name of what they name
+    (`alternatives`), ranked. `visible`: how many nodes of each type the caller sees (the graph index knows it
+    without a scan; else the store counts them)."""
     searched = [t.name for t in model.node_types.values() if types is None or t.name in types]
     only = searched[0] if len(searched) == 1 else None
-    fields = {t.name: t.text for t in model.node_types.values()}
     wanted = None if types is None else searched
-    found, cut = _candidates(store, terms, wanted, only, fields, sight)
+    found, cut = _candidates(store, terms, wanted, sight)
     others = _alternatives(model, terms, found.values())
     extra = tuple(dict.fromkeys(t for a in others for t in a.terms if t not in terms))
     if extra:
-        more, more_cut = _candidates(store, extra, wanted, only, fields, sight)
+        more, more_cut = _candidates(store, extra, wanted, sight)
         found, cut = found | more, cut or more_cut
     candidates = [n for n in found.values() if n.type in searched]
-    if only is not None or types is None:
+    if visible is not None:
+        counts = visible()
+        population = sum(counts.get(t, 0) for t in searched)
+    elif only is not None or types is None:
         population = store.find_nodes(NodeQuery(only, sight=sight), after=None, limit=1)[1]
     else:
         population = sum(store.find_nodes(NodeQuery(t, sight=sight), after=None, limit=1)[1] for t in searched)
@@ -171,6 +180,7 @@ def ranked(
     revision: int,
     *,
     compute: bool = True,
+    visible: Callable[[], Mapping[str, int]] | None = None,
 ) -> SearchResult | None:
     """`search` at `revision`, kept for the next pages: a page after the first reads the ranking its first page
     made, so paging ranks once and every page of one cursor comes from one ranking. Kept per store location,
@@ -183,7 +193,7 @@ def ranked(
             return kept
     if not compute:
         return None
-    result = search(store, model, sight, terms, types)
+    result = search(store, model, sight, terms, types, visible)
     with _rankings_lock:
         _rankings[key] = result
         while len(_rankings) > RANKINGS:
@@ -198,38 +208,40 @@ def forget_rankings() -> None:
 
 
 def _candidates(
-    store: Store,
-    terms: Sequence[Term],
-    types: Sequence[str] | None,
-    only: str | None,
-    fields: Mapping[str, tuple[str, ...]],
-    sight: Sight | None,
+    store: Store, terms: Sequence[Term], types: Sequence[str] | None, sight: Sight | None
 ) -> tuple[dict[str, Node], bool]:
     """The visible nodes (of `types`, when given) most about each of `terms`, and whether more were left.
 
-    Each word's candidates come from the word index (`Store.word_postings`): the nodes holding a word that begins
-    with a prefix of its stem (`_prefix`), the most about it first, at most `PER_TERM` per word of the query, so a
-    search reads and ranks a bounded number of nodes however many hold a common word. A word the index does not
-    hold (for the caller) is a typo: the text index proposes the nodes holding a piece that any spelling within
-    its edits keeps whole (`_pieces`), at most `CANDIDATES` per piece."""
+    Each term stands for the index's words that begin with a prefix of its stem (`_prefix`; the first
+    `PREFIX_WORDS`); a term no visible node holds such a word of is a typo, and stands for the index's words
+    within its edits (`_near`). Of the nodes holding its words, the word index gives those most about them
+    (`Store.word_postings`), at most `PER_TERM` per term, so a search reads and ranks a bounded number of nodes
+    however many hold a common word."""
     ids: dict[str, None] = {}
     cut = False
-    needles: list[str] = []
     for term in terms:
-        postings, more = store.word_postings(_prefix(term), types, sight, PER_TERM)
-        best = list(dict.fromkeys(id_ for _, id_, _ in sorted(postings, key=lambda p: (-p[2], p[1]))))
-        cut = cut or more or len(best) > PER_TERM
-        ids.update(dict.fromkeys(best[:PER_TERM]))
+        spelled = store.words_beginning(_prefix(term), PREFIX_WORDS + 1)
+        postings, more = store.word_postings(spelled[:PREFIX_WORDS], types, sight, PER_TERM)
+        cut = cut or more or len(spelled) > PREFIX_WORDS
         if not postings and term.edits:
-            needles += [p for p in _pieces(term.word, term.edits + 1) if len(p) >= 3]
+            postings, more = store.word_postings(_near(store, term), types, sight, PER_TERM)
+            cut = cut or more
+        best = list(dict.fromkeys(id_ for _, id_, _ in sorted(postings, key=lambda p: (-p[2], p[1]))))
+        cut = cut or len(best) > PER_TERM
+        ids.update(dict.fromkeys(best[:PER_TERM]))
     read = store.nodes(list(ids))  # seen in the index's SQL; checked again, as a write may have come between
-    found = {id_: n for id_, n in read.items() if sight is None or sight.sees(n.visibility, n.readers)}
-    for needle in dict.fromkeys(needles):
-        query = NodeQuery(only, text=needle, text_fields=fields, sight=sight)
-        nodes, total = store.find_nodes(query, after=None, limit=CANDIDATES)
-        cut = cut or total > len(nodes)
-        found.update((n.id, n) for n in nodes if types is None or n.type in types)
-    return found, cut
+    return {id_: n for id_, n in read.items() if sight is None or sight.sees(n.visibility, n.readers)}, cut
+
+
+def _near(store: Store, term: Term) -> list[str]:
+    """The index's words within `term.edits` of it (as `_match` counts them): a word one edit away keeps the
+    typo's first half as its beginning or its second half as its end, so the vocabulary's words that begin with
+    the one or end with the other hold every such word (and, for two edits, those with both in one half)."""
+    half = len(term.word) // 2
+    around = [*store.words_beginning(term.word[:half], NEAR_WORDS), *store.words_ending(term.word[half:], NEAR_WORDS)]
+    return [w for w in dict.fromkeys(around)
+            if abs(len(w) - len(term.word)) <= term.edits
+            and Levenshtein.distance(term.word, w, score_cutoff=term.edits) <= term.edits]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -281,11 +293,6 @@ def _prefix(term: Term) -> str:
     if term.stem != term.word:
         common -= 1  # the stem's last kept letter may itself be a changed one (`happi`, `happy`)
     return term.word[: max(common, min(3, len(term.word)))]
-
-
-def _pieces(word: str, n: int) -> list[str]:
-    size = len(word) / n
-    return [word[round(i * size) : round((i + 1) * size)] for i in range(n)]
 
 
 def _match(term: Term, token: str, token_stem: str) -> float:

@@ -117,8 +117,14 @@ class EmptyStore:
     ) -> dict[str, tuple[dict[str, int], bool]]:
         return {name: ({}, False) for name in names}
 
+    def words_beginning(self, prefix: str, limit: int) -> list[str]:
+        return []
+
+    def words_ending(self, suffix: str, limit: int) -> list[str]:
+        return []
+
     def word_postings(
-        self, prefix: str, types: Sequence[str] | None, sight: Sight | None, limit: int
+        self, words: Sequence[str], types: Sequence[str] | None, sight: Sight | None, limit: int
     ) -> tuple[list[tuple[str, str, float]], bool]:
         return [], False
 

@@ -47,6 +47,7 @@ from core.store.sql import (
     change_row,
     edge_row,
     text_fields_json,
+    vocabulary_rows,
     word_rows,
 )
 from core.values.audit import AuditRecord
@@ -125,6 +126,9 @@ _WORDS: tuple[LiteralString, ...] = (  # the word index a ranked search reads (`
     f"CREATE TABLE node_words (word text {_C} NOT NULL, id text {_C} NOT NULL, type text {_C} NOT NULL, "
     "impact real NOT NULL, PRIMARY KEY (id, word))",
     "CREATE INDEX node_words_rank ON node_words (word, impact DESC, id) INCLUDE (type)",
+    # every word a node has held since the index was built, and backwards: a prefix's words, a typo's neighbours
+    f"CREATE TABLE vocabulary (word text {_C} PRIMARY KEY, reversed text {_C} NOT NULL)",
+    "CREATE INDEX vocabulary_reversed ON vocabulary (reversed)",
 )
 
 # version reached -> the statements that upgrade the previous version to it
@@ -502,7 +506,9 @@ class PostgresStore(SQLStore):
         if changed_ids:
             cursor.execute("DELETE FROM node_words WHERE id = ANY(%s)", (changed_ids,))
         last = {n.id: n for _, _, n in node_rows}
-        _copy(cursor, "node_words (word, id, type, impact)", list(word_rows(self._model, last.values())))
+        words = list(word_rows(self._model, last.values()))
+        _copy(cursor, "node_words (word, id, type, impact)", words)
+        _add_words(cursor, (w[0] for w in words))
         changed_nodes = [row for new, row, _ in node_rows if not new]
         if changed_nodes:
             cursor.executemany(
@@ -545,11 +551,13 @@ class PostgresStore(SQLStore):
     def _index_words(db: psycopg.Connection[Any], cursor: psycopg.Cursor[Any], model: Model) -> None:
         """Fill the word index anew from every node (`core.store.sql.word_rows`)."""
         cursor.execute("DELETE FROM node_words")
+        cursor.execute("DELETE FROM vocabulary")
         for name, node_type in model.node_types.items():
             rows = db.execute("SELECT id, properties FROM nodes WHERE type = %s", (name,)).fetchall()
-            words = ((w, id_, name, impact) for id_, properties in rows
-                     for w, impact in word_impacts(node_type.weights, properties).items())  # fmt: skip
+            words = [(w, id_, name, impact) for id_, properties in rows
+                     for w, impact in word_impacts(node_type.weights, properties).items()]  # fmt: skip
             _copy(cursor, "node_words (word, id, type, impact)", words)
+            _add_words(cursor, (w[0] for w in words))
 
     # -- the audit log ----------------------------------------------------------------------------------------
     def append_audit(self, records: Sequence[AuditRecord]) -> None:
@@ -698,6 +706,14 @@ class PostgresStore(SQLStore):
 def _history_copy(row: Sequence[Any]) -> tuple[Any, ...]:
     *fields, summary = row
     return (*fields, Json(json.loads(summary)) if summary is not None else None)
+
+
+def _add_words(cursor: psycopg.Cursor[Any], words: Iterable[str]) -> None:
+    """Add the words the vocabulary does not hold yet (`core.store.sql.vocabulary_rows`)."""
+    rows = vocabulary_rows(words)
+    if rows:
+        cursor.execute("INSERT INTO vocabulary (word, reversed) SELECT * FROM unnest(%s::text[], %s::text[]) "
+                       "ON CONFLICT (word) DO NOTHING", ([w for w, _ in rows], [r for _, r in rows]))  # fmt: skip
 
 
 def _copy(cursor: psycopg.Cursor[Any], table: str, rows: Iterable[Sequence[Any]]) -> None:

@@ -64,6 +64,7 @@ __all__ = [
     "edge_row",
     "node_filter",
     "text_fields_json",
+    "vocabulary_rows",
     "word_rows",
 ]
 
@@ -76,7 +77,6 @@ AUDIT_COLUMNS = ", ".join(AUDIT_FIELDS)
 HISTORY_COLUMNS = ", ".join(HISTORY_FIELDS)
 EDGE_ROW = "source, type, target, properties, revision, created_at, updated_at, updated_by"  # `edge_row`'s order
 
-PREFIX_WORDS = 32  # `SQLStore.word_postings`: the words of the index a prefix stands for, at most
 JOINT_GROUPS = 2000  # `SQLStore.facet_counts` counts several properties in one scan while they form at most this
 #                     many groups of values
 
@@ -164,6 +164,11 @@ def text_fields_json(model: Model) -> str:
     fields = {name: list(t.text) for name, t in model.node_types.items()}
     weighed = {name: [list(w) for w in t.weights] for name, t in model.node_types.items()}
     return json.dumps({"arrays": "lines", "fields": fields, "words": weighed}, sort_keys=True)  # arrays: lines
+
+
+def vocabulary_rows(words: Iterable[str]) -> list[tuple[str, str]]:
+    """The vocabulary's rows of `words`: (word, reversed word), for finding a word by its end (`words_ending`)."""
+    return [(w, w[::-1]) for w in sorted(set(words))]
 
 
 def word_rows(model: Model, nodes: Iterable[Node]) -> Iterator[tuple[str, str, str, float]]:
@@ -603,28 +608,31 @@ class SQLStore(ABC):
             self._indexed_fields = (model, {name: t.text for name, t in model.node_types.items()})
         return self._indexed_fields[1]
 
-    def word_postings(
-        self, prefix: str, types: Sequence[str] | None, sight: Sight | None, limit: int
-    ) -> tuple[list[tuple[str, str, float]], bool]:
-        """The word index's rows for the words beginning with `prefix` (the first `PREFIX_WORDS` of them, in code
-        point order): for each word, at most `limit` of the nodes the caller may see (of `types`, when given), the
-        most about it first, as (word, node id, impact); and whether any was cut (more words, or more nodes of a
-        word). Each word's rows come from its index in impact order, so the cost is bounded by `limit`, not by how
-        many nodes hold the word."""
+    def words_beginning(self, prefix: str, limit: int) -> list[str]:
+        """The word index's words that begin with `prefix`, the first `limit` in code point order (from its
+        vocabulary: every word a node has held since the index was last built)."""
         m = self.DIALECT.mark
-        end = prefix + "\U0010ffff"
-        vocabulary = self._read(
-            "WITH RECURSIVE v (word, n) AS ("
-            f"SELECT (SELECT min(word) FROM node_words WHERE word >= {m} AND word < {m}), 1 UNION ALL "
-            f"SELECT (SELECT min(word) FROM node_words WHERE word > v.word AND word < {m}), v.n + 1 FROM v "
-            f"WHERE v.word IS NOT NULL AND v.n <= {m}) SELECT word FROM v WHERE word IS NOT NULL",
-            [prefix, end, end, PREFIX_WORDS],
-        )
-        found = [str(r[0]) for r in vocabulary]
-        cut = len(found) > PREFIX_WORDS
-        found = found[:PREFIX_WORDS]
-        if not found:
+        rows = self._read(f"SELECT word FROM vocabulary WHERE word >= {m} AND word < {m} ORDER BY word LIMIT {m}",
+                          [prefix, prefix + "\U0010ffff", limit])  # fmt: skip
+        return [str(r[0]) for r in rows]
+
+    def words_ending(self, suffix: str, limit: int) -> list[str]:
+        """The vocabulary's words that end with `suffix`, the first `limit` by their reversed spelling."""
+        m = self.DIALECT.mark
+        backwards = suffix[::-1]
+        rows = self._read(f"SELECT word FROM vocabulary WHERE reversed >= {m} AND reversed < {m} ORDER BY reversed "
+                          f"LIMIT {m}", [backwards, backwards + "\U0010ffff", limit])  # fmt: skip
+        return [str(r[0]) for r in rows]
+
+    def word_postings(
+        self, words: Sequence[str], types: Sequence[str] | None, sight: Sight | None, limit: int
+    ) -> tuple[list[tuple[str, str, float]], bool]:
+        """For each of `words`, at most `limit` of the nodes the caller may see (of `types`, when given) that hold
+        it, the most about it first, as (word, node id, impact) rows; and whether a word had more. Each word's rows
+        come from its index in impact order, so the cost is bounded by `limit`, not by how many nodes hold it."""
+        if not words:
             return [], False
+        m = self.DIALECT.mark
         join, where, params = "", "", list[Any]()
         if types is not None:
             where += f" AND p.type IN ({', '.join([m] * len(types))})"
@@ -635,15 +643,15 @@ class SQLStore(ABC):
             params += seen_params
         one = (f"SELECT * FROM (SELECT p.word, p.id, p.impact FROM node_words p{join} WHERE p.word = {m}{where} "
                f"ORDER BY p.impact DESC, p.id LIMIT {m}) AS w")  # fmt: skip
-        rows = self._read(" UNION ALL ".join(f"{one}{i}" for i in range(len(found))),
-                          [v for word in found for v in (word, *params, limit + 1)])  # fmt: skip
+        rows = self._read(" UNION ALL ".join(f"{one}{i}" for i in range(len(words))),
+                          [v for word in words for v in (word, *params, limit + 1)])  # fmt: skip
         out: list[tuple[str, str, float]] = []
         taken: Counter[str] = Counter()
         for word, id_, impact in rows:
             taken[word] += 1
             if taken[word] <= limit:
                 out.append((str(word), str(id_), float(impact)))
-        return out, cut or any(n > limit for n in taken.values())
+        return out, any(n > limit for n in taken.values())
 
     def count_changes(self, since: int, *, sight: Sight | None = None, until: int | None = None) -> int:
         where, params = change_filter(self.DIALECT, since, sight, until)

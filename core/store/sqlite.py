@@ -38,6 +38,7 @@ from core.store.sql import (
     change_row,
     edge_row,
     text_fields_json,
+    vocabulary_rows,
     word_rows,
 )
 from core.store.sqlite_sql import DIALECT
@@ -117,6 +118,9 @@ WORDS_TABLE = (
     "CREATE TABLE node_words (word TEXT NOT NULL, id TEXT NOT NULL, type TEXT NOT NULL, impact REAL NOT NULL, "
     "PRIMARY KEY (id, word)) WITHOUT ROWID",
     "CREATE INDEX node_words_rank ON node_words (word, impact DESC, id, type)",
+    # every word a node has held since the index was built, and backwards: a prefix's words, a typo's neighbours
+    "CREATE TABLE vocabulary (word TEXT PRIMARY KEY, reversed TEXT NOT NULL) WITHOUT ROWID",
+    "CREATE INDEX vocabulary_reversed ON vocabulary (reversed)",
 )
 
 _RECORDED_MODEL = (  # the model recorded in `meta`, as a history entry at the last model change (or revision 0)
@@ -602,7 +606,10 @@ class SQLiteStore(SQLStore):
         nodes = list(nodes)
         rows = ((docids[n.id], searchable_text(n.properties, fields.get(n.type, ()))) for n in nodes)
         db.executemany("INSERT INTO node_text (rowid, text) VALUES (?, ?)", rows)
-        db.executemany("INSERT INTO node_words (word, id, type, impact) VALUES (?, ?, ?, ?)", word_rows(model, nodes))
+        words = list(word_rows(model, nodes))
+        db.executemany("INSERT INTO node_words (word, id, type, impact) VALUES (?, ?, ?, ?)", words)
+        db.executemany("INSERT INTO vocabulary (word, reversed) VALUES (?, ?) ON CONFLICT (word) DO NOTHING",
+                       vocabulary_rows(w[0] for w in words))  # fmt: skip
 
     @staticmethod
     def _compact_text_index(db: sqlite3.Connection, written: int) -> None:
@@ -630,6 +637,7 @@ class SQLiteStore(SQLStore):
         db.execute("DELETE FROM node_text")
         db.execute("DELETE FROM node_text_ids")
         db.execute("DELETE FROM node_words")
+        db.execute("DELETE FROM vocabulary")
         db.execute("INSERT INTO node_text_ids (id) SELECT id FROM nodes ORDER BY id")
         columns = ", ".join(f"nodes.{c}" for c in NODE_COLUMNS.split(", "))
         cursor = db.execute(f"SELECT m.docid, {columns} FROM nodes JOIN node_text_ids m ON m.id = nodes.id")
