@@ -335,11 +335,15 @@ def latency(nodes: Sequence[int], backends: Sequence[str], calls: int) -> dict[s
                 write_synthetic(data, size)
                 import subprocess
 
+                started = time.perf_counter()
                 subprocess.run([sys.executable, "-m", "core.app.cli", "--store", str(location), "--model",
                                 str(default_model_path()), "import", str(data), "--no-progress"],
                                cwd=ROOT, check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+                imported = time.perf_counter() - started
                 instance = open_instance(Config(store=location, seed=False))
                 try:
+                    index = index_figures(instance, backend)
+                    index["import_s"] = round(imported, 1)
                     plans: dict[str, tuple[str, str]] = {"find_nodes text": ("find_nodes", "text")}
                     if has_tool(instance, "search"):
                         plans["search"] = ("search", "query")
@@ -357,10 +361,55 @@ def latency(nodes: Sequence[int], backends: Sequence[str], calls: int) -> dict[s
                                           "p99_ms": round(percentile(times, 99), 2)}  # fmt: skip
                     if "search" not in plans:
                         figures["search"] = "missing"
+                    figures["index"] = index
                     out[f"{backend} {size}"] = figures
                     print(f"{backend} {size}: {json.dumps(figures)}", file=sys.stderr)
                 finally:
                     instance.close()
+    return out
+
+
+WORD_INDEX = ("node_words", "vocabulary")  # the word index's tables (their indexes are counted with them)
+
+
+def index_figures(instance: Instance, backend: str) -> dict[str, Any]:
+    """The store's size, the word index's share of it, and the time to build the word index anew from the nodes
+    (`rebuild_word_index`; sizes after the import, before the rebuild). A store without a word index reports its
+    size only."""
+    store: Any = instance.store
+    names = (
+        [r[0] for r in store.rows("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        if backend == "sqlite"
+        else [r[0] for r in store.rows("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")]
+    )
+    has_words = all(n in names for n in WORD_INDEX)
+    if backend == "sqlite":
+        pages = store.rows("SELECT (SELECT page_count FROM pragma_page_count()) - "
+                           "(SELECT freelist_count FROM pragma_freelist_count()), "
+                           "(SELECT page_size FROM pragma_page_size())")[0]  # fmt: skip
+        total = int(pages[0]) * int(pages[1])
+        words = (
+            int(
+                store.rows(
+                    "SELECT coalesce(sum(s.pgsize), 0) FROM dbstat s JOIN sqlite_master m ON m.name = "
+                    "s.name WHERE m.tbl_name IN ('node_words', 'vocabulary')"
+                )[0][0]
+            )
+            if has_words
+            else 0
+        )
+    else:
+        total = int(store.rows("SELECT pg_database_size(current_database())")[0][0])
+        words = (
+            sum(int(store.rows("SELECT pg_total_relation_size(?)", (n,))[0][0]) for n in WORD_INDEX) if has_words else 0
+        )
+    out: dict[str, Any] = {"store_mb": round(total / 1e6, 1)}
+    if has_words:
+        out["word_index_mb"] = round(words / 1e6, 1)
+        out["growth"] = round(words / max(total - words, 1), 3)
+        started = time.perf_counter()
+        store.rebuild_word_index()
+        out["build_s"] = round(time.perf_counter() - started, 1)
     return out
 
 

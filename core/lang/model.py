@@ -772,11 +772,11 @@ def text_words(text: str) -> list[str]:
     return WORD_PATTERN.findall(text.lower())
 
 
-def word_impacts(weights: Sequence[tuple[str, float]], properties: Mapping[str, Any]) -> dict[str, float]:
+def word_impacts(weights: Sequence[tuple[str, float]], properties: Mapping[str, Any]) -> dict[str, int]:
     """What the word index holds for one node: each word of its searched properties (`NodeType.weights`) and how
     much the node is about it (BM25's term weight without the idf: the word's weighted count, saturated, against
-    the node's weighted length). Each store keeps these rows in the write's transaction; a search reads a word's
-    nodes most-about-it first and ranks only those."""
+    the node's weighted length), in thousandths. Each store keeps these rows in the write's transaction; a search
+    reads a word's nodes most-about-it first and ranks only those."""
     counts: dict[str, float] = {}
     length = 0.0
     for name, weight in weights:
@@ -786,7 +786,7 @@ def word_impacts(weights: Sequence[tuple[str, float]], properties: Mapping[str, 
             word = token[:WORD_LENGTH]
             counts[word] = counts.get(word, 0.0) + weight
     norm = WORD_K1 * (1 - WORD_B + WORD_B * length / WORD_AVERAGE)
-    return {w: round(tf * (WORD_K1 + 1) / (tf + norm), 6) for w, tf in counts.items()}
+    return {w: round(1000 * tf * (WORD_K1 + 1) / (tf + norm)) for w, tf in counts.items()}
 
 
 def search_weights(

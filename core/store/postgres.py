@@ -124,7 +124,7 @@ _PAST: tuple[LiteralString, ...] = (  # a record's changes by id and by edge end
 
 _WORDS: tuple[LiteralString, ...] = (  # the word index a ranked search reads (`core.store.sql.word_rows`)
     f"CREATE TABLE node_words (word text {_C} NOT NULL, id text {_C} NOT NULL, type text {_C} NOT NULL, "
-    "impact real NOT NULL, PRIMARY KEY (id, word))",
+    "impact smallint NOT NULL, PRIMARY KEY (id, word))",
     "CREATE INDEX node_words_rank ON node_words (word, impact DESC, id) INCLUDE (type)",
     # every word a node has held since the index was built, and backwards: a prefix's words, a typo's neighbours
     f"CREATE TABLE vocabulary (word text {_C} PRIMARY KEY, reversed text {_C} NOT NULL)",
@@ -544,20 +544,19 @@ class PostgresStore(SQLStore):
                     "UPDATE nodes SET search = %s WHERE id = %s",
                     [(search_text(properties, node_type.text), id_) for id_, properties in rows],
                 )
-            self._index_words(db, cursor, model)
+            self._index_words(db, model)
         self._set_meta(db, "text_index", text_fields_json(model))
 
-    @staticmethod
-    def _index_words(db: psycopg.Connection[Any], cursor: psycopg.Cursor[Any], model: Model) -> None:
-        """Fill the word index anew from every node (`core.store.sql.word_rows`)."""
-        cursor.execute("DELETE FROM node_words")
-        cursor.execute("DELETE FROM vocabulary")
-        for name, node_type in model.node_types.items():
-            rows = db.execute("SELECT id, properties FROM nodes WHERE type = %s", (name,)).fetchall()
-            words = [(w, id_, name, impact) for id_, properties in rows
-                     for w, impact in word_impacts(node_type.weights, properties).items()]  # fmt: skip
-            _copy(cursor, "node_words (word, id, type, impact)", words)
-            _add_words(cursor, (w[0] for w in words))
+    def _index_words(self, db: psycopg.Connection[Any], model: Model) -> None:
+        with db.cursor() as cursor:
+            cursor.execute("DELETE FROM node_words")
+            cursor.execute("DELETE FROM vocabulary")
+            for name, node_type in model.node_types.items():
+                rows = db.execute("SELECT id, properties FROM nodes WHERE type = %s", (name,)).fetchall()
+                words = [(w, id_, name, impact) for id_, properties in rows
+                         for w, impact in word_impacts(node_type.weights, properties).items()]  # fmt: skip
+                _copy(cursor, "node_words (word, id, type, impact)", words)
+                _add_words(cursor, (w[0] for w in words))
 
     # -- the audit log ----------------------------------------------------------------------------------------
     def append_audit(self, records: Sequence[AuditRecord]) -> None:
@@ -583,7 +582,7 @@ class PostgresStore(SQLStore):
                 self._set_meta(db, "changes_floor", str(dump.changes_floor))
             with db.cursor() as cursor:
                 _copy(cursor, f"nodes ({_NODE_ROW})", map(self._node_row, dump.nodes))
-                self._index_words(db, cursor, model)
+                self._index_words(db, model)
                 _copy(cursor, f"edges ({EDGE_ROW})", map(edge_row, dump.edges))
                 _copy(cursor, f"changes ({CHANGE_ALL})", map(change_row, dump.changes))
                 _copy(cursor, f"audit ({AUDIT_COLUMNS})", dump.audit)

@@ -171,8 +171,9 @@ def vocabulary_rows(words: Iterable[str]) -> list[tuple[str, str]]:
     return [(w, w[::-1]) for w in sorted(set(words))]
 
 
-def word_rows(model: Model, nodes: Iterable[Node]) -> Iterator[tuple[str, str, str, float]]:
-    """The word index's rows of `nodes`: (word, node id, node type, impact), from `core.lang.model.word_impacts`."""
+def word_rows(model: Model, nodes: Iterable[Node]) -> Iterator[tuple[str, str, str, int]]:
+    """The word index's rows of `nodes`: (word, node id, node type, impact), from `core.lang.model.word_impacts`
+    (in thousandths: a small integer is stored in two bytes, and only orders a word's nodes)."""
     for n in nodes:
         node_type = model.node_types.get(n.type)
         if node_type is not None:
@@ -300,6 +301,17 @@ class SQLStore(ABC):
 
     @abstractmethod
     def _rebuild_text_index(self, db: Any, model: Model) -> None: ...
+
+    @abstractmethod
+    def _index_words(self, db: Any, model: Model) -> None:
+        """Fill the word index anew from every node (`word_rows`) and its vocabulary from their words."""
+
+    def rebuild_word_index(self) -> None:
+        """Build the word index anew from the stored nodes, in one write transaction (opening a store whose index
+        was built for another model, and applying a model, rebuild it with the text index; the retrieval benchmark
+        times this)."""
+        with self._transaction() as db:
+            self._index_words(db, self._model)
 
     @abstractmethod
     def _update_keys(self, db: Any, model: Model) -> None:

@@ -115,7 +115,7 @@ _TEXT = (
 WORDS_TABLE = (
     # The word index (`core.store.sql.word_rows`): each word of a node's searched properties and how much the node
     # is about it; a ranked search reads a word's nodes in impact order from `node_words_rank`, the first few only.
-    "CREATE TABLE node_words (word TEXT NOT NULL, id TEXT NOT NULL, type TEXT NOT NULL, impact REAL NOT NULL, "
+    "CREATE TABLE node_words (word TEXT NOT NULL, id TEXT NOT NULL, type TEXT NOT NULL, impact INTEGER NOT NULL, "
     "PRIMARY KEY (id, word)) WITHOUT ROWID",
     "CREATE INDEX node_words_rank ON node_words (word, impact DESC, id, type)",
     # every word a node has held since the index was built, and backwards: a prefix's words, a typo's neighbours
@@ -606,6 +606,11 @@ class SQLiteStore(SQLStore):
         nodes = list(nodes)
         rows = ((docids[n.id], searchable_text(n.properties, fields.get(n.type, ()))) for n in nodes)
         db.executemany("INSERT INTO node_text (rowid, text) VALUES (?, ?)", rows)
+        SQLiteStore._insert_words(db, nodes, model)
+
+    @staticmethod
+    def _insert_words(db: sqlite3.Connection, nodes: Iterable[Node], model: Model) -> None:
+        """Add the word index's rows of `nodes` (`word_rows`) and the words its vocabulary does not hold yet."""
         words = list(word_rows(model, nodes))
         db.executemany("INSERT INTO node_words (word, id, type, impact) VALUES (?, ?, ?, ?)", words)
         db.executemany("INSERT INTO vocabulary (word, reversed) VALUES (?, ?) ON CONFLICT (word) DO NOTHING",
@@ -646,6 +651,13 @@ class SQLiteStore(SQLStore):
             self._insert_text(db, docids, _nodes([row[1:] for row in rows]), model)
         db.execute("INSERT INTO node_text (node_text) VALUES ('optimize')")
         self._set_meta(db, "text_index", text_fields_json(model))
+
+    def _index_words(self, db: sqlite3.Connection, model: Model) -> None:
+        db.execute("DELETE FROM node_words")
+        db.execute("DELETE FROM vocabulary")
+        cursor = db.execute(f"SELECT {NODE_COLUMNS} FROM nodes")
+        while rows := cursor.fetchmany(2000):
+            self._insert_words(db, _nodes(rows), model)
 
     # -- the audit log ----------------------------------------------------------------------------------------
     def append_audit(self, records: Sequence[AuditRecord]) -> None:
