@@ -93,7 +93,7 @@ class Hit:
             "id": self.node.id,
             "type": self.node.type,
             "name": _display_text(self.node.properties.get(display), self.node.id),
-            "score": round(self.score, 4),
+            "score": round(self.score, 2),
             "match": {"property": self.property, "snippet": self.snippet},
             "node": self.node.to_json(),
         }
