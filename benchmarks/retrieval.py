@@ -11,7 +11,8 @@ graded judgements: 3 the best answer, 2 highly relevant, 1 relevant) runs agains
 through the dispatcher in-process, for three rankers:
 
 * `search`: the tool `search` with `{"query": q, "limit": 10}`, its `items[*].id` in rank order (reported as
-  missing when the registry has no such tool);
+  missing when the registry has no such tool); `search summary` the same with `"summary": true` (its bytes are
+  a default page of summary hits);
 * `substring`: today's `find_nodes` with `text` and no `type` (one call over every type, as a client would make
   it; its order is id order);
 * `bm25`: textbook Okapi BM25 (k1 1.2, b 0.75, lowercase word tokens, no stemming) over the same text properties
@@ -55,7 +56,7 @@ from core.values.principal import Principal  # noqa: E402
 QUERIES = Path(__file__).with_name("retrieval_queries.json")
 KINDS = ("exact_name", "scattered_words", "paraphrase_synonym", "acronym", "typo", "question",
          "person_by_role_or_place", "cross_type_topic", "substring_ranks_low")  # fmt: skip
-RANKERS = ("search", "substring", "bm25")
+RANKERS = ("search", "search summary", "substring", "bm25")
 DEPTH = 10
 ADMIN = Principal("bench-retrieval", frozenset({"admin"}))
 
@@ -189,6 +190,15 @@ def rankers(instance: Instance) -> dict[str, Callable[[str], Answer]]:
         ms = (time.perf_counter() - started) * 1000
         return Answer([item["id"] for item in value["items"]], answer_size(value), ms=ms)
 
+    def summary(q: str) -> Answer:
+        if not search_exists:
+            return Answer([], 0, missing=True)
+        forget_rankings()
+        started = time.perf_counter()
+        value = call(instance, "search", {"query": q, "limit": DEPTH, "summary": True})
+        ms = (time.perf_counter() - started) * 1000
+        return Answer([item["id"] for item in value["items"]], answer_size(value), ms=ms)
+
     def substring(q: str) -> Answer:
         started = time.perf_counter()
         value = call(instance, "find_nodes", {"text": q, "limit": DEPTH})
@@ -202,7 +212,7 @@ def rankers(instance: Instance) -> dict[str, Callable[[str], Answer]]:
         items = [n.to_json() for id_ in ids if (n := instance.store.node(id_)) is not None]
         return Answer(ids, answer_size({"items": items}), ms=ms)
 
-    return {"search": search, "substring": substring, "bm25": reference}
+    return {"search": search, "search summary": summary, "substring": substring, "bm25": reference}
 
 
 @dataclass
