@@ -50,7 +50,6 @@ MAX_WORDS = 16  # words of a query after stop words: more is a paragraph, not a 
 MAX_ALTERNATIVES = 16  # other names of what a query names, looked up beside its words
 ALTERNATIVE = 0.5  # what a word of another name counts for, against a word of the query
 PER_TERM = 150  # nodes ranked per word of the query (the most about it first): enough to rank a page, bounded
-PREFIX_WORDS = 32  # the index's words a query word's prefix stands for, at most (the first in code point order)
 NEAR_WORDS = 400  # the vocabulary's words read per half of a typo, to find those within its edits
 K1, B = 1.2, 0.75
 RANKINGS = 32  # rankings kept for their next pages (per process)
@@ -212,17 +211,16 @@ def _candidates(
 ) -> tuple[dict[str, Node], bool]:
     """The visible nodes (of `types`, when given) most about each of `terms`, and whether more were left.
 
-    Each term stands for the index's words that begin with a prefix of its stem (`_prefix`; the first
-    `PREFIX_WORDS`); a term no visible node holds such a word of is a typo, and stands for the index's words
+    Each term stands for the index's words that begin with a prefix of its stem (`_prefix`; the first 32,
+    `Store.prefix_postings`); a term no visible node holds such a word of is a typo, and stands for the index's words
     within its edits (`_near`). Of the nodes holding its words, the word index gives those most about them
     (`Store.word_postings`), at most `PER_TERM` per term, so a search reads and ranks a bounded number of nodes
     however many hold a common word."""
     ids: dict[str, None] = {}
     cut = False
-    for term in terms:
-        spelled = store.words_beginning(_prefix(term), PREFIX_WORDS + 1)
-        postings, more = store.word_postings(spelled[:PREFIX_WORDS], types, sight, PER_TERM)
-        cut = cut or more or len(spelled) > PREFIX_WORDS
+    spelled = store.prefix_postings([_prefix(t) for t in terms], types, sight, PER_TERM)
+    for term, (postings, more) in zip(terms, spelled, strict=True):
+        cut = cut or more
         if not postings and term.edits:
             postings, more = store.word_postings(_near(store, term), types, sight, PER_TERM)
             cut = cut or more

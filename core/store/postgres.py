@@ -34,7 +34,7 @@ from core.ops.config import without_password as _redacted
 from core.store import StoreDump, StoreStats
 from core.store.common import Bulk, Discard, dumps, utc_now
 from core.store.pg_notices import Listener, announce
-from core.store.pg_sql import DIALECT, search_text
+from core.store.pg_sql import DIALECT, search_text, sight_sql
 from core.store.proposals_sql import PROPOSAL_COLUMNS, PROPOSALS_TABLE
 from core.store.sql import (
     AUDIT_COLUMNS,
@@ -43,6 +43,7 @@ from core.store.sql import (
     EDGE_ROW,
     HISTORY_COLUMNS,
     NODE_COLUMNS,
+    PREFIX_WORDS,
     SQLStore,
     change_row,
     edge_row,
@@ -52,7 +53,7 @@ from core.store.sql import (
 )
 from core.values.audit import AuditRecord
 from core.values.errors import StoreError, StoreUnavailableError
-from core.values.records import Change, Edge, Node
+from core.values.records import Change, Edge, Node, Sight
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 
@@ -557,6 +558,44 @@ class PostgresStore(SQLStore):
                          for w, impact in word_impacts(node_type.weights, properties).items()]  # fmt: skip
                 _copy(cursor, "node_words (word, id, type, impact)", words)
                 _add_words(cursor, (w[0] for w in words))
+
+    def prefix_postings(
+        self, prefixes: Sequence[str], types: Sequence[str] | None, sight: Sight | None, limit: int
+    ) -> list[tuple[list[tuple[str, str, float]], bool]]:
+        """`SQLStore.prefix_postings` in one statement: each prefix's words (one more than `PREFIX_WORDS`, to know
+        whether there were more), each word's best nodes, by two lateral joins."""
+        if not prefixes:
+            return []
+        join, where, params = "", "", list[Any]()
+        if types is not None:
+            where += " AND p.type = ANY(%s)"
+            params.append(list(types))
+        if sight is not None:
+            seen, seen_params = sight_sql(sight, "n.visibility", "n.readers")
+            join, where = " JOIN nodes n ON n.id = p.id", f"{where} AND {seen}"
+            params += seen_params
+        sql = ("SELECT t.i, v.r, v.word, w.id, w.impact FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY "
+               "AS t (prefix, stop, i) CROSS JOIN LATERAL (SELECT word, row_number() OVER (ORDER BY word) AS r "
+               f"FROM (SELECT word FROM vocabulary WHERE word >= t.prefix AND word < t.stop ORDER BY word LIMIT %s) "
+               f"AS x) AS v LEFT JOIN LATERAL (SELECT p.id, p.impact FROM node_words p{join} WHERE p.word = v.word "
+               f"AND v.r <= %s{where} ORDER BY p.impact DESC, p.id LIMIT %s) AS w ON true")  # fmt: skip
+        rows = self._read(sql, [list(prefixes), [p + "\U0010ffff" for p in prefixes], PREFIX_WORDS + 1,
+                                PREFIX_WORDS, *params, limit + 1])  # fmt: skip
+        out: list[tuple[list[tuple[str, str, float]], bool]] = [([], False) for _ in prefixes]
+        taken: dict[tuple[int, str], int] = {}
+        for i, r, word, id_, impact in rows:
+            found = out[i - 1][0]
+            if r > PREFIX_WORDS:
+                out[i - 1] = (found, True)
+                continue
+            if id_ is None:
+                continue
+            taken[i, word] = n = taken.get((i, word), 0) + 1
+            if n > limit:
+                out[i - 1] = (found, True)
+            else:
+                found.append((str(word), str(id_), float(impact)))
+        return out
 
     # -- the audit log ----------------------------------------------------------------------------------------
     def append_audit(self, records: Sequence[AuditRecord]) -> None:

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("canon.store")
 
 __all__ = [
+    "PREFIX_WORDS",
     "Dialect",
     "SQLStore",
     "SQLView",
@@ -77,6 +78,7 @@ AUDIT_COLUMNS = ", ".join(AUDIT_FIELDS)
 HISTORY_COLUMNS = ", ".join(HISTORY_FIELDS)
 EDGE_ROW = "source, type, target, properties, revision, created_at, updated_at, updated_by"  # `edge_row`'s order
 
+PREFIX_WORDS = 32  # the vocabulary's words a prefix stands for in a search, at most (the first in code point order)
 JOINT_GROUPS = 2000  # `SQLStore.facet_counts` counts several properties in one scan while they form at most this
 #                     many groups of values
 
@@ -635,6 +637,19 @@ class SQLStore(ABC):
         rows = self._read(f"SELECT word FROM vocabulary WHERE reversed >= {m} AND reversed < {m} ORDER BY reversed "
                           f"LIMIT {m}", [backwards, backwards + "\U0010ffff", limit])  # fmt: skip
         return [str(r[0]) for r in rows]
+
+    def prefix_postings(
+        self, prefixes: Sequence[str], types: Sequence[str] | None, sight: Sight | None, limit: int
+    ) -> list[tuple[list[tuple[str, str, float]], bool]]:
+        """For each of `prefixes`: `word_postings` of the vocabulary's first `PREFIX_WORDS` words that begin with
+        it, and whether any was cut (more such words, or more nodes of a word). PostgreSQL answers it in one
+        statement (`PostgresStore.prefix_postings`); this is the same, a statement or two a prefix."""
+        out: list[tuple[list[tuple[str, str, float]], bool]] = []
+        for prefix in prefixes:
+            spelled = self.words_beginning(prefix, PREFIX_WORDS + 1)
+            rows, more = self.word_postings(spelled[:PREFIX_WORDS], types, sight, limit)
+            out.append((rows, more or len(spelled) > PREFIX_WORDS))
+        return out
 
     def word_postings(
         self, words: Sequence[str], types: Sequence[str] | None, sight: Sight | None, limit: int

@@ -8,7 +8,7 @@ missing, the index's rows (`node_words`) are those, and its vocabulary holds eve
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -16,10 +16,10 @@ from core.lang.model import Model, default_seed_path, parse_model
 from core.store import Store, copy_store, open_store
 from core.store.interchange import import_path
 from core.store.retention import Retention
-from core.store.sql import word_rows
+from core.store.sql import SQLStore, word_rows
 from core.values.errors import CanonError
 from core.values.operations import DeleteNode, PutNode
-from core.values.records import Node
+from core.values.records import Node, Sight
 
 pytestmark = pytest.mark.both_backends
 
@@ -110,3 +110,21 @@ def test_a_store_whose_index_is_missing_builds_it_when_opened(
         assert_in_step(store, model)
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(
+    "sight", [None, Sight(frozenset({"public"}), ()), Sight(frozenset({"internal"}), ("group:payments",))]
+)
+@pytest.mark.parametrize("types", [None, ["Service", "Team"]])
+def test_each_prefix_gets_the_best_nodes_of_its_words_and_says_when_more_were_left(
+    seeded_store: Store, sight: Sight | None, types: list[str] | None
+) -> None:
+    """The store's one-statement answer (PostgreSQL's) is the two-step one of the SQL base, cut flags included."""
+    prefixes = ["pay", "ledger", "s", "zzqx", "team"]
+    got = seeded_store.prefix_postings(prefixes, types, sight, 3)
+    assert got == SQLStore.prefix_postings(cast("SQLStore", seeded_store), prefixes, types, sight, 3)
+    assert got[0][1] or types is not None  # "pay": more than 3 nodes hold a word beginning with it
+    assert got[2][1]  # "s": more than 32 words begin with it
+    assert got[3] == ([], False)
+    for (found, _), prefix in zip(got, prefixes, strict=True):
+        assert all(word.startswith(prefix) for word, _, _ in found)
