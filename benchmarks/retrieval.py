@@ -11,7 +11,8 @@ graded judgements: 3 the best answer, 2 highly relevant, 1 relevant) runs agains
 through the dispatcher in-process, for three rankers:
 
 * `search`: the tool `search` with `{"query": q, "limit": 10}`, its `items[*].id` in rank order (reported as
-  missing when the registry has no such tool);
+  missing when the registry has no such tool); `search summary` the same with `"summary": true` (its bytes are
+  a default page of summary hits);
 * `substring`: today's `find_nodes` with `text` and no `type` (one call over every type, as a client would make
   it; its order is id order);
 * `bm25`: textbook Okapi BM25 (k1 1.2, b 0.75, lowercase word tokens, no stemming) over the same text properties
@@ -55,7 +56,7 @@ from core.values.principal import Principal  # noqa: E402
 QUERIES = Path(__file__).with_name("retrieval_queries.json")
 KINDS = ("exact_name", "scattered_words", "paraphrase_synonym", "acronym", "typo", "question",
          "person_by_role_or_place", "cross_type_topic", "substring_ranks_low")  # fmt: skip
-RANKERS = ("search", "substring", "bm25")
+RANKERS = ("search", "search summary", "substring", "bm25")
 DEPTH = 10
 ADMIN = Principal("bench-retrieval", frozenset({"admin"}))
 
@@ -189,6 +190,15 @@ def rankers(instance: Instance) -> dict[str, Callable[[str], Answer]]:
         ms = (time.perf_counter() - started) * 1000
         return Answer([item["id"] for item in value["items"]], answer_size(value), ms=ms)
 
+    def summary(q: str) -> Answer:
+        if not search_exists:
+            return Answer([], 0, missing=True)
+        forget_rankings()
+        started = time.perf_counter()
+        value = call(instance, "search", {"query": q, "limit": DEPTH, "summary": True})
+        ms = (time.perf_counter() - started) * 1000
+        return Answer([item["id"] for item in value["items"]], answer_size(value), ms=ms)
+
     def substring(q: str) -> Answer:
         started = time.perf_counter()
         value = call(instance, "find_nodes", {"text": q, "limit": DEPTH})
@@ -202,7 +212,7 @@ def rankers(instance: Instance) -> dict[str, Callable[[str], Answer]]:
         items = [n.to_json() for id_ in ids if (n := instance.store.node(id_)) is not None]
         return Answer(ids, answer_size({"items": items}), ms=ms)
 
-    return {"search": search, "substring": substring, "bm25": reference}
+    return {"search": search, "search summary": summary, "substring": substring, "bm25": reference}
 
 
 @dataclass
@@ -335,11 +345,15 @@ def latency(nodes: Sequence[int], backends: Sequence[str], calls: int) -> dict[s
                 write_synthetic(data, size)
                 import subprocess
 
+                started = time.perf_counter()
                 subprocess.run([sys.executable, "-m", "core.app.cli", "--store", str(location), "--model",
                                 str(default_model_path()), "import", str(data), "--no-progress"],
                                cwd=ROOT, check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+                imported = time.perf_counter() - started
                 instance = open_instance(Config(store=location, seed=False))
                 try:
+                    index = index_figures(instance, backend)
+                    index["import_s"] = round(imported, 1)
                     plans: dict[str, tuple[str, str]] = {"find_nodes text": ("find_nodes", "text")}
                     if has_tool(instance, "search"):
                         plans["search"] = ("search", "query")
@@ -357,10 +371,55 @@ def latency(nodes: Sequence[int], backends: Sequence[str], calls: int) -> dict[s
                                           "p99_ms": round(percentile(times, 99), 2)}  # fmt: skip
                     if "search" not in plans:
                         figures["search"] = "missing"
+                    figures["index"] = index
                     out[f"{backend} {size}"] = figures
                     print(f"{backend} {size}: {json.dumps(figures)}", file=sys.stderr)
                 finally:
                     instance.close()
+    return out
+
+
+WORD_INDEX = ("node_words", "vocabulary")  # the word index's tables (their indexes are counted with them)
+
+
+def index_figures(instance: Instance, backend: str) -> dict[str, Any]:
+    """The store's size, the word index's share of it, and the time to build the word index anew from the nodes
+    (`rebuild_word_index`; sizes after the import, before the rebuild). A store without a word index reports its
+    size only."""
+    store: Any = instance.store
+    names = (
+        [r[0] for r in store.rows("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        if backend == "sqlite"
+        else [r[0] for r in store.rows("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")]
+    )
+    has_words = all(n in names for n in WORD_INDEX)
+    if backend == "sqlite":
+        pages = store.rows("SELECT (SELECT page_count FROM pragma_page_count()) - "
+                           "(SELECT freelist_count FROM pragma_freelist_count()), "
+                           "(SELECT page_size FROM pragma_page_size())")[0]  # fmt: skip
+        total = int(pages[0]) * int(pages[1])
+        words = (
+            int(
+                store.rows(
+                    "SELECT coalesce(sum(s.pgsize), 0) FROM dbstat s JOIN sqlite_master m ON m.name = "
+                    "s.name WHERE m.tbl_name IN ('node_words', 'vocabulary')"
+                )[0][0]
+            )
+            if has_words
+            else 0
+        )
+    else:
+        total = int(store.rows("SELECT pg_database_size(current_database())")[0][0])
+        words = (
+            sum(int(store.rows("SELECT pg_total_relation_size(?)", (n,))[0][0]) for n in WORD_INDEX) if has_words else 0
+        )
+    out: dict[str, Any] = {"store_mb": round(total / 1e6, 1)}
+    if has_words:
+        out["word_index_mb"] = round(words / 1e6, 1)
+        out["growth"] = round(words / max(total - words, 1), 3)
+        started = time.perf_counter()
+        store.rebuild_word_index()
+        out["build_s"] = round(time.perf_counter() - started, 1)
     return out
 
 

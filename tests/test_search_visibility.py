@@ -81,7 +81,7 @@ async def test_search_on_every_surface_holds_only_what_the_caller_may_read(
     try:
         async with callers(instance, secret) as on:
             for text in QUERIES:
-                arguments = {"query": text, "limit": 50}
+                arguments = {"query": text, "limit": 50, "facets": True}
                 direct = instance.dispatcher.call_tool(principal, "test", "search", arguments).value
                 everything = instance.dispatcher.call_tool(admin, "test", "search", arguments).value
                 hidden = {i["id"] for i in everything["items"]} - {i["id"] for i in direct["items"]}

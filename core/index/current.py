@@ -114,7 +114,11 @@ class CurrentView:
 
     def search(self, model: Model, sight: Sight | None, terms: Sequence[Term], types: Sequence[str] | None,
                revision: int, *, compute: bool = True) -> Any:  # fmt: skip
-        return ranked(self.store, model, sight, terms, types, revision, compute=compute)
+        def visible() -> Counter[str]:
+            with self.index.settled():
+                return self.index.visible_counts(sight)[0]
+
+        return ranked(self.store, model, sight, terms, types, revision, compute=compute, visible=visible)
 
     def latest(self) -> int:
         return self.store.revision()

@@ -30,17 +30,16 @@ import builtins
 import functools
 import json
 import math
-import re
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
 import snowballstemmer  # pyright: ignore[reportMissingTypeStubs]
 from rapidfuzz.distance import Levenshtein
 
-from core.lang.model import Model, NodeType, property_text
+from core.lang.model import WORD_PATTERN, Model, NodeType, property_text, text_words
 from core.store import NodeQuery, Store
 from core.values.errors import InvalidArgumentsError, Problem
 from core.values.records import Node, Sight
@@ -50,12 +49,12 @@ __all__ = ["MAX_WORDS", "Hit", "SearchResult", "forget_rankings", "parse_query",
 MAX_WORDS = 16  # words of a query after stop words: more is a paragraph, not a search
 MAX_ALTERNATIVES = 16  # other names of what a query names, looked up beside its words
 ALTERNATIVE = 0.5  # what a word of another name counts for, against a word of the query
-CANDIDATES = 2000  # nodes read per needle: enough to rank a page, bounded however common the word
+PER_TERM = 150  # nodes ranked per word of the query (the most about it first): enough to rank a page, bounded
+NEAR_WORDS = 400  # the vocabulary's words read per half of a typo, to find those within its edits
 K1, B = 1.2, 0.75
 RANKINGS = 32  # rankings kept for their next pages (per process)
 SNIPPET = 60  # characters of a snippet around its first match
 
-_WORD = re.compile(r"[^\W_]+")
 _STEMMER: Any = snowballstemmer.stemmer("english")  # pyright: ignore[reportUnknownMemberType]
 STOP_WORDS = frozenset(
     """a about all an and any are as at be by can could did do does find for from get give had has have how i in
@@ -93,7 +92,7 @@ class Hit:
             "id": self.node.id,
             "type": self.node.type,
             "name": _display_text(self.node.properties.get(display), self.node.id),
-            "score": round(self.score, 4),
+            "score": round(self.score, 2),
             "match": {"property": self.property, "snippet": self.snippet},
             "node": self.node.to_json(),
         }
@@ -113,7 +112,7 @@ class SearchResult:
 
 def words(text: str) -> list[str]:
     """The lowered words of `text`, in order (letters and digits; anything else separates)."""
-    return _WORD.findall(text.lower())
+    return text_words(text)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -136,21 +135,30 @@ def parse_query(tool: str, text: str) -> tuple[Term, ...]:
 
 
 def search(
-    store: Store, model: Model, sight: Sight | None, terms: Sequence[Term], types: Sequence[str] | None
+    store: Store,
+    model: Model,
+    sight: Sight | None,
+    terms: Sequence[Term],
+    types: Sequence[str] | None,
+    visible: Callable[[], Mapping[str, int]] | None = None,
 ) -> SearchResult:
-    """Every visible node of `types` (all types when None) matching any of `terms` or another name of what they
-    name (`alternatives`), ranked."""
+    """The visible nodes of `types` (all types when None) most about `terms` or another name of what they name
+    (`alternatives`), ranked. `visible`: how many nodes of each type the caller sees (the graph index knows it
+    without a scan; else the store counts them)."""
     searched = [t.name for t in model.node_types.values() if types is None or t.name in types]
     only = searched[0] if len(searched) == 1 else None
-    fields = {t.name: t.text for t in model.node_types.values()}
-    found, cut = _candidates(store, terms, only, fields, sight)
+    wanted = None if types is None else searched
+    found, cut = _candidates(store, terms, wanted, sight)
     others = _alternatives(model, terms, found.values())
     extra = tuple(dict.fromkeys(t for a in others for t in a.terms if t not in terms))
     if extra:
-        more, more_cut = _candidates(store, extra, only, fields, sight)
+        more, more_cut = _candidates(store, extra, wanted, sight)
         found, cut = found | more, cut or more_cut
     candidates = [n for n in found.values() if n.type in searched]
-    if only is not None or types is None:
+    if visible is not None:
+        counts = visible()
+        population = sum(counts.get(t, 0) for t in searched)
+    elif only is not None or types is None:
         population = store.find_nodes(NodeQuery(only, sight=sight), after=None, limit=1)[1]
     else:
         population = sum(store.find_nodes(NodeQuery(t, sight=sight), after=None, limit=1)[1] for t in searched)
@@ -171,6 +179,7 @@ def ranked(
     revision: int,
     *,
     compute: bool = True,
+    visible: Callable[[], Mapping[str, int]] | None = None,
 ) -> SearchResult | None:
     """`search` at `revision`, kept for the next pages: a page after the first reads the ranking its first page
     made, so paging ranks once and every page of one cursor comes from one ranking. Kept per store location,
@@ -183,7 +192,7 @@ def ranked(
             return kept
     if not compute:
         return None
-    result = search(store, model, sight, terms, types)
+    result = search(store, model, sight, terms, types, visible)
     with _rankings_lock:
         _rankings[key] = result
         while len(_rankings) > RANKINGS:
@@ -198,17 +207,39 @@ def forget_rankings() -> None:
 
 
 def _candidates(
-    store: Store, terms: Sequence[Term], only: str | None, fields: Mapping[str, tuple[str, ...]], sight: Sight | None
+    store: Store, terms: Sequence[Term], types: Sequence[str] | None, sight: Sight | None
 ) -> tuple[dict[str, Node], bool]:
-    """The visible nodes holding a needle of `terms`, and whether a needle had more than `CANDIDATES`."""
-    found: dict[str, Node] = {}
+    """The visible nodes (of `types`, when given) most about each of `terms`, and whether more were left.
+
+    Each term stands for the index's words that begin with a prefix of its stem (`_prefix`; the first 32,
+    `Store.prefix_postings`); a term no visible node holds such a word of is a typo, and stands for the index's words
+    within its edits (`_near`). Of the nodes holding its words, the word index gives those most about them
+    (`Store.word_postings`), at most `PER_TERM` per term, so a search reads and ranks a bounded number of nodes
+    however many hold a common word."""
+    ids: dict[str, None] = {}
     cut = False
-    for needle in _needles(terms, store, only, fields, sight):
-        query = NodeQuery(only, text=needle, text_fields=fields, sight=sight)
-        nodes, total = store.find_nodes(query, after=None, limit=CANDIDATES)
-        cut = cut or total > len(nodes)
-        found.update((n.id, n) for n in nodes)
-    return found, cut
+    spelled = store.prefix_postings([_prefix(t) for t in terms], types, sight, PER_TERM)
+    for term, (postings, more) in zip(terms, spelled, strict=True):
+        cut = cut or more
+        if not postings and term.edits:
+            postings, more = store.word_postings(_near(store, term), types, sight, PER_TERM)
+            cut = cut or more
+        best = list(dict.fromkeys(id_ for _, id_, _ in sorted(postings, key=lambda p: (-p[2], p[1]))))
+        cut = cut or len(best) > PER_TERM
+        ids.update(dict.fromkeys(best[:PER_TERM]))
+    read = store.nodes(list(ids))  # seen in the index's SQL; checked again, as a write may have come between
+    return {id_: n for id_, n in read.items() if sight is None or sight.sees(n.visibility, n.readers)}, cut
+
+
+def _near(store: Store, term: Term) -> list[str]:
+    """The index's words within `term.edits` of it (as `_match` counts them): a word one edit away keeps the
+    typo's first half as its beginning or its second half as its end, so the vocabulary's words that begin with
+    the one or end with the other hold every such word (and, for two edits, those with both in one half)."""
+    half = len(term.word) // 2
+    around = [*store.words_beginning(term.word[:half], NEAR_WORDS), *store.words_ending(term.word[half:], NEAR_WORDS)]
+    return [w for w in dict.fromkeys(around)
+            if abs(len(w) - len(term.word)) <= term.edits
+            and Levenshtein.distance(term.word, w, score_cutoff=term.edits) <= term.edits]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -251,29 +282,6 @@ def _said(query: Sequence[str], name: Sequence[str]) -> bool:
     return any(list(query[i : i + len(name)]) == list(name) for i in range(len(query) - len(name) + 1))
 
 
-def _needles(
-    terms: Sequence[Term],
-    store: Store,
-    type_name: str | None,
-    fields: Mapping[str, tuple[str, ...]],
-    sight: Sight | None,
-) -> list[str]:
-    """The substrings to look up for `terms` in one type: a prefix of each stem, and for a word no node holds,
-    the pieces any spelling of it within its edits keeps whole (pieces of 3 letters or more, for the index).
-    The needles are looked up in every type (unless one is searched): fewer lookups than one per type."""
-    out: list[str] = []
-    for term in terms:
-        prefix = _prefix(term)
-        out.append(prefix)
-        if term.edits == 0:
-            continue
-        query = NodeQuery(type_name, text=term.word, text_fields=fields, sight=sight)
-        if store.find_nodes(query, after=None, limit=1)[1]:
-            continue
-        out += [p for p in _pieces(term.word, term.edits + 1) if len(p) >= 3]
-    return list(dict.fromkeys(out))
-
-
 def _prefix(term: Term) -> str:
     """A substring every word of the same stem, or that the word begins, holds: the stem less a changed last
     letter (`polici` is `policy`'s stem), never longer than the word."""
@@ -283,11 +291,6 @@ def _prefix(term: Term) -> str:
     if term.stem != term.word:
         common -= 1  # the stem's last kept letter may itself be a changed one (`happi`, `happy`)
     return term.word[: max(common, min(3, len(term.word)))]
-
-
-def _pieces(word: str, n: int) -> list[str]:
-    size = len(word) / n
-    return [word[round(i * size) : round((i + 1) * size)] for i in range(n)]
 
 
 def _match(term: Term, token: str, token_stem: str) -> float:
@@ -375,7 +378,7 @@ def _snippet(text: str, terms: Sequence[Term]) -> str:
     """Up to `SNIPPET` characters of `text` around its first matching word, each matching word in `**`."""
     spans = [
         m.span()
-        for m in _WORD.finditer(text)
+        for m in WORD_PATTERN.finditer(text)
         if any(_match(t, m.group().lower(), stem(m.group().lower())) for t in terms)
     ]
     start = max(0, spans[0][0] - SNIPPET // 3) if spans else 0

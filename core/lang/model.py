@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cached_property
@@ -34,6 +35,7 @@ __all__ = [
     "INCOMING_SUFFIX",
     "RENAMED_FROM",
     "SEARCH",
+    "WORD_PATTERN",
     "Cardinality",
     "Checks",
     "Direction",
@@ -55,6 +57,8 @@ __all__ = [
     "property_text",
     "search_weights",
     "searchable_text",
+    "text_words",
+    "word_impacts",
 ]
 
 
@@ -768,6 +772,33 @@ def searchable_text(properties: Mapping[str, Any], fields: Sequence[str]) -> str
     """What a node's text search looks in: the `property_text` of each of its type's text properties, lowered by
     Python's `str.lower`, one per line. Each store's text index holds this."""
     return "\n".join(property_text(properties.get(f)).lower() for f in fields)
+
+
+WORD_PATTERN = re.compile(r"[^\W_]+")  # a word: letters and digits (anything else separates)
+WORD_LENGTH = 48  # characters of a word the word index keeps (a longer one is cut: an id, a hash, a URL's path)
+WORD_K1, WORD_B, WORD_AVERAGE = 1.2, 0.75, 12.0  # BM25's saturation, length norm and a weighted length taken as usual
+
+
+def text_words(text: str) -> list[str]:
+    """The lowered words of `text`, in order (letters and digits; anything else separates): what search matches."""
+    return WORD_PATTERN.findall(text.lower())
+
+
+def word_impacts(weights: Sequence[tuple[str, float]], properties: Mapping[str, Any]) -> dict[str, int]:
+    """What the word index holds for one node: each word of its searched properties (`NodeType.weights`) and how
+    much the node is about it (BM25's term weight without the idf: the word's weighted count, saturated, against
+    the node's weighted length), in thousandths. Each store keeps these rows in the write's transaction; a search
+    reads a word's nodes most-about-it first and ranks only those."""
+    counts: dict[str, float] = {}
+    length = 0.0
+    for name, weight in weights:
+        tokens = text_words(property_text(properties.get(name)))
+        length += weight * len(tokens)
+        for token in tokens:
+            word = token[:WORD_LENGTH]
+            counts[word] = counts.get(word, 0.0) + weight
+    norm = WORD_K1 * (1 - WORD_B + WORD_B * length / WORD_AVERAGE)
+    return {w: round(1000 * tf * (WORD_K1 + 1) / (tf + norm)) for w, tf in counts.items()}
 
 
 def search_weights(

@@ -8,7 +8,8 @@ its access (`visibility`, `readers`) stay. No property can bear a metadata name 
 shadows a system field). `summary` turns each node into `{id, type, name}`, where `name` is the value of the
 type's display property, and each edge that reached a node (a `get_neighbors` item's) into
 `{type, source, target}`, with its properties only when it has any; a search hit, which names its node's id, type
-and name itself, drops its node in the summary form. A tool offers them by declaring `fields` and `summary` in
+and name itself, is that in the summary form (its score, match and node left out; the order is the ranking), so
+a page of ten fits in about a kilobyte. A tool offers them by declaring `fields` and `summary` in
 its input schema. Nodes are found where the read tools put them: under `node`, as the items of a page, under
 `node` in each item, or listed once under `nodes` (query_graph, whose items bind variables to their ids).
 """
@@ -66,8 +67,8 @@ Shaper = Callable[[dict[str, Any]], dict[str, Any]]
 
 def _item(item: dict[str, Any], one: Shaper, edge: Shaper, summary: bool) -> dict[str, Any]:
     if isinstance(item.get("node"), dict):
-        if summary and "score" in item:
-            return {k: v for k, v in item.items() if k != "node"}
+        if summary and "score" in item:  # a search hit: its node's summary, in rank order
+            return {k: item[k] for k in ("id", "type", "name")}
         shaped = {**item, "node": one(item["node"])}
         if isinstance(item.get("edge"), dict):
             shaped["edge"] = edge(cast("dict[str, Any]", item["edge"]))

@@ -220,6 +220,21 @@ class Store(Protocol):
     def facet_counts(
         self, query: NodeQuery, names: Sequence[str], *, limit: int
     ) -> dict[str, tuple[dict[str, int], bool]]: ...
+    def prefix_postings(
+        self, prefixes: Sequence[str], types: Sequence[str] | None, sight: Sight | None, limit: int
+    ) -> list[tuple[list[tuple[str, str, float]], bool]]:
+        """For each prefix, `word_postings` of the index's words beginning with it, and whether any was cut."""
+        ...
+
+    def words_beginning(self, prefix: str, limit: int) -> list[str]: ...
+    def words_ending(self, suffix: str, limit: int) -> list[str]: ...
+    def word_postings(
+        self, words: Sequence[str], types: Sequence[str] | None, sight: Sight | None, limit: int
+    ) -> tuple[list[tuple[str, str, float]], bool]:
+        """The word index's (word, node id, impact) rows of `words`, at most `limit` of the visible nodes per word,
+        the most about it first, and whether a word had more (`core.store.sql.SQLStore.word_postings`)."""
+        ...
+
     def count_changes(self, since: int, *, sight: Sight | None = None, until: int | None = None) -> int: ...
     def changes(
         self, since: int, limit: int, *, sight: Sight | None = None, until: int | None = None

@@ -117,6 +117,22 @@ class EmptyStore:
     ) -> dict[str, tuple[dict[str, int], bool]]:
         return {name: ({}, False) for name in names}
 
+    def prefix_postings(
+        self, prefixes: Sequence[str], types: Sequence[str] | None, sight: Sight | None, limit: int
+    ) -> list[tuple[list[tuple[str, str, float]], bool]]:
+        return [([], False) for _ in prefixes]
+
+    def words_beginning(self, prefix: str, limit: int) -> list[str]:
+        return []
+
+    def words_ending(self, suffix: str, limit: int) -> list[str]:
+        return []
+
+    def word_postings(
+        self, words: Sequence[str], types: Sequence[str] | None, sight: Sight | None, limit: int
+    ) -> tuple[list[tuple[str, str, float]], bool]:
+        return [], False
+
     def count_changes(self, since: int, *, sight: Sight | None = None, until: int | None = None) -> int:
         return 0
 

@@ -27,14 +27,14 @@ import psycopg
 from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from core.lang.model import Model, parse_model
+from core.lang.model import Model, parse_model, word_impacts
 from core.lang.model_migration import POSTGRES
 from core.lang.validation import Write
 from core.ops.config import without_password as _redacted
 from core.store import StoreDump, StoreStats
 from core.store.common import Bulk, Discard, dumps, utc_now
 from core.store.pg_notices import Listener, announce
-from core.store.pg_sql import DIALECT, search_text
+from core.store.pg_sql import DIALECT, search_text, sight_sql
 from core.store.proposals_sql import PROPOSAL_COLUMNS, PROPOSALS_TABLE
 from core.store.sql import (
     AUDIT_COLUMNS,
@@ -43,18 +43,21 @@ from core.store.sql import (
     EDGE_ROW,
     HISTORY_COLUMNS,
     NODE_COLUMNS,
+    PREFIX_WORDS,
     SQLStore,
     change_row,
     edge_row,
     text_fields_json,
+    vocabulary_rows,
+    word_rows,
 )
 from core.values.audit import AuditRecord
 from core.values.errors import StoreError, StoreUnavailableError
-from core.values.records import Change, Edge, Node
+from core.values.records import Change, Edge, Node, Sight
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 WRITE_LOCK = 0x63616E6F6E  # "canon": the advisory lock every write transaction takes first
 POOL_SIZE = 8
 POOL_TIMEOUT_S = 30.0  # how long a call waits for a connection (all busy, or the server down) before `unavailable`
@@ -120,8 +123,18 @@ _PAST: tuple[LiteralString, ...] = (  # a record's changes by id and by edge end
     "CREATE INDEX changes_target ON changes (target, revision)",
 )
 
+_WORDS: tuple[LiteralString, ...] = (  # the word index a ranked search reads (`core.store.sql.word_rows`)
+    f"CREATE TABLE node_words (word text {_C} NOT NULL, id text {_C} NOT NULL, type text {_C} NOT NULL, "
+    "impact smallint NOT NULL, PRIMARY KEY (id, word))",
+    "CREATE INDEX node_words_rank ON node_words (word, impact DESC, id) INCLUDE (type)",
+    # every word a node has held since the index was built, and backwards: a prefix's words, a typo's neighbours
+    f"CREATE TABLE vocabulary (word text {_C} PRIMARY KEY, reversed text {_C} NOT NULL)",
+    "CREATE INDEX vocabulary_reversed ON vocabulary (reversed)",
+)
+
 # version reached -> the statements that upgrade the previous version to it
-MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {1: _SCHEMA, 2: _HISTORY, 3: _PAST, 4: PROPOSALS_TABLE}
+MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {1: _SCHEMA, 2: _HISTORY, 3: _PAST, 4: PROPOSALS_TABLE,
+                                                     5: _WORDS}  # fmt: skip
 
 _NODE_ROW = "id, type, key, visibility, readers, properties, revision, created_at, updated_at, updated_by, search"
 
@@ -433,7 +446,7 @@ class PostgresStore(SQLStore):
         import does not read them). Tells other processes of the last revision written."""
         changes: list[Change] = []
         at = utc_now()
-        node_rows: list[tuple[bool, tuple[Any, ...]]] = []  # (new, row)
+        node_rows: list[tuple[bool, tuple[Any, ...], Node]] = []  # (new, row, node)
         edge_rows: list[tuple[bool, tuple[Any, ...]]] = []
         change_rows: list[tuple[Any, ...]] = []
         with db.cursor() as cursor:
@@ -441,13 +454,14 @@ class PostgresStore(SQLStore):
                 before = w.before.to_json() if w.before is not None else None
                 after = w.after.to_json() if w.after is not None else None
                 if isinstance(w.after, Node):
-                    node_rows.append((w.before is None, self._node_row(w.after)))
+                    node_rows.append((w.before is None, self._node_row(w.after), w.after))
                 elif isinstance(w.after, Edge):
                     edge_rows.append((w.before is None, edge_row(w.after)))
                 else:  # a delete: earlier puts in this batch land first
                     self._flush(cursor, node_rows, edge_rows)
                     if isinstance(w.before, Node):
                         cursor.execute("DELETE FROM nodes WHERE id = %s", (w.before.id,))
+                        cursor.execute("DELETE FROM node_words WHERE id = %s", (w.before.id,))
                     elif isinstance(w.before, Edge):
                         e = w.before
                         cursor.execute("DELETE FROM edges WHERE source = %s AND type = %s AND target = %s",
@@ -479,17 +493,24 @@ class PostgresStore(SQLStore):
                 dumps(list(n.readers)) if n.readers else None, dumps(dict(n.properties)), n.revision, n.created_at,
                 n.updated_at, n.updated_by, search_text(n.properties, node_type.text))  # fmt: skip
 
-    @staticmethod
     def _flush(
+        self,
         cursor: psycopg.Cursor[Any],
-        node_rows: list[tuple[bool, tuple[Any, ...]]],
+        node_rows: list[tuple[bool, tuple[Any, ...], Node]],
         edge_rows: list[tuple[bool, tuple[Any, ...]]],
     ) -> None:
         """Write the pending puts: new records by COPY, then changed ones by upsert (a record is new at its first
-        put in the batch, so its later puts follow it)."""
-        _copy(cursor, f"nodes ({_NODE_ROW})", [row for new, row in node_rows if new])
+        put in the batch, so its later puts follow it); the put nodes' words, as each node's last put left it."""
+        _copy(cursor, f"nodes ({_NODE_ROW})", [row for new, row, _ in node_rows if new])
         _copy(cursor, f"edges ({EDGE_ROW})", [row for new, row in edge_rows if new])
-        changed_nodes = [row for new, row in node_rows if not new]
+        changed_ids = list(dict.fromkeys(n.id for new, _, n in node_rows if not new))
+        if changed_ids:
+            cursor.execute("DELETE FROM node_words WHERE id = ANY(%s)", (changed_ids,))
+        last = {n.id: n for _, _, n in node_rows}
+        words = list(word_rows(self._model, last.values()))
+        _copy(cursor, "node_words (word, id, type, impact)", words)
+        _add_words(cursor, (w[0] for w in words))
+        changed_nodes = [row for new, row, _ in node_rows if not new]
         if changed_nodes:
             cursor.executemany(
                 f"INSERT INTO nodes ({_NODE_ROW}) VALUES (%s, %s, %s, %s, %s::jsonb, %s::json, %s, %s, %s, %s, %s) "
@@ -524,7 +545,57 @@ class PostgresStore(SQLStore):
                     "UPDATE nodes SET search = %s WHERE id = %s",
                     [(search_text(properties, node_type.text), id_) for id_, properties in rows],
                 )
+            self._index_words(db, model)
         self._set_meta(db, "text_index", text_fields_json(model))
+
+    def _index_words(self, db: psycopg.Connection[Any], model: Model) -> None:
+        with db.cursor() as cursor:
+            cursor.execute("DELETE FROM node_words")
+            cursor.execute("DELETE FROM vocabulary")
+            for name, node_type in model.node_types.items():
+                rows = db.execute("SELECT id, properties FROM nodes WHERE type = %s", (name,)).fetchall()
+                words = [(w, id_, name, impact) for id_, properties in rows
+                         for w, impact in word_impacts(node_type.weights, properties).items()]  # fmt: skip
+                _copy(cursor, "node_words (word, id, type, impact)", words)
+                _add_words(cursor, (w[0] for w in words))
+
+    def prefix_postings(
+        self, prefixes: Sequence[str], types: Sequence[str] | None, sight: Sight | None, limit: int
+    ) -> list[tuple[list[tuple[str, str, float]], bool]]:
+        """`SQLStore.prefix_postings` in one statement: each prefix's words (one more than `PREFIX_WORDS`, to know
+        whether there were more), each word's best nodes, by two lateral joins."""
+        if not prefixes:
+            return []
+        join, where, params = "", "", list[Any]()
+        if types is not None:
+            where += " AND p.type = ANY(%s)"
+            params.append(list(types))
+        if sight is not None:
+            seen, seen_params = sight_sql(sight, "n.visibility", "n.readers")
+            join, where = " JOIN nodes n ON n.id = p.id", f"{where} AND {seen}"
+            params += seen_params
+        sql = ("SELECT t.i, v.r, v.word, w.id, w.impact FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY "
+               "AS t (prefix, stop, i) CROSS JOIN LATERAL (SELECT word, row_number() OVER (ORDER BY word) AS r "
+               f"FROM (SELECT word FROM vocabulary WHERE word >= t.prefix AND word < t.stop ORDER BY word LIMIT %s) "
+               f"AS x) AS v LEFT JOIN LATERAL (SELECT p.id, p.impact FROM node_words p{join} WHERE p.word = v.word "
+               f"AND v.r <= %s{where} ORDER BY p.impact DESC, p.id LIMIT %s) AS w ON true")  # fmt: skip
+        rows = self._read(sql, [list(prefixes), [p + "\U0010ffff" for p in prefixes], PREFIX_WORDS + 1,
+                                PREFIX_WORDS, *params, limit + 1])  # fmt: skip
+        out: list[tuple[list[tuple[str, str, float]], bool]] = [([], False) for _ in prefixes]
+        taken: dict[tuple[int, str], int] = {}
+        for i, r, word, id_, impact in rows:
+            found = out[i - 1][0]
+            if r > PREFIX_WORDS:
+                out[i - 1] = (found, True)
+                continue
+            if id_ is None:
+                continue
+            taken[i, word] = n = taken.get((i, word), 0) + 1
+            if n > limit:
+                out[i - 1] = (found, True)
+            else:
+                found.append((str(word), str(id_), float(impact)))
+        return out
 
     # -- the audit log ----------------------------------------------------------------------------------------
     def append_audit(self, records: Sequence[AuditRecord]) -> None:
@@ -550,6 +621,7 @@ class PostgresStore(SQLStore):
                 self._set_meta(db, "changes_floor", str(dump.changes_floor))
             with db.cursor() as cursor:
                 _copy(cursor, f"nodes ({_NODE_ROW})", map(self._node_row, dump.nodes))
+                self._index_words(db, model)
                 _copy(cursor, f"edges ({EDGE_ROW})", map(edge_row, dump.edges))
                 _copy(cursor, f"changes ({CHANGE_ALL})", map(change_row, dump.changes))
                 _copy(cursor, f"audit ({AUDIT_COLUMNS})", dump.audit)
@@ -672,6 +744,14 @@ class PostgresStore(SQLStore):
 def _history_copy(row: Sequence[Any]) -> tuple[Any, ...]:
     *fields, summary = row
     return (*fields, Json(json.loads(summary)) if summary is not None else None)
+
+
+def _add_words(cursor: psycopg.Cursor[Any], words: Iterable[str]) -> None:
+    """Add the words the vocabulary does not hold yet (`core.store.sql.vocabulary_rows`)."""
+    rows = vocabulary_rows(words)
+    if rows:
+        cursor.execute("INSERT INTO vocabulary (word, reversed) SELECT * FROM unnest(%s::text[], %s::text[]) "
+                       "ON CONFLICT (word) DO NOTHING", ([w for w, _ in rows], [r for _, r in rows]))  # fmt: skip
 
 
 def _copy(cursor: psycopg.Cursor[Any], table: str, rows: Iterable[Sequence[Any]]) -> None:

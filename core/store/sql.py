@@ -15,14 +15,14 @@ import logging
 import threading
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, LiteralString
 
 from core.lang.conditions import Condition
-from core.lang.model import Model, parse_model
+from core.lang.model import Model, parse_model, word_impacts
 from core.lang.model_migration import Moved, MoveSql, migrate
 from core.lang.model_version import check_successor
 from core.lang.ordering import Sort
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("canon.store")
 
 __all__ = [
+    "PREFIX_WORDS",
     "Dialect",
     "SQLStore",
     "SQLView",
@@ -65,6 +66,8 @@ __all__ = [
     "edge_row",
     "node_filter",
     "text_fields_json",
+    "vocabulary_rows",
+    "word_rows",
 ]
 
 NODE_COLUMNS = "id, type, visibility, readers, properties, revision, created_at, updated_at, updated_by"
@@ -76,6 +79,7 @@ AUDIT_COLUMNS = ", ".join(AUDIT_FIELDS)
 HISTORY_COLUMNS = ", ".join(HISTORY_FIELDS)
 EDGE_ROW = "source, type, target, properties, revision, created_at, updated_at, updated_by"  # `edge_row`'s order
 
+PREFIX_WORDS = 32  # the vocabulary's words a prefix stands for in a search, at most (the first in code point order)
 JOINT_GROUPS = 2000  # `SQLStore.facet_counts` counts several properties in one scan while they form at most this
 #                     many groups of values
 
@@ -186,9 +190,26 @@ def change_filter(dialect: Dialect, since: int, sight: Sight | None, until: int 
 
 
 def text_fields_json(model: Model) -> str:
-    """The text properties of each node type, as the store records what its text index holds."""
+    """The text properties of each node type and the weighed ones of the word index, as the store records what its
+    text indexes hold (a store whose record differs rebuilds them when it opens)."""
     fields = {name: list(t.text) for name, t in model.node_types.items()}
-    return json.dumps({"arrays": "lines", "fields": fields}, sort_keys=True)  # arrays: their strings one per line
+    weighed = {name: [list(w) for w in t.weights] for name, t in model.node_types.items()}
+    return json.dumps({"arrays": "lines", "fields": fields, "words": weighed}, sort_keys=True)  # arrays: lines
+
+
+def vocabulary_rows(words: Iterable[str]) -> list[tuple[str, str]]:
+    """The vocabulary's rows of `words`: (word, reversed word), for finding a word by its end (`words_ending`)."""
+    return [(w, w[::-1]) for w in sorted(set(words))]
+
+
+def word_rows(model: Model, nodes: Iterable[Node]) -> Iterator[tuple[str, str, str, int]]:
+    """The word index's rows of `nodes`: (word, node id, node type, impact), from `core.lang.model.word_impacts`
+    (in thousandths: a small integer is stored in two bytes, and only orders a word's nodes)."""
+    for n in nodes:
+        node_type = model.node_types.get(n.type)
+        if node_type is not None:
+            for word, impact in word_impacts(node_type.weights, n.properties).items():
+                yield word, n.id, n.type, impact
 
 
 def edge_row(e: Edge) -> tuple[Any, ...]:
@@ -311,6 +332,17 @@ class SQLStore(ABC):
 
     @abstractmethod
     def _rebuild_text_index(self, db: Any, model: Model) -> None: ...
+
+    @abstractmethod
+    def _index_words(self, db: Any, model: Model) -> None:
+        """Fill the word index anew from every node (`word_rows`) and its vocabulary from their words."""
+
+    def rebuild_word_index(self) -> None:
+        """Build the word index anew from the stored nodes, in one write transaction (opening a store whose index
+        was built for another model, and applying a model, rebuild it with the text index; the retrieval benchmark
+        times this)."""
+        with self._transaction() as db:
+            self._index_words(db, self._model)
 
     @abstractmethod
     def _update_keys(self, db: Any, model: Model) -> None:
@@ -627,6 +659,64 @@ class SQLStore(ABC):
         if self._indexed_fields[0] is not model:
             self._indexed_fields = (model, {name: t.text for name, t in model.node_types.items()})
         return self._indexed_fields[1]
+
+    def words_beginning(self, prefix: str, limit: int) -> list[str]:
+        """The word index's words that begin with `prefix`, the first `limit` in code point order (from its
+        vocabulary: every word a node has held since the index was last built)."""
+        m = self.DIALECT.mark
+        rows = self._read(f"SELECT word FROM vocabulary WHERE word >= {m} AND word < {m} ORDER BY word LIMIT {m}",
+                          [prefix, prefix + "\U0010ffff", limit])  # fmt: skip
+        return [str(r[0]) for r in rows]
+
+    def words_ending(self, suffix: str, limit: int) -> list[str]:
+        """The vocabulary's words that end with `suffix`, the first `limit` by their reversed spelling."""
+        m = self.DIALECT.mark
+        backwards = suffix[::-1]
+        rows = self._read(f"SELECT word FROM vocabulary WHERE reversed >= {m} AND reversed < {m} ORDER BY reversed "
+                          f"LIMIT {m}", [backwards, backwards + "\U0010ffff", limit])  # fmt: skip
+        return [str(r[0]) for r in rows]
+
+    def prefix_postings(
+        self, prefixes: Sequence[str], types: Sequence[str] | None, sight: Sight | None, limit: int
+    ) -> list[tuple[list[tuple[str, str, float]], bool]]:
+        """For each of `prefixes`: `word_postings` of the vocabulary's first `PREFIX_WORDS` words that begin with
+        it, and whether any was cut (more such words, or more nodes of a word). PostgreSQL answers it in one
+        statement (`PostgresStore.prefix_postings`); this is the same, a statement or two a prefix."""
+        out: list[tuple[list[tuple[str, str, float]], bool]] = []
+        for prefix in prefixes:
+            spelled = self.words_beginning(prefix, PREFIX_WORDS + 1)
+            rows, more = self.word_postings(spelled[:PREFIX_WORDS], types, sight, limit)
+            out.append((rows, more or len(spelled) > PREFIX_WORDS))
+        return out
+
+    def word_postings(
+        self, words: Sequence[str], types: Sequence[str] | None, sight: Sight | None, limit: int
+    ) -> tuple[list[tuple[str, str, float]], bool]:
+        """For each of `words`, at most `limit` of the nodes the caller may see (of `types`, when given) that hold
+        it, the most about it first, as (word, node id, impact) rows; and whether a word had more. Each word's rows
+        come from its index in impact order, so the cost is bounded by `limit`, not by how many nodes hold it."""
+        if not words:
+            return [], False
+        m = self.DIALECT.mark
+        join, where, params = "", "", list[Any]()
+        if types is not None:
+            where += f" AND p.type IN ({', '.join([m] * len(types))})"
+            params += list(types)
+        if sight is not None:
+            seen, seen_params = self.DIALECT.sight(sight, "n.visibility", "n.readers")
+            join, where = " JOIN nodes n ON n.id = p.id", f"{where} AND {seen}"
+            params += seen_params
+        one = (f"SELECT * FROM (SELECT p.word, p.id, p.impact FROM node_words p{join} WHERE p.word = {m}{where} "
+               f"ORDER BY p.impact DESC, p.id LIMIT {m}) AS w")  # fmt: skip
+        rows = self._read(" UNION ALL ".join(f"{one}{i}" for i in range(len(words))),
+                          [v for word in words for v in (word, *params, limit + 1)])  # fmt: skip
+        out: list[tuple[str, str, float]] = []
+        taken: Counter[str] = Counter()
+        for word, id_, impact in rows:
+            taken[word] += 1
+            if taken[word] <= limit:
+                out.append((str(word), str(id_), float(impact)))
+        return out, any(n > limit for n in taken.values())
 
     def count_changes(self, since: int, *, sight: Sight | None = None, until: int | None = None) -> int:
         where, params = change_filter(self.DIALECT, since, sight, until)

@@ -39,6 +39,8 @@ from core.store.sql import (
     change_row,
     edge_row,
     text_fields_json,
+    vocabulary_rows,
+    word_rows,
 )
 from core.store.sqlite_sql import DIALECT
 from core.values.audit import AuditRecord
@@ -47,7 +49,7 @@ from core.values.records import Change, Edge, Node
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 BUSY_TIMEOUT_S = 60.0
 IDLE_READERS = 4  # read-only connections kept open between reads (more are opened while more threads read at once)
 TEXT_COMPACT_MIN = 100  # node writes in one commit from which the text index may be compacted after it
@@ -111,6 +113,17 @@ _TEXT = (
     "CREATE TABLE node_text_ids (docid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE)",
 )
 
+WORDS_TABLE = (
+    # The word index (`core.store.sql.word_rows`): each word of a node's searched properties and how much the node
+    # is about it; a ranked search reads a word's nodes in impact order from `node_words_rank`, the first few only.
+    "CREATE TABLE node_words (word TEXT NOT NULL, id TEXT NOT NULL, type TEXT NOT NULL, impact INTEGER NOT NULL, "
+    "PRIMARY KEY (id, word)) WITHOUT ROWID",
+    "CREATE INDEX node_words_rank ON node_words (word, impact DESC, id, type)",
+    # every word a node has held since the index was built, and backwards: a prefix's words, a typo's neighbours
+    "CREATE TABLE vocabulary (word TEXT PRIMARY KEY, reversed TEXT NOT NULL) WITHOUT ROWID",
+    "CREATE INDEX vocabulary_reversed ON vocabulary (reversed)",
+)
+
 _RECORDED_MODEL = (  # the model recorded in `meta`, as a history entry at the last model change (or revision 0)
     "INSERT INTO model_history SELECT coalesce(max(c.revision), 0), "
     "coalesce(max(c.at), strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), "
@@ -140,6 +153,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     4: _HISTORY,  # every recorded model, the one recorded so far first
     5: _PAST,  # a record's changes by id and by edge end, for reading a past revision (`core.store.past`)
     6: PROPOSALS_TABLE,  # pending change-sets (`core.dispatch.proposals`)
+    7: WORDS_TABLE,  # the word index a ranked search reads (filled by `_ensure_text_index`)
 }
 
 _CHANGE_INSERT = f"INSERT INTO changes ({CHANGE_ALL}) VALUES ({', '.join('?' * 15)})"
@@ -571,8 +585,9 @@ class SQLiteStore(SQLStore):
         """Index the text (`searchable_text`) of the nodes just written, (node, whether it may be indexed already)
         each: an old entry is removed first, a new node gets its docid, and each node is indexed once, as its last
         put left it."""
-        db.executemany("DELETE FROM node_text WHERE rowid = (SELECT docid FROM node_text_ids WHERE id = ?)",
-                       [(n.id,) for n, known in nodes if known])  # fmt: skip
+        known = [(n.id,) for n, known in nodes if known]
+        db.executemany("DELETE FROM node_text WHERE rowid = (SELECT docid FROM node_text_ids WHERE id = ?)", known)
+        db.executemany("DELETE FROM node_words WHERE id = ?", known)
         last = {n.id: n for n, _ in nodes}
         db.executemany("INSERT INTO node_text_ids (id) VALUES (?) ON CONFLICT (id) DO NOTHING", [(i,) for i in last])
         self._insert_text(db, self._docids(db, list(last)), last.values(), self._model)
@@ -589,8 +604,18 @@ class SQLiteStore(SQLStore):
     @staticmethod
     def _insert_text(db: sqlite3.Connection, docids: dict[str, int], nodes: Iterable[Node], model: Model) -> None:
         fields = {name: t.text for name, t in model.node_types.items()}
+        nodes = list(nodes)
         rows = ((docids[n.id], searchable_text(n.properties, fields.get(n.type, ()))) for n in nodes)
         db.executemany("INSERT INTO node_text (rowid, text) VALUES (?, ?)", rows)
+        SQLiteStore._insert_words(db, nodes, model)
+
+    @staticmethod
+    def _insert_words(db: sqlite3.Connection, nodes: Iterable[Node], model: Model) -> None:
+        """Add the word index's rows of `nodes` (`word_rows`) and the words its vocabulary does not hold yet."""
+        words = list(word_rows(model, nodes))
+        db.executemany("INSERT INTO node_words (word, id, type, impact) VALUES (?, ?, ?, ?)", words)
+        db.executemany("INSERT INTO vocabulary (word, reversed) VALUES (?, ?) ON CONFLICT (word) DO NOTHING",
+                       vocabulary_rows(w[0] for w in words))  # fmt: skip
 
     @staticmethod
     def _compact_text_index(db: sqlite3.Connection, written: int) -> None:
@@ -612,10 +637,13 @@ class SQLiteStore(SQLStore):
         row = db.execute("DELETE FROM node_text_ids WHERE id = ? RETURNING docid", (id,)).fetchone()
         if row is not None:
             db.execute("DELETE FROM node_text WHERE rowid = ?", (row[0],))
+        db.execute("DELETE FROM node_words WHERE id = ?", (id,))
 
     def _rebuild_text_index(self, db: sqlite3.Connection, model: Model) -> None:
         db.execute("DELETE FROM node_text")
         db.execute("DELETE FROM node_text_ids")
+        db.execute("DELETE FROM node_words")
+        db.execute("DELETE FROM vocabulary")
         db.execute("INSERT INTO node_text_ids (id) SELECT id FROM nodes ORDER BY id")
         columns = ", ".join(f"nodes.{c}" for c in NODE_COLUMNS.split(", "))
         cursor = db.execute(f"SELECT m.docid, {columns} FROM nodes JOIN node_text_ids m ON m.id = nodes.id")
@@ -624,6 +652,13 @@ class SQLiteStore(SQLStore):
             self._insert_text(db, docids, _nodes([row[1:] for row in rows]), model)
         db.execute("INSERT INTO node_text (node_text) VALUES ('optimize')")
         self._set_meta(db, "text_index", text_fields_json(model))
+
+    def _index_words(self, db: sqlite3.Connection, model: Model) -> None:
+        db.execute("DELETE FROM node_words")
+        db.execute("DELETE FROM vocabulary")
+        cursor = db.execute(f"SELECT {NODE_COLUMNS} FROM nodes")
+        while rows := cursor.fetchmany(2000):
+            self._insert_words(db, _nodes(rows), model)
 
     # -- the audit log ----------------------------------------------------------------------------------------
     def append_audit(self, records: Sequence[AuditRecord]) -> None:

@@ -1,5 +1,7 @@
 """search: nodes found by words, ranked (the rule and the query's parsing live in `core.index.search`).
 
+The hits per type (`facets`) are counted when asked (`facets: true`): a page of hits stays short by default.
+
 A page's cursor holds where the next page starts and the revision its ranking was made at. The next page reads
 that ranking (`core.index.search.ranked` keeps it), so the pages of one search are one ranking at one revision, each
 as cheap as a slice; once the store has moved on and the ranking is no longer kept, the cursor is refused (start
@@ -19,9 +21,10 @@ from core.values.paging import decode_cursor, encode_cursor, page, refused_curso
 def search_nodes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     terms = parse_query("search", args["query"])
     limit = args["limit"]
-    position = decode_cursor("search", args, {"start": int, "revision": int})
+    paged = {k: v for k, v in args.items() if k != "facets"}  # facets change no page: a cursor holds either way
+    position = decode_cursor("search", paged, {"s": int, "r": int})  # start, revision: short, as pages are
     now = ctx.view.revision
-    start, revision = (0, now) if position is None else (position["start"], position["revision"])
+    start, revision = (0, now) if position is None else (position["s"], position["r"])
     current = revision == now
     if revision > now:
         raise refused_cursor("search")
@@ -32,7 +35,7 @@ def search_nodes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
                                        f"{now}); search again without the cursor")  # fmt: skip
     hits = result.hits[start : start + limit]
     more = start + limit < len(result.hits)
-    cursor = encode_cursor("search", args, {"start": start + limit, "revision": revision}) if more else None
+    cursor = encode_cursor("search", paged, {"s": start + limit, "r": revision}) if more else None
     answer = page([h.as_json(ctx.model) for h in hits], total=len(result.hits), limit=limit, revision=revision,
                   next_cursor=cursor, cut=result.cut)  # fmt: skip
-    return {**answer, "facets": result.facets}
+    return {**answer, "facets": result.facets} if args.get("facets") else answer

@@ -338,7 +338,7 @@ class Views:
         words = query.get("q", "")
         answer: dict[str, Any] = {"items": [], "total": 0, "facets": {}, "next_cursor": None}
         if words:
-            arguments: dict[str, Any] = {"query": words, "limit": SEARCH_SIZE, "summary": True}
+            arguments: dict[str, Any] = {"query": words, "limit": SEARCH_SIZE, "fields": [], "facets": True}
             if types:
                 arguments["types"] = list(types)
             if query.get("_cursor"):

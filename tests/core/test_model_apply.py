@@ -337,12 +337,14 @@ def history_start(instance: Instance) -> int:
 
 def _without_history(location: str | Path) -> None:
     """Make the store what it was before the model history: SQLite schema 3, PostgreSQL schema 1 (without what
-    the later schemas add too: the change log's indexes by record, the proposals)."""
+    the later schemas add too: the change log's indexes by record, the proposals, the word index)."""
     past_indexes = ("changes_key", "changes_source", "changes_target")
     if is_database_url(location):
         with psycopg.connect(str(location), autocommit=True) as db:
             db.execute("DROP TABLE model_history")
             db.execute("DROP TABLE proposals")
+            db.execute("DROP TABLE node_words")
+            db.execute("DROP TABLE vocabulary")
             for index in past_indexes:
                 db.execute(f"DROP INDEX {index}")
             db.execute("DELETE FROM canon_schema WHERE version >= 2")
@@ -350,6 +352,8 @@ def _without_history(location: str | Path) -> None:
     with sqlite3.connect(location) as db:
         db.execute("DROP TABLE model_history")
         db.execute("DROP TABLE proposals")
+        db.execute("DROP TABLE node_words")
+        db.execute("DROP TABLE vocabulary")
         for index in past_indexes:
             db.execute(f"DROP INDEX {index}")
         db.execute("PRAGMA user_version = 3")

@@ -160,7 +160,7 @@ async def test_a_node_page_shows_the_neighbours_rest_walks_for_the_same_caller(b
 
 @pytest.mark.parametrize("both", WHO, indirect=True)
 async def test_the_search_page_shows_the_hits_and_type_facets_rest_gives_the_caller(both: Both) -> None:
-    expected = await both.rest("search", {"query": "payments", "limit": 20})
+    expected = await both.rest("search", {"query": "payments", "limit": 20, "facets": True})
     page = parse((await both.page("/browse/search?q=payments")).text)
     hits = list(node_ids(page))
     assert hits == [h["id"] for h in expected["items"]]
