@@ -504,11 +504,13 @@ PAGE_PARAMETERS: dict[str, tuple[str, ...]] = {
     "/browse/changes.csv": ("since", "_cursor"),
     "/browse/nodes/svc-checkout-api/edge": ("type", "source", "target"),
     "/browse/types/Service/new": ("_id", "name"),
+    "/browse/nodes/svc-checkout-api/edge/new": ("name",),
 }  # fmt: skip
 PAGE_SEGMENTS = ("/browse/types/{}", "/browse/types/{}.json", "/browse/nodes/{}", "/browse/nodes/{}/edges.csv",
                  "/browse/nodes/{}/diff?from=1", "/browse/nodes/svc-checkout-api/edges.{}",
                  "/browse/types/{}/new", "/browse/nodes/{}/edge?type=depends_on&source=svc-checkout-api&target=x",
-                 "/browse/nodes/svc-checkout-api/edge?type=depends_on&source=svc-checkout-api&target={}")  # fmt: skip
+                 "/browse/nodes/svc-checkout-api/edge?type=depends_on&source=svc-checkout-api&target={}",
+                 "/browse/nodes/{}/edge/new?name=depends_on")  # fmt: skip
 HOSTILE_TEXT = (
     "NaN", "Infinity", "-Infinity", "1e400", "-1", "99999999999999999999999", "²", "١", "0x10", " 1", "true", "[]",
     "{}", "null", "%00", "../../etc/passwd", "<script>alert(1)</script>", "x" * 5_000,
@@ -580,6 +582,7 @@ def test_hostile_form_fields_of_the_edit_page_get_a_page_or_a_named_error_never_
 NEW_FIELDS = ("_id", "name", "description", "tier", "lifecycle", "handles_pii", "tags", "slo_availability", "_csrf",
               "nope", "_nope")  # fmt: skip
 EDGE_FIELDS = ("_type", "_source", "_target", "_revision", "criticality", "protocol", "_csrf", "nope")
+NEW_EDGE_FIELDS = ("_name", "_other", "criticality", "protocol", "_csrf", "nope", "_nope")
 
 
 def test_hostile_form_fields_of_the_new_and_edge_forms_get_a_page_or_a_named_error_never_a_server_error(
@@ -597,6 +600,8 @@ def test_hostile_form_fields_of_the_new_and_edge_forms_get_a_page_or_a_named_err
         "/browse/nodes/svc-checkout-api/edge": ({"_csrf": csrf, "_type": "depends_on", "_source": "svc-checkout-api",
                                                  "_target": "svc-payment-gateway", "_revision": str(edge.revision),
                                                  "criticality": "hard"}, EDGE_FIELDS),
+        "/browse/nodes/svc-checkout-api/edge/new": ({"_csrf": csrf, "_name": "depends_on", "_other": "svc-search-api",
+                                                     "criticality": "soft", "protocol": "grpc"}, NEW_EDGE_FIELDS),
     }  # fmt: skip
     for path, (base, names) in forms.items():
         for field in names:

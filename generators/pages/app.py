@@ -10,6 +10,7 @@
     /browse/nodes/<id>/edit          a form for its properties (GET), written through patch_node (POST)
     /browse/nodes/<id>/edges         POST: add an edge (upsert_edge, expected_revision 0) or remove one (delete_edge)
     /browse/nodes/<id>/edge?type=&source=&target=   a form for an edge's properties, written through upsert_edge
+    /browse/nodes/<id>/edge/new?name=   a form adding an edge whose type has properties (upsert_edge expected new)
     /browse/types/<Type>/new         a form for a new node (GET), written through upsert_node expected new (POST)
     /browse/search?q=&type=          ranked search, facets by type (.csv, .json)
     /browse/changes?since=           the change log (.csv, .json)
@@ -139,6 +140,7 @@ class Pages:
             Route(PREFIX + "/nodes/{id}/edit", _guarded(self.edit), methods=[*get, "POST"]),
             Route(PREFIX + "/nodes/{id}/edges", _guarded(self.edges_edit), methods=["POST"]),
             Route(PREFIX + "/nodes/{id}/edge", _guarded(self.edge_edit), methods=[*get, "POST"]),
+            Route(PREFIX + "/nodes/{id}/edge/new", _guarded(self.edge_new), methods=[*get, "POST"]),
             Route(PREFIX + "/nodes/{id}/edges.{suffix}", _guarded(self.edges), methods=get),
             *[Route(PREFIX + f"/{name}{dot}", _guarded(functools.partial(endpoint, suffix=suffix)), methods=get)
               for name, endpoint in (("search", self.search), ("changes", self.changes))
@@ -268,6 +270,19 @@ class Pages:
         return await self._form(request, lambda reader, token: self.creating.edge_form(reader, id, ref, token),
                                 lambda reader, form, token: self.creating.save_edge(reader, id, form, token),
                                 saved)  # fmt: skip
+
+    async def edge_new(self, request: Request) -> Response:
+        """The form adding an edge with properties (GET, `?name=` one of the node's edge names), or a submitted
+        one written through upsert_edge expected new (POST)."""
+        id = request.path_params["id"]
+        name = request.query_params.get("name", "")
+
+        def added(_: None) -> str:
+            return PREFIX + "/nodes/" + quote(id, safe="") + "/edit#edges-heading"
+
+        return await self._form(request, lambda reader, token: self.creating.new_edge_form(reader, id, name, token),
+                                lambda reader, form, token: self.creating.add_edge(reader, id, form, token),
+                                added)  # fmt: skip
 
     async def _form(
         self,

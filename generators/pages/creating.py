@@ -8,7 +8,10 @@ another node holds is the tool's problem at `/properties/<key>`, shown next to t
 is. Nothing is written on an error, and the form comes back holding what was sent.
 
 An edge whose type has properties has a form of its own (`Creating.edge_form`), written with `upsert_edge` at the
-revision the edge was shown at: an edge someone changed meanwhile is a conflict, nothing written.
+revision the edge was shown at: an edge someone changed meanwhile is a conflict, nothing written. A new edge
+whose type has properties is added on a page of its own (`Creating.new_edge_form`, linked from the edit page per
+edge name): the other node's id and the type's property fields, written with `upsert_edge` expected to be new, so
+a required property (`member_of`'s `role`) is given when the edge is made.
 """
 
 from __future__ import annotations
@@ -17,15 +20,16 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.lang.model import EdgeType, Model, NodeType
+from core.lang.model import EdgeEnd, EdgeType, Model, NodeType
 from core.values.errors import ConflictError, NotFoundError, Problem, ValidationError
 from generators.pages.editing import Field, fields_of, form_values
 from generators.pages.reads import Reader
 from generators.pages.views import NEIGHBOUR_LIMIT, WHOLE, View, Views
 
-__all__ = ["ID_FIELD", "Creating", "by_field"]
+__all__ = ["ID_FIELD", "OTHER_FIELD", "Creating", "by_field"]
 
 ID_FIELD = "_id"  # the new node's id (a property name cannot start with "_")
+OTHER_FIELD = "_other"  # a new edge's other end
 REQUIRED = re.compile(r"'([a-z][a-z0-9_]{0,63})' is a required property")
 
 
@@ -159,4 +163,46 @@ class Creating:
             errors, general = by_field(invalid.problems, list(edge_type.properties))
             return self._edge_view(id, edge, properties, token, int(raw), errors=errors,
                                    general=[str(invalid), *general])  # fmt: skip
+        return None
+
+    # -- a new edge with properties ------------------------------------------------------------------------------
+    def new_edge_form(self, reader: Reader, id: str, name: str, token: str) -> View:
+        """The form adding an edge under the edge name `name` at the node `id` (read as the caller: a node it may
+        not read is the tool's refusal)."""
+        node = reader.call("get_node", {"id": id, "summary": True})["node"]
+        end = self.views.end_named(node["type"], name, "/query/name")
+        return self._new_edge_view(node, end, {}, "", token)
+
+    def _new_edge_view(self, node: Mapping[str, Any], end: EdgeEnd, properties: Mapping[str, Any], other: str,
+                       token: str, *, errors: Mapping[str, list[str]] | None = None, general: Sequence[str] = (),
+                       exists: Mapping[str, str] | None = None) -> View:  # fmt: skip
+        fields, left = fields_of(self.model, end.edge, properties)
+        return View("edge_new.html.j2", {"node": node, "heading": self.views.title_of(node), "end": end,
+                                         "fields": fields, "left": left, "other": other, "token": token,
+                                         "errors": errors or {}, "general": list(general), "exists": exists},
+                    title=f"Add {end.name} to {node['id']}")  # fmt: skip
+
+    def add_edge(self, reader: Reader, id: str, form: Sequence[tuple[str, str]], token: str) -> View | None:
+        """Write a submitted new-edge form with `upsert_edge`, expected new: None when written, else the form
+        again holding what was sent (the tool's problems by field, or, when the edge exists, a link to it)."""
+        given = dict(form)
+        node = reader.call("get_node", {"id": id, "summary": True})["node"]
+        end = self.views.end_named(node["type"], given.get("_name", ""), "/form/_name")
+        values = form_values(self.model, end.edge, form)
+        properties = {k: v for k, v in values.items() if v is not None}
+        other = given.get(OTHER_FIELD, "").strip()
+        source, target = (id, other) if end.direction == "out" else (other, id)
+        try:
+            reader.call("upsert_edge", {"type": end.edge.name, "source": source, "target": target,
+                                        "properties": properties, "expected_revision": 0})  # fmt: skip
+        except ConflictError:
+            general = [f"This node has a {end.name} edge with {other!r} already; nothing was written. Edit that "
+                       "edge's properties instead."]  # fmt: skip
+            exists = {"type": end.edge.name, "source": source, "target": target}
+            return self._new_edge_view(node, end, properties, other, token, general=general, exists=exists)
+        except ValidationError as invalid:
+            far = "/target" if end.direction == "out" else "/source"
+            errors, general = by_field(invalid.problems, list(end.edge.properties), {far: OTHER_FIELD})
+            return self._new_edge_view(node, end, properties, other, token, errors=errors,
+                                       general=[str(invalid), *general])  # fmt: skip
         return None

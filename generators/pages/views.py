@@ -265,9 +265,20 @@ class Views:
         groups = list(self.neighbours(reader, node["type"], id, summary=False))
         view.context["groups"] = groups
         view.context["titles"] = {i["node"]["id"]: self.title_of(i["node"]) for g in groups for i in g.items}
-        view.context["ends"] = self.model.edge_ends(node["type"])
         view.context["with_properties"] = {e.name for e in self.model.edge_types.values() if e.properties}
+        ends = self.model.edge_ends(node["type"])  # an edge with properties is added on a page of its own
+        view.context["ends"] = [end for end in ends if not end.edge.properties]
+        view.context["property_ends"] = [end for end in ends if end.edge.properties]
         return view
+
+    def end_named(self, node_type: str, name: str, pointer: str) -> EdgeEnd:
+        """The edge end a form names: one of the edge names a node of `node_type` has (`ValidationError` at
+        `pointer` for any other)."""
+        names = {end.name: end for end in self.model.edge_ends(node_type)}
+        end = names.get(name)
+        if end is None:
+            raise ValidationError("Choose one of this node's edges.", [Problem(pointer, f"one of {', '.join(names)}")])
+        return end
 
     def change_edge(self, reader: Reader, id: str, form: Sequence[tuple[str, str]]) -> None:
         """An edit page's edge form: `add` an edge under one of the node's edge names to the node `other` (it must
@@ -275,13 +286,10 @@ class Views:
         given = dict(form)
         node_type = self.node_type(reader.call("get_node", {"id": id, "summary": True})["node"]["type"])
         if given.get("_action") == "add":
-            names = {end.name: end for end in self.model.edge_ends(node_type.name)}
-            end = names.get(given.get("name", ""))
+            end = self.end_named(node_type.name, given.get("name", ""), "/form/name")
             other = given.get("other", "").strip()
-            if end is None or not other:
-                raise ValidationError("Choose an edge and the other node's id.", [
-                    Problem("/form/name" if end is None else "/form/other",
-                            f"one of {', '.join(names)}" if end is None else "a node id")])  # fmt: skip
+            if not other:
+                raise ValidationError("Choose an edge and the other node's id.", [Problem("/form/other", "a node id")])
             source, target = (id, other) if end.direction == "out" else (other, id)
             reader.call("upsert_edge", {"type": end.edge.name, "source": source, "target": target,
                                         "expected_revision": 0})  # fmt: skip

@@ -279,3 +279,32 @@ def test_a_person_edits_an_edge_s_properties(browser: Browser, writers: Writers)
     edge = next(i["edge"] for i in answer.json()["items"] if i["node"]["id"] == "svc-payment-gateway")
     assert edge["properties"]["criticality"] == "soft"
     context.close()
+
+
+def test_a_person_adds_an_edge_with_a_required_property(browser: Browser, writers: Writers) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True,
+                                  extra_http_headers={"Authorization": f"Bearer {writers.editor}"})  # fmt: skip
+    context.set_default_timeout(WAIT_MS)
+    hired = context.request.put(f"{writers.base}/api/nodes/person-browser-hire", data={
+        "type": "Person", "properties": {"email": "hire@northwind.example", "name": "Browser Hire",
+                                         "handle": "bhire", "title": "Engineer", "role": "engineer"}})  # fmt: skip
+    assert hired.ok, hired.text()
+    page = context.new_page()
+    page.goto(f"{writers.base}/browse/nodes/person-browser-hire/edit")
+    page.get_by_role("link", name="Add member_of (to Team)").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Add a member_of edge")
+    assert axe_findings(page)[0] == []
+    page.get_by_label("Team id").fill("team-payments")
+    page.get_by_role("button", name="Add edge").click()  # no role: the schema's required property, named
+    expect(page.locator("#e-role-1")).to_have_text("required: give it a value")
+    expect(page.get_by_label("Team id")).to_have_value("team-payments")  # what was sent, kept
+    assert axe_findings(page)[0] == []
+    page.locator("#p-role").select_option("lead")
+    page.get_by_role("button", name="Add edge").click()
+    expect(page).to_have_url(re.compile(r"/browse/nodes/person-browser-hire/edit#edges-heading$"))
+    expect(page.get_by_role("link", name="Edit properties of member_of team-payments")).to_have_count(1)
+    answer = context.request.get(f"{writers.base}/api/nodes/person-browser-hire/neighbors",
+                                 params={"direction": "out", "edge_types": "member_of"})  # fmt: skip
+    [item] = answer.json()["items"]
+    assert (item["node"]["id"], item["edge"]["properties"]) == ("team-payments", {"role": "lead"})
+    context.close()

@@ -1199,6 +1199,7 @@ def test_the_pages_and_their_downloads_show_only_what_the_caller_may_see(
     assert node_pages - refused == truth.seen(who)  # and every node it may see is reachable by a link
     downloads = [url for url in pages if ".csv" in url or ".json" in url]
     assert any(url.endswith("/new") for url in pages)  # the "New" forms are reached (and show no data)
+    assert any("/edge/new?name=" in url for url in pages)  # so are the forms adding an edge with properties
     assert any(".csv" in u for u in downloads)
     assert any(".json" in u for u in downloads)
 

@@ -244,3 +244,153 @@ async def test_an_edge_form_that_names_no_edge_of_this_node_is_refused(
     answer = await http.get(EDGE_PAGE, params=ref)
     assert answer.status_code in (400, 404), answer.text[:300]
     assert answer.headers["content-type"].startswith("text/html")
+
+
+# -- a new edge with properties ---------------------------------------------------------------------------------------
+PERSON = "person-new-hire"
+TEAM = "team-payments"
+ADD_MEMBER = f"/browse/nodes/{PERSON}/edge/new"
+
+
+def _hire(instance: Instance) -> None:
+    """A person in no team yet (`member_of` is many-to-one: a person is in at most one)."""
+    pat = Principal("pat", frozenset({"writer"}))
+    made = instance.snapshot.dispatcher.call_tool(pat, "test", "upsert_node", {
+        "id": PERSON, "type": "Person", "properties": {"email": "new.hire@northwind.example", "name": "New Hire",
+                                                       "handle": "newhire", "title": "Engineer",
+                                                       "role": "engineer"}})  # fmt: skip
+    assert made.error is None, made.error
+
+
+async def _add_member(http: httpx2.AsyncClient, **fields: str) -> httpx2.Response:
+    form = await http.get(ADD_MEMBER, params={"name": "member_of"})
+    assert form.status_code == 200, form.text[:500]
+    data = {"_csrf": _hidden(form.text, "_csrf"), "_name": "member_of", "_other": TEAM, **fields}
+    return await http.post(ADD_MEMBER, data=data)
+
+
+async def test_the_edit_page_links_a_form_per_edge_name_whose_type_has_properties(
+    http: httpx2.AsyncClient, fresh_instance: Instance
+) -> None:
+    _hire(fresh_instance)
+    page = (await http.get(f"/browse/nodes/{PERSON}/edit")).text
+    assert f'href="{ADD_MEMBER}?name=member_of">Add member_of (to Team)</a>' in page
+    assert '<option value="member_of">' not in page  # the one-line form cannot give it a role
+    assert '<option value="reports_to">' in page  # an edge type without properties is added there as before
+    form = (await http.get(ADD_MEMBER, params={"name": "member_of"})).text
+    assert "<h1>Add a member_of edge</h1>" in form
+    assert '<label for="p-_other">Team id <span class="required">required</span></label>' in form
+    assert '<label for="p-role">role <span class="required">required</span></label>' in form
+    assert '<label for="p-since">since</label>' in form
+    assert f'action="{ADD_MEMBER}"' in form
+
+
+async def test_an_edge_with_a_required_property_is_added_through_upsert_edge_and_equals_rest_s_edge(
+    http: httpx2.AsyncClient, fresh_instance: Instance
+) -> None:
+    _hire(fresh_instance)
+    answer = await _add_member(http, role="lead", since="2026-12-01")
+    assert answer.status_code == 303, answer.text[:800]
+    assert answer.headers["location"] == f"/browse/nodes/{PERSON}/edit#edges-heading"
+    edges = (await http.get(f"/api/nodes/{PERSON}/neighbors", params={"direction": "out",
+                                                                    "edge_types": "member_of"})).json()  # fmt: skip
+    [item] = edges["items"]
+    assert item["node"]["id"] == TEAM
+    assert item["edge"]["properties"] == {"role": "lead", "since": "2026-12-01"}
+    assert item["edge"]["updated_by"] == "editor"
+    stored = fresh_instance.store.edge("member_of", PERSON, TEAM)
+    assert stored is not None
+    assert (dict(stored.properties), stored.revision) == (item["edge"]["properties"], item["edge"]["revision"])
+    page = (await http.get(f"/browse/nodes/{PERSON}/edit")).text
+    assert f'aria-label="Edit properties of member_of {TEAM}">Edit properties</a>' in page
+
+
+async def test_the_inverse_name_adds_the_edge_from_the_other_end(
+    http: httpx2.AsyncClient, fresh_instance: Instance
+) -> None:
+    _hire(fresh_instance)
+    path = f"/browse/nodes/{TEAM}/edge/new"
+    form = await http.get(path, params={"name": "members"})
+    assert '<label for="p-_other">Person id' in form.text
+    answer = await http.post(path, data={"_csrf": _hidden(form.text, "_csrf"), "_name": "members", "_other": PERSON,
+                                         "role": "member"})  # fmt: skip
+    assert answer.status_code == 303, answer.text[:800]
+    stored = fresh_instance.store.edge("member_of", PERSON, TEAM)
+    assert stored is not None
+    assert dict(stored.properties) == {"role": "member"}
+
+
+async def test_a_missing_required_property_is_named_next_to_its_field_and_nothing_is_written(
+    http: httpx2.AsyncClient, fresh_instance: Instance
+) -> None:
+    _hire(fresh_instance)
+    answer = await _add_member(http, role="", since="2026-12-01")
+    assert answer.status_code == 400, answer.text[:800]
+    assert _invalid(answer.text) == ["role"]
+    assert 'id="e-role-1">required: give it a value</p>' in answer.text
+    assert 'id="p-since" name="since" value="2026-12-01"' in answer.text  # what was sent, kept
+    assert f'id="p-_other" name="_other" value="{TEAM}"' in answer.text
+    assert fresh_instance.store.edge("member_of", PERSON, TEAM) is None
+
+
+async def test_a_value_the_schema_refuses_and_an_unknown_other_node_are_shown_next_to_their_fields(
+    http: httpx2.AsyncClient, fresh_instance: Instance
+) -> None:
+    _hire(fresh_instance)
+    answer = await _add_member(http, role="boss")
+    assert answer.status_code == 400
+    assert _invalid(answer.text) == ["role"]
+    assert "&#39;boss&#39; is not one of" in answer.text
+    answer = await _add_member(http, role="lead", _other="team-nowhere")
+    assert answer.status_code == 400
+    assert re.search(r'<div class="field invalid">\s*<label for="p-_other">', answer.text)
+    assert 'id="e-_other-1">No node with id &#39;team-nowhere&#39;.</p>' in answer.text
+    assert 'value="team-nowhere"' in answer.text
+    assert fresh_instance.store.edge("member_of", PERSON, TEAM) is None
+
+
+async def test_adding_an_edge_that_exists_now_is_a_conflict_that_writes_nothing(
+    http: httpx2.AsyncClient, fresh_instance: Instance
+) -> None:
+    _hire(fresh_instance)
+    form = await http.get(ADD_MEMBER, params={"name": "member_of"})
+    pat = Principal("pat", frozenset({"writer"}))
+    first = fresh_instance.snapshot.dispatcher.call_tool(pat, "test", "upsert_edge", {
+        "type": "member_of", "source": PERSON, "target": TEAM, "properties": {"role": "manager"}})  # fmt: skip
+    assert first.error is None
+    answer = await http.post(ADD_MEMBER, data={"_csrf": _hidden(form.text, "_csrf"), "_name": "member_of",
+                                               "_other": TEAM, "role": "lead"})  # fmt: skip
+    assert answer.status_code == 409, answer.text[:800]
+    assert "That edge exists already" in answer.text
+    assert (f'href="/browse/nodes/{PERSON}/edge?type=member_of&amp;source={PERSON}&amp;target={TEAM}">'
+            f"Edit the properties of member_of {TEAM}</a>") in answer.text  # fmt: skip
+    assert '<option value="lead" selected>' in answer.text  # what this person sent, kept
+    stored = fresh_instance.store.edge("member_of", PERSON, TEAM)
+    assert stored is not None
+    assert dict(stored.properties) == {"role": "manager"}
+
+
+@pytest.mark.parametrize("csrf", [None, "", "forged"])
+async def test_a_new_edge_without_the_cookies_token_is_refused_before_any_tool_runs(
+    http: httpx2.AsyncClient, fresh_instance: Instance, csrf: str | None
+) -> None:
+    _hire(fresh_instance)
+    await http.get(ADD_MEMBER, params={"name": "member_of"})
+    audited: list[str] = []
+    fresh_instance.snapshot.dispatcher.audit_hooks.append(lambda record: audited.append(record.target))
+    sent = {"_name": "member_of", "_other": TEAM, "role": "lead"} | ({"_csrf": csrf} if csrf is not None else {})
+    answer = await http.post(ADD_MEMBER, data=sent)
+    assert answer.status_code == 403
+    assert "upsert_edge" not in audited
+    assert fresh_instance.store.edge("member_of", PERSON, TEAM) is None
+
+
+@pytest.mark.parametrize("name", ["", "no_such", "reports_to_x", "owns"])
+async def test_a_new_edge_form_for_no_edge_name_of_this_node_is_a_400_page(
+    http: httpx2.AsyncClient, fresh_instance: Instance, name: str
+) -> None:
+    _hire(fresh_instance)
+    answer = await http.get(ADD_MEMBER, params={"name": name})
+    assert answer.status_code == 400, answer.text[:300]
+    assert answer.headers["content-type"].startswith("text/html")
+    assert "member_of" in answer.text  # the page names the edges this node has
