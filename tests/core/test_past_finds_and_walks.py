@@ -296,6 +296,8 @@ def test_a_type_renamed_by_a_model_change_is_found_and_walked_at_the_old_revisio
         ),
     }
     then["around"] = whole(seeded, "get_neighbors", {"id": TEAM, "edge_types": ["member_of"], "limit": 200})
+    then["deep"] = whole(seeded, "get_neighbors", {"id": PERSON, "depth": 2, "edge_types": ["member_of"],
+                                                   "direction": "both", "limit": 200})  # fmt: skip
     then["teams"] = whole(seeded, "find_nodes", {"type": "Team", "limit": 100})
     assert all(a["items"] for a in then.values())
     model = seeded.store.model
@@ -327,6 +329,8 @@ def test_a_type_renamed_by_a_model_change_is_found_and_walked_at_the_old_revisio
     }
     past["around"] = whole(seeded, "get_neighbors", {"id": TEAM, "edge_types": ["belongs_to"], "at": before,
                                                      "limit": 200})  # fmt: skip
+    past["deep"] = whole(seeded, "get_neighbors", {"id": PERSON, "depth": 2, "edge_types": ["belongs_to"],
+                                                   "direction": "both", "at": before, "limit": 200})  # fmt: skip
     past["teams"] = whole(seeded, "find_nodes", {"type": "Squad", "at": before, "limit": 100})
     for key, answer in past.items():
         assert {**answer, "revisions": None} == {**then[key], "revisions": None}, key
