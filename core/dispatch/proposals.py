@@ -353,7 +353,7 @@ def review(store: Store, reviewer: Principal, id: str, decision: str, text: str,
         _unchanged(store, p)  # in the merge's transaction: a second approval hears it was merged, not a conflict
         conflicts(view, ops)
 
-    store.commit(operations, principal=p.author, guard=guard, then=then)
+    store.commit(operations, principal=p.author, guard=guard, then=then, proposal=p.id)
     return get(store, id)
 
 
