@@ -481,6 +481,10 @@ class ProposalBook:
                 surface: str = "core") -> Proposal:  # fmt: skip
         return propose(self._store, author, requested, title, rationale, surface=surface)
 
+    def check(self, author: Principal, requested: Sequence[Mapping[str, Any]]) -> int:
+        """What `propose` checks, without storing anything: raises what it would raise; the revision checked on."""
+        return _checked(self._store, author, requested)[0]
+
     def revise(self, author: Principal, id: str, *, requested: Sequence[Mapping[str, Any]] | None = None,
                title: str | None = None, rationale: str | None = None) -> Proposal:  # fmt: skip
         return revise(self._store, author, id, requested=requested, title=title, rationale=rationale)
