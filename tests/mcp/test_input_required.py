@@ -129,10 +129,12 @@ async def test_a_client_that_cannot_ask_gets_the_proposal_at_once(instance: Inst
 
 # -- raw JSON-RPC: the spec's details --------------------------------------------------------------------------------
 def _call(args: dict[str, Any], *, id_: int, tool: str = "patch_node", eliciting: bool = True,
+          capabilities: dict[str, Any] | None = None,
           **extra: Any) -> tuple[dict[str, str], dict[str, Any]]:  # fmt: skip
     headers, body = modern_request("tools/call", {"name": tool, "arguments": args, **extra}, id_=id_)
-    if eliciting:
-        body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = ELICITING
+    if eliciting or capabilities is not None:
+        declared = ELICITING if capabilities is None else capabilities
+        body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = declared
     return headers, body
 
 
@@ -202,7 +204,11 @@ async def test_on_the_wire_what_needs_no_person_is_answered_at_once(instance: In
             assert dry["resultType"] == "complete"
             unasked = (await _post(as_agent, _call(PATCH, id_=5, eliciting=False)))["result"]
             assert unasked["structuredContent"]["proposal"]["state"] == "open"
-    assert [a for _, _, a in _proposals(instance)] == ["agent-7"]
+            url_only = (await _post(as_agent, _call(PATCH, id_=6, capabilities={"elicitation": {"url": {}}})))["result"]
+            assert url_only["structuredContent"]["proposal"]["state"] == "open"  # no form: never sent a form
+            empty = (await _post(as_agent, _call(PATCH, id_=7, capabilities={"elicitation": {}})))["result"]
+            assert empty["resultType"] == "input_required"  # an empty elicitation means form
+    assert [a for _, _, a in _proposals(instance)] == ["agent-7", "agent-7"]
 
 
 @pytest.mark.parametrize("fastpath", ["1", "0"], ids=["canon-path", "sdk-path"])
