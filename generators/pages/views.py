@@ -239,13 +239,30 @@ class Views:
         state: Mapping[str, Any] = node
         for _ in range(HISTORY_STEPS):
             revision = int(state.get("revision", 0))
-            yield {"revision": revision, "by": state.get("updated_by"), "at": state.get("updated_at")}
+            yield {
+                "revision": revision,
+                "by": state.get("updated_by"),
+                "at": state.get("updated_at"),
+                "proposal": self.merged_from(reader, revision),
+            }
             if revision <= 1:
                 return
             try:
                 state = reader.call("get_node", {"id": node["id"], "at": revision - 1})["node"]
             except CanonError:
                 return
+
+    @staticmethod
+    def merged_from(reader: Reader, revision: int) -> str | None:
+        """The proposal whose merge wrote `revision`, read from the change log's entry at it (None: a direct write,
+        or an entry the log no longer keeps)."""
+        if revision <= 0:
+            return None
+        try:
+            items = reader.call("get_changes", {"since": revision - 1, "until": revision, "limit": 1})["items"]
+        except CanonError:
+            return None
+        return items[0].get("proposal") if items else None
 
     def diff(self, reader: Reader, id: str, query: Mapping[str, str]) -> View:
         since, until = _revision(query, "from"), _revision(query, "to", optional=True)
@@ -368,7 +385,7 @@ class Views:
         if query.get("_cursor"):
             arguments["cursor"] = query["_cursor"]
         answer = reader.call("get_changes", arguments)
-        columns = ("revision", "at", "principal", "op", "kind", "key", "type")
+        columns = ("revision", "at", "principal", "op", "kind", "key", "type", "proposal")
         rows = tuple({c: item.get(c) for c in columns} for item in answer["items"])
         return View("changes.html.j2", {"answer": answer, "since": since},
                     Download("changes", columns, rows, answer), title="Changes")  # fmt: skip
