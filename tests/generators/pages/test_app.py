@@ -34,11 +34,6 @@ RESTRICTED = "svc-card-vault"  # readable by group:payments and group:security
 WHO = ("anonymous", "payments-reader", "admin")
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 _SECRETS: dict[tuple[int, str], str] = {}  # (the token file's path, hashed; who) -> its bearer token
 
 

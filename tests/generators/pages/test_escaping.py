@@ -22,11 +22,6 @@ RAW = ("<script>alert", "<img src=x", "onerror=alert(1)>", "<b>")  # any of thes
 ADMIN = Principal("erin", frozenset({"admin"}))
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _free_text(instance: Instance, node_type: str) -> list[str]:
     model = instance.snapshot.registry.model
     names: list[str] = []

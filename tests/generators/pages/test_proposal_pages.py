@@ -5,16 +5,14 @@ page; a reader who may not read a touched record does not see it in the diff."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import AsyncIterator
-
 import httpx2
 import pytest
 
 from core.dispatch import proposals
 from core.seam.instance import Instance
 from core.values.principal import Principal
-from tests.generators.conftest import asgi, token
+from tests.generators.conftest import token
+from tests.generators.pages.conftest import hidden
 
 pytestmark = pytest.mark.anyio
 AUTHOR = Principal("agent-7", frozenset({"writer"}), frozenset({"reviewers"}))
@@ -25,26 +23,9 @@ OPERATIONS = [
 ]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def http(fresh_instance: Instance) -> AsyncIterator[httpx2.AsyncClient]:
-    async with asgi(fresh_instance) as client:
-        yield client
-
-
 def _proposal(instance: Instance) -> str:
     return proposals.propose(instance.store, Principal("ada", frozenset({"admin"})), OPERATIONS, "Mission and vault",
                              "Both changed.").id  # fmt: skip
-
-
-def _csrf(page: str) -> str:
-    found = re.search(r'name="_csrf" value="([^"]*)"', page)
-    assert found is not None
-    return found[1]
 
 
 async def test_a_reviewer_lists_reads_and_approves_a_proposal_from_its_page(
@@ -60,7 +41,7 @@ async def test_a_reviewer_lists_reads_and_approves_a_proposal_from_its_page(
     assert "Proposed on a page." in page.text
     assert "Vaulted secret." in page.text
     assert 'value="approve"' in page.text
-    form = {"_csrf": _csrf(page.text), "_action": "approve", "comment": "Looks right."}
+    form = {"_csrf": hidden(page.text, "_csrf"), "_action": "approve", "comment": "Looks right."}
     approved = await http.post(f"/browse/proposals/{id_}/review", data=form)
     assert approved.status_code == 303, approved.text
     assert approved.headers["location"].endswith(f"/browse/proposals/{id_}")
@@ -79,7 +60,7 @@ async def test_a_review_form_without_the_cookie_s_token_is_refused_and_nothing_i
     http.headers["Authorization"] = "Bearer " + token(fresh_instance, "rita", "writer", "payments", "reviewers")
     page = await http.get(f"/browse/proposals/{id_}")
     forged = await http.post(f"/browse/proposals/{id_}/review",
-                             data={"_csrf": _csrf(page.text) + "x", "_action": "approve"})  # fmt: skip
+                             data={"_csrf": hidden(page.text, "_csrf") + "x", "_action": "approve"})  # fmt: skip
     assert forged.status_code == 403
     assert proposals.get(fresh_instance.store, id_).state == "open"
 
@@ -90,7 +71,8 @@ async def test_the_author_s_approval_is_refused_as_a_page_and_a_reader_does_not_
     id_ = proposals.propose(fresh_instance.store, AUTHOR, OPERATIONS[:1], "Mission", "Changed.").id
     http.headers["Authorization"] = "Bearer " + token(fresh_instance, "agent-7", "writer", "reviewers")
     page = await http.get(f"/browse/proposals/{id_}")
-    refused = await http.post(f"/browse/proposals/{id_}/review", data={"_csrf": _csrf(page.text), "_action": "approve"})
+    form = {"_csrf": hidden(page.text, "_csrf"), "_action": "approve"}
+    refused = await http.post(f"/browse/proposals/{id_}/review", data=form)
     assert refused.status_code == 403
     assert "its author may not review it" in refused.text
     assert proposals.get(fresh_instance.store, id_).state == "open"
