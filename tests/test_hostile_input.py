@@ -547,7 +547,7 @@ def test_hostile_query_parameters_of_every_page_get_a_page_or_a_named_error_neve
 
 
 FORM_FIELDS = ("name", "description", "tier", "lifecycle", "handles_pii", "tags", "slo_availability", "repository",
-               "_revision", "_csrf", "nope", "_nope")  # fmt: skip
+               "_revision", "_csrf", "nope", "_nope", "_visibility", "_readers")  # fmt: skip
 
 
 def test_hostile_form_fields_of_the_edit_page_get_a_page_or_a_named_error_never_a_server_error(target: Target) -> None:
@@ -580,7 +580,7 @@ def test_hostile_form_fields_of_the_edit_page_get_a_page_or_a_named_error_never_
 
 
 NEW_FIELDS = ("_id", "name", "description", "tier", "lifecycle", "handles_pii", "tags", "slo_availability", "_csrf",
-              "nope", "_nope")  # fmt: skip
+              "nope", "_nope", "_visibility", "_readers")  # fmt: skip
 EDGE_FIELDS = ("_type", "_source", "_target", "_revision", "criticality", "protocol", "_csrf", "nope")
 NEW_EDGE_FIELDS = ("_name", "_other", "criticality", "protocol", "_csrf", "nope", "_nope")
 
