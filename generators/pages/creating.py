@@ -25,7 +25,14 @@ from typing import Any
 from core.lang.model import EdgeEnd, EdgeType, Model, NodeType
 from core.values.errors import ConflictError, NotFoundError, Problem, ValidationError
 from generators.pages.editing import (
-    ACCESS_POINTERS, READERS_FIELD, VISIBILITY_FIELD, Field, access_fields, access_of, by_field, fields_of,
+    ACCESS_POINTERS,
+    READERS_FIELD,
+    VISIBILITY_FIELD,
+    Field,
+    access_fields,
+    access_of,
+    by_field,
+    fields_of,
     form_values,
 )  # fmt: skip
 from generators.pages.reads import Reader
@@ -69,8 +76,8 @@ class Creating:
                                     "key": node_type.key, "access": access},
                     title=f"New {node_type.name}")  # fmt: skip
 
-    def create(self, reader: Reader, name: str, form: Sequence[tuple[str, str]], token: str) -> str | View:
-        """Write a submitted "New" form with `upsert_node`, expected new: the new node's id, else the form again
+    def create(self, reader: Reader, name: str, form: Sequence[tuple[str, str]], token: str) -> dict[str, Any] | View:
+        """Write a submitted "New" form with `upsert_node`, expected new: the tool's answer, else the form again
         with the tool's problems next to their fields, or, when the id is taken, a page naming that node."""
         node_type = self.views.node_type(name)
         values = form_values(self.model, node_type, form)
@@ -78,8 +85,8 @@ class Creating:
         access = {k: v for k, v in access_of(form).items() if v is not None}  # none given: the tool's default
         id = dict(form).get(ID_FIELD, "").strip()
         try:
-            reader.call("upsert_node", {"id": id, "type": name, "properties": properties, **access,
-                                        "expected_revision": 0})  # fmt: skip
+            answer = reader.call("upsert_node", {"id": id, "type": name, "properties": properties, **access,
+                                                 "expected_revision": 0})  # fmt: skip
         except ConflictError as conflict:
             general = [f"A node with the id {id!r} exists already (at revision {conflict.actual}); nothing was "
                        "written. Choose another id, or open that node and edit it."]  # fmt: skip
@@ -89,7 +96,7 @@ class Creating:
                                                                                       **ACCESS_POINTERS})  # fmt: skip
             return self.new_form(node_type, token, properties, id, errors=errors, general=[str(invalid), *general],
                                  form=form)  # fmt: skip
-        return id
+        return answer
 
     # -- an edge's properties ------------------------------------------------------------------------------------
     def edge_type(self, name: str) -> EdgeType:
@@ -130,8 +137,8 @@ class Creating:
                                           "errors": errors or {}, "general": list(general), "conflict": conflict},
                     title=f"Edit {edge['type']} {edge['source']} → {edge['target']}")  # fmt: skip
 
-    def save_edge(self, reader: Reader, id: str, form: Sequence[tuple[str, str]], token: str) -> View | None:
-        """Write a submitted edge form with `upsert_edge` at the revision it was opened at: None when written, else
+    def save_edge(self, reader: Reader, id: str, form: Sequence[tuple[str, str]], token: str) -> dict[str, Any] | View:
+        """Write a submitted edge form with `upsert_edge` at the revision it was opened at: the tool's answer, else
         the form again (the tool's problems by field, or the conflict with what the edge holds now)."""
         given = dict(form)
         edge = self._edge(reader, id, given, "_")
@@ -148,8 +155,9 @@ class Creating:
         sent = {**edge["properties"], **values}
         properties = {k: v for k, v in sent.items() if v is not None}
         try:
-            reader.call("upsert_edge", {"type": edge["type"], "source": edge["source"], "target": edge["target"],
-                                        "properties": properties, "expected_revision": int(raw)})  # fmt: skip
+            answer = reader.call("upsert_edge", {"type": edge["type"], "source": edge["source"],
+                                                 "target": edge["target"], "properties": properties,
+                                                 "expected_revision": int(raw)})  # fmt: skip
         except ConflictError as conflict:
             return self._edge_view(id, edge, properties, token, int(edge["revision"]), general=[str(conflict)],
                                    conflict=True)  # fmt: skip
@@ -157,7 +165,7 @@ class Creating:
             errors, general = by_field(invalid.problems, list(edge_type.properties))
             return self._edge_view(id, edge, properties, token, int(raw), errors=errors,
                                    general=[str(invalid), *general])  # fmt: skip
-        return None
+        return answer
 
     # -- a new edge with properties ------------------------------------------------------------------------------
     def new_edge_form(self, reader: Reader, id: str, name: str, token: str) -> View:
@@ -176,8 +184,8 @@ class Creating:
                                          "errors": errors or {}, "general": list(general), "exists": exists},
                     title=f"Add {end.name} to {node['id']}")  # fmt: skip
 
-    def add_edge(self, reader: Reader, id: str, form: Sequence[tuple[str, str]], token: str) -> View | None:
-        """Write a submitted new-edge form with `upsert_edge`, expected new: None when written, else the form
+    def add_edge(self, reader: Reader, id: str, form: Sequence[tuple[str, str]], token: str) -> dict[str, Any] | View:
+        """Write a submitted new-edge form with `upsert_edge`, expected new: the tool's answer, else the form
         again holding what was sent (the tool's problems by field, or, when the edge exists, a link to it)."""
         given = dict(form)
         node = reader.call("get_node", {"id": id, "summary": True})["node"]
@@ -187,8 +195,8 @@ class Creating:
         other = given.get(OTHER_FIELD, "").strip()
         source, target = (id, other) if end.direction == "out" else (other, id)
         try:
-            reader.call("upsert_edge", {"type": end.edge.name, "source": source, "target": target,
-                                        "properties": properties, "expected_revision": 0})  # fmt: skip
+            answer = reader.call("upsert_edge", {"type": end.edge.name, "source": source, "target": target,
+                                                 "properties": properties, "expected_revision": 0})  # fmt: skip
         except ConflictError:
             general = [f"This node has a {end.name} edge with {other!r} already; nothing was written. Edit that "
                        "edge's properties instead."]  # fmt: skip
@@ -199,4 +207,4 @@ class Creating:
             errors, general = by_field(invalid.problems, list(end.edge.properties), {far: OTHER_FIELD})
             return self._new_edge_view(node, end, properties, other, token, errors=errors,
                                        general=[str(invalid), *general])  # fmt: skip
-        return None
+        return answer

@@ -18,13 +18,11 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import anyio.to_thread
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
-from core.values.errors import CanonError, Problem, ValidationError
-from generators.pages.editing import CSRF_COOKIE, new_token
+from core.values.errors import Problem, ValidationError
 from generators.pages.reads import Reader
 from generators.pages.render import PREFIX
 from generators.pages.views import View
@@ -41,8 +39,8 @@ ACTIONS = ("approve", "reject", "comment")
 
 
 def routes(pages: Pages, guarded: Callable[[Endpoint], Endpoint]) -> list[Route]:
-    """The proposals' routes, on `pages`' rendering, errors and CSRF token, each behind `guarded` (the surface's
-    outer boundary)."""
+    """The proposals' routes, on `pages`' rendering, errors and forms (`Pages.show_form`, `Pages.submit_form`: the
+    CSRF token), each behind `guarded` (the surface's outer boundary)."""
     get = ["GET", "HEAD"]
 
     async def listing(request: Request) -> Response:
@@ -51,26 +49,16 @@ def routes(pages: Pages, guarded: Callable[[Endpoint], Endpoint]) -> list[Route]
 
     async def proposal(request: Request) -> Response:
         id = request.path_params["id"]
-        cookie = request.cookies.get(CSRF_COOKIE)
-        token = cookie or new_token()
-        response = await pages.answer(request, lambda reader: _proposal(reader, id, token))
-        return pages._with_token(request, response, token) if cookie is None else response  # pyright: ignore[reportPrivateUsage]
+        return await pages.show_form(request, lambda reader, token: _proposal(reader, id, token))
 
     async def review(request: Request) -> Response:
         id = request.path_params["id"]
-        form = await pages._posted(request, request.cookies.get(CSRF_COOKIE))  # pyright: ignore[reportPrivateUsage]
-        if isinstance(form, Response):
-            return form
-        reader = pages.reader(request)
 
-        def work() -> Response:
-            try:
-                _review(reader, id, dict(form))
-            except CanonError as error:
-                return pages.error_page(request, error, None)
-            return RedirectResponse(pages.host.settings.base_url + PREFIX + "/proposals/" + quote(id, safe=""), 303)
+        def reviewed(_: None) -> str:
+            return PREFIX + "/proposals/" + quote(id, safe="")
 
-        return await anyio.to_thread.run_sync(work)
+        return await pages.submit_form(request, lambda reader, form, token: _review(reader, id, dict(form)),
+                                       reviewed)  # fmt: skip
 
     return [
         Route(PREFIX + "/proposals", guarded(listing), methods=get),

@@ -17,7 +17,15 @@ from core.lang.model import EdgeEnd, Model, NodeType, deprecation, is_deprecated
 from core.lang.ordering import sort_kind
 from core.values.errors import CanonError, ConflictError, NotFoundError, Problem, ValidationError
 from generators.pages.editing import (
-    ACCESS_POINTERS, READERS_FIELD, VISIBILITY_FIELD, Access, Field, access_fields, access_of, by_field, fields_of,
+    ACCESS_POINTERS,
+    READERS_FIELD,
+    VISIBILITY_FIELD,
+    Access,
+    Field,
+    access_fields,
+    access_of,
+    by_field,
+    fields_of,
     patch_of,
 )  # fmt: skip
 from generators.pages.filters import Facet, TypeQuery, facets_of, parse_type_query
@@ -283,7 +291,7 @@ class Views:
             raise ValidationError("Choose one of this node's edges.", [Problem(pointer, f"one of {', '.join(names)}")])
         return end
 
-    def change_edge(self, reader: Reader, id: str, form: Sequence[tuple[str, str]]) -> None:
+    def change_edge(self, reader: Reader, id: str, form: Sequence[tuple[str, str]]) -> dict[str, Any]:
         """An edit page's edge form: `add` an edge under one of the node's edge names to the node `other` (it must
         not exist yet: expected_revision 0), or `remove` the edge it names at the revision it was shown at."""
         given = dict(form)
@@ -294,17 +302,16 @@ class Views:
             if not other:
                 raise ValidationError("Choose an edge and the other node's id.", [Problem("/form/other", "a node id")])
             source, target = (id, other) if end.direction == "out" else (other, id)
-            reader.call("upsert_edge", {"type": end.edge.name, "source": source, "target": target,
-                                        "expected_revision": 0})  # fmt: skip
-            return
+            return reader.call("upsert_edge", {"type": end.edge.name, "source": source, "target": target,
+                                               "expected_revision": 0})  # fmt: skip
         if given.get("_action") != "remove":
             raise ValidationError("The form asks for nothing.", [Problem("/form/_action", "add or remove")])
         raw = given.get("_revision", "")
         if not WHOLE.fullmatch(raw) or id not in (given.get("source"), given.get("target")):
             problem = Problem("/form", "type, source, target (this node at one end) and _revision")
             raise ValidationError("The form does not name one of this node's edges at a revision.", [problem])
-        reader.call("delete_edge", {"type": given.get("type", ""), "source": given.get("source", ""),
-                                    "target": given.get("target", ""), "expected_revision": int(raw)})  # fmt: skip
+        ref = {name: given.get(name, "") for name in ("type", "source", "target")}
+        return reader.call("delete_edge", {**ref, "expected_revision": int(raw)})
 
     def _form(self, node: Mapping[str, Any], fields: list[Field], left: list[str], token: str, revision: int,
               access: Access, *, errors: Mapping[str, list[str]] | None = None, general: Sequence[str] = (),
@@ -314,8 +321,8 @@ class Views:
                                      "conflict": conflict, "heading": self.title_of(node), "access": access},
                     title=f"Edit {self.title_of(node)}")  # fmt: skip
 
-    def save(self, reader: Reader, id: str, form: Sequence[tuple[str, str]], token: str) -> View | None:
-        """Write a submitted form with `patch_node`: None when it was written, else the form again, with the
+    def save(self, reader: Reader, id: str, form: Sequence[tuple[str, str]], token: str) -> dict[str, Any] | View:
+        """Write a submitted form with `patch_node`: the tool's answer, else the form again, with the
         tool's problems next to their fields, or, on a conflict, what the node holds now beside what was sent.
         Its visibility and readers fields, when sent, are the tool's own arguments (`access_of`)."""
         node = reader.call("get_node", {"id": id})["node"]
@@ -327,8 +334,8 @@ class Views:
         now = _access_now(node)
         typed = access_fields(given.get(VISIBILITY_FIELD, now.visibility), given.get(READERS_FIELD, now.readers))
         try:
-            reader.call("patch_node", {"id": id, "properties": patch, **access_of(form),
-                                       "expected_revision": revision})  # fmt: skip
+            answer = reader.call("patch_node", {"id": id, "properties": patch, **access_of(form),
+                                                "expected_revision": revision})  # fmt: skip
         except ConflictError as conflict:
             fields, left = fields_of(self.model, node_type, sent)  # what this person sent, to save again
             theirs = {f.name: self.shown(node_type, f.name, node["properties"].get(f.name)) for f in fields
@@ -345,7 +352,7 @@ class Views:
             fields, left = fields_of(self.model, node_type, sent)
             return self._form(node, fields, left, token, revision, typed, errors=errors,
                               general=[str(invalid), *general])  # fmt: skip
-        return None
+        return answer
 
     # -- search and changes --------------------------------------------------------------------------------------
     def search(self, reader: Reader, query: Mapping[str, str], types: Sequence[str]) -> View:

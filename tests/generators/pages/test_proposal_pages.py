@@ -1,22 +1,28 @@
 """The proposals' pages: a reviewer lists the open proposals, reads one with its diff and discussion, and approves
 it from its form (a double-submit CSRF token, as the edit form's); the merge is what REST then reads. A form without
 the cookie's token is refused before any tool runs; the author's own approval is the core's refusal, shown as a
-page; a reader who may not read a touched record does not see it in the diff."""
+page; a reader who may not read a touched record does not see it in the diff. A write from a page to a type that
+waits for review is sent to the proposal it made."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import httpx2
 import pytest
 
 from core.dispatch import proposals
-from core.seam.instance import Instance
+from core.ops.config import Config
+from core.seam.instance import Instance, open_instance
 from core.values.principal import Principal
-from tests.generators.conftest import token
+from tests.conftest import copy_store
+from tests.generators.conftest import asgi, token
 from tests.generators.pages.conftest import hidden
 
 pytestmark = pytest.mark.anyio
 AUTHOR = Principal("agent-7", frozenset({"writer"}), frozenset({"reviewers"}))
 TEAM, VAULT = "team-payments", "svc-card-vault"
+OPEN_SERVICE = "svc-checkout-api"  # public, tier 1
 OPERATIONS = [
     {"op": "patch_node", "id": TEAM, "properties": {"mission": "Proposed on a page."}},
     {"op": "patch_node", "id": VAULT, "properties": {"description": "Vaulted secret."}},
@@ -84,3 +90,49 @@ async def test_the_author_s_approval_is_refused_as_a_page_and_a_reader_does_not_
     assert "Proposed on a page." in shown.text
     assert VAULT not in shown.text
     assert "Vaulted secret." not in shown.text
+
+
+async def test_a_write_from_a_page_to_a_type_that_waits_for_review_goes_to_the_proposal_it_made(
+    seed_template: Path, tmp_path: Path
+) -> None:
+    """With Service reviewed, the New form and the edit form write nothing: the tool made a proposal of the same
+    write in the person's name, and the browser is sent to its page (not to a node that does not exist, or exists
+    unchanged)."""
+    config = Config(store=copy_store(seed_template, tmp_path / "canon.db"), tokens=tmp_path / "tokens.json",
+                    review_types=("Service",))  # fmt: skip
+    instance = open_instance(config)
+    try:
+        async with asgi(instance) as http:
+            http.headers["Authorization"] = "Bearer " + token(instance, "editor", "writer")
+            form = (await http.get("/browse/types/Service/new")).text
+            sent = {
+                "_csrf": hidden(form, "_csrf"),
+                "_id": "svc-reviewed",
+                "name": "reviewed",
+                "description": "Waits.",
+                "lifecycle": "production",
+                "tier": "2",
+                "_visibility": "restricted",
+                "_readers": "group:payments",
+            }
+            made = await http.post("/browse/types/Service/new", data=sent)
+            assert made.status_code == 303, made.text[:800]
+            assert made.headers["location"].startswith("/browse/proposals/")
+            assert instance.store.node("svc-reviewed") is None
+            page = await http.get(made.headers["location"])
+            assert page.status_code == 200, page.text[:500]
+            assert "svc-reviewed" in page.text
+            proposal = proposals.get(instance.store, made.headers["location"].rsplit("/", 1)[1])
+            assert (proposal.author, proposal.operations[0]["visibility"]) == ("editor", "restricted")  # all of it
+
+            edit = (await http.get(f"/browse/nodes/{OPEN_SERVICE}/edit")).text
+            changed = await http.post(f"/browse/nodes/{OPEN_SERVICE}/edit", data={
+                "_csrf": hidden(edit, "_csrf"), "_revision": hidden(edit, "_revision"), "tier": "3"})  # fmt: skip
+            assert changed.status_code == 303, changed.text[:800]
+            assert changed.headers["location"].startswith("/browse/proposals/")
+            assert changed.headers["location"] != made.headers["location"]
+            stored = instance.store.node(OPEN_SERVICE)
+            assert stored is not None
+            assert stored.properties["tier"] == 1
+    finally:
+        instance.close()
