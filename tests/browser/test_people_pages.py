@@ -228,6 +228,15 @@ def test_a_person_edits_a_property_then_meets_someone_elses_change_as_a_conflict
     context.close()
 
 
+def _fill_service(page: Page, id: str, name: str, description: str, tier: str) -> None:
+    """Fill a New Service form's id and required properties."""
+    page.locator("#p-_id").fill(id)
+    page.locator("#p-name").fill(name)
+    page.locator("#p-description").fill(description)
+    page.locator("#p-lifecycle").select_option("production")
+    page.locator("#p-tier").fill(tier)
+
+
 def test_a_person_creates_a_node_and_a_second_person_creating_the_same_id_meets_a_conflict(
     browser: Browser, writers: Writers, tmp_path: Path
 ) -> None:
@@ -239,11 +248,7 @@ def test_a_person_creates_a_node_and_a_second_person_creating_the_same_id_meets_
     first, second = pages
     assert axe_findings(first)[0] == []
     for page, name in ((first, "ledger-exporter"), (second, "ledger-export-two")):
-        page.locator("#p-_id").fill("svc-ledger-exporter")
-        page.locator("#p-name").fill(name)
-        page.locator("#p-description").fill("Exports the ledger nightly.")
-        page.locator("#p-lifecycle").select_option("production")
-        page.locator("#p-tier").fill("9")  # out of range: the schema's error, next to the field
+        _fill_service(page, "svc-ledger-exporter", name, "Exports the ledger nightly.", "9")  # 9: out of range
     first.get_by_role("button", name="Create").click()
     expect(first.locator("#e-tier-1")).to_contain_text("maximum of 3")
     expect(first.locator("#p-name")).to_have_value("ledger-exporter")  # what was sent, kept
@@ -317,11 +322,7 @@ def test_a_person_creates_a_node_only_a_group_may_read_and_someone_outside_it_ca
     page = _browser_of(browser, writers.payer)
     page.goto(f"{writers.base}/browse/types/Service/new")
     expect(page.get_by_label("visibility")).to_have_value("")  # the type's default, until chosen
-    page.locator("#p-_id").fill("svc-payments-ledger")
-    page.locator("#p-name").fill("payments-ledger")
-    page.locator("#p-description").fill("The ledger only the payments team reads.")
-    page.locator("#p-lifecycle").select_option("production")
-    page.locator("#p-tier").fill("1")
+    _fill_service(page, "svc-payments-ledger", "payments-ledger", "The ledger only the payments team reads.", "1")
     page.get_by_label("visibility").select_option("restricted")
     page.get_by_label("readers").fill("payments")  # not a reader: the tool's problem, next to the field
     page.get_by_role("button", name="Create").click()
