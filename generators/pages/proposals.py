@@ -1,6 +1,7 @@
 """The proposals' pages: where people review what agents propose (issue 29).
 
     /browse/proposals?state=         the proposals (find_proposals; default: the open ones)
+    /browse/proposals.csv|.json      the same list, same state, as CSV or as find_proposals' items
     /browse/proposals/<id>           one proposal: title, rationale, its diff against the current revision as you
                                      may see it, whether it applies cleanly, the discussion, and for an open one
                                      the approve / reject form
@@ -25,7 +26,7 @@ from starlette.routing import Route
 from core.values.errors import Problem, ValidationError
 from generators.pages.reads import Reader
 from generators.pages.render import PREFIX
-from generators.pages.views import View
+from generators.pages.views import Download, View
 
 if TYPE_CHECKING:
     from generators.pages.app import Pages
@@ -36,6 +37,18 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 
 STATES = ("open", "merged", "rejected", "withdrawn")
 ACTIONS = ("approve", "reject", "comment")
+COLUMNS = (
+    "id",
+    "title",
+    "author",
+    "state",
+    "base_revision",
+    "created_at",
+    "updated_at",
+    "reviewer",
+    "merge_revision",
+    "touches",
+)  # a download's columns: find_proposals' items, how many records each touches that you may read
 
 
 def routes(pages: Pages, guarded: Callable[[Endpoint], Endpoint]) -> list[Route]:
@@ -43,9 +56,15 @@ def routes(pages: Pages, guarded: Callable[[Endpoint], Endpoint]) -> list[Route]
     CSRF token), each behind `guarded` (the surface's outer boundary)."""
     get = ["GET", "HEAD"]
 
-    async def listing(request: Request) -> Response:
+    async def listing(request: Request, suffix: str | None = None) -> Response:
         state = request.query_params.get("state", "open")
-        return await pages.answer(request, lambda reader: _listing(reader, state))
+        return await pages.answer(request, lambda reader: _listing(reader, state), suffix)
+
+    async def listing_csv(request: Request) -> Response:
+        return await listing(request, "csv")
+
+    async def listing_json(request: Request) -> Response:
+        return await listing(request, "json")
 
     async def proposal(request: Request) -> Response:
         id = request.path_params["id"]
@@ -62,6 +81,8 @@ def routes(pages: Pages, guarded: Callable[[Endpoint], Endpoint]) -> list[Route]
 
     return [
         Route(PREFIX + "/proposals", guarded(listing), methods=get),
+        Route(PREFIX + "/proposals.csv", guarded(listing_csv), methods=get),
+        Route(PREFIX + "/proposals.json", guarded(listing_json), methods=get),
         Route(PREFIX + "/proposals/{id}", guarded(proposal), methods=get),
         Route(PREFIX + "/proposals/{id}/review", guarded(review), methods=["POST"]),
     ]
@@ -79,8 +100,10 @@ def _listing(reader: Reader, state: str) -> View:
         cursor = answer["next_cursor"]
         if cursor is None or len(items) >= 1000:
             break
+    whole = {"items": items, "total": answer["total"], "next_cursor": cursor, "revision": answer["revision"]}
+    rows = tuple({c: len(p["touches"]) if c == "touches" else p[c] for c in COLUMNS} for p in items)
     return View("proposals.html.j2", {"items": items, "state": state, "states": STATES},
-                title=f"Proposals ({state})")  # fmt: skip
+                Download(f"proposals-{state}", COLUMNS, rows, whole), title=f"Proposals ({state})")  # fmt: skip
 
 
 def _proposal(reader: Reader, id: str, token: str) -> View:

@@ -6,6 +6,8 @@ waits for review is sent to the proposal it made."""
 
 from __future__ import annotations
 
+import csv
+import io
 from pathlib import Path
 
 import httpx2
@@ -136,3 +138,25 @@ async def test_a_write_from_a_page_to_a_type_that_waits_for_review_goes_to_the_p
             assert stored.properties["tier"] == 1
     finally:
         instance.close()
+
+
+async def test_the_proposals_list_downloads_as_csv_and_json_with_its_state_as_rest_lists_it(
+    http: httpx2.AsyncClient, fresh_instance: Instance
+) -> None:
+    first, second = _proposal(fresh_instance), _proposal(fresh_instance)
+    proposals.withdraw(fresh_instance.store, Principal("ada", frozenset({"admin"})), second)
+    http.headers["Authorization"] = "Bearer " + token(fresh_instance, "rob", "reader")
+    page = (await http.get("/browse/proposals")).text
+    assert 'href="/browse/proposals.csv?state=open">CSV</a>' in page
+    for state, expected in (("open", first), ("withdrawn", second)):
+        rest = (await http.get("/api/proposals", params={"state": state})).json()
+        as_json = (await http.get("/browse/proposals.json", params={"state": state})).json()
+        assert as_json["items"] == rest["items"]
+        assert [p["id"] for p in as_json["items"]] == [expected]
+        answer = await http.get("/browse/proposals.csv", params={"state": state})
+        assert answer.headers["content-type"].startswith("text/csv")
+        [row] = list(csv.DictReader(io.StringIO(answer.text)))
+        assert (row["id"], row["state"], row["touches"]) == (expected, state, "1")  # rob may not read the vault
+    bad = await http.get("/browse/proposals.json", params={"state": "nope"})
+    assert bad.status_code == 400
+    assert bad.headers["content-type"].startswith("application/problem+json")
