@@ -350,3 +350,40 @@ def test_a_person_creates_a_node_only_a_group_may_read_and_someone_outside_it_ca
                                                                                "payer")  # fmt: skip
     for opened in (page, outsider):
         opened.context.close()
+
+
+def test_a_person_creates_a_restricted_node_with_the_keyboard_alone(browser: Browser, writers: Writers) -> None:
+    """No mouse: the skip link is the first stop, every field of the New form (who may read it included) is
+    reached by Tab in order, choices are made by typing, and Enter on Create writes the node."""
+    page = _browser_of(browser, writers.payer)
+    page.goto(f"{writers.base}/browse/types/Service/new")
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"/browse/types/Service/new#main$"))
+    typed = {"p-_id": "svc-keyboard-made", "p-name": "keyboard-made", "p-description": "Made without a mouse.",
+             "p-lifecycle": "production", "p-tier": "1", "p-_visibility": "restricted",
+             "p-_readers": "group:payments"}  # fmt: skip
+    visited: list[str] = []
+    for _ in range(80):
+        page.keyboard.press("Tab")
+        focused = page.evaluate("[document.activeElement.id, document.activeElement.tagName, "
+                                "document.activeElement.textContent.trim()]")  # fmt: skip
+        if focused[1] == "BUTTON" and focused[2] == "Create":
+            break
+        if focused[0]:
+            visited.append(focused[0])
+        if focused[0] in typed:
+            page.keyboard.type(typed[focused[0]])  # a select takes the typed option's text
+    else:
+        raise AssertionError(f"Create was not reached by Tab: {visited}")
+    in_the_page = page.evaluate("[...document.querySelectorAll('form.edit [id^=p-]')].map(e => e.id)")
+    assert [v for v in visited if v in typed] == [i for i in in_the_page if i in typed]  # each once, in order
+    assert set(visited) >= set(in_the_page)  # every field of the form is reached
+    for id, value in typed.items():
+        expect(page.locator(f"#{id}")).to_have_value(value)
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(f"{writers.base}/browse/nodes/svc-keyboard-made")
+    stored = page.request.get(f"{writers.base}/api/nodes/svc-keyboard-made").json()["node"]
+    assert (stored["visibility"], stored["readers"]) == ("restricted", ["group:payments"])
+    page.context.close()
