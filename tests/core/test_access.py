@@ -1172,8 +1172,9 @@ def test_a_node_created_restricted_on_the_new_form_is_on_the_pages_of_its_reader
     async def create() -> httpx2.Response:
         async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://pages") as http:
             await http.get("/browse/types/Service/new")
+            access = {"_visibility": "restricted", "_readers": "group:ops"}
             form = {"_csrf": http.cookies["canon_pages_csrf"], "_id": made, "name": made, "description": secret,
-                    "lifecycle": "production", "tier": "2", "_visibility": "restricted", "_readers": "group:ops"}  # fmt: skip
+                    "lifecycle": "production", "tier": "2", **access}  # fmt: skip
             return await http.post("/browse/types/Service/new", data=form)
 
     answer = anyio.run(create)
