@@ -23,14 +23,12 @@ from core.values.operations import DeleteEdge, PatchNode, PutEdge
 from core.values.principal import LOCAL, Principal
 from core.values.records import Edge
 from tests.conftest import walking_in_a_worker
+from tests.core._past_reads import PERSON, READER, TEAM, call, ok
 from tests.core.test_model_migration import evolved, member_of_to_belongs_to, slug_to_code, team_to_squad
 from tests.core.test_past_views import commit, member, person, team
 
 pytestmark = pytest.mark.both_backends
 
-TEAM = "team-payments"
-PERSON = "person-ada-okafor"
-READER = Principal("gus", frozenset({"reader"}), frozenset({"payments"}))
 
 FINDS: list[dict[str, Any]] = [  # find_nodes by conditions and text, each read whole, page by page
     {"type": "Team", "where": {"area": "product"}},
@@ -47,16 +45,6 @@ def seeded(seeded_location: str | Path) -> Iterator[Instance]:
     opened = open_instance(Config(store=seeded_location, walk_workers=0))
     yield opened
     opened.close()
-
-
-def call(instance: Instance, name: str, arguments: dict[str, Any], principal: Principal = LOCAL) -> dict[str, Any]:
-    return instance.dispatcher.call_tool(principal, "test", name, arguments).as_json()
-
-
-def ok(instance: Instance, name: str, arguments: dict[str, Any], principal: Principal = LOCAL) -> dict[str, Any]:
-    answer = call(instance, name, arguments, principal)
-    assert "error" not in answer, answer
-    return answer
 
 
 def whole(instance: Instance, name: str, arguments: dict[str, Any], principal: Principal = LOCAL) -> dict[str, Any]:

@@ -20,12 +20,9 @@ from core.values.errors import ForbiddenError, GoneError, NotFoundError
 from core.values.principal import LOCAL, Principal
 from core.values.uris import node_at_of, node_at_uri
 from tests.conftest import walking_in_a_worker
+from tests.core._past_reads import PERSON, READER, TEAM, call, ok
 
 pytestmark = pytest.mark.both_backends
-
-TEAM = "team-payments"
-PERSON = "person-ada-okafor"
-READER = Principal("gus", frozenset({"reader"}), frozenset({"payments"}))
 
 
 @pytest.fixture
@@ -33,16 +30,6 @@ def seeded(seeded_location: str | Path) -> Iterator[Instance]:
     opened = open_instance(Config(store=seeded_location, walk_workers=0))
     yield opened
     opened.close()
-
-
-def call(instance: Instance, name: str, arguments: dict[str, Any], principal: Principal = LOCAL) -> dict[str, Any]:
-    return instance.dispatcher.call_tool(principal, "test", name, arguments).as_json()
-
-
-def ok(instance: Instance, name: str, arguments: dict[str, Any], principal: Principal = LOCAL) -> dict[str, Any]:
-    answer = call(instance, name, arguments, principal)
-    assert "error" not in answer, answer
-    return answer
 
 
 def error(instance: Instance, name: str, arguments: dict[str, Any], principal: Principal = LOCAL) -> dict[str, Any]:
