@@ -106,9 +106,20 @@ SLOW_FIRST = (
 )
 
 
+def slow_first_errors(names: tuple[str, ...], root: Path) -> list[str]:
+    """What is wrong with `names` as a `SLOW_FIRST` list: each name that is no test file under `root`, each named
+    twice."""
+    errors = [f"{name}: no such test file" for name in names if not (root / name).is_file()]
+    return errors + [f"{name}: named {names.count(name)} times" for name in sorted(set(names)) if names.count(name) > 1]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The files of `SLOW_FIRST` first, in that order; every other file after them as collected (a stable sort:
-    within a file, the order is unchanged)."""
+    within a file, the order is unchanged). A name there that is no test file (moved, renamed) stops the run: it
+    would silently deal that slow file in collection order again."""
+    errors = slow_first_errors(SLOW_FIRST, REPO)
+    if errors:
+        raise pytest.UsageError("tests/conftest.py SLOW_FIRST: " + "; ".join(errors))
     rank = {name: place for place, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(SLOW_FIRST)))
 

@@ -29,10 +29,11 @@ from strawberry.exceptions import ConnectionRejectionError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.types.unset import UNSET, UnsetType
 
-from core.seam.surfaces import ASGIApp, SurfaceHost
+from core.seam.surfaces import ASGIApp
 from core.values.documents import parse_json
 from generators.graphql.bounds import MAX_SUBSCRIPTIONS_PER_CONNECTION
 from generators.graphql.ide import ide_page, shows_ide
+from generators.graphql.runtime import Runtime
 
 __all__ = ["CanonGraphQL", "asgi_app", "local_assets"]
 
@@ -52,11 +53,12 @@ def local_assets(html: str, base_url: str = "") -> str:
 class CanonGraphQL(GraphQL[dict[str, Any], None]):
     """strawberry's ASGI view, with canon's caller on every request and WebSocket connection."""
 
-    def __init__(self, schema: strawberry.Schema, host: SurfaceHost, surface: str) -> None:
+    def __init__(self, schema: strawberry.Schema, runtime: Runtime, surface: str) -> None:
         super().__init__(schema, subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
                          max_subscriptions_per_connection=MAX_SUBSCRIPTIONS_PER_CONNECTION,
                          connection_init_wait_timeout=timedelta(seconds=30))  # fmt: skip
-        self.host = host
+        self.runtime = runtime
+        self.host = runtime.host
         self.surface = surface
         self._page: str | None = None  # GraphiQL's page, made at its first request
 
@@ -90,8 +92,8 @@ class CanonGraphQL(GraphQL[dict[str, Any], None]):
     async def get_context(self, request: Request | WebSocket, response: Response | WebSocket) -> dict[str, Any]:
         principal = self.host.principal_of(request)
         presented = any(k.lower() == b"authorization" for k, _ in request.scope.get("headers", ()))
-        return {"request": request, "response": response, "principal": principal,
-                "bad_token": presented and not principal.authenticated}  # fmt: skip
+        return self.runtime.context(request=request, response=response, principal=principal,
+                                    bad_token=presented and not principal.authenticated)  # fmt: skip
 
     async def on_ws_connect(self, context: dict[str, Any]) -> UnsetType | dict[str, object] | None:
         """`connection_init` may carry `{"Authorization": "Bearer <token>"}` (browsers cannot send the header)."""
@@ -125,9 +127,10 @@ class CanonGraphQL(GraphQL[dict[str, Any], None]):
         return HTMLResponse(self._page)
 
 
-def asgi_app(schema: strawberry.Schema, host: SurfaceHost, surface: str) -> ASGIApp:
-    """The ASGI app serving `schema` at `/graphql` and its SDL at `/schema.graphql`, as the surface `surface`."""
-    view = CanonGraphQL(schema, host, surface)
+def asgi_app(schema: strawberry.Schema, runtime: Runtime, surface: str) -> ASGIApp:
+    """The ASGI app serving `schema` at `/graphql` and its SDL at `/schema.graphql`, as the surface `surface`,
+    resolving through `runtime` (its host's)."""
+    view = CanonGraphQL(schema, runtime, surface)
     sdl = schema.as_str() + "\n"
 
     async def serve(scope: Any, receive: Any, send: Any) -> None:

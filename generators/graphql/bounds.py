@@ -86,7 +86,7 @@ MAX_REPEAT = 50  # fields answering to one name in one merged selection set (the
 MAX_COST = 10_000  # estimated field resolutions: each field counts 1, times the list sizes above it
 UNKNOWN_LIST = 10  # the size assumed for a list nothing bounds (e.g. describe_model's node_types)
 MAX_SUBSCRIPTIONS_PER_CONNECTION = 20
-MAX_SUBSCRIPTIONS = 1_000  # per process (per built app)
+MAX_SUBSCRIPTIONS = 1_000  # per served app (`generators.graphql.runtime.Runtime`)
 
 
 # -- failures ---------------------------------------------------------------------------------------------------------

@@ -8,10 +8,10 @@ and the document is bounded, so the work a query can cause before it runs is bou
 keeps even that away from other callers. A refusal is logged in one line (which bound, never the document) and
 answered as a GraphQL error with `extensions.code` LIMIT_EXCEEDED.
 
-The outcome of a document (its tree and its errors) is kept per schema (`Documents`, least recently used first
-out), so a repeated query is parsed and validated once and then costs no thread hop. At most `CHECKS_AT_ONCE`
-documents are checked at once: a flood of large documents queues behind itself, and the dispatcher's worker
-threads and the event loop's share of the interpreter stay free for everyone else.
+The outcome of a document (its tree and its errors) is kept per served app (`Documents`, in the request's context;
+least recently used first out), so a repeated query is parsed and validated once and then costs no thread hop. At
+most `CHECKS_AT_ONCE` documents are checked at once: a flood of large documents queues behind itself, and the
+dispatcher's worker threads and the event loop's share of the interpreter stay free for everyone else.
 
 Per request, on the event loop: a document holding several operations needs `operationName` (GraphQL over HTTP
 asks for a request error; strawberry would run the first one).
@@ -59,8 +59,8 @@ __all__ = ["CACHED_DOCUMENTS", "Checked", "Documents", "Gate", "check", "request
 
 log = logging.getLogger("canon.graphql")
 
-CACHED_DOCUMENTS = 128  # outcomes kept per schema
-CHECKS_AT_ONCE = 2  # documents checked at once per schema: more would take the dispatcher's threads and the GIL
+CACHED_DOCUMENTS = 128  # outcomes kept per served app
+CHECKS_AT_ONCE = 2  # documents checked at once per served app: more would take the dispatcher's threads and the GIL
 
 
 @dataclass(frozen=True)
@@ -121,8 +121,8 @@ def check(schema: GraphQLSchema, query: str, budget: type[ASTValidationRule],
 
 
 class Documents:
-    """The outcomes of the latest `CACHED_DOCUMENTS` documents of one schema, by text and validation rules. Read and
-    written on the event loop only."""
+    """The outcomes of the latest `CACHED_DOCUMENTS` documents of one app's schema, by text and validation rules.
+    Read and written on that app's event loop only."""
 
     def __init__(self, budget: type[ASTValidationRule], size: int = CACHED_DOCUMENTS) -> None:
         self.budget = budget
@@ -152,17 +152,21 @@ class Documents:
 
 
 class Gate(SchemaExtension):
-    """Parsing and validation through `Documents` (strawberry's own steps then find them done)."""
+    """Parsing and validation through the `Documents` of the request's app (its context's `documents`; strawberry's
+    own steps then find them done)."""
 
-    def __init__(self, documents: Documents) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.documents = documents
         self.checked: Checked | None = None
 
     async def on_parse(self) -> AsyncIterator[None]:
         context = self.execution_context
         if context.graphql_document is None and context.query:
-            checked = await self.documents.get(context.schema._schema, context.query, context.validation_rules)  # pyright: ignore[reportPrivateUsage]
+            documents = context.context.get("documents") if isinstance(context.context, dict) else None
+            if not isinstance(documents, Documents):
+                raise TypeError("a GraphQL request's context carries no Documents: execute the schema with "
+                                "Runtime.context")  # fmt: skip
+            checked = await documents.get(context.schema._schema, context.query, context.validation_rules)  # pyright: ignore[reportPrivateUsage]
             if checked.refused:
                 log.warning("GraphQL document refused: over its %s bound", ", ".join(checked.refused))
             name = getattr(context, "_provided_operation_name", None)
@@ -195,11 +199,10 @@ def _ambiguous(document: DocumentNode | None, name: str | None) -> Iterator[Grap
                            extensions={"code": "BAD_REQUEST"})  # fmt: skip
 
 
-def request_extensions(budget: type[ASTValidationRule]) -> list[Callable[[], SchemaExtension]]:
-    """Per-request extension factories for one schema: the masking of unexpected errors, and the gate (one
-    `Documents` for the schema's life)."""
-    documents = Documents(budget)
+def request_extensions() -> list[Callable[[], SchemaExtension]]:
+    """Per-request extension factories for a schema: the masking of unexpected errors, and the gate (its
+    `Documents` are the app's, in the request's context)."""
     return [
         lambda: MaskErrors(should_mask_error=unexpected, error_message="Unexpected error; it has been logged."),
-        lambda: Gate(documents),
+        Gate,
     ]

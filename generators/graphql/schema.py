@@ -22,39 +22,40 @@ that GraphQL answers `null` for a field the JSON leaves out. An argument given a
 unless its schema accepts null. Errors carry `extensions.code` (canon's code, upper-cased) and
 `extensions.problems` (JSON pointers); the failing root field is `null`.
 
-This module builds the schema and resolves through the dispatcher. `generators.graphql.types` maps JSON Schema
+This module builds the schema, once per registry (by content; the last `KEPT` kept) and without a host: every app
+serving that registry shares it, and its resolvers reach the dispatcher through the request's app
+(`generators.graphql.runtime`; ADR 0064). `generators.graphql.types` maps JSON Schema
 to strawberry types; `generators.graphql.bounds` holds the bounds (depth, aliases, tokens, cost, subscriptions)
 and the GraphQL form of errors; `generators.graphql.app` is the HTTP and WebSocket app.
 """
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import inspect
+import json
 import re
-import time
+import threading
+from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Optional
 
-import anyio
 import strawberry
+from graphql import ASTValidationRule
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types.unset import UNSET
 
 from core.dispatch.access import change_for, sight_of
 from core.dispatch.registry import Registry, ResourceDefinition, ToolDefinition
-from core.dispatch.resources import ResourceContent, read_resource
 from core.lang.model import DEPRECATED
 from core.lang.schema_diff import Finding
 from core.seam.surfaces import ASGIApp, SurfaceHost
-from core.values.errors import CanonError, LimitExceededError, UnavailableError
-from core.values.principal import Principal
+from core.values.errors import UnavailableError
 from core.values.uris import PROPOSAL_TEMPLATE
 from generators.graphql.app import asgi_app, local_assets
 from generators.graphql.bounds import (
     MAX_COST,
     MAX_DEPTH,
-    MAX_SUBSCRIPTIONS,
     UNKNOWN_LIST,
     CanonSchema,
     budget_rule,
@@ -65,6 +66,7 @@ from generators.graphql.edges import EdgeFields
 from generators.graphql.gate import request_extensions
 from generators.graphql.ide import scope_shows_ide
 from generators.graphql.pinning import pinned
+from generators.graphql.runtime import Runtime, call_tool, runtime_of
 from generators.graphql.types import (
     Fallback,
     HashableDict,
@@ -78,7 +80,7 @@ from generators.graphql.types import (
 )
 from generators.naming import resource_field_name
 
-__all__ = ["MAX_COST", "MAX_DEPTH", "GraphQLSurface", "build_schema", "local_assets", "surface"]
+__all__ = ["MAX_COST", "MAX_DEPTH", "Built", "GraphQLSurface", "build_schema", "local_assets", "surface"]
 
 
 # -- calls through the dispatcher -------------------------------------------------------------------------------------
@@ -87,46 +89,19 @@ SELECTION_ARGUMENTS = frozenset(
 )  # `core.lang.projection`'s arguments, which GraphQL does not take
 
 
-class Runtime:
-    """What resolvers need at run time: the caller, and the dispatcher (called in a worker thread)."""
-
-    def __init__(self, host: SurfaceHost) -> None:
-        self.host = host
-        self.surface = host.surface_name or "graphql"
-        self.subscriptions = 0
-
-    def principal(self, info: strawberry.Info) -> Principal:
-        context: dict[str, Any] = info.context
-        found = context.get("principal")
-        return found if isinstance(found, Principal) else self.host.principal_of(context["request"])
-
-    async def call_tool(self, info: strawberry.Info, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        principal = self.principal(info)
-        call = functools.partial(self.host.call_tool, received=time.monotonic())  # its time counts the wait
-        result = await anyio.to_thread.run_sync(call, principal, name, arguments)
-        if result.error is not None:
-            raise canon_error(result.error)
-        assert result.value is not None
-        return result.value
-
-    async def read(self, principal: Principal, uri: str, action: str = "resources/read") -> ResourceContent:
-        def work() -> ResourceContent:
-            content: ResourceContent = self.host.run(principal, action, uri, lambda ctx: read_resource(ctx, uri))
-            return content
-
-        try:
-            return await anyio.to_thread.run_sync(work)
-        except CanonError as exc:
-            raise canon_error(exc) from None
-
-
 # -- the schema -------------------------------------------------------------------------------------------------------
 class Built:
-    """A schema for one registry and what building it found out (fallbacks, `limit` maxima for the cost rule)."""
+    """A schema for one registry and what building it found out (fallbacks; the cost rule from the `limit`
+    maxima). It holds no host: each app serving it binds its own (`bind`)."""
 
-    def __init__(self, schema: CanonSchema, fallbacks: tuple[Fallback, ...]) -> None:
+    def __init__(self, schema: CanonSchema, fallbacks: tuple[Fallback, ...], budget: type[ASTValidationRule]) -> None:
         self.schema = schema
         self.fallbacks = fallbacks
+        self.budget = budget
+
+    def bind(self, host: SurfaceHost) -> Runtime:
+        """What one app serving this schema resolves through (`Runtime.context` gives its requests' context)."""
+        return Runtime(host, self.budget)
 
 
 def _params(keyword_only: bool = True) -> list[inspect.Parameter]:
@@ -150,9 +125,8 @@ def _default(value: Any, mapped: Mapped) -> Any:
 
 
 class Builder:
-    def __init__(self, registry: Registry, runtime: Runtime) -> None:
+    def __init__(self, registry: Registry) -> None:
         self.registry = registry
-        self.runtime = runtime
         self.mapper = TypeMapper(registry.model)
         self.maxima: dict[tuple[str, str], int] = {}
         self._edges: EdgeFields | None = None
@@ -185,8 +159,7 @@ class Builder:
                 self.maxima[(root_name, tool.name)] = sub["maximum"]
         typed = tool.typed_output_schema
         result = self.mapper.map(typed, typed, pascal(tool.name) + "Result", tool.name, output=True)
-        runtime, name = self.runtime, tool.name
-        pins = set(tool.pins)
+        name, pins = tool.name, set(tool.pins)
 
         async def resolve(info: strawberry.Info, **given: Any) -> Any:
             arguments: dict[str, Any] = {}
@@ -199,7 +172,7 @@ class Builder:
                 pin = pinned(info, name)
                 if not pins & set(arguments):
                     arguments.update({k: v for k, v in pin.items() if k in pins})
-            return result.hydrate(await runtime.call_tool(info, name, arguments))
+            return result.hydrate(await call_tool(info, name, arguments))
 
         _sign(resolve, params, Optional[result.annotation])  # noqa: UP045
         return strawberry.field(resolver=resolve, name=tool.name, description=tool.description)
@@ -212,7 +185,7 @@ class Builder:
             return {}
         if self._edges is None:
             schemas = {"inputSchema": neighbours.input_schema, "outputSchema": neighbours.typed_output_schema}
-            self._edges = EdgeFields(self.registry.model, self.mapper, self.runtime.call_tool, schemas)
+            self._edges = EdgeFields(self.registry.model, self.mapper, call_tool, schemas)
         maximum: int = neighbours.input_schema.get("properties", {}).get("limit", {}).get("maximum", UNKNOWN_LIST)
         fields = self._edges.fields(node_type, classes)
         self.maxima.update({(node_type, name): maximum for name in fields})
@@ -257,9 +230,8 @@ class Builder:
                 uri = uri.replace("{" + variable + "}", str(given[py]))
             return uri
 
-        runtime = self.runtime
-
         async def resolve(info: strawberry.Info, **given: Any) -> Any:
+            runtime = runtime_of(info)
             content = await runtime.read(runtime.principal(info), uri_of(given))
             return resource(uri=content.uri, mime_type=content.mime_type, text=content.text)
 
@@ -271,25 +243,19 @@ class Builder:
 
     def subscription_field(self, name: str, entry: ResourceDefinition, uri_of: Callable[[Mapping[str, Any]], str],
                            params: list[inspect.Parameter], update: Any) -> Any:  # fmt: skip
-        runtime, host, change_type = self.runtime, self.runtime.host, self._change
+        change_type = self._change
 
         async def subscribe(info: strawberry.Info, **given: Any) -> AsyncGenerator[Any]:
             uri = uri_of(given)
+            runtime = runtime_of(info)
             principal = runtime.principal(info)
-            if runtime.subscriptions >= MAX_SUBSCRIPTIONS:
-                raise canon_error(LimitExceededError(f"The server holds its maximum of {MAX_SUBSCRIPTIONS} "
-                                                     "subscriptions; try again later.", limit="subscriptions",
-                                                     value=MAX_SUBSCRIPTIONS))  # fmt: skip
-            runtime.subscriptions += 1
-            try:
+            with runtime.subscription():
                 sight = sight_of(principal)
-                async with host.watch(sight, uri) as changes:  # watching before authorising: nothing is missed
+                async with runtime.host.watch(sight, uri) as changes:  # watching before authorising: nothing is missed
                     await runtime.read(principal, uri, "resources/subscribe")  # must exist, must be readable
                     async for change in changes:
                         entry_json = change_for(sight, change)
                         yield update(uri=uri, revision=change.revision, change=change_type.hydrate(entry_json))
-            finally:
-                runtime.subscriptions -= 1
 
         _sign(subscribe, params, AsyncGenerator[update])
         description = f"Every change to {entry.uri or entry.uri_template}, as it is committed. {entry.description}"
@@ -299,27 +265,20 @@ class Builder:
                               params: list[inspect.Parameter], resource: Any) -> Any:  # fmt: skip
         """A proposal's resource each time its state changes (revised, commented on, withdrawn, rejected, merged),
         read anew as the subscriber may read it: a proposal's state is no change-log entry (`ChangeFeed.hear`)."""
-        runtime = self.runtime
 
         async def subscribe(info: strawberry.Info, **given: Any) -> AsyncGenerator[Any]:
             uri = uri_of(given)
+            runtime = runtime_of(info)
             principal = runtime.principal(info)
             feed = runtime.host.feed
             if feed is None:  # a host that only renders artifacts
                 raise canon_error(UnavailableError("This server delivers no change events."))
-            if runtime.subscriptions >= MAX_SUBSCRIPTIONS:
-                raise canon_error(LimitExceededError(f"The server holds its maximum of {MAX_SUBSCRIPTIONS} "
-                                                     "subscriptions; try again later.", limit="subscriptions",
-                                                     value=MAX_SUBSCRIPTIONS))  # fmt: skip
-            runtime.subscriptions += 1
-            try:
+            with runtime.subscription():
                 async with feed.hear(uri) as heard:  # hearing before authorising: nothing is missed
                     await runtime.read(principal, uri, "resources/subscribe")  # must exist, must be readable
                     async for _ in heard:
                         content = await runtime.read(principal, uri)
                         yield resource(uri=content.uri, mime_type=content.mime_type, text=content.text)
-            finally:
-                runtime.subscriptions -= 1
 
         _sign(subscribe, params, AsyncGenerator[resource])
         description = (f"{entry.uri_template} each time the proposal changes (revised, commented on, withdrawn, "
@@ -350,14 +309,37 @@ class Builder:
         schema = CanonSchema(
             query=roots["Query"], mutation=roots["Mutation"], subscription=roots["Subscription"],
             types=self.mapper.extra_types, config=StrawberryConfig(auto_camel_case=False),
-            extensions=request_extensions(budget_rule(self.maxima)),
+            extensions=request_extensions(),
         )  # fmt: skip
-        return Built(schema, tuple(self.mapper.fallbacks))
+        return Built(schema, tuple(self.mapper.fallbacks), budget_rule(self.maxima))
 
 
-def build_schema(registry: Registry, host: SurfaceHost) -> Built:
-    """The strawberry schema for `registry`, resolving through `host`'s dispatcher."""
-    return Builder(registry, Runtime(host)).build()
+KEPT = 8  # schemas kept, for the registries built last (a model change builds one; tests serve a few models)
+_kept: OrderedDict[str, Built] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def _fingerprint(registry: Registry) -> str:
+    """Everything a schema is built from: the model's document (in its own order, which the SDL follows) and every
+    tool and resource definition, with their descriptions (which may name the served data)."""
+    described = (json.dumps(registry.model.document, ensure_ascii=False, default=repr), repr(registry.tools),
+                 repr(registry.resources), repr(registry.templates))  # fmt: skip
+    return hashlib.sha256("\0".join(described).encode()).hexdigest()
+
+
+def build_schema(registry: Registry) -> Built:
+    """The strawberry schema for `registry`, built once for each registry of the last `KEPT` (by content: the same
+    model and tools, the same schema) and shared by every app serving one; resolvers reach the dispatcher through
+    the request's app (`Built.bind`)."""
+    key = _fingerprint(registry)
+    with _kept_lock:
+        found = _kept.get(key)
+        if found is None:
+            found = _kept[key] = Builder(registry).build()
+            while len(_kept) > KEPT:
+                _kept.popitem(last=False)
+        _kept.move_to_end(key)
+        return found
 
 
 class GraphQLSurface:
@@ -372,11 +354,11 @@ class GraphQLSurface:
         return scope_shows_ide(scope)
 
     def app(self, host: SurfaceHost, registry: Registry) -> ASGIApp:
-        built = build_schema(registry, host)
-        return asgi_app(built.schema, host, host.surface_name or self.name)
+        built = build_schema(registry)
+        return asgi_app(built.schema, built.bind(host), host.surface_name or self.name)
 
     def artifacts(self, host: SurfaceHost) -> Mapping[str, str]:
-        return {"schema.graphql": build_schema(host.registry, host).schema.as_str() + "\n"}
+        return {"schema.graphql": build_schema(host.registry).schema.as_str() + "\n"}
 
     def compare(self, old: Mapping[str, str], new: Mapping[str, str]) -> list[Finding]:
         return compare(old, new)

@@ -31,6 +31,7 @@ from generators.graphql.bounds import (
     MAX_TOKENS,
     CanonSchema,
 )
+from generators.graphql.runtime import Runtime
 from generators.graphql.schema import build_schema
 from tests.generators.conftest import live
 from tests.generators.graphql.test_schema import SURFACES, host_of
@@ -92,15 +93,20 @@ HEAVIEST = ["fragments doubling 20 levels", "fragments doubling 40 levels", "wid
 
 @pytest.fixture(scope="module")
 def schema(gen_instance: Instance) -> CanonSchema:
-    return build_schema(gen_instance.dispatcher.registry, host_of(gen_instance)).schema
+    return build_schema(gen_instance.dispatcher.registry).schema
+
+
+@pytest.fixture(scope="module")
+def runtime(gen_instance: Instance) -> Runtime:
+    return build_schema(gen_instance.dispatcher.registry).bind(host_of(gen_instance))
 
 
 @pytest.mark.parametrize("name", BOMBS)
-def test_a_bomb_is_refused_within_its_bound_in_milliseconds(schema: CanonSchema, name: str,
+def test_a_bomb_is_refused_within_its_bound_in_milliseconds(schema: CanonSchema, runtime: Runtime, name: str,
                                                             caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
     document, bound = BOMBS[name]
     started = time.perf_counter()
-    result = anyio.run(lambda: schema.execute(document, context_value={"principal": LOCAL}))
+    result = anyio.run(lambda: schema.execute(document, context_value=runtime.context(principal=LOCAL)))
     elapsed = time.perf_counter() - started
     assert elapsed < REFUSED_WITHIN
     assert result.data is None
@@ -113,12 +119,12 @@ def test_a_bomb_is_refused_within_its_bound_in_milliseconds(schema: CanonSchema,
     assert document[:40] not in refusals[0]
 
 
-def test_the_repeat_bound_leaves_ordinary_merged_fragments_alone(schema: CanonSchema) -> None:
+def test_the_repeat_bound_leaves_ordinary_merged_fragments_alone(schema: CanonSchema, runtime: Runtime) -> None:
     """Fields merged from a few fragments (what client tooling writes) stay well within `MAX_REPEAT`."""
     fragments = " ".join(f"fragment P{i} on Team {{ id properties {{ name }} }}" for i in range(MAX_REPEAT // 2))
     spreads = " ".join(f"...P{i}" for i in range(MAX_REPEAT // 2))
     document = '{ get_node(id: "team-payments") { node { ' + spreads + " } } } " + fragments
-    result = anyio.run(lambda: schema.execute(document, context_value={"principal": LOCAL}))
+    result = anyio.run(lambda: schema.execute(document, context_value=runtime.context(principal=LOCAL)))
     assert result.errors is None
     assert result.data is not None
     assert result.data["get_node"]["node"]["id"] == "team-payments"

@@ -7,6 +7,7 @@ interface; edge fields (the only non-root fields with arguments) are selected on
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -22,19 +23,23 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
+from core.dispatch.registry import build_registry
+from core.lang.model import load_model, parse_model
 from core.seam.instance import Instance
 from core.seam.surfaces import Surface, SurfaceHost, host_for, principal_of_request
 from core.values.principal import LOCAL
-from generators.graphql.gate import Gate
+from generators.graphql.bounds import MAX_SUBSCRIPTIONS
+from generators.graphql.runtime import Runtime
 from generators.graphql.schema import (
     MAX_COST,
     MAX_DEPTH,
     SELECTION_ARGUMENTS,
+    Built,
     build_schema,
     local_assets,
     surface,
 )
-from tests.generators.conftest import live, token
+from tests.generators.conftest import live, open_copy, token
 
 SURFACES: list[Surface] = [surface]
 
@@ -136,9 +141,7 @@ def test_the_schema_prints_the_same_every_time_and_is_served_as_the_artifact(gen
     host = host_of(gen_instance)
     first = surface.artifacts(host)["schema.graphql"]
     assert (
-        first
-        == surface.artifacts(host)["schema.graphql"]
-        == build_schema(gen_instance.registry, host).schema.as_str() + "\n"
+        first == surface.artifacts(host)["schema.graphql"] == build_schema(gen_instance.registry).schema.as_str() + "\n"
     )
     response = httpx2.get(f"{served}/schema.graphql")
     assert response.status_code == 200
@@ -249,7 +252,7 @@ def test_every_json_fallback_is_recorded_with_its_reason_and_nothing_else_is_jso
     """What GraphQL cannot say is the `JSON` scalar (generators.graphql.types): the builder records each such
     place with its reason, and those are exactly the `JSON` places of the schema it prints (the SDL in
     docs/reference, kept current by `canon generate --check`), so no hand-kept list is needed."""
-    built = build_schema(gen_instance.registry, host_of(gen_instance))
+    built = build_schema(gen_instance.registry)
     recorded = {f.where.removesuffix("[]") for f in built.fallbacks}
     assert all(f.why for f in built.fallbacks)
     assert recorded == _json_places(graphql.build_schema(built.schema.as_str()))
@@ -514,13 +517,80 @@ def test_deep_and_expensive_queries_are_refused_before_they_run(admin: Client) -
 def test_a_repeated_query_is_validated_once(gen_instance: Instance) -> None:
     """Parsing and validating a get_node query is about three quarters of its time: a repeated document is
     checked once, and then answered from the schema's kept outcomes without a thread hop."""
-    built = build_schema(gen_instance.dispatcher.registry, host_of(gen_instance))
-    gate = next(e for e in (f() for f in built.schema.extensions) if isinstance(e, Gate))  # pyright: ignore[reportCallIssue, reportUnknownVariableType]
+    built = build_schema(gen_instance.dispatcher.registry)
+    runtime = built.bind(host_of(gen_instance))
     query = '{ get_node(id: "team-payments") { revision node { id } } }'
     for _ in range(3):
-        result = anyio.run(lambda: built.schema.execute(query, context_value={"principal": LOCAL}))
+        result = anyio.run(lambda: built.schema.execute(query, context_value=runtime.context(principal=LOCAL)))
         assert result.errors is None
-    assert (gate.documents.misses, gate.documents.hits) == (1, 2)
+    assert (runtime.documents.misses, runtime.documents.hits) == (1, 2)
+
+
+def _name_of(built: Built, runtime: Runtime, id_: str) -> str:
+    query = '{ get_node(id: "' + id_ + '") { node { ... on Team { properties { name } } } } }'
+    result = anyio.run(lambda: built.schema.execute(query, context_value=runtime.context(principal=LOCAL)))
+    assert result.errors is None, result.errors
+    assert result.data is not None
+    return result.data["get_node"]["node"]["properties"]["name"]
+
+
+def test_one_schema_serves_every_app_of_a_registry_each_through_its_own_host(seed_template: Path,
+                                                                            tmp_path: Path) -> None:  # fmt: skip
+    """The schema is built once per registry (by content: another registry of the same model and tools is the
+    same schema) and holds no host: two stores' apps share it, and each answers from its own store."""
+    one, two = open_copy(seed_template, tmp_path / "one"), open_copy(seed_template, tmp_path / "two")
+    try:
+        assert one.registry is not two.registry
+        built = build_schema(one.registry)
+        assert build_schema(two.registry) is built
+        assert build_schema(dataclasses.replace(two.registry)) is built  # built afresh, the same content
+        patch = {"id": "team-payments", "properties": {"name": "Payments Two"}}
+        assert not two.dispatcher.call_tool(LOCAL, "test", "patch_node", patch).is_error
+        first, second = built.bind(host_of(one)), built.bind(host_of(two))
+        assert _name_of(built, first, "team-payments") != "Payments Two"
+        assert _name_of(built, second, "team-payments") == "Payments Two"
+        assert first.documents is not second.documents  # each app's own (its event loop's) checked documents
+    finally:
+        one.close()
+        two.close()
+
+
+def test_another_model_or_description_is_another_schema(gen_instance: Instance) -> None:
+    built = build_schema(gen_instance.registry)
+    document = copy.deepcopy(dict(load_model().document))
+    document["$defs"]["Team"]["description"] = "A group of people (changed)."
+    changed = build_registry(parse_model(document))
+    assert build_schema(changed) is not built
+    assert "A group of people (changed)." in build_schema(changed).schema.as_str()
+    described = dataclasses.replace(gen_instance.registry, tools=tuple(
+        dataclasses.replace(t, description=t.description + " More.") if t.name == "get_node" else t
+        for t in gen_instance.registry.tools))  # fmt: skip
+    assert build_schema(described) is not built
+    assert build_schema(gen_instance.registry) is built
+
+
+def test_a_request_without_its_app_s_runtime_is_an_error_naming_it(gen_instance: Instance) -> None:
+    built = build_schema(gen_instance.registry)
+    query = '{ get_node(id: "team-payments") { revision } }'
+    result = anyio.run(lambda: built.schema.execute(query, context_value={"principal": LOCAL}))
+    assert result.data is None
+    assert [e.message for e in result.errors or ()] == [
+        "a GraphQL request's context carries no Documents: execute the schema with Runtime.context"
+    ]
+
+
+def test_each_app_holds_at_most_its_maximum_of_subscriptions(gen_instance: Instance) -> None:
+    built = build_schema(gen_instance.registry)
+    first, second = built.bind(host_of(gen_instance)), built.bind(host_of(gen_instance))
+    first.subscriptions = MAX_SUBSCRIPTIONS - 1
+    with first.subscription():
+        assert first.subscriptions == MAX_SUBSCRIPTIONS
+        with pytest.raises(graphql.GraphQLError, match="maximum of 1000 subscriptions") as no, first.subscription():
+            pass
+        assert (no.value.extensions or {})["code"] == "LIMIT_EXCEEDED"
+        with second.subscription():  # another app counts its own
+            assert second.subscriptions == 1
+    assert (first.subscriptions, second.subscriptions) == (MAX_SUBSCRIPTIONS - 1, 0)
 
 
 # -- writes -----------------------------------------------------------------------------------------------------------
