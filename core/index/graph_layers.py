@@ -16,10 +16,24 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["Layer", "Overlay"]
+__all__ = ["Layer", "Overlay", "pairs"]
 
 Entry = dict[str, Any]
 _ABSENT: Any = object()
+
+
+def pairs(adjacency: Mapping[str, Any], id: str) -> list[tuple[str, str]]:
+    """(neighbour, edge type) of every edge at `id` in an adjacency map (id -> neighbour -> {edge type: data}),
+    neighbour by neighbour: what a walk steps along. A map that can answer it without making the neighbour dicts
+    (an overlay, a mapped file's arrays: `core.index.mapped`) does; KeyError for an absent `id`."""
+    if type(adjacency) is dict:
+        entry: Mapping[str, Any] = adjacency[id]
+    else:
+        read = getattr(adjacency, "pairs", None)
+        if read is not None:
+            return read(id)
+        entry = adjacency[id]
+    return [(t, k) for t, keys in entry.items() for k in keys]
 
 
 class Overlay(Mapping[str, Entry]):
@@ -47,6 +61,14 @@ class Overlay(Mapping[str, Entry]):
     def __contains__(self, key: object) -> bool:
         found = self._delta.get(key, _ABSENT)  # pyright: ignore[reportCallIssue, reportArgumentType]
         return key in self._base if found is _ABSENT else found is not None
+
+    def pairs(self, key: str) -> list[tuple[str, str]]:
+        found = self._delta.get(key, _ABSENT)
+        if found is _ABSENT:
+            return pairs(self._base, key)
+        if found is None:
+            raise KeyError(key)
+        return [(t, k) for t, keys in found.items() for k in keys]
 
     def __iter__(self) -> Iterator[str]:
         delta = self._delta

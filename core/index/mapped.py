@@ -241,20 +241,37 @@ class Mapped:
                 "readers": tuple(tags[readers[i]] for i in range(start, end)) if end > start else ()}  # fmt: skip
 
     def adjacency(self, number: int, way: str) -> dict[str, dict[str, Any]]:
-        """neighbour -> {edge type: data} of node `number` that way (`out`, `in`), as the dict index holds it."""
+        """neighbour -> {edge type: data} of node `number` that way (`out`, `in`), as the dict index holds it.
+
+        The hot loop of every walk: the node's pairs are read in one slice, and a neighbour's id from the cache of
+        ids decoded lately before it is decoded again."""
         ends, pairs = self._ways[way]
         start, end = ends[number], ends[number + 1]
         found: dict[str, dict[str, Any]] = {}
         if start == end:
             return found
-        id_of, names = self.id_of, self.edge_types
-        for i in range(2 * start, 2 * end, 2):
-            neighbour = id_of(pairs[i])
+        flat: list[int] = pairs[2 * start : 2 * end].tolist()
+        decoded, id_of, names = self._names.get, self.id_of, self.edge_types
+        pairs_of = iter(flat)
+        for k, t in zip(pairs_of, pairs_of, strict=True):
+            neighbour = decoded(k) or id_of(k)
             keys = found.get(neighbour)
             if keys is None:
-                keys = found[neighbour] = {}
-            keys[names[pairs[i + 1]]] = EDGE_DATA
+                found[neighbour] = {names[t]: EDGE_DATA}
+            else:
+                keys[names[t]] = EDGE_DATA
         return found
+
+    def pairs(self, number: int, way: str) -> list[tuple[str, str]]:
+        """(neighbour, edge type) of node `number` that way, without making the neighbour dicts (`adjacency`)."""
+        ends, pairs = self._ways[way]
+        start, end = ends[number], ends[number + 1]
+        if start == end:
+            return []
+        flat: list[int] = pairs[2 * start : 2 * end].tolist()
+        decoded, id_of, names = self._names.get, self.id_of, self.edge_types
+        pairs_of = iter(flat)
+        return [(decoded(k) or id_of(k), names[t]) for k, t in zip(pairs_of, pairs_of, strict=True)]
 
 
 class MappedNodes(Mapping[str, dict[str, Any]]):
@@ -302,6 +319,13 @@ class MappedAdjacency(Mapping[str, dict[str, dict[str, Any]]]):
     def get(self, id: str, default: Any = None) -> Any:
         k = self.mapped.number(id)
         return default if k < 0 else self.mapped.adjacency(k, self.way)
+
+    def pairs(self, id: str) -> list[tuple[str, str]]:
+        """(neighbour, edge type) at `id` (`core.index.graph_layers.pairs`)."""
+        k = self.mapped.number(id)
+        if k < 0:
+            raise KeyError(id)
+        return self.mapped.pairs(k, self.way)
 
     def __contains__(self, id: object) -> bool:
         return self.mapped.number(id) >= 0  # pyright: ignore[reportArgumentType]
