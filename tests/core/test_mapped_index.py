@@ -237,3 +237,55 @@ def test_mapped_lookups_find_exactly_the_ids_there_are(seeded_store: Store, tmp_
         assert dict(index.graph.succ[id]) == dict(built.graph.succ[id])
         assert dict(index.graph.pred[id]) == dict(built.graph.pred[id])
     assert sorted(index.graph) == sorted(built.graph)
+
+
+def _mapped_inodes(pid: int, path: Path) -> set[int]:
+    """The inodes of `path` (any version of it) that process `pid` has mapped."""
+    lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    return {int(line.split()[4]) for line in lines if line.endswith(str(path))}
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads the mappings from /proc")
+def test_the_serving_process_and_its_walk_worker_map_one_file_and_move_onto_a_newer_one(
+    seeded_location: str | Path, tmp_path: Path
+) -> None:
+    """The first start builds the index, saves the file and moves onto it; its walk worker maps the same file (the
+    same pages); after the serving process saves a newer file, the worker's next walk maps that one and sees the
+    change it holds."""
+    import os
+
+    from core.index.persisted import index_file
+    from core.ops.config import Config
+    from core.seam.instance import open_instance
+
+    instance = open_instance(Config(store=seeded_location, walk_workers=1))
+    try:
+        assert instance.index is not None
+        assert instance.walkers is not None
+        path = index_file(seeded_location, None)
+        assert path is not None
+        instance.save_index()  # waits for the first start's save (and its move onto the file)
+        assert instance.index.mapped
+        assert instance.walkers.ready(60)
+        walk = ("get_neighbors", {"id": "team-payments", "depth": 1, "direction": "in", "limit": 200})
+        before = instance.snapshot.dispatcher.call_tool(LOCAL, "test", *walk)
+        assert before.value is not None
+        first = path.stat().st_ino
+        (worker,) = instance.walkers.pids()
+        assert first in _mapped_inodes(os.getpid(), path)
+        assert first in _mapped_inodes(worker, path)  # loaded from the file saved before it started, or moved
+        instance.store.commit([PutNode(_person(7)), PutEdge(Edge("member_of", "person-map-7", "team-payments",
+                                                                  {"role": "member"}))], principal="test")  # fmt: skip
+        instance.index.sync()
+        instance.save_index()  # a newer file: the serving process moves onto it
+        second = path.stat().st_ino
+        assert second != first
+        assert second in _mapped_inodes(os.getpid(), path)
+        after = instance.snapshot.dispatcher.call_tool(LOCAL, "test", *walk)
+        assert after.value is not None
+        assert "person-map-7" in [item["node"]["id"] for item in after.value["items"]]
+        assert after.value["total"] == before.value["total"] + 1
+        assert second in _mapped_inodes(worker, path)  # moved onto it before that walk
+        assert instance.walkers.answered == 2
+    finally:
+        instance.close()
