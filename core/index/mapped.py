@@ -44,7 +44,7 @@ SECTIONS = {"names": "B", "ids": "B", "id_offsets": "Q", "slots": "i", "node_typ
             "reader_offsets": "I", "readers": "I", "out_offsets": "Q", "out": "I", "in_offsets": "Q",
             "in": "I"}  # fmt: skip
 EDGE_DATA: Mapping[str, Any] = MappingProxyType({})  # every mapped edge's data: the index keeps none
-_CACHE = 1 << 16  # ids decoded or looked up lately, kept per process: a walk asks for its neighbours again
+_CACHE = 1 << 18  # ids decoded or looked up lately, per process (at most ~45 MiB): walks meet the same nodes again
 
 
 class SectionError(ValueError):
@@ -177,12 +177,12 @@ class Mapped:
         self._offsets, self._slots = views["id_offsets"], views["slots"]
         self._types, self._levels = views["node_type"], views["visibility"]
         self._reader_offsets, self._readers = views["reader_offsets"], views["readers"]
-        self._ways = {"out": (views["out_offsets"], views["out"]), "in": (views["in_offsets"], views["in"])}
+        self.ways = {"out": (views["out_offsets"], views["out"]), "in": (views["in_offsets"], views["in"])}
         self.nodes = len(self._offsets) - 1
         self._check(views)
         self._mask = len(self._slots) - 1
         self._numbers: dict[str, int] = {}  # id -> number, lately asked for (bounded: `_CACHE`)
-        self._names: dict[int, str] = {}  # number -> id, lately decoded
+        self.decoded: dict[int, str] = {}  # number -> id, lately decoded
 
     def _check(self, views: Mapping[str, memoryview]) -> None:
         """The sections' sizes agree with each other (a cheap check, not a proof: the checksum is that)."""
@@ -198,19 +198,19 @@ class Mapped:
             raise SectionError("the ids' offsets do not end where the ids do")
         if self._reader_offsets[n] != len(self._readers):
             raise SectionError("the readers' offsets do not end where the readers do")
-        for way, (ends, pairs) in self._ways.items():
+        for way, (ends, pairs) in self.ways.items():
             if ends[n] * 2 != len(pairs) or ends[n] != self.counts["edges"]:
                 raise SectionError(f"the {way} adjacency does not hold the {self.counts['edges']} edges")
 
     def id_of(self, number: int) -> str:
-        found = self._names.get(number)
+        found = self.decoded.get(number)
         if found is None:
             offsets, start = self._offsets, self._ids_at
             found = self._mmap[start + offsets[number] : start + offsets[number + 1]].decode("utf-8", "surrogatepass")
-            if len(self._names) >= _CACHE:
-                self._names.clear()
+            if len(self.decoded) >= _CACHE:
+                self.decoded.clear()
                 self._numbers.clear()
-            self._names[number] = found
+            self.decoded[number] = found
             self._numbers[found] = number
         return found
 
@@ -227,7 +227,7 @@ class Mapped:
         while (k := slots[slot]) >= 0:
             if mapped[start + offsets[k] : start + offsets[k + 1]] == data:
                 if len(self._numbers) >= _CACHE:
-                    self._names.clear()
+                    self.decoded.clear()
                     self._numbers.clear()
                 self._numbers[id] = k
                 return k
@@ -245,13 +245,13 @@ class Mapped:
 
         The hot loop of every walk: the node's pairs are read in one slice, and a neighbour's id from the cache of
         ids decoded lately before it is decoded again."""
-        ends, pairs = self._ways[way]
+        ends, pairs = self.ways[way]
         start, end = ends[number], ends[number + 1]
         found: dict[str, dict[str, Any]] = {}
         if start == end:
             return found
         flat: list[int] = pairs[2 * start : 2 * end].tolist()
-        decoded, id_of, names = self._names.get, self.id_of, self.edge_types
+        decoded, id_of, names = self.decoded.get, self.id_of, self.edge_types
         pairs_of = iter(flat)
         for k, t in zip(pairs_of, pairs_of, strict=True):
             neighbour = decoded(k) or id_of(k)
@@ -261,17 +261,6 @@ class Mapped:
             else:
                 keys[names[t]] = EDGE_DATA
         return found
-
-    def pairs(self, number: int, way: str) -> list[tuple[str, str]]:
-        """(neighbour, edge type) of node `number` that way, without making the neighbour dicts (`adjacency`)."""
-        ends, pairs = self._ways[way]
-        start, end = ends[number], ends[number + 1]
-        if start == end:
-            return []
-        flat: list[int] = pairs[2 * start : 2 * end].tolist()
-        decoded, id_of, names = self._names.get, self.id_of, self.edge_types
-        pairs_of = iter(flat)
-        return [(decoded(k) or id_of(k), names[t]) for k, t in zip(pairs_of, pairs_of, strict=True)]
 
 
 class MappedNodes(Mapping[str, dict[str, Any]]):
@@ -321,11 +310,20 @@ class MappedAdjacency(Mapping[str, dict[str, dict[str, Any]]]):
         return default if k < 0 else self.mapped.adjacency(k, self.way)
 
     def pairs(self, id: str) -> list[tuple[str, str]]:
-        """(neighbour, edge type) at `id` (`core.index.graph_layers.pairs`)."""
-        k = self.mapped.number(id)
+        """(neighbour, edge type) at `id` (`core.index.graph_layers.pairs`): `Mapped.pairs`, inlined, as the walks'
+        hot loop calls it once per node they reach."""
+        mapped = self.mapped
+        k = mapped.number(id)
         if k < 0:
             raise KeyError(id)
-        return self.mapped.pairs(k, self.way)
+        ends, pairs = mapped.ways[self.way]
+        start, end = ends[k], ends[k + 1]
+        if start == end:
+            return []
+        flat: list[int] = pairs[2 * start : 2 * end].tolist()
+        decoded, id_of, names = mapped.decoded.get, mapped.id_of, mapped.edge_types
+        pairs_of = iter(flat)
+        return [(decoded(n) or id_of(n), names[t]) for n, t in zip(pairs_of, pairs_of, strict=True)]
 
     def __contains__(self, id: object) -> bool:
         return self.mapped.number(id) >= 0  # pyright: ignore[reportArgumentType]
