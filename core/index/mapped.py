@@ -44,7 +44,10 @@ SECTIONS = {"names": "B", "ids": "B", "id_offsets": "Q", "slots": "i", "node_typ
             "reader_offsets": "I", "readers": "I", "out_offsets": "Q", "out": "I", "in_offsets": "Q",
             "in": "I"}  # fmt: skip
 EDGE_DATA: Mapping[str, Any] = MappingProxyType({})  # every mapped edge's data: the index keeps none
-_CACHE = 1 << 18  # ids decoded or looked up lately, per process (at most ~45 MiB): walks meet the same nodes again
+# per process, bounded: walks meet the same nodes again. Decoded ids by number in a list (8 bytes a node, and the ids
+# decoded: at most `_DECODED`, about 64 MiB of strings, then it starts again), ids looked up in a dict (`_LOOKED_UP`)
+_DECODED = 1 << 20
+_LOOKED_UP = 1 << 18
 
 
 class SectionError(ValueError):
@@ -181,8 +184,9 @@ class Mapped:
         self.nodes = len(self._offsets) - 1
         self._check(views)
         self._mask = len(self._slots) - 1
-        self._numbers: dict[str, int] = {}  # id -> number, lately asked for (bounded: `_CACHE`)
-        self.decoded: dict[int, str] = {}  # number -> id, lately decoded
+        self._numbers: dict[str, int] = {}  # id -> number, lately decoded or asked for (bounded: `_LOOKED_UP`)
+        self.decoded: list[str | None] = [None] * self.nodes  # number -> id, once decoded (bounded: `_DECODED`)
+        self._decodes = 0
 
     def _check(self, views: Mapping[str, memoryview]) -> None:
         """The sections' sizes agree with each other (a cheap check, not a proof: the checksum is that)."""
@@ -203,16 +207,22 @@ class Mapped:
                 raise SectionError(f"the {way} adjacency does not hold the {self.counts['edges']} edges")
 
     def id_of(self, number: int) -> str:
-        found = self.decoded.get(number)
+        found = self.decoded[number]
         if found is None:
             offsets, start = self._offsets, self._ids_at
             found = self._mmap[start + offsets[number] : start + offsets[number + 1]].decode("utf-8", "surrogatepass")
-            if len(self.decoded) >= _CACHE:
-                self.decoded.clear()
-                self._numbers.clear()
+            self._decodes += 1
+            if self._decodes > _DECODED:  # a thread still holding the old list only writes into it: harmless
+                fresh: list[str | None] = [None] * self.nodes
+                self.decoded, self._decodes = fresh, 1
             self.decoded[number] = found
-            self._numbers[found] = number
+            self._remember(found, number)
         return found
+
+    def _remember(self, id: str, number: int) -> None:
+        if len(self._numbers) >= _LOOKED_UP:
+            self._numbers.clear()
+        self._numbers[id] = number
 
     def number(self, id: str) -> int:
         """The node number of `id`, or -1 when there is no such node."""
@@ -226,10 +236,7 @@ class Mapped:
         slot = _hash(data) & mask
         while (k := slots[slot]) >= 0:
             if mapped[start + offsets[k] : start + offsets[k + 1]] == data:
-                if len(self._numbers) >= _CACHE:
-                    self.decoded.clear()
-                    self._numbers.clear()
-                self._numbers[id] = k
+                self._remember(id, k)
                 return k
             slot = (slot + 1) & mask
         return -1
@@ -251,10 +258,10 @@ class Mapped:
         if start == end:
             return found
         flat: list[int] = pairs[2 * start : 2 * end].tolist()
-        decoded, id_of, names = self.decoded.get, self.id_of, self.edge_types
+        decoded, id_of, names = self.decoded, self.id_of, self.edge_types
         pairs_of = iter(flat)
         for k, t in zip(pairs_of, pairs_of, strict=True):
-            neighbour = decoded(k) or id_of(k)
+            neighbour = decoded[k] or id_of(k)
             keys = found.get(neighbour)
             if keys is None:
                 found[neighbour] = {names[t]: EDGE_DATA}
@@ -321,9 +328,9 @@ class MappedAdjacency(Mapping[str, dict[str, dict[str, Any]]]):
         if start == end:
             return []
         flat: list[int] = pairs[2 * start : 2 * end].tolist()
-        decoded, id_of, names = mapped.decoded.get, mapped.id_of, mapped.edge_types
+        decoded, id_of, names = mapped.decoded, mapped.id_of, mapped.edge_types
         pairs_of = iter(flat)
-        return [(decoded(n) or id_of(n), names[t]) for n, t in zip(pairs_of, pairs_of, strict=True)]
+        return [(decoded[n] or id_of(n), names[t]) for n, t in zip(pairs_of, pairs_of, strict=True)]
 
     def __contains__(self, id: object) -> bool:
         return self.mapped.number(id) >= 0  # pyright: ignore[reportArgumentType]
