@@ -360,6 +360,7 @@ def _serve(conn: Connection) -> None:
     except Exception as exc:  # noqa: BLE001 - said to the serving process, which then runs walks itself
         conn.send(("failed", f"{type(exc).__name__}: {exc}"))
         return
+    index.warm()  # a mapped index's ids decoded now, not by the first walks
     gc.collect()  # the graph lives as long as the worker: out of the cyclic collector's full collections, as in
     gc.freeze()  # the serving process (core.http.serve), or every walk's garbage makes them walk the graph again
     conn.send(("ready", index.revision, loaded))
@@ -380,7 +381,8 @@ def _remap(index: GraphIndex, path: Path) -> None:
     from core.index.persisted import remap_index
 
     try:
-        remap_index(index, path)
+        if remap_index(index, path):
+            index.warm()
     except Exception:  # the index it has still answers: the walk goes on over it
         log.warning("walk worker %d could not move onto the graph index file %s", os.getpid(), path, exc_info=True)
 

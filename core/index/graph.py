@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from core.index.graph_layers import Entry, Layer
+from core.index.mapped import MappedNodes
 from core.store import Store
 from core.values.records import Change, Sight, parse_edge_key
 
@@ -296,6 +297,13 @@ class GraphIndex:
         self._applied = fresh._applied
         self.loaded_at = fresh.loaded_at
         self._publish()
+
+    def warm(self) -> None:
+        """Decode the mapped base's ids at once (`core.index.mapped.Mapped.decode_all`; a walk worker, before it
+        takes walks); nothing over a dict base."""
+        base = self._nodes.base
+        if isinstance(base, MappedNodes):
+            base.mapped.decode_all()
 
     @property
     def mapped(self) -> bool:

@@ -289,3 +289,33 @@ def test_the_serving_process_and_its_walk_worker_map_one_file_and_move_onto_a_ne
         assert instance.walkers.answered == 2
     finally:
         instance.close()
+
+
+def test_ids_decoded_at_once_are_the_ids_decoded_one_by_one(tmp_path: Path) -> None:
+    """A walk worker decodes every id before it walks (`GraphIndex.warm`); ids with non-ASCII characters (a model
+    may allow them) take the slow way, byte offsets not being character offsets then."""
+    import io
+    import mmap
+
+    from core.index.mapped import Mapped, write_sections
+
+    for ids in (["a", "b-2", "c"], ["a", "ünï-ø", "zz", "ß"]):
+        nodes = {i: {"type": "T", "visibility": "public", "readers": ()} for i in ids}
+        succ: dict[str, dict[str, Any]] = {i: {} for i in ids}
+        pred: dict[str, dict[str, Any]] = {i: {} for i in ids}
+        succ[ids[0]][ids[1]] = pred[ids[1]][ids[0]] = {"e": {}}
+        sink = io.BytesIO()
+        counts = {"edges": 1, "node_counts": {}, "edge_counts": {}, "by_visibility": [], "by_level": [],
+                  "readable": {}}  # fmt: skip
+        sections = write_sections(sink, 0, nodes, succ, pred, counts)
+        path = tmp_path / "sections"
+        path.write_bytes(sink.getvalue())
+        with path.open("rb") as handle:
+            arrays = Mapped(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ), sections)
+        one_by_one = [arrays.id_of(k) for k in range(arrays.nodes)]
+        arrays.decoded = [None] * arrays.nodes
+        arrays._decodes = 0  # pyright: ignore[reportPrivateUsage]
+        arrays.decode_all()
+        assert arrays.decoded == one_by_one == sorted(ids)
+        assert MappedNodes(arrays).get(ids[1]) == nodes[ids[1]]
+        assert dict(MappedAdjacency(arrays, "in")[ids[1]]) == {ids[0]: {"e": {}}}
