@@ -185,7 +185,7 @@ class Mapped:
         self.nodes = len(self._offsets) - 1
         self._check(views)
         self._mask = len(self._slots) - 1
-        self._numbers: dict[str, int] = {}  # id -> number, lately decoded or asked for (bounded: `_LOOKED_UP`)
+        self.numbers: dict[str, int] = {}  # id -> number, lately decoded or asked for (bounded: `_LOOKED_UP`)
         self.decoded: list[str | None] = [None] * self.nodes  # number -> id, once decoded (bounded: `_DECODED`)
         self._decodes = 0
 
@@ -238,13 +238,13 @@ class Mapped:
         self.decoded, self._decodes = decoded, self.nodes
 
     def _remember(self, id: str, number: int) -> None:
-        if len(self._numbers) >= _LOOKED_UP:
-            self._numbers.clear()
-        self._numbers[id] = number
+        if len(self.numbers) >= _LOOKED_UP:
+            self.numbers.clear()
+        self.numbers[id] = number
 
     def number(self, id: str) -> int:
         """The node number of `id`, or -1 when there is no such node."""
-        found = self._numbers.get(id)
+        found = self.numbers.get(id)
         if found is not None:
             return found
         if not isinstance(id, str):  # pyright: ignore[reportUnnecessaryIsInstance] - a Mapping may be asked anything
@@ -346,9 +346,16 @@ class MappedAdjacency(Mapping[str, dict[str, dict[str, Any]]]):
         if start == end:
             return []
         flat: list[int] = pairs[2 * start : 2 * end].tolist()
-        decoded, id_of, names = mapped.decoded, mapped.id_of, mapped.edge_types
+        decoded, id_of, names, numbers = mapped.decoded, mapped.id_of, mapped.edge_types, mapped.numbers
+        found: list[tuple[str, str]] = []
         pairs_of = iter(flat)
-        return [(decoded[n] or id_of(n), names[t]) for n, t in zip(pairs_of, pairs_of, strict=True)]
+        for n, t in zip(pairs_of, pairs_of, strict=True):
+            neighbour = decoded[n] or id_of(n)
+            numbers[neighbour] = n  # the walk steps from it next: its number without hashing its id
+            found.append((neighbour, names[t]))
+        if len(numbers) > _LOOKED_UP:
+            numbers.clear()
+        return found
 
     def __contains__(self, id: object) -> bool:
         return self.mapped.number(id) >= 0  # pyright: ignore[reportArgumentType]
