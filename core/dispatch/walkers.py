@@ -348,17 +348,19 @@ def _unpack(answer: tuple[Any, ...]) -> dict[str, Any] | None:
 def _serve(conn: Connection) -> None:
     """A worker's life: open the store read-only and load its graph, say so, then answer walks until the pipe
     closes."""
-    from core.index.persisted import open_index
+    from core.index.persisted import FileWatch, open_index
     from core.store import open_existing_store
 
     location, source, index_file = cast("tuple[str, str, str | None]", conn.recv())
     try:
         handlers = _handlers_of(source)
         store = open_existing_store(location, read_only=True)
+        watch = None if index_file is None else FileWatch(Path(index_file))  # a newer one: mapped at the next walk
         index, loaded = open_index(store, None if index_file is None else Path(index_file))  # the saved one if sound
     except Exception as exc:  # noqa: BLE001 - said to the serving process, which then runs walks itself
         conn.send(("failed", f"{type(exc).__name__}: {exc}"))
         return
+    index.warm()  # a mapped index's ids decoded now, not by the first walks
     gc.collect()  # the graph lives as long as the worker: out of the cyclic collector's full collections, as in
     gc.freeze()  # the serving process (core.http.serve), or every walk's garbage makes them walk the graph again
     conn.send(("ready", index.revision, loaded))
@@ -368,7 +370,21 @@ def _serve(conn: Connection) -> None:
                 request = cast("WalkRequest", conn.recv())
             except EOFError:
                 return
+            if watch is not None and watch.replaced():
+                _remap(index, watch.path)
             conn.send(_run(conn, store, index, handlers, request))
+
+
+def _remap(index: GraphIndex, path: Path) -> None:
+    """Move onto the newer file the serving process saved (`core.index.persisted.remap_index`), before a walk: the
+    walk then reads the shared arrays, not this worker's own copy of the changes since the last file."""
+    from core.index.persisted import remap_index
+
+    try:
+        if remap_index(index, path):
+            index.warm()
+    except Exception:  # the index it has still answers: the walk goes on over it
+        log.warning("walk worker %d could not move onto the graph index file %s", os.getpid(), path, exc_info=True)
 
 
 def _handlers_of(source: str) -> Mapping[str, Handler]:

@@ -12,6 +12,10 @@ published at the latest applied revision, and the walk reads it with no lock hel
 the current base applies its changes copy-on-write, to the few entries they touch (see `core.index.graph_layers`), and
 publishes the next view; one that finds none changes the base in place. See
 docs/decisions/0017-readers-walk-published-views.md.
+
+A restored index's base may be a mapped file's read-only arrays (`core.index.mapped`, shared by every process
+that maps the file, ADR 0061): its changes since the file then always stay copy-on-write, and `remap` moves the
+index onto a newer file (views already handed out keep the old mapping).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from core.index.graph_layers import Entry, Layer
+from core.index.mapped import MappedNodes
 from core.store import Store
 from core.values.records import Change, Sight, parse_edge_key
 
@@ -53,8 +58,8 @@ class _Base:
 
 @dataclass(frozen=True, eq=False)
 class IndexState:
-    """What the index holds at one revision, as plain data (`core.index.persisted` saves and loads it): the three
-    maps (networkx's dicts) and the counts kept with them."""
+    """What the index holds at one revision (`core.index.persisted` saves and loads it): the three maps (networkx's
+    dicts, or read-only mappings of them: a published view's, or a mapped file's) and the counts kept with them."""
 
     nodes: Any = field(repr=False)
     succ: Any = field(repr=False)
@@ -87,11 +92,6 @@ class GraphView:
         return _graph_of(self.nodes, self.succ, self.pred)
 
 
-def _plain(layer: Any) -> dict[str, Any]:
-    """A published map as a dict: the base itself, or an overlay's entries (the same entry objects)."""
-    return layer if isinstance(layer, dict) else dict(layer.items())
-
-
 def _graph_of(nodes: Any, succ: Any, pred: Any) -> nx.MultiDiGraph[str]:
     """A `MultiDiGraph` over these maps (networkx's own attributes, what its views and methods read)."""
     import networkx as nx
@@ -121,6 +121,9 @@ class GraphIndex:
         self._pins = threading.Lock()  # taking and letting go of a view; changing the base in place
         self._listeners: list[ChangeListener] = []
         self._view = GraphView({}, {}, {}, 0, self._base)
+        # called (holding the writer's lock: it must not wait for it) when the changes kept over a read-only base
+        # pass the bound a dict base is copied at: the owner saves a newer file and `remap`s onto it
+        self.on_grown: Callable[[], None] | None = None
 
     @property
     def graph(self) -> nx.MultiDiGraph[str]:
@@ -151,7 +154,8 @@ class GraphIndex:
     @classmethod
     def restore(cls, store: Store, revision: int, state: IndexState) -> GraphIndex:
         """The index `state` describes, at `revision` (a saved index, `core.index.persisted`); `sync()` brings it up
-        to date. `state`'s maps become the base: nothing else may hold them."""
+        to date. `state`'s maps become the base: nothing else may change them (dicts; or a mapped file's arrays,
+        which nothing changes)."""
         index = cls(store)
         index._nodes, index._succ, index._pred = Layer(state.nodes), Layer(state.succ), Layer(state.pred)
         index.node_counts, index.edge_counts = Counter(state.node_counts), Counter(state.edge_counts)
@@ -170,7 +174,7 @@ class GraphIndex:
                 view = self._view
                 view.base.readers += 1
             state = IndexState(
-                _plain(view.nodes), _plain(view.succ), _plain(view.pred), dict(self.node_counts),
+                view.nodes, view.succ, view.pred, dict(self.node_counts),
                 dict(self.edge_counts), dict(self._by_visibility), dict(self._by_level),
                 {tag: set(ids) for tag, ids in self._readable.items()},
             )  # fmt: skip
@@ -257,31 +261,76 @@ class GraphIndex:
         """
         fresh = GraphIndex.build(self.store)
         with self._lock, self._pins:  # the lock: a snapshot never sees the new counts with the old maps
-            self._nodes, self._succ, self._pred = fresh._nodes, fresh._succ, fresh._pred
-            self._base = fresh._base
-            self.node_counts, self.edge_counts = fresh.node_counts, fresh.edge_counts
-            self._by_visibility, self._by_level = fresh._by_visibility, fresh._by_level
-            self._readable = fresh._readable
-            self._applied = fresh._applied
-            self.loaded_at = None
-            self._publish()
+            self._adopt(fresh)
+
+    def remap(self, revision: int, state: IndexState) -> bool:
+        """Move onto `state`, a saved index of this store at `revision` (a newer file the serving process wrote,
+        `core.index.persisted.remap_index`), brought to exactly this index's revision from the change log first:
+        the views that follow read the new file's base, those already handed out keep theirs (and its mapping).
+        Listeners hear nothing (nothing changed). False, leaving the index as it was, when the file is ahead of
+        this index (sync first) or the log no longer holds the changes between them."""
+        fresh = GraphIndex.restore(self.store, revision, state)
+        with self._lock:
+            if revision > self._applied or not fresh._catch_up(self._applied):
+                return False
+            with self._pins:
+                self._adopt(fresh)
+            return True
+
+    def _catch_up(self, until: int) -> bool:
+        """Apply the change log up to revision `until` exactly (not past it); False if it has a gap (compacted)."""
+        while self._applied < until:
+            page = [c for c in self.store.changes(self._applied, min(_PAGE, until - self._applied)) if
+                    c.revision <= until]  # fmt: skip
+            if not page or page[0].revision != self._applied + 1:
+                return False
+            self.apply(page)
+        return True
+
+    def _adopt(self, fresh: GraphIndex) -> None:
+        """Take `fresh`'s state as this index's (holding the writer's lock and the pins)."""
+        self._nodes, self._succ, self._pred = fresh._nodes, fresh._succ, fresh._pred
+        self._base = fresh._base
+        self.node_counts, self.edge_counts = fresh.node_counts, fresh.edge_counts
+        self._by_visibility, self._by_level = fresh._by_visibility, fresh._by_level
+        self._readable = fresh._readable
+        self._applied = fresh._applied
+        self.loaded_at = fresh.loaded_at
+        self._publish()
+
+    def warm(self) -> None:
+        """Decode the mapped base's ids at once (`core.index.mapped.Mapped.decode_all`; a walk worker, before it
+        takes walks); nothing over a dict base."""
+        base = self._nodes.base
+        if isinstance(base, MappedNodes):
+            base.mapped.decode_all()
+
+    @property
+    def mapped(self) -> bool:
+        """Whether the index's base is a mapped file's read-only arrays (`core.index.mapped`), not dicts."""
+        return not self._nodes.writable
 
     def apply(self, changes: Iterable[Change]) -> None:
         """Apply changes and publish the result (idempotent: re-applying a change already reflected is harmless).
 
         In place while nobody walks the base (new readers wait for this page, not for a walk); else copy-on-write,
-        while the walks go on, and on a new base once the changes kept that way pass a sixteenth of the nodes."""
+        while the walks go on, and on a new base once the changes kept that way pass a sixteenth of the nodes. Over
+        a read-only base (a mapped file's) always copy-on-write; past that bound `on_grown` is told instead."""
         with self._lock:
+            writable = self._nodes.writable
             with self._pins:
-                if self._base.readers == 0:
+                if self._base.readers == 0 and writable:
                     self._apply_in_place(changes)
                     return
             for change in changes:
                 self._apply_one(change)
             if len(self._nodes.delta) + len(self._succ.delta) > max(_REBASE_MIN, self._nodes.size // 16):
-                for layer in (self._nodes, self._succ, self._pred):
-                    layer.rebase()
-                self._base = _Base()
+                if writable:
+                    for layer in (self._nodes, self._succ, self._pred):
+                        layer.rebase()
+                    self._base = _Base()
+                elif self.on_grown is not None:
+                    self.on_grown()
             self._publish()
 
     def _apply_in_place(self, changes: Iterable[Change]) -> None:

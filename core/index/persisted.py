@@ -9,43 +9,42 @@ another store's history, older than the change log keeps (`canon store compact`)
 never trusted. See docs/decisions/0054-the-graph-index-saved-beside-the-store.md.
 
 Layout: a header of `HEADER_BYTES` (the magic line, then one JSON line, padded with spaces) and a payload of
-pickles written by one `pickle.Pickler` (its memo spans them, so a successor map and a predecessor map share each
-adjacency's edge-type dict, as in memory): the counts, then the maps in chunks of `CHUNK` nodes, then None. The
-header carries the payload's length and SHA-256. The payload is read by an unpickler that refuses every global: it
-builds dicts, sets, tuples, strings and numbers, and nothing else.
+page-aligned sections (`core.index.mapped`): node ids interned in sorted order with a hash table, node types,
+visibility and readers as small numbers, and for each direction CSR adjacency arrays; the counts the index keeps as
+JSON. The header carries the payload's length and SHA-256 and where each section is. A trusted file is mapped
+read-only and its arrays become the index's base (ADR 0061): every process that loads the same file (the serving
+process, its walk workers) shares its pages, and nothing in it is turned into Python objects until a walk reads it.
 
 A file is written to a temporary name in the same folder, flushed to disk and renamed over the old one, so a
 process killed while writing it leaves the old file or none, never half of one. Saving holds a view of the index
-(`GraphIndex.snapshot`), so writes meanwhile go on copy-on-write, and pickles a chunk at a time, so the serving
-process's other threads get the interpreter between chunks.
+(`GraphIndex.snapshot`), so writes meanwhile go on copy-on-write, and lets the serving process's other threads have
+the interpreter between stretches of work. A file is never written in place: a mapping of it never changes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import gc
 import hashlib
 import io
 import json
 import logging
 import mmap
 import os
-import pickle
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
 from core.index.graph import GraphIndex, IndexState
+from core.index.mapped import Mapped, MappedAdjacency, MappedNodes, SectionError, write_sections
 from core.ops.config import without_password
 from core.store import Store, is_database_url
 
-__all__ = ["FORMAT", "IndexFile", "index_file", "open_index", "read_header", "save_index"]
+__all__ = ["FORMAT", "IndexFile", "index_file", "open_index", "read_header", "remap_index", "save_index"]
 
-FORMAT = 1  # the payload's layout; a file of another one is rebuilt
+FORMAT = 2  # the payload's layout (1: pickles of the dicts, ADR 0054; 2: mapped arrays, ADR 0061); another is rebuilt
 MAGIC = b"canon graph index\n"
 HEADER_BYTES = 4096
-CHUNK = 2_000  # nodes per pickle (one C call holding the interpreter): milliseconds, then other threads get it
 SUFFIX = ".graph-index"
 log = logging.getLogger("canon.index")
 
@@ -75,6 +74,7 @@ class IndexFile:
     payload_bytes: int
     sha256: str
     store: str  # where it was written from (a URL without its password), for a person reading the header
+    sections: dict[str, list[int]]  # section -> [offset in the file, bytes] (`core.index.mapped`)
 
     def as_json(self) -> bytes:
         return json.dumps(self.__dict__, sort_keys=True).encode()
@@ -103,6 +103,56 @@ def open_index(store: Store, path: Path | None) -> tuple[GraphIndex, bool]:
 
 def load_index(store: Store, path: Path) -> GraphIndex:
     """The index in `path`, brought up to the store's revision; `Refused` (saying why) when it cannot be trusted."""
+    header, state = _load_state(store, path)
+    index = GraphIndex.restore(store, header.revision, state)
+    index.sync()  # the changes committed since the file was written, as any sync applies them
+    return index
+
+
+def remap_index(index: GraphIndex, path: Path) -> bool:
+    """Move `index` onto the file at `path` if it is newer than the one `index` stands on (or `index` was built)
+    and passes every check: the serving process after saving it, a walk worker when it sees it (`FileWatch`).
+    False, leaving `index` as it was, otherwise (a refused file is logged)."""
+    try:
+        header = read_header(path)
+        if index.loaded_at is not None and header.revision <= index.loaded_at:
+            return False
+        index.sync()  # at or past the file's revision: the file is then caught up to exactly this index's
+        header, state = _load_state(index.store, path)
+    except (Refused, OSError) as refused:
+        log.info("not moving the graph index onto %s (%s)", path, refused)
+        return False
+    moved = index.remap(header.revision, state)
+    if moved:
+        log.info("graph index moved onto %s at revision %d (now at %d)", path, header.revision, index.revision)
+    return moved
+
+
+class FileWatch:
+    """Tells when the index file at `path` was replaced since the last look (one `stat`), for a walk worker to
+    `remap_index` at its next walk."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._seen = self._signature()
+
+    def _signature(self) -> tuple[int, int, int] | None:
+        try:
+            found = self.path.stat()
+        except OSError:
+            return None
+        return found.st_ino, found.st_mtime_ns, found.st_size
+
+    def replaced(self) -> bool:
+        now = self._signature()
+        if now == self._seen:
+            return False
+        self._seen = now
+        return now is not None
+
+
+def _load_state(store: Store, path: Path) -> tuple[IndexFile, IndexState]:
+    """The checked header of `path` and the index state it holds, mapped; `Refused` when it cannot be trusted."""
     try:
         handle = path.open("rb")
     except FileNotFoundError:
@@ -114,22 +164,30 @@ def load_index(store: Store, path: Path) -> GraphIndex:
             mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         except ValueError:  # an empty file
             raise Refused("it is empty") from None
-        with mapped:
-            header = _header(mapped)
-            _check_against(store, header)
-            payload = memoryview(mapped)[HEADER_BYTES:]
-            try:
-                if len(payload) != header.payload_bytes:
-                    raise Refused(f"its payload is {len(payload)} bytes, its header says {header.payload_bytes}")
-                if hashlib.sha256(payload).hexdigest() != header.sha256:
-                    raise Refused("its payload does not match its checksum")
-            finally:
-                payload.release()
-            mapped.seek(HEADER_BYTES)
-            state = _read_payload(mapped)
-    index = GraphIndex.restore(store, header.revision, state)
-    index.sync()  # the changes committed since the file was written, as any sync applies them
-    return index
+    header = _header(mapped)
+    _check_against(store, header)
+    payload = memoryview(mapped)[HEADER_BYTES:]
+    try:
+        if len(payload) != header.payload_bytes:
+            raise Refused(f"its payload is {len(payload)} bytes, its header says {header.payload_bytes}")
+        if hashlib.sha256(payload).hexdigest() != header.sha256:
+            raise Refused("its payload does not match its checksum")
+    finally:
+        payload.release()
+    try:
+        arrays = Mapped(mapped, header.sections)
+    except (SectionError, ValueError, KeyError, TypeError) as exc:
+        raise Refused(f"its sections are unreadable ({exc})") from None
+    counts = arrays.counts
+    readable = {tag: set(ids) for tag, ids in counts["readable"].items()}
+    state = IndexState(MappedNodes(arrays), MappedAdjacency(arrays, "out"), MappedAdjacency(arrays, "in"),
+                       counts["node_counts"], counts["edge_counts"], _pairs(counts["by_visibility"]),
+                       _pairs(counts["by_level"]), readable)  # fmt: skip
+    return header, state
+
+
+def _pairs(rows: list[list[Any]]) -> dict[tuple[str, str], int]:
+    return {(a, b): n for a, b, n in rows}
 
 
 def read_header(path: Path) -> IndexFile:
@@ -149,9 +207,12 @@ def _header(data: bytes | mmap.mmap) -> IndexFile:
         if not isinstance(fields, dict) or fields.get("format") != FORMAT:
             found = fields.get("format") if isinstance(fields, dict) else None
             raise Refused(f"it is of format {found!r}, this canon reads format {FORMAT}")
-        return IndexFile(**fields)
+        header = IndexFile(**fields)
     except (ValueError, TypeError) as exc:
         raise Refused(f"its header is unreadable ({exc})") from None
+    if not isinstance(header.sections, dict):  # pyright: ignore[reportUnnecessaryIsInstance] - JSON may be anything
+        raise Refused("its header names no sections")
+    return header
 
 
 def _check_against(store: Store, header: IndexFile) -> None:
@@ -179,37 +240,6 @@ def _check_against(store: Store, header: IndexFile) -> None:
 def _model_revision(store: Store) -> int:
     history = store.model_history()
     return history[-1].revision if history else 0
-
-
-class _DataOnly(pickle.Unpickler):
-    """An unpickler that builds plain data only: any global (a class, a function) is refused."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"a global ({module}.{name}) in a graph index file")
-
-
-def _read_payload(source: IO[bytes] | mmap.mmap) -> IndexState:
-    reader = _DataOnly(source)  # pyright: ignore[reportArgumentType] - an mmap reads as a file
-    collecting = gc.isenabled()
-    gc.disable()  # millions of new dicts and no garbage, as in `GraphIndex.build`
-    try:
-        counts = reader.load()
-        nodes: dict[str, Any] = {}
-        succ: dict[str, Any] = {}
-        pred: dict[str, Any] = {}
-        while (chunk := reader.load()) is not None:
-            nodes.update(chunk[0])
-            succ.update(chunk[1])
-            pred.update(chunk[2])
-        return IndexState(nodes, succ, pred, *counts)
-    except Refused:
-        raise
-    except Exception as exc:  # noqa: BLE001 - whatever a damaged payload makes the unpickler raise
-        raise Refused(f"its payload is unreadable ({type(exc).__name__}: {exc})") from None
-    finally:
-        if collecting:  # out of the collector's generations first: the first collection would walk it all again
-            gc.freeze()  # (it lives as long as the process: `canon serve` and the walk workers freeze it anyway)
-            gc.enable()
 
 
 # -- saving ------------------------------------------------------------------------------------------------------
@@ -241,17 +271,10 @@ def save_index(index: GraphIndex, path: Path) -> IndexFile:
             header = _header_for(store, state, revision)  # before the payload: the store's checks, at this revision
             handle.write(b" " * HEADER_BYTES)
             sink = _Hashing(handle)
-            pickler = pickle.Pickler(sink, protocol=5)
-            pickler.dump(state.counts())
-            ids = list(state.nodes)
-            for start in range(0, len(ids), CHUNK):
-                part = ids[start : start + CHUNK]
-                pickler.dump(({i: state.nodes[i] for i in part}, {i: state.succ[i] for i in part},
-                              {i: state.pred[i] for i in part}))  # fmt: skip
-                time.sleep(0)  # let the serving threads have the interpreter between chunks
-            pickler.dump(None)
-            del pickler
-            header = dataclasses.replace(header, payload_bytes=sink.written, sha256=sink.digest.hexdigest())
+            sections = write_sections(sink, HEADER_BYTES, state.nodes, state.succ, state.pred, _counts(state),
+                                      pause=lambda: time.sleep(0))  # fmt: skip
+            header = dataclasses.replace(header, payload_bytes=sink.written, sha256=sink.digest.hexdigest(),
+                                         sections=sections)  # fmt: skip
             text = MAGIC + header.as_json() + b"\n"
             if len(text) > HEADER_BYTES:
                 raise ValueError(f"a graph index header of {len(text)} bytes does not fit in {HEADER_BYTES}")
@@ -275,7 +298,15 @@ def _header_for(store: Store, state: IndexState, revision: int) -> IndexFile:
             at_revision = [change[0].at, change[0].kind, change[0].key]
     edges = sum(state.edge_counts.values())
     return IndexFile(FORMAT, revision, at_revision, _model_revision(store), len(state.nodes), edges, 0, "",
-                     without_password(store.location))  # fmt: skip
+                     without_password(store.location), {})  # fmt: skip
+
+
+def _counts(state: IndexState) -> dict[str, Any]:
+    """The counts the index keeps with its maps, as JSON (`core.index.mapped` keeps them in its names)."""
+    return {"edges": sum(state.edge_counts.values()), "node_counts": state.node_counts,
+            "edge_counts": state.edge_counts, "by_visibility": [[*k, n] for k, n in state.by_visibility.items()],
+            "by_level": [[*k, n] for k, n in state.by_level.items()],
+            "readable": {tag: sorted(ids) for tag, ids in state.readable.items()}}  # fmt: skip
 
 
 def _remove_orphans(path: Path) -> None:

@@ -17,7 +17,7 @@ from core.dispatch.examples import Examples
 from core.dispatch.registry import Registry, build_registry
 from core.dispatch.walkers import Walkers, workers_for
 from core.index.graph import GraphIndex
-from core.index.persisted import index_file, open_index, save_index
+from core.index.persisted import index_file, open_index, remap_index, save_index
 from core.lang.model import Model, default_seed_path, load_model
 from core.lang.model_migration import renames_types
 from core.lang.schema_checks import SchemaChecks
@@ -81,6 +81,9 @@ class Instance:
         self.index_path = index_file(config.store, config.cache) if index is not None else None
         self._saved = None if index is None else index.loaded_at
         self._saving: threading.Thread | None = None
+        self._closing = False  # a save at close does not move the index onto the file it wrote
+        if index is not None and self.index_path is not None:  # a mapped base grown past its bound: a newer file
+            index.on_grown = self._grown
         if index is not None:
             self._audit = AuditLog(store.append_audit)  # written by a background thread until `close()`
             examples = Examples.of_store(model, store)
@@ -208,6 +211,9 @@ class Instance:
             self._save()
 
     def _save(self) -> None:
+        """Save the index, then move it onto the file saved (ADR 0061): the file's arrays, mapped, become its base,
+        shared with the walk workers (which move onto it at their next walk), in place of this process's dicts or
+        of the changes it kept over the previous file."""
         index, path = self.index, self.index_path
         assert index is not None
         assert path is not None
@@ -218,6 +224,16 @@ class Instance:
             return
         self._saved = saved.revision
         log.info("graph index saved to %s at revision %d", path, saved.revision)
+        if not self._closing:
+            remap_index(index, path)
+
+    def _grown(self) -> None:
+        """The changes kept over the mapped file passed their bound (`GraphIndex.on_grown`, called holding the
+        index's writer lock): save a newer file in the background, unless a save is under way."""
+        if self._saving is not None and self._saving.is_alive():
+            return
+        self._saving = threading.Thread(target=self._save, name="canon-index-save", daemon=True)
+        self._saving.start()
 
     def close(self) -> None:
         """Stop the walk workers, flush the audit log, save the graph index if it moved well past its file (a stdio
@@ -228,6 +244,7 @@ class Instance:
             if self._audit is not None:
                 self._audit.close()
             if self.index is not None:  # a few changes behind is cheap to replay at the next start; more, saved
+                self._closing = True
                 self.save_index(lag=max(CLOSE_SAVE_LAG, len(self.index) // 100))
         finally:
             self.store.close()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.dispatch.access import sees_in_graph
 from core.dispatch.dispatcher import CallContext, handler
+from core.index.graph_layers import pairs
 from core.lang.model import Model
 from core.store.past_graph import PastGraph
 from core.store.view import Step, View
@@ -67,19 +68,16 @@ def steps(
     """(neighbour, edge) pairs one hop from `node` along the edges `way` follows, in a stable order, to neighbours
     `sight` sees.
 
-    Read from networkx's adjacency dicts (neighbour -> {edge type: data}), what `out_edges`/`in_edges` iterate
-    with a view object and a generator per call: a walk calls this once per node it reaches."""
+    Read from networkx's adjacency maps (neighbour -> {edge type: data}) by `pairs`, what `out_edges`/`in_edges`
+    iterate with a view object and a generator per call: a walk calls this once per node it reaches. Over a mapped
+    index (`core.index.mapped`) `pairs` reads the arrays without making the neighbour dicts."""
     adjacency: Any = graph  # its adjacency dicts are not in the type stubs
     found: list[tuple[str, EdgeRef]] = []
     out, into = way.out, way.into
     if out != frozenset():
-        found += [
-            (t, (k, node, t)) for t, keys in adjacency._succ[node].items() for k in keys if out is None or k in out
-        ]
+        found += [(t, (k, node, t)) for t, k in pairs(adjacency._succ, node) if out is None or k in out]
     if into != frozenset():
-        found += [
-            (s, (k, s, node)) for s, keys in adjacency._pred[node].items() for k in keys if into is None or k in into
-        ]
+        found += [(s, (k, s, node)) for s, k in pairs(adjacency._pred, node) if into is None or k in into]
     if sight is not None:
         found = [(n, ref) for n, ref in found if sees_in_graph(sight, graph, n)]
     found.sort()

@@ -304,7 +304,7 @@ def test_a_process_killed_while_writing_leaves_a_file_that_is_refused(seeded_sto
     """A process saving in a loop is killed while a temporary file is being written: the index file is a whole one
     or none, the temporary one is refused, and the next save removes it."""
     script = ("import sys\nfrom pathlib import Path\nfrom core.store import open_existing_store\n"
-              "from core.index.graph import GraphIndex\nimport core.index.persisted as p\np.CHUNK = 1\n"
+              "from core.index.graph import GraphIndex\nimport core.index.persisted as p\n"
               "index = GraphIndex.build(open_existing_store(sys.argv[1], read_only=True))\n"
               "while True:\n    p.save_index(index, Path(sys.argv[2]))\n")  # fmt: skip
     orphans: list[Path] = []

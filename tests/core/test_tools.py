@@ -41,12 +41,26 @@ def instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
     opened.close()
 
 
-@pytest.fixture(scope="module", params=["in-process", "worker"])
+@pytest.fixture(scope="module", params=["in-process", "mapped", "worker"])
 def walking(instance: Instance, request: pytest.FixtureRequest) -> Iterator[Instance]:
-    """The shared instance, whose walks run in the process; or another on its store whose walks run in a walk
-    worker process (core.dispatch.walkers), with the same answers."""
+    """The shared instance, whose walks run in the process over the index it built (dicts); another on its store
+    whose index is the file the first saved, mapped (core.index.mapped), walking in the process; or one whose walks
+    run in a walk worker process (core.dispatch.walkers), over the mapped file too: the same answers."""
+    assert instance.index is not None
+    instance.save_index()  # waits for the save the first start began (after it, the index stands on the file)
     if request.param == "in-process":
+        instance.index.reload()  # built from the store again: dicts, until a newer file is saved (none here)
+        assert not instance.index.mapped
         yield instance
+        return
+    if request.param == "mapped":
+        opened = open_instance(Config(store=instance.config.store, walk_workers=0))
+        try:
+            assert opened.index is not None
+            assert opened.index.mapped
+            yield opened
+        finally:
+            opened.close()
         return
     with walking_in_a_worker(instance.config.store) as opened:
         yield opened
