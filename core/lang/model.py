@@ -10,6 +10,7 @@ import difflib
 import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cached_property
@@ -792,11 +793,18 @@ def word_impacts(weights: Sequence[tuple[str, float]], properties: Mapping[str, 
     counts: dict[str, float] = {}
     length = 0.0
     for name, weight in weights:
-        tokens = text_words(property_text(properties.get(name)))
+        value = properties.get(name)
+        if not isinstance(value, str | list) or not (tokens := text_words(property_text(value))):
+            continue
         length += weight * len(tokens)
-        for token in tokens:
-            word = token[:WORD_LENGTH]
-            counts[word] = counts.get(word, 0.0) + weight
+        if float(weight).is_integer():  # a whole weight added n times is exactly n times it: count in C (ADR 0065)
+            for token, n in Counter(tokens).items():
+                word = token[:WORD_LENGTH]
+                counts[word] = counts.get(word, 0.0) + weight * n
+        else:
+            for token in tokens:
+                word = token[:WORD_LENGTH]
+                counts[word] = counts.get(word, 0.0) + weight
     norm = WORD_K1 * (1 - WORD_B + WORD_B * length / WORD_AVERAGE)
     return {w: round(1000 * tf * (WORD_K1 + 1) / (tf + norm)) for w, tf in counts.items()}
 

@@ -347,6 +347,7 @@ def _without_history(location: str | Path) -> None:
             db.execute("DROP TABLE vocabulary")
             for index in past_indexes:
                 db.execute(f"DROP INDEX {index}")
+            db.execute("ALTER TABLE nodes DROP COLUMN number")  # the word index's node numbers (schema 6)
             db.execute("DELETE FROM canon_schema WHERE version >= 2")
         return
     with sqlite3.connect(location) as db:
