@@ -655,9 +655,14 @@ class SQLiteStore(SQLStore):
             db.execute("DELETE FROM node_words WHERE node = ?", (row[0],))
 
     def _rebuild_text_index(self, db: sqlite3.Connection, model: Model) -> None:
+        """Fill the text and word indexes anew. A node keeps its number (docid): numbers are given in write order
+        on both backends (PostgreSQL's `nodes.number` never changes), and a word's equally-about nodes are read
+        in number order, so a rebuild must not renumber them (ADR 0065)."""
         db.execute("DELETE FROM node_text")
-        db.execute("DELETE FROM node_text_ids")
-        db.execute("INSERT INTO node_text_ids (id) SELECT id FROM nodes ORDER BY id")
+        db.execute("DELETE FROM node_text_ids WHERE id NOT IN (SELECT id FROM nodes)")
+        db.execute(
+            "INSERT INTO node_text_ids (id) SELECT id FROM nodes WHERE true ORDER BY id ON CONFLICT (id) DO NOTHING"
+        )
         self._fill_words(db, model, text=True)
         db.execute("INSERT INTO node_text (node_text) VALUES ('optimize')")
         self._set_meta(db, "text_index", text_fields_json(model))

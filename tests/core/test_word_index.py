@@ -197,3 +197,21 @@ def test_a_store_whose_index_is_keyed_by_id_moves_its_rows_to_numbers_when_opene
         assert_in_step(store, model)
     finally:
         store.close()
+
+
+def test_a_node_keeps_its_number_when_the_model_changes(seeded_store: Store, model: Model) -> None:
+    """A word's equally-about nodes are read in number order (ADR 0065), and numbers are given in write order on
+    both backends: a model change rebuilds the indexes without renumbering, so the backends keep agreeing."""
+    sql = ("SELECT id, docid FROM node_text_ids" if isinstance(seeded_store, SQLiteStore)
+           else "SELECT id, number FROM nodes")  # fmt: skip
+    before = dict(seeded_store.rows(sql))
+    assert sorted(before, key=before.__getitem__) != sorted(before)  # the seed is not written in id order
+    document = model.document
+    version = {**document["x-canon-model"], "version": "1.1.0"}
+    node = {**document["$defs"]["Team"]["x-canon-node"], "text": ["slug"]}
+    other = parse_model({**document, "x-canon-model": version,
+                         "$defs": {**document["$defs"], "Team": {**document["$defs"]["Team"], "x-canon-node": node}}},
+                        source="test")  # fmt: skip
+    seeded_store.apply_model(other, principal="test")
+    assert dict(seeded_store.rows(sql)) == before
+    assert_in_step(seeded_store, other)
