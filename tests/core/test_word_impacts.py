@@ -1,9 +1,9 @@
-"""What the word index holds for a node (`word_impacts`) is the rule ADR 0059 wrote, counted faster (ADR 0065).
+"""What the word index holds for a node (`word_impacts`) is the rule ADR 0059 wrote, however it is counted (ADR 0065).
 
 The reference below is that rule as it was first written, word by word: each word of each searched property adds
 the property's weight, the node's length adds the weight per word, and the impact is BM25's saturated term weight
-in thousandths. The faster count (whole weights counted per distinct word) must give exactly the same integers,
-for any text, arrays of strings, words longer than the index keeps, and weights whole or not.
+in thousandths. A faster count must give exactly the same integers, for any text, arrays of strings, words longer
+than the index keeps, and weights whole or not (a weight added n times is not always n times the weight).
 """
 
 from __future__ import annotations
