@@ -63,6 +63,7 @@ POOL_SIZE = 8
 POOL_TIMEOUT_S = 30.0  # how long a call waits for a connection (all busy, or the server down) before `unavailable`
 COPY_BATCH = 5000
 WORDS_BATCH = 5000  # nodes read at a time while the word index is built anew
+WORDS_COMPACT_MIN = 10_000  # nodes an import writes before the word index is built anew after it (`_compact_words`)
 
 _C = 'COLLATE "C"'  # text compared and ordered by code point, as SQLite compares it
 _SCHEMA = (
@@ -468,6 +469,7 @@ class PostgresStore(SQLStore):
                 yield bulk
                 if dry_run:
                     raise Discard
+                self._compact_words(db, bulk.nodes_written)
             with self._lock:  # our own commit is no news for `changed()`
                 self._seen = bulk.revision
         except Discard:
@@ -611,6 +613,18 @@ class PostgresStore(SQLStore):
             _copy(cursor, "vocabulary_next (word, reversed)", vocabulary_rows(vocabulary))
             for statement in (*_word_indexes("_next"), *_SWAP_WORDS):
                 cursor.execute(statement)
+
+    def _compact_words(self, db: psycopg.Connection[Any], written: int) -> None:
+        """After an import that wrote a twentieth or more of the store's nodes, build the word index anew.
+
+        Rows added one batch at a time split the index's pages, which stay about two-thirds full: at 100,000
+        imported nodes the index was 30.5% of the rest of the store, 25% built anew, in 15 s (ADR 0065). The
+        import's transaction holds every row it wrote until it commits, so no reader sees the difference."""
+        if written < WORDS_COMPACT_MIN:
+            return
+        row = db.execute("SELECT count(*) FROM nodes").fetchone()
+        if row is not None and written * 20 >= int(row[0]):
+            self._index_words(db, self._model)
 
     @staticmethod
     def _numbered(sight: bool) -> tuple[str, str]:

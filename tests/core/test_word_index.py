@@ -215,3 +215,19 @@ def test_a_node_keeps_its_number_when_the_model_changes(seeded_store: Store, mod
     seeded_store.apply_model(other, principal="test")
     assert dict(seeded_store.rows(sql)) == before
     assert_in_step(seeded_store, other)
+
+
+def test_an_import_of_many_nodes_builds_the_word_index_anew_after_it(
+    store: Store, model: Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL an import that wrote a twentieth or more of the nodes (and at least `WORDS_COMPACT_MIN`)
+    ends by building the word index anew, compact (ADR 0065): a new table, the same rows."""
+    from core.store import postgres
+
+    monkeypatch.setattr(postgres, "WORDS_COMPACT_MIN", 1)
+    table = "SELECT 'node_words'::regclass::oid" if not isinstance(store, SQLiteStore) else "SELECT 1"
+    before = store.rows(table)
+    import_path(store, default_seed_path(), principal="test:seed")
+    assert_in_step(store, model)
+    if not isinstance(store, SQLiteStore):
+        assert store.rows(table) != before
