@@ -11,6 +11,7 @@ R before them is that many changes back. Then, on the same sampled nodes (half c
   dispatcher (`Dispatcher.call_tool`, answered from the graph index);
 * `get_node` at R: `Store.view(R).node`, the view made per call (as a tool would) and on a view held;
 * neighbours at depth 1 now: the `get_neighbors` tool at depth 1; at R: `Store.view(R).neighbours`;
+* the `get_neighbors` tool at depth 1 and 2, now and with `at` R (the walk over the topology then);
 * `diff_revisions` over the last 1,000 changes: every entry in one page, and its first page of 100;
 * the tools `find_nodes` by `where` (one page of 10 engineers) and by `text`, `find_paths` (a person to the
   manager of their manager, along `reports_to`, up to 3 hops) and `query_graph` (a person's team's services),
@@ -157,6 +158,8 @@ def run(location: str | Path, nodes: int, changes: int, calls: int, synth: Path)
         out["find_nodes where (tool)"] = both("find_nodes", lambda i: {"type": "Person", "where": {"role": "engineer"},
                                                                         "limit": 10})  # fmt: skip
         out["find_nodes text (tool)"] = both("find_nodes", lambda i: {"type": "Person", "text": i[-4:], "limit": 10})
+        out["get_neighbors depth 1 (tool)"] = both("get_neighbors", lambda i: {"id": i, "depth": 1, "limit": 50})
+        out["get_neighbors depth 2 (tool)"] = both("get_neighbors", lambda i: {"id": i, "depth": 2, "limit": 50})
         out["find_paths 3 hops (tool)"] = both("find_paths", lambda i: {
             "source": i, "target": f"person-{((int(i.rsplit('-', 1)[1]) - 1) // 8 - 1) // 8:07d}",
             "edge_types": ["reports_to"], "direction": "out", "max_depth": 3})  # fmt: skip

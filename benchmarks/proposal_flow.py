@@ -15,7 +15,9 @@ The flow: the agent calls `patch_node` on a Team, which answers a proposal inste
 `canon://proposals/{id}`; the reviewer reads the proposal over REST (`GET /api/proposals/{id}`) and approves it
 (`POST /api/proposals/{id}/review`); the agent hears `notifications/resources/updated` and reads the node. The
 baseline, measured in the same run on the same server: the same agent's direct `patch_node` of a Service (not
-reviewed) and the `get_node` that reads it back.
+reviewed) and the `get_node` that reads it back. Then the reviewed write alone, twice: as above (a client that
+declared no elicitation: one call), and from a second client with an elicitation callback that accepts (MCP
+2026-07-28's input-required round, ADR 0062: the first answer asks, the SDK retries with the answer).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 import anyio
 import httpx2
 import mcp
+import mcp_types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ResourceUpdated
 
@@ -115,6 +118,7 @@ async def flow(base: str, agent: str, reviewer: str) -> dict[str, Any]:
 
         start, review_start, started = agent_meter.reading(), reviewer_meter.reading(), time.perf_counter()
         answer = await client.call_tool("patch_node", {"id": TEAM, "properties": {"mission": "Proposed."}})
+        proposing = _since(agent_meter, start) | {"ms": round((time.perf_counter() - started) * 1000, 1)}
         assert answer.structured_content is not None
         id_ = answer.structured_content["proposal"]["id"]
         async with client.listen(resource_subscriptions=[f"canon://proposals/{id_}"]) as subscription:
@@ -129,12 +133,38 @@ async def flow(base: str, agent: str, reviewer: str) -> dict[str, Any]:
         node = await client.call_tool("get_node", {"id": TEAM})
         assert node.structured_content is not None
         assert node.structured_content["node"]["properties"]["mission"] == "Proposed."
-        return {
-            "tools_list": listing,
-            "baseline_direct_write": baseline,
-            "agent": _since(agent_meter, start) | {"ms_to_merge_heard": heard_ms},
-            "reviewer": _since(reviewer_meter, review_start),
-        }
+        agent_figures = _since(agent_meter, start) | {"ms_to_merge_heard": heard_ms}
+    return {
+        "tools_list": listing,
+        "baseline_direct_write": baseline,
+        "agent": agent_figures,
+        "reviewer": _since(reviewer_meter, review_start),
+        "reviewed_write": proposing,
+        "reviewed_write_asked": await asked_write(base, agent),
+    }
+
+
+async def asked_write(base: str, agent: str) -> dict[str, Any]:
+    """The reviewed write from a client that asks its person (who accepts): its calls, bytes and time."""
+
+    async def person(context: Any, params: Any) -> mcp_types.ElicitResult:
+        return mcp_types.ElicitResult(action="accept", content={"title": "Asked", "rationale": "The person agreed."})
+
+    meter = Meter()
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {agent}"}, transport=meter) as http,
+        mcp.Client(
+            streamable_http_client(f"{base}/mcp", http_client=http),
+            mode="auto",  # pyright: ignore[reportArgumentType]
+            elicitation_callback=person,
+        ) as client,  # fmt: skip
+    ):
+        await client.list_tools()
+        start, started = meter.reading(), time.perf_counter()
+        answer = await client.call_tool("patch_node", {"id": TEAM, "properties": {"mission": "Asked."}})
+        assert answer.structured_content is not None
+        assert answer.structured_content["proposal"]["state"] == "open"
+        return _since(meter, start) | {"ms": round((time.perf_counter() - started) * 1000, 1)}
 
 
 def main() -> None:
@@ -150,7 +180,7 @@ def main() -> None:
             reviewer = _token(folder, store, "rita", "--group", "reviewers")
             figures = anyio.run(flow, server.url.removesuffix("/mcp"), agent, reviewer)
     print("| side | calls | bytes received |\n|---|---:|---:|")
-    for side in ("tools_list", "baseline_direct_write", "agent", "reviewer"):
+    for side in ("tools_list", "baseline_direct_write", "agent", "reviewer", "reviewed_write", "reviewed_write_asked"):
         print(f"| {side} | {figures[side]['calls']} | {figures[side]['bytes']:,} |")
     print(f"\nfrom the agent's write to the merge heard: {figures['agent']['ms_to_merge_heard']} ms")
     if args.json:

@@ -32,6 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
+from core.dispatch import proposals
 from core.dispatch.dispatcher import AuditRecord
 from core.dispatch.registry import ToolDefinition, build_registry
 from core.lang.model import load_model
@@ -505,10 +506,14 @@ PAGE_PARAMETERS: dict[str, tuple[str, ...]] = {
     "/browse/nodes/svc-checkout-api/edge": ("type", "source", "target"),
     "/browse/types/Service/new": ("_id", "name"),
     "/browse/nodes/svc-checkout-api/edge/new": ("name",),
+    "/browse/proposals": ("state",),
+    "/browse/proposals.csv": ("state",),
+    "/browse/proposals.json": ("state",),
 }  # fmt: skip
 PAGE_SEGMENTS = ("/browse/types/{}", "/browse/types/{}.json", "/browse/nodes/{}", "/browse/nodes/{}/edges.csv",
                  "/browse/nodes/{}/diff?from=1", "/browse/nodes/svc-checkout-api/edges.{}",
                  "/browse/types/{}/new", "/browse/nodes/{}/edge?type=depends_on&source=svc-checkout-api&target=x",
+                 "/browse/proposals/{}",
                  "/browse/nodes/svc-checkout-api/edge?type=depends_on&source=svc-checkout-api&target={}",
                  "/browse/nodes/{}/edge/new?name=depends_on")  # fmt: skip
 HOSTILE_TEXT = (
@@ -547,7 +552,7 @@ def test_hostile_query_parameters_of_every_page_get_a_page_or_a_named_error_neve
 
 
 FORM_FIELDS = ("name", "description", "tier", "lifecycle", "handles_pii", "tags", "slo_availability", "repository",
-               "_revision", "_csrf", "nope", "_nope")  # fmt: skip
+               "_revision", "_csrf", "nope", "_nope", "_visibility", "_readers")  # fmt: skip
 
 
 def test_hostile_form_fields_of_the_edit_page_get_a_page_or_a_named_error_never_a_server_error(target: Target) -> None:
@@ -580,7 +585,7 @@ def test_hostile_form_fields_of_the_edit_page_get_a_page_or_a_named_error_never_
 
 
 NEW_FIELDS = ("_id", "name", "description", "tier", "lifecycle", "handles_pii", "tags", "slo_availability", "_csrf",
-              "nope", "_nope")  # fmt: skip
+              "nope", "_nope", "_visibility", "_readers")  # fmt: skip
 EDGE_FIELDS = ("_type", "_source", "_target", "_revision", "criticality", "protocol", "_csrf", "nope")
 NEW_EDGE_FIELDS = ("_name", "_other", "criticality", "protocol", "_csrf", "nope", "_nope")
 
@@ -613,6 +618,31 @@ def test_hostile_form_fields_of_the_new_and_edge_forms_get_a_page_or_a_named_err
                 _check_page(f"POST {path} {field}={value[:40]}", answer)
         garbage = target.http.post(path, content=b"\xff\xfe&&==%%", headers={"content-type": "text/plain"})
         _check_page(f"POST {path} garbage", garbage)
+
+
+REVIEW_FIELDS = ("_action", "comment", "_csrf", "nope")
+
+
+def test_hostile_form_fields_of_the_proposal_review_form_get_a_page_or_a_named_error_never_a_server_error(
+    target: Target,
+) -> None:
+    admin = Principal("ada", frozenset({"admin"}))
+    operations = [{"op": "patch_node", "id": "team-payments", "properties": {"mission": "Hostile review."}}]
+    id_ = proposals.propose(target.instance.store, admin, operations, "Hostile", "For the review form.").id
+    page = f"/browse/proposals/{id_}"
+    opened = target.http.get(page)
+    assert opened.status_code == 200, opened.text[:300]
+    csrf = target.http.cookies["canon_pages_csrf"]
+    base = {"_csrf": csrf, "_action": "comment", "comment": "x"}
+    for field in REVIEW_FIELDS:
+        for value in _encoded_values():
+            body = "&".join(f"{k}={quote(v, safe='')}" for k, v in base.items() if k != field)
+            answer = target.http.post(page + "/review", content=f"{body}&{field}={value}".encode(),
+                                      headers={"content-type": "application/x-www-form-urlencoded"})  # fmt: skip
+            assert answer.status_code in {303, 400, 403, 404, 409, 413, 422}, (field, value[:40], answer.text[:300])
+            _check_page(f"POST {page}/review {field}={value[:40]}", answer)
+    garbage = target.http.post(page + "/review", content=b"\xff\xfe&&==%%", headers={"content-type": "text/plain"})
+    _check_page(f"POST {page}/review garbage", garbage)
 
 
 @pytest.mark.parametrize("template", PAGE_SEGMENTS)

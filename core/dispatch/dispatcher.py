@@ -48,6 +48,7 @@ from typing import Any, Protocol, cast
 
 from core.dispatch import proposals
 from core.dispatch.access import may_call, require_node, require_tool, sight_of, write_guard
+from core.dispatch.confirm import Asking, InputRequired
 from core.dispatch.pinning import pin
 from core.dispatch.planning import ModelPlanner
 from core.dispatch.proposal_view import ProposalView
@@ -165,6 +166,7 @@ class CallContext:
     planner: ModelPlanner | None = None  # what `apply_model` plans with (`core.dispatch.planning`), if anything
     reviewers: Reviewers = field(default_factory=Reviewers)  # who may review proposals (`[proposals]`)
     book: ProposalBook | None = None  # the store's proposals (`core.dispatch.proposals`); None: none written here
+    asking: Asking | None = None  # the caller's client can ask its person first (`core.dispatch.confirm`), or not
 
     @property
     def model(self) -> Model:
@@ -247,8 +249,9 @@ class WalkPool(Protocol):
 @dataclass(frozen=True)
 class ToolResult:
     tool: str
-    value: dict[str, Any] | None  # the structured result; None when the call failed
+    value: dict[str, Any] | None  # the structured result; None when the call failed or asks first
     error: CanonError | None = None
+    asks: Mapping[str, Any] | None = None  # the input requests the call answers first (`core.dispatch.confirm`)
 
     @property
     def is_error(self) -> bool:
@@ -262,9 +265,11 @@ class ToolResult:
         return self.value
 
 
-OUTCOMES = ("ok", "invalid", "unknown", "not_found", "forbidden", "conflict", "limit", "error", "failed", "rejected")
+OUTCOMES = ("ok", "invalid", "unknown", "not_found", "forbidden", "conflict", "limit", "error", "failed", "rejected",
+            "asked")  # fmt: skip
 """Audit outcomes: success; the caller's input, target, rights or revision were wrong; a bound was hit; another
-canon error; an unexpected failure (a bug); a request refused before it had a principal (a bad token)."""
+canon error; an unexpected failure (a bug); a request refused before it had a principal (a bad token); a call that
+answered by asking the person at the client first (MCP's input-required result, `core.dispatch.confirm`)."""
 
 
 def error_json(error: CanonError) -> dict[str, Any]:
@@ -321,7 +326,7 @@ class Dispatcher:
         return dataclasses.replace(self, registry=registry)
 
     def context(self, principal: Principal, surface: str, received: float | None = None,
-                at: int | None = None) -> CallContext:  # fmt: skip
+                at: int | None = None, asking: Asking | None = None) -> CallContext:  # fmt: skip
         """The context of a call received at `received` (`time.monotonic()`; default: now), whose wall-time bound
         counts from then: time spent waiting for a worker thread, a sync or a walk's turn is part of the call's
         time. Its view is the current revision's, or the store's at `at` (a read of the past: `GoneError` before
@@ -331,7 +336,7 @@ class Dispatcher:
         commit = StoreCommit(self.store, self.index, principal, self.policy, self.registry.model)
         return CallContext(principal, surface, self.registry, view, commit,
                            deadline, self.time_limit_s, sight_of(principal), self.audit, self.planner,
-                           self.reviewers, self.book)  # fmt: skip
+                           self.reviewers, self.book, asking)  # fmt: skip
 
     def tools_for(self, principal: Principal, surface: str) -> list[ToolDefinition]:
         """The tools `principal` may call, in registry order (what its tools/list shows); audited."""
@@ -355,11 +360,12 @@ class Dispatcher:
                     time.perf_counter())  # fmt: skip
 
     def call_tool(self, principal: Principal, surface: str, name: str, arguments: Mapping[str, Any] | None, *,
-                  received: float | None = None) -> ToolResult:  # fmt: skip
+                  received: float | None = None, asking: Asking | None = None) -> ToolResult:  # fmt: skip
         """Run a tool for a principal. Raises `UnknownToolError` only; every other failure is a result. A surface
         that hands the call to a worker thread passes `received`, the `time.monotonic()` it got the call at, so the
-        call's wall-time bound includes the wait."""
-        return self._call(principal, surface, name, arguments, sync=True, received=received)
+        call's wall-time bound includes the wait. `asking`: the caller's client can ask its person first (MCP
+        2026-07-28 with form elicitation), with this request's answers; then the result may ask (`asks`)."""
+        return self._call(principal, surface, name, arguments, sync=True, received=received, asking=asking)
 
     def call_tool_now(self, principal: Principal, surface: str, name: str, arguments: Mapping[str, Any] | None, *,
                       searches: bool = False, tool: ToolDefinition | None = None) -> ToolResult | None:  # fmt: skip
@@ -374,7 +380,8 @@ class Dispatcher:
             return self._call(principal, surface, name, arguments, sync=False, tool=tool) if free else None
 
     def _call(self, principal: Principal, surface: str, name: str, arguments: Mapping[str, Any] | None, *,
-              sync: bool, received: float | None = None, tool: ToolDefinition | None = None) -> ToolResult:  # fmt: skip
+              sync: bool, received: float | None = None, tool: ToolDefinition | None = None,
+              asking: Asking | None = None) -> ToolResult:  # fmt: skip
         started = time.perf_counter()
         received = time.monotonic() if received is None else received
         args = dict(arguments or {})
@@ -405,7 +412,7 @@ class Dispatcher:
             full = {**copy.deepcopy(defaults), **args} if defaults else dict(args)
             full = pin(self.store, tool, full)  # as_of -> at (core.dispatch.pinning)
             at = full["at"] if "at" in full and tool.pins else None  # a read of the past: the view is the store's then
-            handler, ctx = self.handlers[tool.name], self.context(principal, surface, received, at)
+            handler, ctx = self.handlers[tool.name], self.context(principal, surface, received, at, asking)
             if "proposal" in full and tool.pins:  # a read at a proposal: the current view with its writes applied
                 ctx = dataclasses.replace(
                     ctx, view=ProposalView(self.store, ctx.view, proposals.get(self.store, full["proposal"]))
@@ -416,6 +423,9 @@ class Dispatcher:
         except CanonError as exc:
             outcome = _outcome(exc)
             return ToolResult(tool.name, None, exc)
+        except InputRequired as asked:  # nothing done: the client asks its person, then calls again
+            outcome = "asked"
+            return ToolResult(tool.name, None, asks=asked.requests)
         finally:
             self._audit(principal, surface, "tools/call", name, args, outcome, started)
 

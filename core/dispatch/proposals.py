@@ -353,7 +353,7 @@ def review(store: Store, reviewer: Principal, id: str, decision: str, text: str,
         _unchanged(store, p)  # in the merge's transaction: a second approval hears it was merged, not a conflict
         conflicts(view, ops)
 
-    store.commit(operations, principal=p.author, guard=guard, then=then)
+    store.commit(operations, principal=p.author, guard=guard, then=then, proposal=p.id)
     return get(store, id)
 
 
@@ -480,6 +480,10 @@ class ProposalBook:
     def propose(self, author: Principal, requested: Sequence[Mapping[str, Any]], title: str, rationale: str, *,
                 surface: str = "core") -> Proposal:  # fmt: skip
         return propose(self._store, author, requested, title, rationale, surface=surface)
+
+    def check(self, author: Principal, requested: Sequence[Mapping[str, Any]]) -> int:
+        """What `propose` checks, without storing anything: raises what it would raise; the revision checked on."""
+        return _checked(self._store, author, requested)[0]
 
     def revise(self, author: Principal, id: str, *, requested: Sequence[Mapping[str, Any]] | None = None,
                title: str | None = None, rationale: str | None = None) -> Proposal:  # fmt: skip

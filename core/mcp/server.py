@@ -40,6 +40,7 @@ from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from core.dispatch.confirm import Asking, elicits_forms
 from core.dispatch.dispatcher import ToolResult
 from core.dispatch.prompts import PROMPTS, PromptDefinition, prompt, render
 from core.dispatch.prompts import complete as complete_prompt
@@ -208,11 +209,13 @@ class ToolCalls:
         return None if name is None else (snapshot or self.current()).registry.find(name)
 
     async def call(self, principal: Principal, called: str, arguments: dict[str, Any], *,
-                   tool: ToolDefinition | None = None, snapshot: Snapshot | None = None) -> ToolResult:  # fmt: skip
+                   tool: ToolDefinition | None = None, snapshot: Snapshot | None = None,
+                   asking: Asking | None = None) -> ToolResult:  # fmt: skip
         """Call the tool as `principal`; raises UnknownToolError only. `tool` is the tool `called` names in
         `snapshot`, when the caller has just looked it up there (`tool_of`), so it is not looked up again. A point
         read runs right here unless something it needs is busy: the hop to a worker thread and back costs several
-        times the read itself."""
+        times the read itself. `asking` (`asking_of`): the client can ask its person first, with this request's
+        answers."""
         # the call finishes on the snapshot it starts with, whatever model change happens meanwhile
         if snapshot is None:
             snapshot, tool = self.current(), None  # a tool is only known in the snapshot it was looked up in
@@ -223,7 +226,7 @@ class ToolCalls:
         result = dispatcher.call_tool_now(principal, self.surface, name, arguments, searches=self.inline_searches,
                                           tool=tool)  # fmt: skip
         if result is None:  # on a worker thread the current registry names the tool: the model may change meanwhile
-            call = functools.partial(dispatcher.call_tool, received=received)  # its time counts the wait for a thread
+            call = functools.partial(dispatcher.call_tool, received=received, asking=asking)  # its time counts the wait
             result = await anyio.to_thread.run_sync(call, principal, self.surface, name, arguments)
         return result
 
@@ -241,6 +244,20 @@ class ToolCalls:
         if declares is None:
             declares = headers_of[tool.name] = _declares_headers(tool.input_schema)
         return tool.input_schema if declares else None
+
+
+def asking_of(params: types.CallToolRequestParams, protocol_version: str) -> Asking | None:
+    """Whether a `tools/call` may answer by asking the person at the client (`core.dispatch.confirm`): on MCP
+    2026-07-28, when this request's `_meta` declares form elicitation; with the answers it carries
+    (`inputResponses`, in their wire form). None otherwise: the call answers as on every other surface. Both the
+    SDK's handler and canon's own HTTP path (`core.mcp.fastpath.calls`) decide it here."""
+    if protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return None
+    if not elicits_forms((params.meta or {}).get(types.CLIENT_CAPABILITIES_META_KEY)):
+        return None
+    answers = {key: value.model_dump(mode="json", by_alias=True, exclude_none=True)
+               for key, value in (params.input_responses or {}).items()}  # fmt: skip
+    return Asking(answers)
 
 
 def _modern(ctx: ServerRequestContext[Any]) -> bool:
@@ -283,7 +300,8 @@ def build_server(current: Current, fanout: EventFanout, principal_of: PrincipalO
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> dict[str, Any]:
         principal, started = principal_of(ctx), time.perf_counter()
         try:
-            result = await calls.call(principal, params.name, dict(params.arguments or {}))
+            result = await calls.call(principal, params.name, dict(params.arguments or {}),
+                                      asking=asking_of(params, ctx.protocol_version))  # fmt: skip
         except UnknownToolError as exc:
             names = [prefix + t.name for t in shown(current().dispatcher.callable_tools(principal))]  # its tools/list
             close = [prefix + s for s in exc.suggestions if prefix + s in names]
@@ -453,6 +471,8 @@ def _call_result(result: ToolResult, structured: bool = True) -> dict[str, Any]:
     `json.dumps` on a page of nodes: compact, UTF-8, the same JSON value. The SDK still validates the dict
     against the protocol's result schema before sending it.
     """
+    if result.asks is not None:  # MCP 2026-07-28's input-required result: the client asks, then calls again
+        return {"resultType": "input_required", "inputRequests": dict(result.asks)}
     body = result.as_json()
     answer: dict[str, Any] = {"content": [{"type": "text", "text": pydantic_core.to_json(body).decode()}]}
     if structured and not result.is_error:

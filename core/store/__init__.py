@@ -274,10 +274,12 @@ class Store(Protocol):
         progress: Callable[[str, int, int], None] | None = None,
         guard: Callable[[StateView, Sequence[Operation]], None] | None = None,
         then: Callable[[UnitOfWork, int], None] | None = None,
+        proposal: str | None = None,
     ) -> CommitResult:
         """Validate and commit a batch in one write transaction (the module docstring). `guard` runs first in it, on
         the state the batch is planned on; `then` runs last in it (not on a dry run), given the transaction and the
-        revision after the batch: what it raises rolls the batch back."""
+        revision after the batch: what it raises rolls the batch back. `proposal`: the id of the proposal this batch
+        merges, logged on each of its change-log entries (`Change.proposal`)."""
         ...
 
     def unit_of_work(self) -> AbstractContextManager[UnitOfWork]:

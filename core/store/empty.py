@@ -157,7 +157,8 @@ class EmptyStore:
     def commit(self, operations: Sequence[Operation], *, principal: str, dry_run: bool = False,
                progress: Callable[[str, int, int], None] | None = None,
                guard: Callable[[StateView, Sequence[Operation]], None] | None = None,
-               then: Callable[[Any, int], None] | None = None) -> CommitResult:  # fmt: skip
+               then: Callable[[Any, int], None] | None = None,
+               proposal: str | None = None) -> CommitResult:  # fmt: skip
         self._refuse("commit a write")
 
     def bulk(self, *, principal: str, dry_run: bool = False) -> contextlib.AbstractContextManager[Bulk]:

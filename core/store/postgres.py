@@ -35,7 +35,7 @@ from core.store import StoreDump, StoreStats
 from core.store.common import Bulk, Discard, dumps, utc_now
 from core.store.pg_notices import Listener, announce
 from core.store.pg_sql import DIALECT, search_text, sight_sql
-from core.store.proposals_sql import PROPOSAL_COLUMNS, PROPOSALS_TABLE
+from core.store.proposals_sql import CHANGE_PROPOSAL, PROPOSAL_COLUMNS, PROPOSALS_TABLE
 from core.store.sql import (
     AUDIT_COLUMNS,
     CHANGE_ALL,
@@ -57,7 +57,7 @@ from core.values.records import Change, Edge, Node, Sight
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 WRITE_LOCK = 0x63616E6F6E  # "canon": the advisory lock every write transaction takes first
 POOL_SIZE = 8
 POOL_TIMEOUT_S = 30.0  # how long a call waits for a connection (all busy, or the server down) before `unavailable`
@@ -175,7 +175,7 @@ _NUMBERED: tuple[LiteralString, ...] = (  # each node's number; the word index's
 
 # version reached -> the statements that upgrade the previous version to it
 MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {1: _SCHEMA, 2: _HISTORY, 3: _PAST, 4: PROPOSALS_TABLE,
-                                                     5: _WORDS, 6: _NUMBERED}  # fmt: skip
+                                                     5: _WORDS, 6: (CHANGE_PROPOSAL,), 7: _NUMBERED}  # fmt: skip
 
 _NODE_ROW = "id, type, key, visibility, readers, properties, revision, created_at, updated_at, updated_by, search"
 
@@ -483,6 +483,7 @@ class PostgresStore(SQLStore):
         progress: Callable[[str, int, int], None] | None,
         *,
         collect: bool = True,
+        proposal: str | None = None,
     ) -> list[Change]:
         """Write the changes (new records and the change log by COPY); return them (none unless `collect`: a bulk
         import does not read them). Tells other processes of the last revision written."""
@@ -515,10 +516,11 @@ class PostgresStore(SQLStore):
                 change_rows.append(
                     (w.revision, at, principal, op, w.kind, w.key, w.type,
                      dumps(before) if before is not None else None, dumps(after) if after is not None else None,
-                     *ends, *_readers(w.before), *_readers(w.after))
+                     proposal, *ends, *_readers(w.before), *_readers(w.after))
                 )  # fmt: skip
                 if collect:
-                    changes.append(Change(w.revision, at, principal, op, w.kind, w.key, w.type, before, after))  # type: ignore[arg-type]
+                    changes.append(Change(w.revision, at, principal, op, w.kind, w.key, w.type, before, after,  # type: ignore[arg-type]
+                                          proposal))  # fmt: skip
                 if len(node_rows) + len(edge_rows) >= COPY_BATCH:
                     self._flush(cursor, node_rows, edge_rows)
                 if progress is not None and (done % 1000 == 0 or done == len(writes)):

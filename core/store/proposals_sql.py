@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import LiteralString
 
-__all__ = ["PROPOSALS_TABLE", "PROPOSAL_COLUMNS"]
+__all__ = ["CHANGE_PROPOSAL", "PROPOSALS_TABLE", "PROPOSAL_COLUMNS"]
 
 PROPOSALS_TABLE: tuple[LiteralString, ...] = (
     """CREATE TABLE proposals (
@@ -18,3 +18,7 @@ PROPOSALS_TABLE: tuple[LiteralString, ...] = (
 PROPOSAL_COLUMNS = ("id, title, rationale, author, state, base_revision, operations, bases, comments, created_at, "
                     "updated_at, reviewer, merge_revision")  # fmt: skip
 """The proposals table's columns, in the order `core.dispatch.proposals` reads them and `dump`/`restore` move them."""
+
+CHANGE_PROPOSAL: LiteralString = "ALTER TABLE changes ADD COLUMN proposal text"
+"""The change log's link to proposals: the id of the proposal whose merge wrote an entry (null for every other
+entry, and for every entry logged before this column), the same statement on both backends."""

@@ -73,7 +73,7 @@ __all__ = [
 
 NODE_COLUMNS = "id, type, visibility, readers, properties, revision, created_at, updated_at, updated_by"
 EDGE_COLUMNS = "type, source, target, properties, revision, created_at, updated_at, updated_by"
-CHANGE_COLUMNS = "revision, at, principal, op, kind, key, type, before, after"
+CHANGE_COLUMNS = "revision, at, principal, op, kind, key, type, before, after, proposal"
 CHANGE_ALL = (f"{CHANGE_COLUMNS}, source, target, before_visibility, before_readers, after_visibility, "
               "after_readers")  # fmt: skip
 AUDIT_COLUMNS = ", ".join(AUDIT_FIELDS)
@@ -237,7 +237,7 @@ def change_row(c: Change) -> tuple[Any, ...]:
     ends = edge_ends(c.key) if c.kind == "edge" else (None, None)
     return (c.revision, c.at, c.principal, c.op, c.kind, c.key, c.type,
             dumps(c.before) if c.before is not None else None, dumps(c.after) if c.after is not None else None,
-            *ends, *state_access(c.kind, c.before), *state_access(c.kind, c.after))  # fmt: skip
+            c.proposal, *ends, *state_access(c.kind, c.before), *state_access(c.kind, c.after))  # fmt: skip
 
 
 class SQLView:
@@ -403,8 +403,15 @@ class SQLStore(ABC):
 
     @abstractmethod
     def _apply(
-        self, db: Any, writes: list[Write], principal: str, progress: Callable[[str, int, int], None] | None
-    ) -> list[Change]: ...
+        self,
+        db: Any,
+        writes: list[Write],
+        principal: str,
+        progress: Callable[[str, int, int], None] | None,
+        *,
+        proposal: str | None = None,
+    ) -> list[Change]:
+        """Write the planned changes and log each (with `proposal`, the merged proposal's id, on every entry)."""
 
     @staticmethod
     @abstractmethod
@@ -496,7 +503,8 @@ class SQLStore(ABC):
             self._rebuild_text_index(db, model)
             revision, at = self._max_revision(db) + 1, utc_now()
             db.execute(
-                f"INSERT INTO changes ({CHANGE_COLUMNS}) VALUES ({m}, {m}, {m}, 'model', 'model', {m}, NULL, {m}, {m})",
+                f"INSERT INTO changes ({CHANGE_COLUMNS}) "
+                f"VALUES ({m}, {m}, {m}, 'model', 'model', {m}, NULL, {m}, {m}, NULL)",
                 (revision, at, principal, model.id, self._json(model_info(previous)) if previous else None,
                  self._json(model_info(model.document, moved))),
             )  # fmt: skip
@@ -780,13 +788,14 @@ class SQLStore(ABC):
         progress: Callable[[str, int, int], None] | None = None,
         guard: Callable[[StateView, Sequence[Operation]], None] | None = None,
         then: Callable[[UnitOfWork, int], None] | None = None,
+        proposal: str | None = None,
     ) -> CommitResult:
         """Validate and commit a batch in one write transaction; see `core.lang.validation.plan` for the rules.
 
         `guard` (authorisation) runs first, inside the same transaction, on the same state `plan` reads; `then`
         runs last in it, given the transaction (`UnitOfWork`) and the revision after the batch (a proposal's merge
-        records itself so, all or nothing with the batch). A dry run answers the planned writes
-        (`CommitResult.planned`).
+        records itself so, all or nothing with the batch). `proposal` is logged on every change-log entry the batch
+        writes (the merged proposal's id). A dry run answers the planned writes (`CommitResult.planned`).
         """
         with self._transaction() as db:
             if guard is not None:
@@ -796,7 +805,7 @@ class SQLStore(ABC):
                 self._model_in(db), operations, self._view(db), base_revision=base, principal=principal,
                 now=utc_now(), progress=progress,
             )  # fmt: skip
-            changes = [] if dry_run else self._apply(db, writes, principal, progress)
+            changes = [] if dry_run else self._apply(db, writes, principal, progress, proposal=proposal)
             if then is not None and not dry_run:
                 then(_Work(db, self.DIALECT.mark), changes[-1].revision if changes else base)
         made_by = tuple(w.index for w in writes) if changes else ()

@@ -28,7 +28,7 @@ from core.lang.model_migration import SQLITE
 from core.lang.validation import Write
 from core.store import StoreDump, StoreStats
 from core.store.common import Bulk, Discard, dumps, utc_now
-from core.store.proposals_sql import PROPOSAL_COLUMNS, PROPOSALS_TABLE
+from core.store.proposals_sql import CHANGE_PROPOSAL, PROPOSAL_COLUMNS, PROPOSALS_TABLE
 from core.store.sql import (
     AUDIT_COLUMNS,
     CHANGE_ALL,
@@ -49,7 +49,7 @@ from core.values.records import Change, Edge, Node
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 BUSY_TIMEOUT_S = 60.0
 IDLE_READERS = 4  # read-only connections kept open between reads (more are opened while more threads read at once)
 TEXT_COMPACT_MIN = 100  # node writes in one commit from which the text index may be compacted after it
@@ -171,10 +171,11 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     5: _PAST,  # a record's changes by id and by edge end, for reading a past revision (`core.store.past`)
     6: PROPOSALS_TABLE,  # pending change-sets (`core.dispatch.proposals`)
     7: WORDS_TABLE,  # the word index a ranked search reads (filled by `_ensure_text_index`)
-    8: NUMBERED_WORDS,  # its rows under the node's number, not its id (the rows moved as they are)
+    8: (CHANGE_PROPOSAL,),  # the proposal a change-log entry was merged from (null before, and for direct writes)
+    9: NUMBERED_WORDS,  # the word index's rows under the node's number, not its id (the rows moved as they are)
 }
 
-_CHANGE_INSERT = f"INSERT INTO changes ({CHANGE_ALL}) VALUES ({', '.join('?' * 15)})"
+_CHANGE_INSERT = f"INSERT INTO changes ({CHANGE_ALL}) VALUES ({', '.join('?' * 16)})"
 
 
 def _lower(value: Any) -> Any:
@@ -216,10 +217,11 @@ def _edge(row: sqlite3.Row | tuple[Any, ...]) -> Edge:
 
 
 def _change(row: tuple[Any, ...]) -> Change:
-    revision, at, principal, op, kind, key, type_, before, after = row
+    revision, at, principal, op, kind, key, type_, before, after, proposal = row
     return Change(
         revision, at, principal, op, kind, key, type_,
         json.loads(before) if before is not None else None, json.loads(after) if after is not None else None,
+        proposal,
     )  # fmt: skip
 
 
@@ -527,6 +529,7 @@ class SQLiteStore(SQLStore):
         *,
         compact: bool = True,
         collect: bool = True,
+        proposal: str | None = None,
     ) -> list[Change]:
         """Write the changes: puts gathered and sent by `executemany` (nodes, their text, edges), a delete after
         the puts before it; the change log last, in one `executemany`. Returns them (none unless `collect`: a bulk
@@ -559,10 +562,10 @@ class SQLiteStore(SQLStore):
             change_rows.append(
                 (w.revision, at, principal, op, w.kind, w.key, w.type,
                  dumps(before) if before is not None else None, dumps(after) if after is not None else None,
-                 *ends, *_access(w.before), *_access(w.after))
+                 proposal, *ends, *_access(w.before), *_access(w.after))
             )  # fmt: skip
             if collect:
-                changes.append(Change(w.revision, at, principal, op, w.kind, w.key, w.type, before, after))  # type: ignore[arg-type]
+                changes.append(Change(w.revision, at, principal, op, w.kind, w.key, w.type, before, after, proposal))  # type: ignore[arg-type]
             if progress is not None and (done % 1000 == 0 or done == len(writes)):
                 progress("writing", done, len(writes))
         self._flush(db, puts)

@@ -3,8 +3,9 @@
 A paged read is a snapshot: the first page fixes the revision it reads up to and counts `total` once (for a
 non-admin that count filters the log in SQL, the costly part); both travel in the cursor, so later pages are
 as cheap as the first page's rows and agree with it. Changes committed meanwhile come on the next read, from
-the last revision seen. A read from before what the log keeps (`canon store compact`) is `gone`, naming the oldest
-revision kept.
+the last revision seen. `until` (an advanced argument) ends the read at a revision: the change at revision r is
+`since: r - 1, until: r` (what the people's pages read for a node's history). A read from before what the log keeps
+(`canon store compact`) is `gone`, naming the oldest revision kept.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from core.dispatch.access import change_for
 from core.dispatch.dispatcher import CallContext, handler
 from core.store.retention import check_since
+from core.values.errors import FutureRevisionError, InvalidArgumentsError, Problem
 from core.values.paging import decode_cursor, encode_cursor, page, refused_cursor
 
 POSITION = {"after": int, "until": int, "total": int}  # the last revision sent, the snapshot's, and its count
@@ -24,7 +26,12 @@ def get_changes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     limit = args["limit"]
     position: dict[str, int] | None = decode_cursor("get_changes", args, POSITION)
     if position is None:
-        after, until = args["since"], ctx.view.latest()
+        after, latest = args["since"], ctx.view.latest()
+        until = args.get("until", latest)
+        if until > latest:
+            raise FutureRevisionError(revision=until, current=latest)
+        if until < after:
+            raise InvalidArgumentsError("get_changes", [Problem("/until", f"before since ({after})")])
         check_since(after, ctx.view.floor())
         total = ctx.view.count_changes(after, sight=ctx.sight, until=until)
     else:

@@ -11,7 +11,6 @@ from core.dispatch.dispatcher import CallContext, handler
 from core.lang.model import Model
 from core.store.past_graph import PastGraph
 from core.store.view import Step, View
-from core.tools.nodes import pinned
 from core.values.errors import ForbiddenError, InvalidArgumentsError, LimitExceededError, NotFoundError, Problem
 from core.values.paging import decode_cursor, encode_cursor, page
 from core.values.records import Edge, Sight
@@ -110,15 +109,20 @@ def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     origin, depth = args["id"], args["depth"]
     way = follow(ctx.model, args["direction"], args.get("edge_types", []))
     limit = args["limit"]
-    if pinned(args):  # a past revision or a proposal: depth 1 from the view, not a walk of the graph index
-        return _neighbors_then(ctx, args, way.then(ctx.view) if "at" in args else way)  # names then, at a revision
+    if "proposal" in args:  # a proposal: depth 1 from its view (`core.dispatch.proposal_view`), not a walk
+        return _neighbors_at_proposal(ctx, args, way)
+    if "at" in args:  # the topology then (`View.walk`: a `PastGraph`), its edge types as they were named then
+        way = way.then(ctx.view)
     with ctx.view.walk() as held:
         ctx.check_time()  # the call may have waited its time out already (for a worker thread, a sync)
-        graph, revision = held.graph, held.revision
+        graph: nx.MultiDiGraph[str] = held.graph  # or the topology then, a `PastGraph` read as a walk reaches it
+        revision = held.revision
         _require_visible(ctx, graph, origin)
         reached: list[tuple[int, str, EdgeRef]] = []
         seen, frontier, work = {origin}, [origin], 0
         for level in range(1, depth + 1):
+            if isinstance(graph, PastGraph):  # the topology then is read from the store: the whole frontier at once
+                graph.expand(frontier)
             following: list[str] = []
             for current in frontier:
                 for neighbour, ref in steps(graph, current, way, ctx.sight):
@@ -148,17 +152,16 @@ def get_neighbors(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     return page(items, total=len(reached), limit=limit, revision=revision, next_cursor=cursor)
 
 
-def _neighbors_then(ctx: CallContext, args: dict[str, Any], way: Follow) -> dict[str, Any]:
-    """get_neighbors at a past revision: depth 1, from the store's view then (`Store.view`), not the graph index.
-    The tool is a walk, so this runs where walks run: in a walk worker (which holds a read-only store of its own,
-    and its view reads the same change log) or in the serving process; either reads the store, not its index."""
+def _neighbors_at_proposal(ctx: CallContext, args: dict[str, Any], way: Follow) -> dict[str, Any]:
+    """get_neighbors at a proposal: depth 1, from the proposal's view (the store's view with its operations over
+    it), not the graph index. The tool is a walk, so this runs where walks run: in a walk worker or in the serving
+    process; either reads the store, not its index."""
     origin, limit = args["id"], args["limit"]
     if args["depth"] != 1:
         raise InvalidArgumentsError(
-            "get_neighbors",
-            [Problem("/depth", "only 1 is supported with at (a read at a past revision) or with proposal")],
+            "get_neighbors", [Problem("/depth", "only 1 is supported with proposal (a read at a proposal)")]
         )
-    view = ctx.view  # the store's view at `at` (dispatch made it)
+    view = ctx.view  # the proposal's view (dispatch made it)
     if view.node(origin, sight=ctx.sight) is None:  # ForbiddenError if the caller may not see it then
         raise NotFoundError("node", origin)
     ctx.check_time()

@@ -8,7 +8,8 @@ index is synced at once, which also hands the changes to the change listeners (s
 A write that touches a type waiting for review, by a caller who may not write it directly (`core.dispatch.review`),
 writes nothing: the same operations become a proposal (`core.dispatch.proposals`, checked as `propose_changes`
 checks them), and the answer is `proposed`'s: `proposal` (its id, state, base revision and touched records),
-`changed` false and `revision` the one it was checked on.
+`changed` false and `revision` the one it was checked on. Over MCP 2026-07-28, a client that can ask its person is
+asked first whether to submit it, with a title and a rationale (`core.dispatch.confirm`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from core.dispatch.confirm import confirmed
 from core.dispatch.dispatcher import CallContext, handler
 from core.dispatch.proposals import Proposal
 from core.store import CommitResult
@@ -41,16 +43,26 @@ def batch_error(exc: ValidationError, operations: Sequence[Operation], at: str) 
 def _commit(ctx: CallContext, operations: Sequence[Operation], requested: Sequence[dict[str, Any]], *, at: str,
             dry_run: bool = False) -> CommitResult | Proposal:  # fmt: skip
     """Commit for the caller, or, where a type waits for review, propose `requested` (the same operations) in its
-    name; problems point into the tool's arguments (`at` + the operation's own pointer)."""
+    name, over MCP 2026-07-28 once the person at the client confirmed it (`core.dispatch.confirm`); the write's
+    problems point into the tool's arguments (`at` + the operation's own pointer)."""
     try:
         try:
             return ctx.commit(operations, dry_run=dry_run)  # the index is synced at once: the next read sees it
-        except ReviewRequiredError as needs:  # nothing was written
-            tool = requested[0]["op"] if at == "" else "write_batch"
-            rationale = (f"Made by {tool}: {', '.join(needs.types)} wait(s) for review, and {ctx.principal.name} "
-                         "may not write it directly.")  # fmt: skip
-            return ctx.proposals.propose(ctx.principal, requested, f"{tool}: {_title(operations)}", rationale,
-                                         surface=ctx.surface)  # fmt: skip
+        except ReviewRequiredError as refused:  # nothing was written
+            needs = refused
+            if ctx.asking is not None:
+                ctx.proposals.check(ctx.principal, requested)  # what it would refuse, it refuses before asking
+    except ValidationError as exc:
+        raise batch_error(exc, operations, at) from None
+    tool = requested[0]["op"] if at == "" else "write_batch"
+    title = f"{tool}: {_title(operations)}"
+    rationale = (f"Made by {tool}: {', '.join(needs.types)} wait(s) for review, and {ctx.principal.name} "
+                 "may not write it directly.")  # fmt: skip
+    if ctx.asking is not None:  # an MCP 2026-07-28 client that can ask its person first (ADR 0062)
+        title, rationale = confirmed(ctx.asking, needs, ctx.principal.name, tool, [_subject(op) for op in operations],
+                                     title, rationale)  # fmt: skip
+    try:
+        return ctx.proposals.propose(ctx.principal, requested, title, rationale, surface=ctx.surface)
     except ValidationError as exc:
         raise batch_error(exc, operations, at) from None
 

@@ -141,7 +141,9 @@ ChangeOp = Literal["put", "delete", "model"]
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """One entry of the change log: one committed change to one node, edge or the model."""
+    """One entry of the change log: one committed change to one node, edge or the model. `proposal`: the id of the
+    proposal whose merge wrote it (None: a direct write, an import, a model change, or logged before the change
+    log recorded proposals); `to_json` names it only when there is one."""
 
     revision: int
     at: str
@@ -152,9 +154,10 @@ class Change:
     type: str | None
     before: Mapping[str, Any] | None
     after: Mapping[str, Any] | None
+    proposal: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "revision": self.revision,
             "at": self.at,
             "principal": self.principal,
@@ -165,3 +168,6 @@ class Change:
             "before": dict(self.before) if self.before is not None else None,
             "after": dict(self.after) if self.after is not None else None,
         }
+        if self.proposal is not None:
+            out["proposal"] = self.proposal
+        return out

@@ -64,6 +64,8 @@ HEADERS = {
     "referrer-policy": "same-origin",
 }
 Endpoint = Callable[[Request], Awaitable[Response]]
+Shower = Callable[[Reader, str], View]  # a form's page, given the request's reader and the form's CSRF token
+Submitter = Callable[[Reader, list[tuple[str, str]], str], Any]  # a posted form's write: a View (shown again) or done
 CSRF_REFUSED = ("This form was not sent from this server's own edit page (its anti-forgery token is missing or "
                 "does not match); open the edit page again and resubmit.")  # fmt: skip
 
@@ -190,26 +192,104 @@ class Pages:
     async def edit(self, request: Request) -> Response:
         """The edit form (GET), or a submitted one written through patch_node (POST, its CSRF token checked)."""
         id = request.path_params["id"]
+
+        def saved(_: object) -> str:
+            return PREFIX + "/nodes/" + quote(id, safe="")
+
+        return await self.form(request, lambda reader, token: self.views.edit_form(reader, id, token),
+                               lambda reader, form, token: self.views.save(reader, id, form, token), saved)  # fmt: skip
+
+    async def edges_edit(self, request: Request) -> Response:
+        """Add or remove one of a node's edges (POST from its edit page): upsert_edge or delete_edge."""
+        id = request.path_params["id"]
+
+        def changed(_: object) -> str:
+            return PREFIX + "/nodes/" + quote(id, safe="") + "/edit#edges-heading"
+
+        return await self.submit_form(request, lambda reader, form, token: self.views.change_edge(reader, id, form),
+                                      changed)  # fmt: skip
+
+    async def new_node(self, request: Request) -> Response:
+        """A type's "New" form (GET), or a submitted one written through upsert_node expected new (POST)."""
+        name = request.path_params["name"]
+
+        def created(answer: Mapping[str, Any]) -> str:
+            return PREFIX + "/nodes/" + quote(str(answer["node"]["id"]), safe="")
+
+        def show(reader: Reader, token: str) -> View:
+            return self.creating.new_form(self.views.node_type(name), token)
+
+        def submit(reader: Reader, form: list[tuple[str, str]], token: str) -> Mapping[str, Any] | View:
+            return self.creating.create(reader, name, form, token)
+
+        return await self.form(request, show, submit, created)
+
+    async def edge_edit(self, request: Request) -> Response:
+        """An edge's properties form (GET), or a submitted one written through upsert_edge (POST)."""
+        id = request.path_params["id"]
+        ref = dict(request.query_params)
+
+        def saved(_: object) -> str:
+            return PREFIX + "/nodes/" + quote(id, safe="") + "/edit#edges-heading"
+
+        return await self.form(request, lambda reader, token: self.creating.edge_form(reader, id, ref, token),
+                               lambda reader, form, token: self.creating.save_edge(reader, id, form, token),
+                               saved)  # fmt: skip
+
+    async def edge_new(self, request: Request) -> Response:
+        """The form adding an edge with properties (GET, `?name=` one of the node's edge names), or a submitted
+        one written through upsert_edge expected new (POST)."""
+        id = request.path_params["id"]
+        name = request.query_params.get("name", "")
+
+        def added(_: object) -> str:
+            return PREFIX + "/nodes/" + quote(id, safe="") + "/edit#edges-heading"
+
+        return await self.form(request, lambda reader, token: self.creating.new_edge_form(reader, id, name, token),
+                               lambda reader, form, token: self.creating.add_edge(reader, id, form, token),
+                               added)  # fmt: skip
+
+    # -- forms: every page that writes, its CSRF token checked before any tool runs ----------------------------
+    async def form(self, request: Request, show: Shower, submit: Submitter, done: Callable[[Any], str]) -> Response:
+        """A form page at one path: `show` it (GET, `show_form`) or `submit` what was POSTed (`submit_form`)."""
+        if request.method != "POST":
+            return await self.show_form(request, show)
+        return await self.submit_form(request, submit, done)
+
+    async def show_form(self, request: Request, show: Shower) -> Response:
+        """A page holding a form: `show(reader, token)` with the form's CSRF token, its cookie set when the browser
+        has none."""
         cookie = request.cookies.get(CSRF_COOKIE)
         token = cookie or new_token()
-        if request.method != "POST":
-            response = await self.answer(request, lambda reader: self.views.edit_form(reader, id, token))
-            return self._with_token(request, response, token) if cookie is None else response
+        response = await self.answer(request, lambda reader: show(reader, token))
+        return self._with_token(request, response, token) if cookie is None else response
+
+    async def submit_form(self, request: Request, submit: Submitter, done: Callable[[Any], str]) -> Response:
+        """A POSTed form: refused as a page before any tool runs when it is not a form or its token is not its
+        cookie's; else `submit(reader, fields, token)`: a View is the form again (409 for a conflict, else 400), a
+        write tool's answer holding a `proposal` (the write waits for review, nothing written) is redirected (303)
+        to that proposal's page, and anything else is what was written, redirected to `done(it)`, a path under the
+        base URL."""
+        cookie = request.cookies.get(CSRF_COOKIE)
         form = await self._posted(request, cookie)
         if isinstance(form, Response):
             return form
         reader = self.reader(request)
+        token = cookie or ""  # the check passed: the cookie is there and the form's token is its
 
         def work() -> Response:
             try:
-                again = self.views.save(reader, id, form, token)
+                again = submit(reader, form, token)
             except CanonError as error:
                 return self.error_page(request, error, None)
-            if again is None:
-                return RedirectResponse(self.host.settings.base_url + PREFIX + "/nodes/" + quote(id, safe=""), 303)
-            status = 409 if again.context.get("conflict") else 400
+            made = again.get("proposal") if isinstance(again, Mapping) else None  # pyright: ignore[reportUnknownMemberType]
+            if isinstance(made, Mapping):  # the write waits for review: nothing was written, a proposal was made
+                proposal = quote(str(made["id"]), safe="")  # pyright: ignore[reportUnknownArgumentType]
+                return RedirectResponse(self.host.settings.base_url + PREFIX + "/proposals/" + proposal, 303)
+            if not isinstance(again, View):
+                return RedirectResponse(self.host.settings.base_url + done(again), 303)
             request.scope[PAGE_ANSWER] = True
-            return self.render(again, status)
+            return self.render(again, 409 if again.context.get("conflict") or again.context.get("exists") else 400)
 
         return await anyio.to_thread.run_sync(work)
 
@@ -225,96 +305,6 @@ class Pages:
         if not csrf_matches(cookie, dict(form).get(CSRF_FIELD)):
             return self.error_page(request, ForbiddenError("form", "csrf", CSRF_REFUSED), None)
         return form
-
-    async def edges_edit(self, request: Request) -> Response:
-        """Add or remove one of a node's edges (POST from its edit page): upsert_edge or delete_edge."""
-        id = request.path_params["id"]
-        form = await self._posted(request, request.cookies.get(CSRF_COOKIE))
-        if isinstance(form, Response):
-            return form
-        reader = self.reader(request)
-
-        def work() -> Response:
-            try:
-                self.views.change_edge(reader, id, form)
-            except CanonError as error:
-                return self.error_page(request, error, None)
-            edit = self.host.settings.base_url + PREFIX + "/nodes/" + quote(id, safe="") + "/edit#edges-heading"
-            return RedirectResponse(edit, 303)
-
-        return await anyio.to_thread.run_sync(work)
-
-    async def new_node(self, request: Request) -> Response:
-        """A type's "New" form (GET), or a submitted one written through upsert_node expected new (POST)."""
-        name = request.path_params["name"]
-
-        def created(id: str) -> str:
-            return PREFIX + "/nodes/" + quote(id, safe="")
-
-        def show(reader: Reader, token: str) -> View:
-            return self.creating.new_form(self.views.node_type(name), token)
-
-        def submit(reader: Reader, form: list[tuple[str, str]], token: str) -> str | View:
-            return self.creating.create(reader, name, form, token)
-
-        return await self._form(request, show, submit, created)
-
-    async def edge_edit(self, request: Request) -> Response:
-        """An edge's properties form (GET), or a submitted one written through upsert_edge (POST)."""
-        id = request.path_params["id"]
-        ref = dict(request.query_params)
-
-        def saved(_: None) -> str:
-            return PREFIX + "/nodes/" + quote(id, safe="") + "/edit#edges-heading"
-
-        return await self._form(request, lambda reader, token: self.creating.edge_form(reader, id, ref, token),
-                                lambda reader, form, token: self.creating.save_edge(reader, id, form, token),
-                                saved)  # fmt: skip
-
-    async def edge_new(self, request: Request) -> Response:
-        """The form adding an edge with properties (GET, `?name=` one of the node's edge names), or a submitted
-        one written through upsert_edge expected new (POST)."""
-        id = request.path_params["id"]
-        name = request.query_params.get("name", "")
-
-        def added(_: None) -> str:
-            return PREFIX + "/nodes/" + quote(id, safe="") + "/edit#edges-heading"
-
-        return await self._form(request, lambda reader, token: self.creating.new_edge_form(reader, id, name, token),
-                                lambda reader, form, token: self.creating.add_edge(reader, id, form, token),
-                                added)  # fmt: skip
-
-    async def _form(
-        self,
-        request: Request,
-        show: Callable[[Reader, str], View],
-        submit: Callable[[Reader, list[tuple[str, str]], str], Any],
-        done: Callable[[Any], str],
-    ) -> Response:
-        """A form page: `show` it (GET, its CSRF cookie set when the browser has none), or `submit` what was
-        POSTed (its token checked first): a View is the form again (409 for a conflict, else 400), anything else
-        what was written, redirected to `done(it)`."""
-        cookie = request.cookies.get(CSRF_COOKIE)
-        token = cookie or new_token()
-        if request.method != "POST":
-            response = await self.answer(request, lambda reader: show(reader, token))
-            return self._with_token(request, response, token) if cookie is None else response
-        form = await self._posted(request, cookie)
-        if isinstance(form, Response):
-            return form
-        reader = self.reader(request)
-
-        def work() -> Response:
-            try:
-                again = submit(reader, form, token)
-            except CanonError as error:
-                return self.error_page(request, error, None)
-            if not isinstance(again, View):
-                return RedirectResponse(self.host.settings.base_url + done(again), 303)
-            request.scope[PAGE_ANSWER] = True
-            return self.render(again, 409 if again.context.get("conflict") or again.context.get("exists") else 400)
-
-        return await anyio.to_thread.run_sync(work)
 
     def _with_token(self, request: Request, response: Response, token: str) -> Response:
         """Set the form's CSRF cookie: the pages' path only, never sent by another site's request, unreadable by

@@ -5,7 +5,10 @@ A type's "New" form (`Creating.new_form`) is generated from its schema as the ed
 the type's key marked. A submitted form is written with `upsert_node` expected to be new (`expected_revision` 0),
 so a second person creating the same id gets a 409 page naming the node that exists, never an overwrite; a key
 another node holds is the tool's problem at `/properties/<key>`, shown next to that field as every other problem
-is. Nothing is written on an error, and the form comes back holding what was sent.
+is. Who may read the node is the form's visibility and readers fields (`generators.pages.editing.access_of`),
+given to `upsert_node` as its own arguments; left at "the type's default" they are not sent, so the node gets what
+the tool gives any write that leaves them out. Nothing is written on an error, and the form comes back holding
+what was sent.
 
 An edge whose type has properties has a form of its own (`Creating.edge_form`), written with `upsert_edge` at the
 revision the edge was shown at: an edge someone changed meanwhile is a conflict, nothing written. A new edge
@@ -16,42 +19,29 @@ a required property (`member_of`'s `role`) is given when the edge is made.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.lang.model import EdgeEnd, EdgeType, Model, NodeType
 from core.values.errors import ConflictError, NotFoundError, Problem, ValidationError
-from generators.pages.editing import Field, fields_of, form_values
+from generators.pages.editing import (
+    ACCESS_POINTERS,
+    READERS_FIELD,
+    VISIBILITY_FIELD,
+    Field,
+    access_fields,
+    access_of,
+    by_field,
+    fields_of,
+    form_values,
+)  # fmt: skip
 from generators.pages.reads import Reader
 from generators.pages.views import NEIGHBOUR_LIMIT, WHOLE, View, Views
 
-__all__ = ["ID_FIELD", "OTHER_FIELD", "Creating", "by_field"]
+__all__ = ["ID_FIELD", "OTHER_FIELD", "Creating"]
 
 ID_FIELD = "_id"  # the new node's id (a property name cannot start with "_")
 OTHER_FIELD = "_other"  # a new edge's other end
-REQUIRED = re.compile(r"'([a-z][a-z0-9_]{0,63})' is a required property")
-
-
-def by_field(
-    problems: Sequence[Problem], names: Sequence[str], own: Mapping[str, str] = {}
-) -> tuple[dict[str, list[str]], list[str]]:
-    """A tool's problems as the form shows them: by the field they concern (a property at `/properties/<name>`,
-    a required one missing at `/properties`, or one of `own`'s pointers), and the rest with their pointers."""
-    errors: dict[str, list[str]] = {}
-    general: list[str] = []
-    for problem in problems:
-        name = problem.pointer.removeprefix("/properties/").split("/", 1)[0]
-        missing = REQUIRED.search(problem.message) if problem.pointer == "/properties" else None
-        if problem.pointer in own:
-            errors.setdefault(own[problem.pointer], []).append(problem.message)
-        elif problem.pointer.startswith("/properties/") and name in names:
-            errors.setdefault(name, []).append(problem.message)
-        elif missing is not None and missing[1] in names:
-            errors.setdefault(missing[1], []).append("required: give it a value")
-        else:
-            general.append(f"{problem.pointer}: {problem.message}")
-    return errors, general
 
 
 class Creating:
@@ -72,30 +62,41 @@ class Creating:
         errors: Mapping[str, list[str]] | None = None,
         general: Sequence[str] = (),
         exists: str | None = None,
+        form: Sequence[tuple[str, str]] = (),
     ) -> View:
+        """The form, empty or holding what was sent (`sent` the properties, `form` the fields as typed)."""
         fields, left = fields_of(self.model, node_type, sent or {})
+        given = dict(form)
+        default = node_type.visibility
+        if node_type.readers:
+            default += " to " + ", ".join(node_type.readers)
+        access = access_fields(given.get(VISIBILITY_FIELD, ""), given.get(READERS_FIELD, ""), default)
         return View("new.html.j2", {"node_type": node_type, "fields": fields, "left": left, "token": token,
                                     "id": id, "errors": errors or {}, "general": list(general), "exists": exists,
-                                    "key": node_type.key},
+                                    "key": node_type.key, "access": access},
                     title=f"New {node_type.name}")  # fmt: skip
 
-    def create(self, reader: Reader, name: str, form: Sequence[tuple[str, str]], token: str) -> str | View:
-        """Write a submitted "New" form with `upsert_node`, expected new: the new node's id, else the form again
+    def create(self, reader: Reader, name: str, form: Sequence[tuple[str, str]], token: str) -> dict[str, Any] | View:
+        """Write a submitted "New" form with `upsert_node`, expected new: the tool's answer, else the form again
         with the tool's problems next to their fields, or, when the id is taken, a page naming that node."""
         node_type = self.views.node_type(name)
         values = form_values(self.model, node_type, form)
         properties = {k: v for k, v in values.items() if v is not None}
+        access = {k: v for k, v in access_of(form).items() if v is not None}  # none given: the tool's default
         id = dict(form).get(ID_FIELD, "").strip()
         try:
-            reader.call("upsert_node", {"id": id, "type": name, "properties": properties, "expected_revision": 0})
+            answer = reader.call("upsert_node", {"id": id, "type": name, "properties": properties, **access,
+                                                 "expected_revision": 0})  # fmt: skip
         except ConflictError as conflict:
             general = [f"A node with the id {id!r} exists already (at revision {conflict.actual}); nothing was "
                        "written. Choose another id, or open that node and edit it."]  # fmt: skip
-            return self.new_form(node_type, token, properties, id, general=general, exists=id)
+            return self.new_form(node_type, token, properties, id, general=general, exists=id, form=form)
         except ValidationError as invalid:
-            errors, general = by_field(invalid.problems, list(node_type.properties), {"/id": ID_FIELD})
-            return self.new_form(node_type, token, properties, id, errors=errors, general=[str(invalid), *general])
-        return id
+            errors, general = by_field(invalid.problems, list(node_type.properties), {"/id": ID_FIELD,
+                                                                                      **ACCESS_POINTERS})  # fmt: skip
+            return self.new_form(node_type, token, properties, id, errors=errors, general=[str(invalid), *general],
+                                 form=form)  # fmt: skip
+        return answer
 
     # -- an edge's properties ------------------------------------------------------------------------------------
     def edge_type(self, name: str) -> EdgeType:
@@ -136,8 +137,8 @@ class Creating:
                                           "errors": errors or {}, "general": list(general), "conflict": conflict},
                     title=f"Edit {edge['type']} {edge['source']} → {edge['target']}")  # fmt: skip
 
-    def save_edge(self, reader: Reader, id: str, form: Sequence[tuple[str, str]], token: str) -> View | None:
-        """Write a submitted edge form with `upsert_edge` at the revision it was opened at: None when written, else
+    def save_edge(self, reader: Reader, id: str, form: Sequence[tuple[str, str]], token: str) -> dict[str, Any] | View:
+        """Write a submitted edge form with `upsert_edge` at the revision it was opened at: the tool's answer, else
         the form again (the tool's problems by field, or the conflict with what the edge holds now)."""
         given = dict(form)
         edge = self._edge(reader, id, given, "_")
@@ -154,8 +155,9 @@ class Creating:
         sent = {**edge["properties"], **values}
         properties = {k: v for k, v in sent.items() if v is not None}
         try:
-            reader.call("upsert_edge", {"type": edge["type"], "source": edge["source"], "target": edge["target"],
-                                        "properties": properties, "expected_revision": int(raw)})  # fmt: skip
+            answer = reader.call("upsert_edge", {"type": edge["type"], "source": edge["source"],
+                                                 "target": edge["target"], "properties": properties,
+                                                 "expected_revision": int(raw)})  # fmt: skip
         except ConflictError as conflict:
             return self._edge_view(id, edge, properties, token, int(edge["revision"]), general=[str(conflict)],
                                    conflict=True)  # fmt: skip
@@ -163,7 +165,7 @@ class Creating:
             errors, general = by_field(invalid.problems, list(edge_type.properties))
             return self._edge_view(id, edge, properties, token, int(raw), errors=errors,
                                    general=[str(invalid), *general])  # fmt: skip
-        return None
+        return answer
 
     # -- a new edge with properties ------------------------------------------------------------------------------
     def new_edge_form(self, reader: Reader, id: str, name: str, token: str) -> View:
@@ -182,8 +184,8 @@ class Creating:
                                          "errors": errors or {}, "general": list(general), "exists": exists},
                     title=f"Add {end.name} to {node['id']}")  # fmt: skip
 
-    def add_edge(self, reader: Reader, id: str, form: Sequence[tuple[str, str]], token: str) -> View | None:
-        """Write a submitted new-edge form with `upsert_edge`, expected new: None when written, else the form
+    def add_edge(self, reader: Reader, id: str, form: Sequence[tuple[str, str]], token: str) -> dict[str, Any] | View:
+        """Write a submitted new-edge form with `upsert_edge`, expected new: the tool's answer, else the form
         again holding what was sent (the tool's problems by field, or, when the edge exists, a link to it)."""
         given = dict(form)
         node = reader.call("get_node", {"id": id, "summary": True})["node"]
@@ -193,8 +195,8 @@ class Creating:
         other = given.get(OTHER_FIELD, "").strip()
         source, target = (id, other) if end.direction == "out" else (other, id)
         try:
-            reader.call("upsert_edge", {"type": end.edge.name, "source": source, "target": target,
-                                        "properties": properties, "expected_revision": 0})  # fmt: skip
+            answer = reader.call("upsert_edge", {"type": end.edge.name, "source": source, "target": target,
+                                                 "properties": properties, "expected_revision": 0})  # fmt: skip
         except ConflictError:
             general = [f"This node has a {end.name} edge with {other!r} already; nothing was written. Edit that "
                        "edge's properties instead."]  # fmt: skip
@@ -205,4 +207,4 @@ class Creating:
             errors, general = by_field(invalid.problems, list(end.edge.properties), {far: OTHER_FIELD})
             return self._new_edge_view(node, end, properties, other, token, errors=errors,
                                        general=[str(invalid), *general])  # fmt: skip
-        return None
+        return answer

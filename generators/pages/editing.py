@@ -8,6 +8,13 @@ revision the form was opened at as `expected_revision`, so a node someone change
 a lost update. The tool validates the patch against the same schema as every surface; its problems come back
 with their pointers (`/properties/<name>`), which the page shows next to the field they concern.
 
+Who may read a node is two fields of their own on the New and edit forms (`access_fields`, `access_of`): its
+visibility (a choice of the three; on a New form first "the type's default", which sends nothing, so the tool gives
+the type's default as for any caller who leaves it out) and its readers (`user:NAME` or `group:NAME`, one a line).
+They go to `upsert_node` and `patch_node` as the tool's own `visibility` and `readers` arguments, which the tool
+checks as it does for every surface (a value none of the three, a reader of the wrong shape, readers on a node
+that is not restricted); its problems at `/visibility` and `/readers` are shown next to these fields.
+
 Forms are protected against cross-site request forgery by a double-submit token (`CSRF_COOKIE`): a random token
 in a `SameSite=Strict`, `HttpOnly` cookie under the pages' path, and the same token in a hidden field; a POST
 whose field does not match its cookie is refused before any tool runs. A page on another site can neither read
@@ -17,6 +24,7 @@ the cookie nor make the browser send it with its own POST.
 from __future__ import annotations
 
 import hmac
+import re
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,13 +32,22 @@ from typing import Any
 
 from core.lang.model import EdgeType, Model, NodeType
 from core.values.errors import Problem, ValidationError
+from core.values.records import VISIBILITIES
 from generators.pages.filters import typed
 
-__all__ = ["CSRF_COOKIE", "CSRF_FIELD", "Field", "csrf_matches", "fields_of", "form_values", "new_token", "patch_of"]
+__all__ = [
+    "ACCESS_POINTERS", "CSRF_COOKIE", "CSRF_FIELD", "READERS_FIELD", "VISIBILITY_FIELD", "Access", "Field",
+    "access_fields", "access_of", "by_field", "csrf_matches", "fields_of", "form_values", "new_token", "patch_of",
+]  # fmt: skip
 
 CSRF_COOKIE = "canon_pages_csrf"
 CSRF_FIELD = "_csrf"
 LONG_TEXT = 200  # characters: a text property that may be longer gets a textarea
+VISIBILITY_FIELD = "_visibility"  # a node's visibility (a property name cannot start with "_")
+READERS_FIELD = "_readers"  # its readers, one a line
+ACCESS_POINTERS = {"/visibility": VISIBILITY_FIELD, "/readers": READERS_FIELD}  # the write tools' arguments
+READER_SEPARATORS = re.compile(r"[\s,]+")  # a reader (user:NAME, group:NAME) holds neither
+REQUIRED = re.compile(r"'([a-z][a-z0-9_]{0,63})' is a required property")
 
 
 @dataclass(frozen=True)
@@ -48,6 +65,63 @@ class Field:
     step: str | None = None
     max_length: int | None = None
     deprecated: bool = False
+
+
+@dataclass(frozen=True)
+class Access:
+    """A form's visibility and readers fields: what each holds, and the visibility's choices (value, label)."""
+
+    visibility: str
+    readers: str  # one reader a line
+    choices: tuple[tuple[str, str], ...]
+
+
+def access_fields(visibility: str, readers: Sequence[str] | str, default: str | None = None) -> Access:
+    """The fields showing `visibility` and `readers` (a list, or the text a form sent); a New form passes the
+    type's `default` (as "internal", or "restricted to group:x"), its first choice, which sends nothing."""
+    choices = tuple((v, v) for v in VISIBILITIES)
+    if default is not None:
+        choices = (("", f"the type's default ({default})"), *choices)
+    shown = readers if isinstance(readers, str) else "\n".join(readers)
+    return Access(visibility, shown, choices)
+
+
+def access_of(form: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """The `visibility` and `readers` arguments a submitted form gives the write tools: a field the form did not
+    send is left out, as is a visibility left at the type's default (""); readers are split at white space and
+    commas, and none given is `None` on a form that sent the field (patch_node: remove them). Whatever the person
+    chose is passed on as typed: the tool decides what is valid, for every surface alike."""
+    given = dict(form)
+    access: dict[str, Any] = {}
+    if given.get(VISIBILITY_FIELD, "") != "":
+        access["visibility"] = given[VISIBILITY_FIELD]
+    if READERS_FIELD in given:
+        readers = [r for r in READER_SEPARATORS.split(given[READERS_FIELD]) if r]
+        access["readers"] = readers or None
+    return access
+
+
+def by_field(
+    problems: Sequence[Problem], names: Sequence[str], own: Mapping[str, str] = {}
+) -> tuple[dict[str, list[str]], list[str]]:
+    """A tool's problems as the form shows them: by the field they concern (a property at `/properties/<name>`,
+    a required one missing at `/properties`, or one of `own`'s pointers or a pointer inside one, such as
+    `/readers/0`), and the rest with their pointers."""
+    errors: dict[str, list[str]] = {}
+    general: list[str] = []
+    for problem in problems:
+        name = problem.pointer.removeprefix("/properties/").split("/", 1)[0]
+        missing = REQUIRED.search(problem.message) if problem.pointer == "/properties" else None
+        mine = next((own[p] for p in own if problem.pointer == p or problem.pointer.startswith(p + "/")), None)
+        if mine is not None:
+            errors.setdefault(mine, []).append(problem.message)
+        elif problem.pointer.startswith("/properties/") and name in names:
+            errors.setdefault(name, []).append(problem.message)
+        elif missing is not None and missing[1] in names:
+            errors.setdefault(missing[1], []).append("required: give it a value")
+        else:
+            general.append(f"{problem.pointer}: {problem.message}")
+    return errors, general
 
 
 def new_token() -> str:

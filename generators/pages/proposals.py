@@ -1,6 +1,7 @@
 """The proposals' pages: where people review what agents propose (issue 29).
 
     /browse/proposals?state=         the proposals (find_proposals; default: the open ones)
+    /browse/proposals.csv|.json      the same list, same state, as CSV or as find_proposals' items
     /browse/proposals/<id>           one proposal: title, rationale, its diff against the current revision as you
                                      may see it, whether it applies cleanly, the discussion, and for an open one
                                      the approve / reject form
@@ -18,16 +19,14 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import anyio.to_thread
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
-from core.values.errors import CanonError, Problem, ValidationError
-from generators.pages.editing import CSRF_COOKIE, new_token
+from core.values.errors import Problem, ValidationError
 from generators.pages.reads import Reader
 from generators.pages.render import PREFIX
-from generators.pages.views import View
+from generators.pages.views import Download, View
 
 if TYPE_CHECKING:
     from generators.pages.app import Pages
@@ -38,42 +37,52 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 
 STATES = ("open", "merged", "rejected", "withdrawn")
 ACTIONS = ("approve", "reject", "comment")
+COLUMNS = (
+    "id",
+    "title",
+    "author",
+    "state",
+    "base_revision",
+    "created_at",
+    "updated_at",
+    "reviewer",
+    "merge_revision",
+    "touches",
+)  # a download's columns: find_proposals' items, how many records each touches that you may read
 
 
 def routes(pages: Pages, guarded: Callable[[Endpoint], Endpoint]) -> list[Route]:
-    """The proposals' routes, on `pages`' rendering, errors and CSRF token, each behind `guarded` (the surface's
-    outer boundary)."""
+    """The proposals' routes, on `pages`' rendering, errors and forms (`Pages.show_form`, `Pages.submit_form`: the
+    CSRF token), each behind `guarded` (the surface's outer boundary)."""
     get = ["GET", "HEAD"]
 
-    async def listing(request: Request) -> Response:
+    async def listing(request: Request, suffix: str | None = None) -> Response:
         state = request.query_params.get("state", "open")
-        return await pages.answer(request, lambda reader: _listing(reader, state))
+        return await pages.answer(request, lambda reader: _listing(reader, state), suffix)
+
+    async def listing_csv(request: Request) -> Response:
+        return await listing(request, "csv")
+
+    async def listing_json(request: Request) -> Response:
+        return await listing(request, "json")
 
     async def proposal(request: Request) -> Response:
         id = request.path_params["id"]
-        cookie = request.cookies.get(CSRF_COOKIE)
-        token = cookie or new_token()
-        response = await pages.answer(request, lambda reader: _proposal(reader, id, token))
-        return pages._with_token(request, response, token) if cookie is None else response  # pyright: ignore[reportPrivateUsage]
+        return await pages.show_form(request, lambda reader, token: _proposal(reader, id, token))
 
     async def review(request: Request) -> Response:
         id = request.path_params["id"]
-        form = await pages._posted(request, request.cookies.get(CSRF_COOKIE))  # pyright: ignore[reportPrivateUsage]
-        if isinstance(form, Response):
-            return form
-        reader = pages.reader(request)
 
-        def work() -> Response:
-            try:
-                _review(reader, id, dict(form))
-            except CanonError as error:
-                return pages.error_page(request, error, None)
-            return RedirectResponse(pages.host.settings.base_url + PREFIX + "/proposals/" + quote(id, safe=""), 303)
+        def reviewed(_: None) -> str:
+            return PREFIX + "/proposals/" + quote(id, safe="")
 
-        return await anyio.to_thread.run_sync(work)
+        return await pages.submit_form(request, lambda reader, form, token: _review(reader, id, dict(form)),
+                                       reviewed)  # fmt: skip
 
     return [
         Route(PREFIX + "/proposals", guarded(listing), methods=get),
+        Route(PREFIX + "/proposals.csv", guarded(listing_csv), methods=get),
+        Route(PREFIX + "/proposals.json", guarded(listing_json), methods=get),
         Route(PREFIX + "/proposals/{id}", guarded(proposal), methods=get),
         Route(PREFIX + "/proposals/{id}/review", guarded(review), methods=["POST"]),
     ]
@@ -91,8 +100,10 @@ def _listing(reader: Reader, state: str) -> View:
         cursor = answer["next_cursor"]
         if cursor is None or len(items) >= 1000:
             break
+    whole = {"items": items, "total": answer["total"], "next_cursor": cursor, "revision": answer["revision"]}
+    rows = tuple({c: len(p["touches"]) if c == "touches" else p[c] for c in COLUMNS} for p in items)
     return View("proposals.html.j2", {"items": items, "state": state, "states": STATES},
-                title=f"Proposals ({state})")  # fmt: skip
+                Download(f"proposals-{state}", COLUMNS, rows, whole), title=f"Proposals ({state})")  # fmt: skip
 
 
 def _proposal(reader: Reader, id: str, token: str) -> View:

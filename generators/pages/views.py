@@ -16,7 +16,18 @@ from core.lang.conditions import facet_key
 from core.lang.model import EdgeEnd, Model, NodeType, deprecation, is_deprecated
 from core.lang.ordering import sort_kind
 from core.values.errors import CanonError, ConflictError, NotFoundError, Problem, ValidationError
-from generators.pages.editing import Field, fields_of, patch_of
+from generators.pages.editing import (
+    ACCESS_POINTERS,
+    READERS_FIELD,
+    VISIBILITY_FIELD,
+    Access,
+    Field,
+    access_fields,
+    access_of,
+    by_field,
+    fields_of,
+    patch_of,
+)  # fmt: skip
 from generators.pages.filters import Facet, TypeQuery, facets_of, parse_type_query
 from generators.pages.reads import Reader
 from generators.pages.values import Shown, shown
@@ -239,13 +250,30 @@ class Views:
         state: Mapping[str, Any] = node
         for _ in range(HISTORY_STEPS):
             revision = int(state.get("revision", 0))
-            yield {"revision": revision, "by": state.get("updated_by"), "at": state.get("updated_at")}
+            yield {
+                "revision": revision,
+                "by": state.get("updated_by"),
+                "at": state.get("updated_at"),
+                "proposal": self.merged_from(reader, revision),
+            }
             if revision <= 1:
                 return
             try:
                 state = reader.call("get_node", {"id": node["id"], "at": revision - 1})["node"]
             except CanonError:
                 return
+
+    @staticmethod
+    def merged_from(reader: Reader, revision: int) -> str | None:
+        """The proposal whose merge wrote `revision`, read from the change log's entry at it (None: a direct write,
+        or an entry the log no longer keeps)."""
+        if revision <= 0:
+            return None
+        try:
+            items = reader.call("get_changes", {"since": revision - 1, "until": revision, "limit": 1})["items"]
+        except CanonError:
+            return None
+        return items[0].get("proposal") if items else None
 
     def diff(self, reader: Reader, id: str, query: Mapping[str, str]) -> View:
         since, until = _revision(query, "from"), _revision(query, "to", optional=True)
@@ -261,7 +289,7 @@ class Views:
         node = reader.call("get_node", {"id": id})["node"]
         node_type = self.node_type(node["type"])
         fields, left = fields_of(self.model, node_type, node["properties"])
-        view = self._form(node, fields, left, token, int(node["revision"]))
+        view = self._form(node, fields, left, token, int(node["revision"]), _access_now(node))
         groups = list(self.neighbours(reader, node["type"], id, summary=False))
         view.context["groups"] = groups
         view.context["titles"] = {i["node"]["id"]: self.title_of(i["node"]) for g in groups for i in g.items}
@@ -280,7 +308,7 @@ class Views:
             raise ValidationError("Choose one of this node's edges.", [Problem(pointer, f"one of {', '.join(names)}")])
         return end
 
-    def change_edge(self, reader: Reader, id: str, form: Sequence[tuple[str, str]]) -> None:
+    def change_edge(self, reader: Reader, id: str, form: Sequence[tuple[str, str]]) -> dict[str, Any]:
         """An edit page's edge form: `add` an edge under one of the node's edge names to the node `other` (it must
         not exist yet: expected_revision 0), or `remove` the edge it names at the revision it was shown at."""
         given = dict(form)
@@ -291,55 +319,57 @@ class Views:
             if not other:
                 raise ValidationError("Choose an edge and the other node's id.", [Problem("/form/other", "a node id")])
             source, target = (id, other) if end.direction == "out" else (other, id)
-            reader.call("upsert_edge", {"type": end.edge.name, "source": source, "target": target,
-                                        "expected_revision": 0})  # fmt: skip
-            return
+            return reader.call("upsert_edge", {"type": end.edge.name, "source": source, "target": target,
+                                               "expected_revision": 0})  # fmt: skip
         if given.get("_action") != "remove":
             raise ValidationError("The form asks for nothing.", [Problem("/form/_action", "add or remove")])
         raw = given.get("_revision", "")
         if not WHOLE.fullmatch(raw) or id not in (given.get("source"), given.get("target")):
             problem = Problem("/form", "type, source, target (this node at one end) and _revision")
             raise ValidationError("The form does not name one of this node's edges at a revision.", [problem])
-        reader.call("delete_edge", {"type": given.get("type", ""), "source": given.get("source", ""),
-                                    "target": given.get("target", ""), "expected_revision": int(raw)})  # fmt: skip
+        ref = {name: given.get(name, "") for name in ("type", "source", "target")}
+        return reader.call("delete_edge", {**ref, "expected_revision": int(raw)})
 
-    def _form(self, node: Mapping[str, Any], fields: list[Field], left: list[str], token: str, revision: int, *,
-              errors: Mapping[str, list[str]] | None = None, general: Sequence[str] = (),
+    def _form(self, node: Mapping[str, Any], fields: list[Field], left: list[str], token: str, revision: int,
+              access: Access, *, errors: Mapping[str, list[str]] | None = None, general: Sequence[str] = (),
               conflict: Mapping[str, Any] | None = None) -> View:  # fmt: skip
         return View("edit.html.j2", {"node": node, "fields": fields, "left": left, "token": token,
                                      "revision": revision, "errors": errors or {}, "general": list(general),
-                                     "conflict": conflict, "heading": self.title_of(node)},
+                                     "conflict": conflict, "heading": self.title_of(node), "access": access},
                     title=f"Edit {self.title_of(node)}")  # fmt: skip
 
-    def save(self, reader: Reader, id: str, form: Sequence[tuple[str, str]], token: str) -> View | None:
-        """Write a submitted form with `patch_node`: None when it was written, else the form again, with the
-        tool's problems next to their fields, or, on a conflict, what the node holds now beside what was sent."""
+    def save(self, reader: Reader, id: str, form: Sequence[tuple[str, str]], token: str) -> dict[str, Any] | View:
+        """Write a submitted form with `patch_node`: the tool's answer, else the form again, with the
+        tool's problems next to their fields, or, on a conflict, what the node holds now beside what was sent.
+        Its visibility and readers fields, when sent, are the tool's own arguments (`access_of`)."""
         node = reader.call("get_node", {"id": id})["node"]
         node_type = self.node_type(node["type"])
         patch, revision = patch_of(self.model, node_type, form)
         sent = {**node["properties"], **{k: v for k, v in patch.items() if v is not None}}
         sent = {k: v for k, v in sent.items() if patch.get(k, v) is not None}
+        given = dict(form)
+        now = _access_now(node)
+        typed = access_fields(given.get(VISIBILITY_FIELD, now.visibility), given.get(READERS_FIELD, now.readers))
         try:
-            reader.call("patch_node", {"id": id, "properties": patch, "expected_revision": revision})
+            answer = reader.call("patch_node", {"id": id, "properties": patch, **access_of(form),
+                                                "expected_revision": revision})  # fmt: skip
         except ConflictError as conflict:
             fields, left = fields_of(self.model, node_type, sent)  # what this person sent, to save again
             theirs = {f.name: self.shown(node_type, f.name, node["properties"].get(f.name)) for f in fields
                       if node["properties"].get(f.name) != sent.get(f.name)}  # fmt: skip
-            return self._form(node, fields, left, token, int(node["revision"]), general=[str(conflict)],
+            for name, mine, now_shown in (("visibility", typed.visibility, now.visibility),
+                                          ("readers", typed.readers, now.readers)):  # fmt: skip
+                if mine != now_shown:
+                    theirs[name] = Shown("text", now_shown or "none")
+            return self._form(node, fields, left, token, int(node["revision"]), typed, general=[str(conflict)],
                               conflict={"actual": conflict.actual, "expected": conflict.expected, "theirs": theirs,
                                         "by": node.get("updated_by"), "at": node.get("updated_at")})  # fmt: skip
         except ValidationError as invalid:
-            errors: dict[str, list[str]] = {}
-            general: list[str] = []
-            for problem in invalid.problems:
-                name = problem.pointer.removeprefix("/properties/").split("/", 1)[0]
-                if problem.pointer.startswith("/properties/") and name in node_type.properties:
-                    errors.setdefault(name, []).append(problem.message)
-                else:
-                    general.append(f"{problem.pointer}: {problem.message}")
+            errors, general = by_field(invalid.problems, list(node_type.properties), ACCESS_POINTERS)
             fields, left = fields_of(self.model, node_type, sent)
-            return self._form(node, fields, left, token, revision, errors=errors, general=[str(invalid), *general])
-        return None
+            return self._form(node, fields, left, token, revision, typed, errors=errors,
+                              general=[str(invalid), *general])  # fmt: skip
+        return answer
 
     # -- search and changes --------------------------------------------------------------------------------------
     def search(self, reader: Reader, query: Mapping[str, str], types: Sequence[str]) -> View:
@@ -368,7 +398,7 @@ class Views:
         if query.get("_cursor"):
             arguments["cursor"] = query["_cursor"]
         answer = reader.call("get_changes", arguments)
-        columns = ("revision", "at", "principal", "op", "kind", "key", "type")
+        columns = ("revision", "at", "principal", "op", "kind", "key", "type", "proposal")
         rows = tuple({c: item.get(c) for c in columns} for item in answer["items"])
         return View("changes.html.j2", {"answer": answer, "since": since},
                     Download("changes", columns, rows, answer), title="Changes")  # fmt: skip
@@ -384,6 +414,11 @@ class Views:
         edges = [(e, [(p, self.model.resolved(s), is_deprecated(s)) for p, s in e.properties.items()])
                  for e in self.model.edge_types.values()]  # fmt: skip
         return View("model.html.j2", {"types": types, "edges": edges}, title="Model")
+
+
+def _access_now(node: Mapping[str, Any]) -> Access:
+    """The edit form's visibility and readers fields, holding the node's own."""
+    return access_fields(str(node["visibility"]), [str(r) for r in node.get("readers", [])])
 
 
 def _group(end: EdgeEnd, answer: Mapping[str, Any]) -> Group:

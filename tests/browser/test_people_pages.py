@@ -160,6 +160,16 @@ class Writers:
     base: str
     editor: str  # the person at the browser
     other: str  # someone else, writing over REST meanwhile
+    payer: str  # a writer in group payments
+    outsider: str  # a reader in group platform only
+
+
+def _browser_of(browser: Browser, token: str) -> Page:
+    """A new page in a context of its own, desktop-sized, sending `token` (and letting the test inject axe)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True,
+                                  extra_http_headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+    context.set_default_timeout(WAIT_MS)
+    return context.new_page()
 
 
 @pytest.fixture(scope="module")
@@ -170,18 +180,18 @@ def writers(seed_template: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     store = copy_store(seed_template, folder / "canon.db")
     assert public_node_id(store)
     editor, other = create_token(folder, "editor", "writer"), create_token(folder, "other", "writer")
+    payer, outsider = create_token(folder, "payer", "writer", "payments"), create_token(folder, "otto", "reader",
+                                                                                          "platform")  # fmt: skip
     with serving(store, cwd=folder) as process:
-        yield Writers(process.base, editor, other)
+        yield Writers(process.base, editor, other, payer, outsider)
         assert process.popen.poll() is None, f"canon serve exited:\n{process.output()}"
 
 
 def test_a_person_edits_a_property_then_meets_someone_elses_change_as_a_conflict(
     browser: Browser, writers: Writers, tmp_path: Path
 ) -> None:
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True,
-                                  extra_http_headers={"Authorization": f"Bearer {writers.editor}"})  # fmt: skip
-    context.set_default_timeout(WAIT_MS)
-    page = context.new_page()
+    page = _browser_of(browser, writers.editor)
+    context = page.context
     node = f"{writers.base}/browse/nodes/svc-checkout-api"
     page.goto(node)
     page.get_by_role("link", name="Edit", exact=True).click()
@@ -218,15 +228,19 @@ def test_a_person_edits_a_property_then_meets_someone_elses_change_as_a_conflict
     context.close()
 
 
+def _fill_service(page: Page, id: str, name: str, description: str, tier: str) -> None:
+    """Fill a New Service form's id and required properties."""
+    page.locator("#p-_id").fill(id)
+    page.locator("#p-name").fill(name)
+    page.locator("#p-description").fill(description)
+    page.locator("#p-lifecycle").select_option("production")
+    page.locator("#p-tier").fill(tier)
+
+
 def test_a_person_creates_a_node_and_a_second_person_creating_the_same_id_meets_a_conflict(
     browser: Browser, writers: Writers, tmp_path: Path
 ) -> None:
-    pages = []
-    for who in (writers.editor, writers.other):
-        context = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True,
-                                      extra_http_headers={"Authorization": f"Bearer {who}"})  # fmt: skip
-        context.set_default_timeout(WAIT_MS)
-        pages.append(context.new_page())
+    pages = [_browser_of(browser, who) for who in (writers.editor, writers.other)]
     for page in pages:  # both open the form before either saves
         page.goto(f"{writers.base}/browse/types/Service")
         page.get_by_role("link", name="New Service", exact=True).click()
@@ -234,11 +248,7 @@ def test_a_person_creates_a_node_and_a_second_person_creating_the_same_id_meets_
     first, second = pages
     assert axe_findings(first)[0] == []
     for page, name in ((first, "ledger-exporter"), (second, "ledger-export-two")):
-        page.locator("#p-_id").fill("svc-ledger-exporter")
-        page.locator("#p-name").fill(name)
-        page.locator("#p-description").fill("Exports the ledger nightly.")
-        page.locator("#p-lifecycle").select_option("production")
-        page.locator("#p-tier").fill("9")  # out of range: the schema's error, next to the field
+        _fill_service(page, "svc-ledger-exporter", name, "Exports the ledger nightly.", "9")  # 9: out of range
     first.get_by_role("button", name="Create").click()
     expect(first.locator("#e-tier-1")).to_contain_text("maximum of 3")
     expect(first.locator("#p-name")).to_have_value("ledger-exporter")  # what was sent, kept
@@ -263,10 +273,8 @@ def test_a_person_creates_a_node_and_a_second_person_creating_the_same_id_meets_
 
 
 def test_a_person_edits_an_edge_s_properties(browser: Browser, writers: Writers) -> None:
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True,
-                                  extra_http_headers={"Authorization": f"Bearer {writers.editor}"})  # fmt: skip
-    context.set_default_timeout(WAIT_MS)
-    page = context.new_page()
+    page = _browser_of(browser, writers.editor)
+    context = page.context
     page.goto(f"{writers.base}/browse/nodes/svc-checkout-api/edit")
     page.get_by_role("link", name="Edit properties of depends_on svc-payment-gateway").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("Edit the depends_on edge")
@@ -282,14 +290,12 @@ def test_a_person_edits_an_edge_s_properties(browser: Browser, writers: Writers)
 
 
 def test_a_person_adds_an_edge_with_a_required_property(browser: Browser, writers: Writers) -> None:
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True,
-                                  extra_http_headers={"Authorization": f"Bearer {writers.editor}"})  # fmt: skip
-    context.set_default_timeout(WAIT_MS)
+    page = _browser_of(browser, writers.editor)
+    context = page.context
     hired = context.request.put(f"{writers.base}/api/nodes/person-browser-hire", data={
         "type": "Person", "properties": {"email": "hire@northwind.example", "name": "Browser Hire",
                                          "handle": "bhire", "title": "Engineer", "role": "engineer"}})  # fmt: skip
     assert hired.ok, hired.text()
-    page = context.new_page()
     page.goto(f"{writers.base}/browse/nodes/person-browser-hire/edit")
     page.get_by_role("link", name="Add member_of (to Team)").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("Add a member_of edge")
@@ -308,3 +314,76 @@ def test_a_person_adds_an_edge_with_a_required_property(browser: Browser, writer
     [item] = answer.json()["items"]
     assert (item["node"]["id"], item["edge"]["properties"]) == ("team-payments", {"role": "lead"})
     context.close()
+
+
+def test_a_person_creates_a_node_only_a_group_may_read_and_someone_outside_it_cannot(
+    browser: Browser, writers: Writers, tmp_path: Path
+) -> None:
+    page = _browser_of(browser, writers.payer)
+    page.goto(f"{writers.base}/browse/types/Service/new")
+    expect(page.get_by_label("visibility")).to_have_value("")  # the type's default, until chosen
+    _fill_service(page, "svc-payments-ledger", "payments-ledger", "The ledger only the payments team reads.", "1")
+    page.get_by_label("visibility").select_option("restricted")
+    page.get_by_label("readers").fill("payments")  # not a reader: the tool's problem, next to the field
+    page.get_by_role("button", name="Create").click()
+    expect(page.locator("#e-_readers-1")).to_contain_text("does not match")
+    expect(page.get_by_label("visibility")).to_have_value("restricted")  # what was chosen, kept
+    assert axe_findings(page)[0] == []
+    page.get_by_label("readers").fill("group:payments")
+    page.get_by_role("button", name="Create").click()
+    expect(page).to_have_url(f"{writers.base}/browse/nodes/svc-payments-ledger")
+    expect(page.locator("dl")).to_contain_text("restricted (group:payments)")
+    page.screenshot(path=tmp_path / "restricted-node.png", full_page=True)
+    assert axe_findings(page)[0] == []
+
+    outsider = _browser_of(browser, writers.outsider)
+    refused = outsider.goto(f"{writers.base}/browse/nodes/svc-payments-ledger")
+    assert refused is not None
+    assert refused.status == 403
+    expect(outsider.get_by_role("heading", level=1)).to_contain_text("403")
+    outsider.goto(f"{writers.base}/browse/types/Service?tier=1&_size=100")
+    expect(outsider.locator("section.results tbody")).not_to_contain_text("svc-payments-ledger")
+    rest = outsider.request.get(f"{writers.base}/api/nodes/svc-payments-ledger")
+    assert rest.status == 403
+    stored = page.request.get(f"{writers.base}/api/nodes/svc-payments-ledger").json()["node"]
+    assert (stored["visibility"], stored["readers"], stored["updated_by"]) == ("restricted", ["group:payments"],
+                                                                               "payer")  # fmt: skip
+    for opened in (page, outsider):
+        opened.context.close()
+
+
+def test_a_person_creates_a_restricted_node_with_the_keyboard_alone(browser: Browser, writers: Writers) -> None:
+    """No mouse: the skip link is the first stop, every field of the New form (who may read it included) is
+    reached by Tab in order, choices are made by typing, and Enter on Create writes the node."""
+    page = _browser_of(browser, writers.payer)
+    page.goto(f"{writers.base}/browse/types/Service/new")
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"/browse/types/Service/new#main$"))
+    typed = {"p-_id": "svc-keyboard-made", "p-name": "keyboard-made", "p-description": "Made without a mouse.",
+             "p-lifecycle": "production", "p-tier": "1", "p-_visibility": "restricted",
+             "p-_readers": "group:payments"}  # fmt: skip
+    visited: list[str] = []
+    for _ in range(80):
+        page.keyboard.press("Tab")
+        focused = page.evaluate("[document.activeElement.id, document.activeElement.tagName, "
+                                "document.activeElement.textContent.trim()]")  # fmt: skip
+        if focused[1] == "BUTTON" and focused[2] == "Create":
+            break
+        if focused[0]:
+            visited.append(focused[0])
+        if focused[0] in typed:
+            page.keyboard.type(typed[focused[0]])  # a select takes the typed option's text
+    else:
+        raise AssertionError(f"Create was not reached by Tab: {visited}")
+    in_the_page = page.evaluate("[...document.querySelectorAll('form.edit [id^=p-]')].map(e => e.id)")
+    assert [v for v in visited if v in typed] == [i for i in in_the_page if i in typed]  # each once, in order
+    assert set(visited) >= set(in_the_page)  # every field of the form is reached
+    for id, value in typed.items():
+        expect(page.locator(f"#{id}")).to_have_value(value)
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(f"{writers.base}/browse/nodes/svc-keyboard-made")
+    stored = page.request.get(f"{writers.base}/api/nodes/svc-keyboard-made").json()["node"]
+    assert (stored["visibility"], stored["readers"]) == ("restricted", ["group:payments"])
+    page.context.close()

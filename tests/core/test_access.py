@@ -12,15 +12,13 @@ and every total and count is the caller's own.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections import Counter
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin, urlsplit
 
 import anyio
 import httpx2
@@ -35,7 +33,6 @@ from core.lang.conditions import facet_key
 from core.lang.model import load_model
 from core.ops.config import Config
 from core.seam.instance import Instance, open_instance
-from core.seam.surfaces import host_for
 from core.store.view import node_of_state
 from core.values.audit import AuditRecord
 from core.values.errors import ForbiddenError, NotFoundError, UnknownToolError
@@ -43,9 +40,8 @@ from core.values.operations import DeleteNode, Operation, PutEdge, PutNode
 from core.values.principal import ANONYMOUS, Principal
 from core.values.records import Change, Edge, Node, Visibility
 from core.values.uris import NODE_TEMPLATE, node_at_uri, proposal_uri
-from generators.pages.app import surface as pages
 from tests.conftest import copy_store, walking_in_a_worker
-from tests.generators.pages.conftest import parse
+from tests.generators.pages.conftest import crawl_pages, pages_app
 from tests.postgres_server import Server
 
 pytestmark = pytest.mark.both_backends
@@ -1139,45 +1135,6 @@ def test_a_refused_delete_does_not_name_edges_to_nodes_the_writer_cannot_see(scr
 # -- the pages surface: every page, CSV and JSON download a caller can reach ---------------------------------------
 
 
-@contextlib.asynccontextmanager
-async def _no_changes(
-    sight: Any, uri: str | None = None, *, max_buffer: int = 0
-) -> AsyncGenerator[AsyncIterator[Change]]:
-    raise AssertionError("the pages surface watched the change feed")  # it never does: it has no subscriptions
-    yield  # (an async generator, as a watch is)
-
-
-def crawl_pages(instance: Instance, who: Principal, seeds: Sequence[str], bound: int = 2_000) -> dict[str, str]:
-    """Every page under /browse/ reachable from `seeds` by its links (downloads included), as `who`: url -> body
-    (a link to a node the caller may not read now, or that is gone, is its 403 or 404 page)."""
-    host = host_for(instance, "pages", principal_of=lambda request: who, watch=_no_changes)
-    app = pages.app(host, instance.registry)
-    found: dict[str, str] = {}
-
-    async def walk() -> None:
-        transport = httpx2.ASGITransport(app=app)
-        async with httpx2.AsyncClient(transport=transport, base_url="http://pages") as http:
-            queue = list(seeds)
-            while queue and len(found) < bound:
-                url = queue.pop(0)
-                if url in found:
-                    continue
-                answer = await http.get(url)
-                assert answer.status_code in (200, 403, 404), (who.name, url, answer.status_code)
-                refused = answer.status_code != 200
-                assert not refused or url.startswith("/browse/nodes/"), (who.name, url, answer.status_code)
-                found[url] = answer.text
-                if answer.headers["content-type"].startswith("text/html") and not refused:
-                    for href, _ in parse(answer.text).links:
-                        target = urljoin(url, href)
-                        if urlsplit(target).path.startswith("/browse/") and "#" not in target and target not in found:
-                            queue.append(target)
-            assert not queue, f"more than {bound} pages"
-
-    anyio.run(walk)
-    return found
-
-
 @pytest.mark.parametrize("who", CALLERS, ids=names(CALLERS))
 def test_the_pages_and_their_downloads_show_only_what_the_caller_may_see(
     instance: Instance, truth: Truth, who: Principal
@@ -1202,6 +1159,44 @@ def test_the_pages_and_their_downloads_show_only_what_the_caller_may_see(
     assert any("/edge/new?name=" in url for url in pages)  # so are the forms adding an edge with properties
     assert any(".csv" in u for u in downloads)
     assert any(".json" in u for u in downloads)
+
+
+def test_a_node_created_restricted_on_the_new_form_is_on_the_pages_of_its_readers_only(scratch: Instance) -> None:
+    """FRANK (a writer in group ops) creates a Service from its New form, restricted to group:ops: the crawl of
+    every page and download holds it for CAROL (a reader in ops) and for no one outside the group (the anonymous
+    caller, a reader, a writer), and every caller's get_node agrees (ERIN, an admin, reads it too). The crawl is
+    not run for every caller here (it is, over the same graph, in the test above): a crawl costs seconds."""
+    made, secret = "svc-formmade", "svc-formmade@restricted"
+    app = pages_app(scratch, FRANK)
+
+    async def create() -> httpx2.Response:
+        async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://pages") as http:
+            await http.get("/browse/types/Service/new")
+            access = {"_visibility": "restricted", "_readers": "group:ops"}
+            form = {"_csrf": http.cookies["canon_pages_csrf"], "_id": made, "name": made, "description": secret,
+                    "lifecycle": "production", "tier": "2", **access}  # fmt: skip
+            return await http.post("/browse/types/Service/new", data=form)
+
+    answer = anyio.run(create)
+    assert answer.status_code == 303, answer.text[:500]
+    stored = scratch.store.node(made)
+    assert stored is not None
+    assert (stored.visibility, stored.readers) == ("restricted", ("group:ops",))
+    seeds = ["/browse/", "/browse/changes", "/browse/search?q=svc", "/browse/types/Service",
+             f"/browse/nodes/{made}"]  # fmt: skip
+    for who in CALLERS:
+        assert (call(scratch, who, "get_node", {"id": made}).error is None) is (who in (CAROL, ERIN)), who.name
+    for who in (ANONYMOUS, ALICE, DAVE, CAROL):
+        readable = who is CAROL
+        crawled = crawl_pages(scratch, who, seeds)
+        showing = sorted(url for url, body in crawled.items() if secret in body)
+        naming = sorted(url for url, body in crawled.items() if made in body and url != f"/browse/nodes/{made}")
+        if readable:
+            assert f"/browse/nodes/{made}" in showing, who.name
+            assert any(url.startswith("/browse/types/Service.csv") for url in showing), who.name
+        else:
+            assert (showing, naming) == ([], []), who.name
+            assert "<h1>40" in crawled[f"/browse/nodes/{made}"], who.name  # its page: the refusal, nothing of it
 
 
 # -- proposals: what each caller is shown of a proposal's operations and diff --------------------------------------

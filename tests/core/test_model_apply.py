@@ -337,7 +337,8 @@ def history_start(instance: Instance) -> int:
 
 def _without_history(location: str | Path) -> None:
     """Make the store what it was before the model history: SQLite schema 3, PostgreSQL schema 1 (without what
-    the later schemas add too: the change log's indexes by record, the proposals, the word index)."""
+    the later schemas add too: the change log's indexes by record, the proposals, the word index, the change log's
+    proposal column)."""
     past_indexes = ("changes_key", "changes_source", "changes_target")
     if is_database_url(location):
         with psycopg.connect(str(location), autocommit=True) as db:
@@ -345,9 +346,10 @@ def _without_history(location: str | Path) -> None:
             db.execute("DROP TABLE proposals")
             db.execute("DROP TABLE node_words")
             db.execute("DROP TABLE vocabulary")
+            db.execute("ALTER TABLE changes DROP COLUMN proposal")
             for index in past_indexes:
                 db.execute(f"DROP INDEX {index}")
-            db.execute("ALTER TABLE nodes DROP COLUMN number")  # the word index's node numbers (schema 6)
+            db.execute("ALTER TABLE nodes DROP COLUMN number")  # the word index's node numbers (schema 7)
             db.execute("DELETE FROM canon_schema WHERE version >= 2")
         return
     with sqlite3.connect(location) as db:
@@ -357,6 +359,7 @@ def _without_history(location: str | Path) -> None:
         db.execute("DROP TABLE vocabulary")
         for index in past_indexes:
             db.execute(f"DROP INDEX {index}")
+        db.execute("ALTER TABLE changes DROP COLUMN proposal")
         db.execute("PRAGMA user_version = 3")
     db.close()
 

@@ -23,14 +23,12 @@ from core.values.operations import DeleteEdge, PatchNode, PutEdge
 from core.values.principal import LOCAL, Principal
 from core.values.records import Edge
 from tests.conftest import walking_in_a_worker
+from tests.core._past_reads import PERSON, READER, TEAM, call, ok
 from tests.core.test_model_migration import evolved, member_of_to_belongs_to, slug_to_code, team_to_squad
 from tests.core.test_past_views import commit, member, person, team
 
 pytestmark = pytest.mark.both_backends
 
-TEAM = "team-payments"
-PERSON = "person-ada-okafor"
-READER = Principal("gus", frozenset({"reader"}), frozenset({"payments"}))
 
 FINDS: list[dict[str, Any]] = [  # find_nodes by conditions and text, each read whole, page by page
     {"type": "Team", "where": {"area": "product"}},
@@ -47,16 +45,6 @@ def seeded(seeded_location: str | Path) -> Iterator[Instance]:
     opened = open_instance(Config(store=seeded_location, walk_workers=0))
     yield opened
     opened.close()
-
-
-def call(instance: Instance, name: str, arguments: dict[str, Any], principal: Principal = LOCAL) -> dict[str, Any]:
-    return instance.dispatcher.call_tool(principal, "test", name, arguments).as_json()
-
-
-def ok(instance: Instance, name: str, arguments: dict[str, Any], principal: Principal = LOCAL) -> dict[str, Any]:
-    answer = call(instance, name, arguments, principal)
-    assert "error" not in answer, answer
-    return answer
 
 
 def whole(instance: Instance, name: str, arguments: dict[str, Any], principal: Principal = LOCAL) -> dict[str, Any]:
@@ -296,6 +284,8 @@ def test_a_type_renamed_by_a_model_change_is_found_and_walked_at_the_old_revisio
         ),
     }
     then["around"] = whole(seeded, "get_neighbors", {"id": TEAM, "edge_types": ["member_of"], "limit": 200})
+    then["deep"] = whole(seeded, "get_neighbors", {"id": PERSON, "depth": 2, "edge_types": ["member_of"],
+                                                   "direction": "both", "limit": 200})  # fmt: skip
     then["teams"] = whole(seeded, "find_nodes", {"type": "Team", "limit": 100})
     assert all(a["items"] for a in then.values())
     model = seeded.store.model
@@ -327,6 +317,8 @@ def test_a_type_renamed_by_a_model_change_is_found_and_walked_at_the_old_revisio
     }
     past["around"] = whole(seeded, "get_neighbors", {"id": TEAM, "edge_types": ["belongs_to"], "at": before,
                                                      "limit": 200})  # fmt: skip
+    past["deep"] = whole(seeded, "get_neighbors", {"id": PERSON, "depth": 2, "edge_types": ["belongs_to"],
+                                                   "direction": "both", "at": before, "limit": 200})  # fmt: skip
     past["teams"] = whole(seeded, "find_nodes", {"type": "Squad", "at": before, "limit": 100})
     for key, answer in past.items():
         assert {**answer, "revisions": None} == {**then[key], "revisions": None}, key

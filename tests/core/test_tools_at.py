@@ -20,12 +20,9 @@ from core.values.errors import ForbiddenError, GoneError, NotFoundError
 from core.values.principal import LOCAL, Principal
 from core.values.uris import node_at_of, node_at_uri
 from tests.conftest import walking_in_a_worker
+from tests.core._past_reads import PERSON, READER, TEAM, call, ok
 
 pytestmark = pytest.mark.both_backends
-
-TEAM = "team-payments"
-PERSON = "person-ada-okafor"
-READER = Principal("gus", frozenset({"reader"}), frozenset({"payments"}))
 
 
 @pytest.fixture
@@ -33,16 +30,6 @@ def seeded(seeded_location: str | Path) -> Iterator[Instance]:
     opened = open_instance(Config(store=seeded_location, walk_workers=0))
     yield opened
     opened.close()
-
-
-def call(instance: Instance, name: str, arguments: dict[str, Any], principal: Principal = LOCAL) -> dict[str, Any]:
-    return instance.dispatcher.call_tool(principal, "test", name, arguments).as_json()
-
-
-def ok(instance: Instance, name: str, arguments: dict[str, Any], principal: Principal = LOCAL) -> dict[str, Any]:
-    answer = call(instance, name, arguments, principal)
-    assert "error" not in answer, answer
-    return answer
 
 
 def error(instance: Instance, name: str, arguments: dict[str, Any], principal: Principal = LOCAL) -> dict[str, Any]:
@@ -108,11 +95,44 @@ def test_a_node_deleted_since_and_its_edges_read_at_the_old_revision(seeded: Ins
 def test_past_reads_refuse_what_they_do_not_support_naming_it(seeded: Instance) -> None:
     at = seeded.store.revision()
     facets = error(seeded, "find_nodes", {"type": "Team", "at": at, "facets": ["area"]})
-    deep = error(seeded, "get_neighbors", {"id": TEAM, "at": at, "depth": 2})
-    assert [facets["code"], deep["code"]] == ["invalid_arguments"] * 2
-    assert [facets["problems"][0]["pointer"], deep["problems"][0]["pointer"]] == ["/facets", "/depth"]
+    assert (facets["code"], facets["problems"][0]["pointer"]) == ("invalid_arguments", "/facets")
     assert "at" in facets["problems"][0]["message"]
-    assert "at" in deep["message"]
+
+
+def every_page(instance: Instance, arguments: dict[str, Any], principal: Principal = LOCAL) -> list[Any]:
+    """Every page of a get_neighbors answer, as (depth, node, edge) items, its total and revision checked alike."""
+    pages = [ok(instance, "get_neighbors", arguments, principal)]
+    while pages[-1]["next_cursor"] is not None:
+        pages.append(ok(instance, "get_neighbors", {**arguments, "cursor": pages[-1]["next_cursor"]}, principal))
+    assert len({(p["total"], p["revision"]) for p in pages}) == 1
+    items = [(i["depth"], i["node"], i["edge"]) for p in pages for i in p["items"]]
+    assert len(items) == pages[0]["total"]
+    return items
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+def test_get_neighbors_deeper_at_a_revision_answers_what_the_walk_answered_then(seeded: Instance, depth: int) -> None:
+    """A walk of depth 2 or 3 at R (over the topology then, `core.store.past_graph`) gives, page for page, the
+    items the walk over the graph index gave at R: after the walk's own nodes are renamed, an edge it used is
+    removed, a node it reached is deleted and new edges are added, for the local principal and for a reader whose
+    group sees only part of the graph."""
+    before = seeded.store.revision()
+    asks = [({"id": TEAM, "depth": depth, "limit": 40}, LOCAL),
+            ({"id": PERSON, "depth": depth, "direction": "out", "limit": 40}, LOCAL),
+            ({"id": TEAM, "depth": depth, "limit": 40}, READER)]  # fmt: skip
+    then = [every_page(seeded, arguments, who) for arguments, who in asks]
+    assert all(max(d for d, _, _ in items) > 1 for items in then)
+    assert len(then[2]) < len(then[0])  # the reader sees less of the same walk
+    reached = [n["id"] for _, n, _ in then[0] if n["id"] != PERSON and n["type"] == "Person"]
+    rename(seeded, TEAM, "Payments Renamed")
+    rename(seeded, reached[0], "Renamed Since")
+    ok(seeded, "delete_node", {"id": reached[-1], "cascade": True})
+    gone = next((d, n, e) for d, n, e in then[0] if d == 1 and e["type"] != "member_of")
+    ok(seeded, "delete_edge", {"type": gone[2]["type"], "source": gone[2]["source"], "target": gone[2]["target"]})
+    now = [every_page(seeded, arguments, who) for arguments, who in asks]
+    assert now[0] != then[0]
+    for (arguments, who), answered in zip(asks, then, strict=True):
+        assert every_page(seeded, {**arguments, "at": before}, who) == answered, arguments
 
 
 def test_a_future_revision_is_not_found_and_one_before_compaction_is_gone(seeded: Instance) -> None:

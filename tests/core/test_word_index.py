@@ -177,7 +177,7 @@ def test_a_store_whose_index_is_keyed_by_id_moves_its_rows_to_numbers_when_opene
             db.execute("INSERT INTO node_words SELECT o.word, k.id, o.type, o.impact FROM old_words o "
                        "JOIN node_text_ids k ON k.docid = o.node")  # fmt: skip
             db.execute("DROP TABLE old_words")
-            db.execute("PRAGMA user_version = 7")
+            db.execute("PRAGMA user_version = 8")
         db.close()
     else:
         with psycopg.connect(str(store_location), autocommit=True) as db:
@@ -190,7 +190,7 @@ def test_a_store_whose_index_is_keyed_by_id_moves_its_rows_to_numbers_when_opene
                        "JOIN nodes n ON n.number = o.node")  # fmt: skip
             db.execute("DROP TABLE old_words")
             db.execute("ALTER TABLE nodes DROP COLUMN number")
-            db.execute("DELETE FROM canon_schema WHERE version >= 6")
+            db.execute("DELETE FROM canon_schema WHERE version >= 7")
     store = open_store(store_location, model)
     try:
         assert rows(store) == full

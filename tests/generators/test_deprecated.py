@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from core.seam.rendering import render_model
 from core.store import open_existing_store
 from core.values.principal import LOCAL
 from tests.conftest import copy_store
-from tests.generators.conftest import asgi
+from tests.generators.conftest import asgi, token
 
 
 def deprecating(model: Model) -> Model:
@@ -142,3 +143,28 @@ def test_deprecating_a_type_edge_type_or_property_is_compatible_on_every_surface
     report = diff_models(load_model(), deprecated_model)
     assert report.findings
     assert report.classification() == "compatible", [f for f in report.findings if f.classification != "compatible"]
+
+
+@pytest.mark.anyio
+async def test_the_pages_mark_deprecated_parts(deprecated_instance: Instance) -> None:
+    """The pages for people (issue 28): the model page marks the deprecated type, edge type and property (and no
+    other), as do the home page, the type's table, a node's properties and edges, and the edit form's field."""
+    mark = '<span class="deprecated">deprecated</span>'
+    admin = {"Authorization": "Bearer " + token(deprecated_instance, "deprecated-admin", "admin")}
+    async with asgi(deprecated_instance) as http:
+        model, home, team, person, edit = [(await http.get(path, headers=admin)).text for path in (
+            "/browse/model", "/browse/", "/browse/types/Team", "/browse/nodes/person-ada-okafor",
+            "/browse/nodes/person-ada-okafor/edit")]  # fmt: skip
+    assert f'<a href="/browse/types/Team">Team</a> {mark}</h2>' in model
+    assert '<a href="/browse/types/Person">Person</a></h2>' in model
+    assert f'<th scope="row">title <span class="required">required</span> {mark}</th>' in model
+    assert re.search(r'<th scope="row">name <span class="required">required</span></th>', model)
+    assert re.search(rf'<th scope="row">member_of {mark}', model)
+    assert re.search(rf'<th scope="row">owns(?! {mark})', model)
+    assert model.count(mark) == 3
+    assert f'<a href="/browse/types/Team">Team</a> {mark}</th>' in home
+    assert f"<h1>Team {mark}</h1>" in team
+    assert re.search(rf'<th scope="row">title {mark}</th>', person)
+    assert re.search(rf'<h3 id="edge-out-member_of">member_of <span class="count">1</span>.*{mark}', person)
+    assert f'<label for="p-title">title <span class="required">required</span> {mark}</label>' in edit
+    assert '<label for="p-name">name <span class="required">required</span></label>' in edit

@@ -34,7 +34,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from core.dispatch.dispatcher import ToolResult
 from core.dispatch.registry import ToolDefinition
 from core.mcp.fastpath.takeover import json_error, may_be, read_body, recognise
-from core.mcp.server import ToolCalls
+from core.mcp.server import ToolCalls, asking_of
 from core.seam.snapshot import Snapshot
 from core.seam.surfaces import principal_of_scope
 from core.values.errors import UnknownToolError
@@ -66,7 +66,8 @@ class CallRoute:
         params, tool, snapshot = taken
         try:
             result = await self.calls.call(principal_of_scope(scope), params.name, dict(params.arguments or {}),
-                                           tool=tool, snapshot=snapshot)  # fmt: skip
+                                           tool=tool, snapshot=snapshot,
+                                           asking=asking_of(params, found.version))  # fmt: skip
         except UnknownToolError:  # the model changed since `takes`: the SDK's handler words the error
             await self.app(scope, replay, send)
             return
@@ -95,6 +96,10 @@ class CallRoute:
 def response_body(request_id: RequestId, result: ToolResult, meta: bytes, *, structured: bool = True) -> bytes:
     """The JSON-RPC response carrying `result`, as `_call_result` builds it and the SDK sends it on 2026-07-28,
     with the result's JSON encoded once: it is both the structured content and the text copy."""
+    if result.asks is not None:  # the input-required result (`core.dispatch.confirm`), as `_call_result` has it
+        asked = pydantic_core.to_json({"resultType": "input_required", "inputRequests": dict(result.asks)})
+        return b"".join([b'{"jsonrpc":"2.0","id":', pydantic_core.to_json(request_id), b',"result":', asked[:-1],
+                         b',"_meta":', meta, b"}}"])  # fmt: skip
     body = pydantic_core.to_json(result.as_json())
     parts = [b'{"jsonrpc":"2.0","id":', pydantic_core.to_json(request_id),
              b',"result":{"content":[{"type":"text","text":', pydantic_core.to_json(body.decode()), b"}]"]  # fmt: skip

@@ -34,11 +34,6 @@ RESTRICTED = "svc-card-vault"  # readable by group:payments and group:security
 WHO = ("anonymous", "payments-reader", "admin")
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 _SECRETS: dict[tuple[int, str], str] = {}  # (the token file's path, hashed; who) -> its bearer token
 
 
@@ -168,6 +163,30 @@ async def test_the_search_page_shows_the_hits_and_type_facets_rest_gives_the_cal
         assert (f"/browse/search?q=payments&type={name}", f"{name} {count}") in page.links
     as_json = (await both.page("/browse/search.json?q=payments")).json()
     assert [h["id"] for h in as_json["items"]] == [h["id"] for h in expected["items"]]
+
+
+@pytest.mark.parametrize("both", WHO, indirect=True)
+async def test_the_search_and_change_log_downloads_keep_the_page_s_filters_as_rest_answers_them(both: Both) -> None:
+    """Every list downloads with the same filters (issue 28): the search restricted to a type, as JSON and CSV,
+    and the change log since a revision, as JSON and CSV, hold what REST's calls with those arguments answer."""
+    expected = await both.rest("search", {"query": "payments", "types": ["Service"], "limit": 20, "facets": True})
+    as_json = (await both.page("/browse/search.json?q=payments&type=Service")).json()
+
+    def hits(answer: dict[str, Any]) -> list[tuple[Any, ...]]:  # (the page asks for no node fields: `fields: []`)
+        return [(h["id"], h["type"], h["name"], h["score"], h["match"]) for h in answer["items"]]
+
+    assert hits(as_json) == hits(expected)
+    assert (as_json["total"], as_json["facets"], as_json["next_cursor"]) == (expected["total"], expected["facets"],
+                                                                            expected["next_cursor"])  # fmt: skip
+    rows = list(csv.DictReader(io.StringIO((await both.page("/browse/search.csv?q=payments&type=Service")).text)))
+    assert [(r["id"], r["type"]) for r in rows] == [(h["id"], h["type"]) for h in expected["items"]]
+    latest = (await both.rest("get_changes", {"since": 0, "limit": 1}))["revision"]
+    since = max(0, latest - 30)
+    changes = await both.rest("get_changes", {"since": since, "limit": 100})
+    as_json = (await both.page(f"/browse/changes.json?since={since}")).json()
+    assert _without_revision(as_json) == _without_revision(changes)
+    rows = list(csv.DictReader(io.StringIO((await both.page(f"/browse/changes.csv?since={since}")).text)))
+    assert [(int(r["revision"]), r["key"]) for r in rows] == [(c["revision"], c["key"]) for c in changes["items"]]
 
 
 @pytest.mark.parametrize("both", ["payments-reader"], indirect=True)

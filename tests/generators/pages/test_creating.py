@@ -10,7 +10,6 @@ refused before any tool runs; a reader's create is the tool's refusal.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 
 import httpx2
 import pytest
@@ -18,6 +17,7 @@ import pytest
 from core.seam.instance import Instance
 from core.values.principal import Principal
 from tests.generators.conftest import asgi, token
+from tests.generators.pages.conftest import hidden
 
 pytestmark = pytest.mark.anyio
 
@@ -28,28 +28,10 @@ EDGE = ("depends_on", "svc-checkout-api", "svc-payment-gateway")
 EDGE_PAGE = f"/browse/nodes/{EDGE[1]}/edge"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def http(fresh_instance: Instance) -> AsyncIterator[httpx2.AsyncClient]:
-    async with asgi(fresh_instance) as client:
-        client.headers["Authorization"] = "Bearer " + token(fresh_instance, "editor", "writer")
-        yield client
-
-
-def _hidden(page: str, name: str) -> str:
-    found = re.search(rf'name="{name}" value="([^"]*)"', page)
-    assert found is not None, f"no hidden field {name}"
-    return found[1]
-
-
 async def _csrf(http: httpx2.AsyncClient, path: str = NEW) -> str:
     form = await http.get(path)
     assert form.status_code == 200, form.text[:500]
-    return _hidden(form.text, "_csrf")
+    return hidden(form.text, "_csrf")
 
 
 def _invalid(page: str) -> list[str]:
@@ -166,6 +148,114 @@ async def test_a_new_form_for_no_type_is_a_404_page(http: httpx2.AsyncClient) ->
     assert answer.headers["content-type"].startswith("text/html")
 
 
+# -- who may read the new node: its visibility and readers ---------------------------------------------------------
+LEDGER = "Exports the ledger to the payments vault only."  # a value no other node holds, looked for by the crawl
+
+
+def _access_errors(page: str) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for name, message in re.findall(r'<p class="error" id="e-(_visibility|_readers)-\d+">([^<]*)</p>', page):
+        found.setdefault(name, []).append(message)
+    return found
+
+
+async def test_the_new_form_offers_visibility_first_at_the_type_s_default_and_readers_empty(
+    http: httpx2.AsyncClient,
+) -> None:
+    form = (await http.get(NEW)).text
+    assert "<legend>Who may read it</legend>" in form
+    assert '<label for="p-_visibility">visibility</label>' in form
+    assert re.search(r'<select id="p-_visibility" name="_visibility"[^>]*>\s*<option value="" selected>'
+                     r'the type&#39;s default \(internal\)</option><option value="public">', form)  # fmt: skip
+    assert '<label for="p-_readers">readers</label>' in form
+    assert re.search(r'<textarea id="p-_readers" name="_readers"[^>]*></textarea>', form)
+
+
+def test_a_type_s_default_readers_are_named_in_its_first_choice(fresh_instance: Instance) -> None:
+    from dataclasses import replace
+
+    from generators.pages.creating import Creating
+    from generators.pages.views import Views
+
+    model = fresh_instance.snapshot.registry.model
+    service = replace(model.node_types["Service"], visibility="restricted", readers=("group:payments",))
+    view = Creating(Views(model)).new_form(service, "t")
+    assert view.context["access"].choices[0] == ("", "the type's default (restricted to group:payments)")
+
+
+async def test_a_node_left_at_the_default_gets_the_type_s_default_as_from_the_tool(
+    http: httpx2.AsyncClient, fresh_instance: Instance
+) -> None:
+    answer = await http.post(NEW, data={"_csrf": await _csrf(http), **GOOD, "_visibility": "", "_readers": ""})
+    assert answer.status_code == 303, answer.text[:800]
+    stored = fresh_instance.store.node(GOOD["_id"])
+    assert stored is not None
+    service = fresh_instance.snapshot.registry.model.node_types["Service"]
+    assert (stored.visibility, stored.readers) == (service.visibility, service.readers) == ("internal", ())
+
+
+async def test_a_node_created_restricted_to_a_group_is_not_seen_outside_it_on_the_pages_rest_or_the_crawl(
+    fresh_instance: Instance,
+) -> None:
+    async with asgi(fresh_instance) as http:
+        http.headers["Authorization"] = "Bearer " + token(fresh_instance, "paula", "writer", "payments")
+        sent = {**GOOD, "description": LEDGER, "_visibility": "restricted", "_readers": "group:payments\n"}
+        answer = await http.post(NEW, data={"_csrf": await _csrf(http), **sent})
+        assert answer.status_code == 303, answer.text[:800]
+        assert LEDGER in (await http.get(answer.headers["location"])).text  # its creator reads it: a reader
+        node = (await http.get(f"/api/nodes/{GOOD['_id']}")).json()["node"]
+        assert (node["visibility"], node["readers"]) == ("restricted", ["group:payments"])
+
+        http.headers["Authorization"] = "Bearer " + token(fresh_instance, "otto", "reader", "platform")
+        assert (await http.get(f"/api/nodes/{GOOD['_id']}")).status_code == 403
+        listed = (await http.get("/api/nodes", params={"type": "Service", "limit": 100})).json()
+        assert GOOD["_id"] not in str(listed)
+        assert (await http.get(f"/browse/nodes/{GOOD['_id']}")).status_code == 403
+        for page in ("/browse/types/Service?_size=100", "/browse/types/Service.csv?_size=100",
+                     "/browse/search?q=ledger", "/browse/changes", "/browse/"):  # fmt: skip
+            shown = await http.get(page)
+            assert shown.status_code == 200, page
+            assert GOOD["_id"] not in shown.text, page
+            assert LEDGER not in shown.text, page
+
+    # every page a caller reaches by links, for every caller: tests/core/test_access.py's
+    # test_a_node_created_restricted_on_the_new_form_is_on_the_pages_of_its_readers_only
+
+
+async def test_readers_alone_make_the_new_node_restricted_as_the_tool_does(
+    http: httpx2.AsyncClient, fresh_instance: Instance
+) -> None:
+    answer = await http.post(NEW, data={"_csrf": await _csrf(http), **GOOD, "_readers": "user:editor, group:ops"})
+    assert answer.status_code == 303, answer.text[:800]
+    stored = fresh_instance.store.node(GOOD["_id"])
+    assert stored is not None
+    assert (stored.visibility, stored.readers) == ("restricted", ("user:editor", "group:ops"))
+
+
+@pytest.mark.parametrize(("access", "field", "message"), [
+    ({"_visibility": "secret"}, "_visibility", "is not one of"),
+    ({"_visibility": "restricted", "_readers": "payments"}, "_readers", "does not match"),
+    ({"_visibility": "public", "_readers": "group:payments"}, "_readers", "readers are only allowed on restricted"),
+    ({"_readers": "group:ops\ngroup:ops"}, "_readers", "non-unique"),
+])  # fmt: skip
+async def test_visibility_and_readers_the_tool_refuses_are_shown_next_to_their_field_with_what_was_typed_kept(
+    http: httpx2.AsyncClient, fresh_instance: Instance, access: dict[str, str], field: str, message: str
+) -> None:
+    answer = await http.post(NEW, data={"_csrf": await _csrf(http), **GOOD, **access})
+    assert answer.status_code == 400, answer.text[:800]
+    errors = _access_errors(answer.text)
+    assert list(errors) == [field], answer.text[:3000]
+    assert any(message in m for m in errors[field]), errors
+    assert re.search(rf'<div class="field invalid">\s*<label for="p-{field}">', answer.text)
+    if "_readers" in access:
+        assert re.search(r'<textarea id="p-_readers"[^>]*>' + re.escape(access["_readers"]) + "</textarea>",
+                         answer.text)  # fmt: skip
+    if access.get("_visibility") in ("public", "restricted"):
+        assert f'<option value="{access["_visibility"]}" selected>' in answer.text
+    assert 'id="p-name" name="name" value="ledger-exporter"' in answer.text
+    assert fresh_instance.store.node(GOOD["_id"]) is None
+
+
 # -- an edge's properties ---------------------------------------------------------------------------------------------
 def _ref() -> dict[str, str]:
     return dict(zip(("type", "source", "target"), EDGE, strict=True))
@@ -187,8 +277,8 @@ async def test_an_edge_s_properties_are_written_through_upsert_edge_at_the_shown
     assert '<option value="hard" selected>' in form.text
     edge = fresh_instance.store.edge(*EDGE)
     assert edge is not None
-    assert _hidden(form.text, "_revision") == str(edge.revision)
-    answer = await http.post(EDGE_PAGE, data={"_csrf": _hidden(form.text, "_csrf"), "_revision": str(edge.revision),
+    assert hidden(form.text, "_revision") == str(edge.revision)
+    answer = await http.post(EDGE_PAGE, data={"_csrf": hidden(form.text, "_csrf"), "_revision": str(edge.revision),
                                               "_type": EDGE[0], "_source": EDGE[1], "_target": EDGE[2],
                                               "criticality": "soft", "protocol": ""})  # fmt: skip
     assert answer.status_code == 303, answer.text[:800]
@@ -203,13 +293,13 @@ async def test_an_edge_changed_since_its_form_was_opened_is_a_conflict_that_writ
     http: httpx2.AsyncClient, fresh_instance: Instance
 ) -> None:
     form = await http.get(EDGE_PAGE, params=_ref())
-    revision = _hidden(form.text, "_revision")
+    revision = hidden(form.text, "_revision")
     pat = Principal("pat", frozenset({"writer"}))
     other = fresh_instance.snapshot.dispatcher.call_tool(pat, "test", "upsert_edge", {
         "type": EDGE[0], "source": EDGE[1], "target": EDGE[2], "properties": {"criticality": "hard",
                                                                               "protocol": "http"}})  # fmt: skip
     assert other.error is None
-    answer = await http.post(EDGE_PAGE, data={"_csrf": _hidden(form.text, "_csrf"), "_revision": revision,
+    answer = await http.post(EDGE_PAGE, data={"_csrf": hidden(form.text, "_csrf"), "_revision": revision,
                                               "_type": EDGE[0], "_source": EDGE[1], "_target": EDGE[2],
                                               "criticality": "soft"})  # fmt: skip
     assert answer.status_code == 409
@@ -223,8 +313,8 @@ async def test_an_edge_form_value_the_schema_refuses_is_shown_next_to_its_field(
     http: httpx2.AsyncClient, fresh_instance: Instance
 ) -> None:
     form = await http.get(EDGE_PAGE, params=_ref())
-    answer = await http.post(EDGE_PAGE, data={"_csrf": _hidden(form.text, "_csrf"),
-                                              "_revision": _hidden(form.text, "_revision"), "_type": EDGE[0],
+    answer = await http.post(EDGE_PAGE, data={"_csrf": hidden(form.text, "_csrf"),
+                                              "_revision": hidden(form.text, "_revision"), "_type": EDGE[0],
                                               "_source": EDGE[1], "_target": EDGE[2],
                                               "criticality": "maybe"})  # fmt: skip
     assert answer.status_code == 400
@@ -265,7 +355,7 @@ def _hire(instance: Instance) -> None:
 async def _add_member(http: httpx2.AsyncClient, **fields: str) -> httpx2.Response:
     form = await http.get(ADD_MEMBER, params={"name": "member_of"})
     assert form.status_code == 200, form.text[:500]
-    data = {"_csrf": _hidden(form.text, "_csrf"), "_name": "member_of", "_other": TEAM, **fields}
+    data = {"_csrf": hidden(form.text, "_csrf"), "_name": "member_of", "_other": TEAM, **fields}
     return await http.post(ADD_MEMBER, data=data)
 
 
@@ -312,7 +402,7 @@ async def test_the_inverse_name_adds_the_edge_from_the_other_end(
     path = f"/browse/nodes/{TEAM}/edge/new"
     form = await http.get(path, params={"name": "members"})
     assert '<label for="p-_other">Person id' in form.text
-    answer = await http.post(path, data={"_csrf": _hidden(form.text, "_csrf"), "_name": "members", "_other": PERSON,
+    answer = await http.post(path, data={"_csrf": hidden(form.text, "_csrf"), "_name": "members", "_other": PERSON,
                                          "role": "member"})  # fmt: skip
     assert answer.status_code == 303, answer.text[:800]
     stored = fresh_instance.store.edge("member_of", PERSON, TEAM)
@@ -358,7 +448,7 @@ async def test_adding_an_edge_that_exists_now_is_a_conflict_that_writes_nothing(
     first = fresh_instance.snapshot.dispatcher.call_tool(pat, "test", "upsert_edge", {
         "type": "member_of", "source": PERSON, "target": TEAM, "properties": {"role": "manager"}})  # fmt: skip
     assert first.error is None
-    answer = await http.post(ADD_MEMBER, data={"_csrf": _hidden(form.text, "_csrf"), "_name": "member_of",
+    answer = await http.post(ADD_MEMBER, data={"_csrf": hidden(form.text, "_csrf"), "_name": "member_of",
                                                "_other": TEAM, "role": "lead"})  # fmt: skip
     assert answer.status_code == 409, answer.text[:800]
     assert "That edge exists already" in answer.text

@@ -9,7 +9,6 @@ the cookie's token, or with another, is refused before any tool runs; a reader's
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
@@ -18,6 +17,7 @@ import pytest
 from core.seam.instance import Instance
 from core.values.principal import Principal
 from tests.generators.conftest import asgi, token
+from tests.generators.pages.conftest import hidden
 
 pytestmark = pytest.mark.anyio
 
@@ -26,28 +26,10 @@ EDIT = f"/browse/nodes/{NODE}/edit"
 DOC = "doc-runbook-ledger-reconciliation"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def http(fresh_instance: Instance) -> AsyncIterator[httpx2.AsyncClient]:
-    async with asgi(fresh_instance) as client:
-        client.headers["Authorization"] = "Bearer " + token(fresh_instance, "editor", "writer")
-        yield client
-
-
-def _hidden(page: str, name: str) -> str:
-    found = re.search(rf'name="{name}" value="([^"]*)"', page)
-    assert found is not None, f"no hidden field {name}"
-    return found[1]
-
-
 async def _open(http: httpx2.AsyncClient) -> tuple[str, str]:
     form = await http.get(EDIT)
     assert form.status_code == 200, form.text
-    return _hidden(form.text, "_csrf"), _hidden(form.text, "_revision")
+    return hidden(form.text, "_csrf"), hidden(form.text, "_revision")
 
 
 async def _tier(http: httpx2.AsyncClient) -> Any:
@@ -65,7 +47,7 @@ async def test_the_form_holds_every_editable_property_labelled_with_its_current_
         assert f'id="p-{name}" name="{name}"' in form
     assert '<option value="production" selected>' in form
     assert re.search(r'<textarea id="p-tags"[^>]*>checkout\npayments\ncustomer-facing</textarea>', form)
-    assert _hidden(form, "_revision") == str(node.revision)
+    assert hidden(form, "_revision") == str(node.revision)
 
 
 async def test_a_writer_s_edit_is_written_through_patch_node_and_read_back_by_rest(http: httpx2.AsyncClient) -> None:
@@ -98,7 +80,7 @@ async def test_a_form_opened_before_another_change_is_a_conflict_that_writes_not
         f"You opened it at revision {revision}; it is now at revision {changed.revision}, changed by pat" in answer.text
     )
     assert await _tier(http) == 2  # theirs stands
-    assert _hidden(answer.text, "_revision") == str(changed.revision)  # saving again is a deliberate overwrite
+    assert hidden(answer.text, "_revision") == str(changed.revision)  # saving again is a deliberate overwrite
     assert re.search(r'id="p-tier" name="tier" value="3"', answer.text)  # what this person sent, kept
 
 
@@ -110,6 +92,79 @@ async def test_the_tool_s_problems_are_shown_next_to_the_fields_they_concern(htt
     assert fields == ["lifecycle", "tier"]
     assert 'id="e-tier-1">9 is greater than the maximum of 3</p>' in answer.text
     assert await _tier(http) == 1
+
+
+# -- who may read it: visibility and readers, patch_node's own arguments --------------------------------------------
+VAULT = "svc-card-vault"  # restricted to group:payments and group:security
+
+
+async def test_the_form_holds_the_node_s_visibility_and_readers(
+    http: httpx2.AsyncClient, fresh_instance: Instance
+) -> None:
+    form = (await http.get(EDIT)).text
+    assert re.search(r'<select id="p-_visibility" name="_visibility"[^>]*>\s*'
+                     r'<option value="public" selected>public</option><option value="internal">', form)  # fmt: skip
+    assert "the type&#39;s default" not in form  # only a New form leaves it to the type
+    http.headers["Authorization"] = "Bearer " + token(fresh_instance, "vera", "writer", "payments")
+    vault = (await http.get(f"/browse/nodes/{VAULT}/edit")).text
+    assert '<option value="restricted" selected>' in vault
+    assert re.search(r'<textarea id="p-_readers"[^>]*>group:payments\ngroup:security</textarea>', vault)
+
+
+async def test_a_writer_restricts_a_node_from_its_form_and_an_outsider_no_longer_reads_it(
+    http: httpx2.AsyncClient, fresh_instance: Instance
+) -> None:
+    http.headers["Authorization"] = "Bearer " + token(fresh_instance, "vera", "writer", "payments")
+    csrf, revision = await _open(http)
+    answer = await http.post(EDIT, data={"_csrf": csrf, "_revision": revision, "_visibility": "restricted",
+                                         "_readers": "group:payments"})  # fmt: skip
+    assert answer.status_code == 303, answer.text[:800]
+    node = (await http.get(f"/api/nodes/{NODE}")).json()["node"]
+    assert (node["visibility"], node["readers"], node["properties"]["tier"]) == ("restricted", ["group:payments"], 1)
+    http.headers["Authorization"] = "Bearer " + token(fresh_instance, "otto", "reader", "platform")
+    assert (await http.get(f"/api/nodes/{NODE}")).status_code == 403
+    assert (await http.get(f"/browse/nodes/{NODE}")).status_code == 403
+    assert NODE not in (await http.get("/browse/types/Service?_size=100")).text
+
+
+async def test_leaving_restricted_with_its_readers_kept_is_the_tool_s_problem_next_to_the_readers(
+    http: httpx2.AsyncClient, fresh_instance: Instance
+) -> None:
+    http.headers["Authorization"] = "Bearer " + token(fresh_instance, "vera", "writer", "payments")
+    form = (await http.get(f"/browse/nodes/{VAULT}/edit")).text
+    sent = {"_csrf": hidden(form, "_csrf"), "_revision": hidden(form, "_revision"), "_visibility": "internal",
+            "_readers": "group:payments\ngroup:security"}  # fmt: skip
+    refused = await http.post(f"/browse/nodes/{VAULT}/edit", data=sent)
+    assert refused.status_code == 400, refused.text[:800]
+    assert re.search(r'<div class="field invalid">\s*<label for="p-_readers">', refused.text)
+    assert 'id="e-_readers-1">readers are only allowed on restricted nodes</p>' in refused.text
+    assert '<option value="internal" selected>' in refused.text  # what was chosen, kept
+    stored = fresh_instance.store.node(VAULT)
+    assert stored is not None
+    assert stored.visibility == "restricted"
+    answer = await http.post(f"/browse/nodes/{VAULT}/edit", data={**sent, "_readers": ""})  # emptied: removed
+    assert answer.status_code == 303, answer.text[:800]
+    stored = fresh_instance.store.node(VAULT)
+    assert stored is not None
+    assert (stored.visibility, stored.readers) == ("internal", ())
+
+
+async def test_a_conflict_keeps_the_visibility_and_readers_this_person_chose(
+    http: httpx2.AsyncClient, fresh_instance: Instance
+) -> None:
+    csrf, revision = await _open(http)
+    pat = Principal("pat", frozenset({"writer"}))
+    assert fresh_instance.snapshot.dispatcher.call_tool(pat, "test", "patch_node", {
+        "id": NODE, "properties": {"tier": 2}}).error is None  # fmt: skip
+    answer = await http.post(EDIT, data={"_csrf": csrf, "_revision": revision, "_visibility": "restricted",
+                                         "_readers": "user:editor"})  # fmt: skip
+    assert answer.status_code == 409
+    assert '<option value="restricted" selected>' in answer.text
+    assert re.search(r'<textarea id="p-_readers"[^>]*>user:editor</textarea>', answer.text)
+    assert re.search(r'<th scope="row">visibility</th><td class="theirs">public</td>', answer.text)
+    stored = fresh_instance.store.node(NODE)
+    assert stored is not None
+    assert stored.visibility == "public"
 
 
 @pytest.mark.parametrize("csrf", [None, "", "forged", "wrong-but-long-enough-to-look-real-0123456789", "²é"])
@@ -146,7 +201,7 @@ async def test_the_token_cookie_is_httponly_samesite_strict_and_under_the_pages_
     assert {"HttpOnly", "Path=/browse/", "SameSite=strict"} <= {p.strip() for p in cookie.split(";")}
     again = await http.get(EDIT)  # the cookie is there now: the same token, not a new one
     assert "set-cookie" not in again.headers
-    assert _hidden(again.text, "_csrf") == _hidden(answer.text, "_csrf")
+    assert hidden(again.text, "_csrf") == hidden(answer.text, "_csrf")
 
 
 async def test_a_reader_s_edit_is_the_tool_s_refusal(fresh_instance: Instance) -> None:
@@ -168,7 +223,7 @@ async def test_an_edge_is_added_under_one_of_the_nodes_edge_names_and_removed_at
     http: httpx2.AsyncClient, fresh_instance: Instance
 ) -> None:
     page = await _edge_form(http)
-    csrf = _hidden(page, "_csrf")
+    csrf = hidden(page, "_csrf")
     assert '<option value="documented_by">' in page  # documents, seen from its target
     add = {"_csrf": csrf, "_action": "add", "name": "documented_by", "other": DOC}
     added = await http.post(f"/browse/nodes/{NODE}/edges", data=add)
@@ -189,7 +244,7 @@ async def test_an_edge_is_added_under_one_of_the_nodes_edge_names_and_removed_at
 async def test_removing_an_edge_someone_changed_since_is_a_conflict(
     http: httpx2.AsyncClient, fresh_instance: Instance
 ) -> None:
-    csrf = _hidden(await _edge_form(http), "_csrf")
+    csrf = hidden(await _edge_form(http), "_csrf")
     edge = fresh_instance.store.edge("owns", "team-payments", NODE)
     assert edge is not None
     answer = await http.post(f"/browse/nodes/{NODE}/edges", data={
@@ -209,7 +264,7 @@ async def test_removing_an_edge_someone_changed_since_is_a_conflict(
 async def test_an_edge_form_that_names_no_edge_of_this_node_is_a_400(
     http: httpx2.AsyncClient, form: dict[str, str]
 ) -> None:
-    csrf = _hidden(await _edge_form(http), "_csrf")
+    csrf = hidden(await _edge_form(http), "_csrf")
     answer = await http.post(f"/browse/nodes/{NODE}/edges", data={"_csrf": csrf, **form})
     assert answer.status_code == 400, answer.text[:300]
 

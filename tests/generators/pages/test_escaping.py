@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from core.dispatch import proposals
 from core.seam.instance import Instance
 from core.values.principal import Principal
 from tests.generators.conftest import asgi, token
@@ -20,11 +21,6 @@ pytestmark = pytest.mark.anyio
 PAYLOAD = '<script>alert("pwned")</script><img src=x onerror=alert(1)>"\'><b>'
 RAW = ("<script>alert", "<img src=x", "onerror=alert(1)>", "<b>")  # any of these in a page is an injection
 ADMIN = Principal("erin", frozenset({"admin"}))
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def _free_text(instance: Instance, node_type: str) -> list[str]:
@@ -80,3 +76,18 @@ async def test_markup_and_script_in_every_string_property_show_escaped_on_every_
         search = await http.get("/browse/search?q=pwned", headers=admin)
     assert escaped > len(changed) * 3  # the payload is on the pages, escaped, not left out
     assert "<mark>pwned</mark>" in search.text  # the snippet's highlight is the page's own markup
+
+
+async def test_markup_and_script_in_a_proposal_show_escaped_on_the_proposals_pages(fresh_instance: Instance) -> None:
+    """What an agent proposes is text from outside: its title, rationale, a proposed value and a comment carry the
+    payload, and neither the list nor the proposal's page runs it."""
+    operations = [{"op": "patch_node", "id": "team-payments", "properties": {"mission": PAYLOAD}}]
+    made = proposals.propose(fresh_instance.store, ADMIN, operations, PAYLOAD, PAYLOAD)
+    proposals.comment(fresh_instance.store, ADMIN, made.id, PAYLOAD)
+    admin = {"Authorization": "Bearer " + token(fresh_instance, "escaping-admin", "admin")}
+    async with asgi(fresh_instance) as http:
+        for path in ("/browse/proposals", f"/browse/proposals/{made.id}"):
+            answer = await http.get(path, headers=admin)
+            assert answer.status_code == 200, (path, answer.text[:500])
+            assert [r for r in RAW if r in answer.text] == [], path
+            assert answer.text.count("&lt;script&gt;alert") >= (1 if path == "/browse/proposals" else 4), path
