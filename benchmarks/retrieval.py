@@ -5,6 +5,7 @@
     python benchmarks/retrieval.py --json out.json       # also the figures as JSON
     python benchmarks/retrieval.py latency --nodes 10000 100000   # p50/p95/p99 over synthetic stores, both backends
     python benchmarks/retrieval.py latency --million     # adds the 1,000,000-node store
+    python benchmarks/retrieval.py latency --store a.db postgresql://…/db   # existing stores (migrated if older)
 
 Relevance: the query set (benchmarks/retrieval_queries.json, written by reading schema/default/seed.json, with
 graded judgements: 3 the best answer, 2 highly relevant, 1 relevant) runs against a store holding the sample data,
@@ -350,42 +351,56 @@ def latency(nodes: Sequence[int], backends: Sequence[str], calls: int) -> dict[s
                                 str(default_model_path()), "import", str(data), "--no-progress"],
                                cwd=ROOT, check=True, stdout=subprocess.DEVNULL)  # fmt: skip
                 imported = time.perf_counter() - started
-                instance = open_instance(Config(store=location, seed=False))
-                try:
-                    index = index_figures(instance, backend)
-                    index["import_s"] = round(imported, 1)
-                    plans: dict[str, tuple[str, str]] = {"find_nodes text": ("find_nodes", "text")}
-                    if has_tool(instance, "search"):
-                        plans["search"] = ("search", "query")
-                    figures: dict[str, Any] = {}
-                    for label, (tool, field) in plans.items():
-                        times: list[float] = []
-                        for n in range(calls):
-                            arguments = {field: SYNTHETIC_QUERIES[n % len(SYNTHETIC_QUERIES)], "limit": DEPTH}
-                            forget_rankings()  # time the ranking, not a kept one
-                            started = time.perf_counter()
-                            call(instance, tool, arguments)
-                            times.append((time.perf_counter() - started) * 1000)
-                        figures[label] = {"p50_ms": round(percentile(times, 50), 2),
-                                          "p95_ms": round(percentile(times, 95), 2),
-                                          "p99_ms": round(percentile(times, 99), 2)}  # fmt: skip
-                    if "search" not in plans:
-                        figures["search"] = "missing"
-                    figures["index"] = index
-                    out[f"{backend} {size}"] = figures
-                    print(f"{backend} {size}: {json.dumps(figures)}", file=sys.stderr)
-                finally:
-                    instance.close()
+                out[f"{backend} {size}"] = measured(location, backend, calls, imported=imported)
     return out
+
+
+def measured(
+    location: str | Path, backend: str, calls: int, *, imported: float | None = None, build: bool = True
+) -> dict[str, Any]:
+    """The figures of one store: its word index (`index_figures`: sizes, then the time to build it anew) and
+    p50/p95/p99 of `search` and of `find_nodes` text, called in turn over `SYNTHETIC_QUERIES`. Opening the store
+    migrates it first if it is of an older schema (the time that takes is `open_s`)."""
+    started = time.perf_counter()
+    instance = open_instance(Config(store=location, seed=False))
+    opened = time.perf_counter() - started
+    try:
+        index = index_figures(instance, backend, build=build)
+        index["open_s"] = round(opened, 1)
+        if imported is not None:
+            index["import_s"] = round(imported, 1)
+        plans: dict[str, tuple[str, str]] = {"find_nodes text": ("find_nodes", "text")}
+        if has_tool(instance, "search"):
+            plans["search"] = ("search", "query")
+        figures: dict[str, Any] = {}
+        for label, (tool, field) in plans.items():
+            times: list[float] = []
+            for n in range(calls):
+                arguments = {field: SYNTHETIC_QUERIES[n % len(SYNTHETIC_QUERIES)], "limit": DEPTH}
+                forget_rankings()  # time the ranking, not a kept one
+                started = time.perf_counter()
+                call(instance, tool, arguments)
+                times.append((time.perf_counter() - started) * 1000)
+            figures[label] = {"p50_ms": round(percentile(times, 50), 2),
+                              "p95_ms": round(percentile(times, 95), 2),
+                              "p99_ms": round(percentile(times, 99), 2)}  # fmt: skip
+        if "search" not in plans:
+            figures["search"] = "missing"
+        figures["index"] = index
+        print(f"{backend} {location}: {json.dumps(figures)}", file=sys.stderr)
+        return figures
+    finally:
+        instance.close()
 
 
 WORD_INDEX = ("node_words", "vocabulary")  # the word index's tables (their indexes are counted with them)
 
 
-def index_figures(instance: Instance, backend: str) -> dict[str, Any]:
+def index_figures(instance: Instance, backend: str, *, build: bool = True) -> dict[str, Any]:
     """The store's size, the word index's share of it, and the time to build the word index anew from the nodes
     (`rebuild_word_index`; sizes after the import, before the rebuild). A store without a word index reports its
-    size only."""
+    size only. On PostgreSQL the word index includes the nodes' numbers it is keyed by (ADR 0065): the index
+    `nodes_number` and the column's 4 bytes a node (`growth` is the word index over the rest of the store)."""
     store: Any = instance.store
     names = (
         [r[0] for r in store.rows("SELECT name FROM sqlite_master WHERE type = 'table'")]
@@ -413,13 +428,17 @@ def index_figures(instance: Instance, backend: str) -> dict[str, Any]:
         words = (
             sum(int(store.rows("SELECT pg_total_relation_size(?)", (n,))[0][0]) for n in WORD_INDEX) if has_words else 0
         )
+        if store.rows("SELECT 1 FROM pg_indexes WHERE indexname = 'nodes_number'"):
+            words += int(store.rows("SELECT pg_relation_size('nodes_number') + 4 * (SELECT count(*) FROM nodes)")[0][0])
     out: dict[str, Any] = {"store_mb": round(total / 1e6, 1)}
     if has_words:
         out["word_index_mb"] = round(words / 1e6, 1)
         out["growth"] = round(words / max(total - words, 1), 3)
-        started = time.perf_counter()
+    if has_words and build:
+        started, cpu = time.perf_counter(), time.process_time()
         store.rebuild_word_index()
         out["build_s"] = round(time.perf_counter() - started, 1)
+        out["build_cpu_s"] = round(time.process_time() - cpu, 1)  # this process's (a PostgreSQL server's is apart)
     return out
 
 
@@ -435,8 +454,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     timing.add_argument("--million", action="store_true", help="add the 1,000,000-node store")
     timing.add_argument("--backends", nargs="+", choices=("sqlite", "postgresql"), default=["sqlite", "postgresql"])
     timing.add_argument("--calls", type=int, default=200)
+    timing.add_argument("--store", nargs="+", help="measure these existing stores (SQLite files or PostgreSQL URLs; "
+                        "an older schema is migrated on opening) instead of importing synthetic ones")  # fmt: skip
+    timing.add_argument("--no-build", action="store_true", help="with --store: do not time building the word index")
     args = parser.parse_args(argv)
-    if args.part == "latency":
+    if args.part == "latency" and args.store:
+        figures = {str(s): measured(s if "://" in s else Path(s), "postgresql" if "://" in s else "sqlite",
+                                    args.calls, build=not args.no_build) for s in args.store}  # fmt: skip
+        print(json.dumps(figures, indent=2))
+    elif args.part == "latency":
         figures = latency([*args.nodes, *([1_000_000] if args.million else [])], args.backends, args.calls)
         print(json.dumps(figures, indent=2))
     else:

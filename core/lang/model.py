@@ -775,6 +775,7 @@ def searchable_text(properties: Mapping[str, Any], fields: Sequence[str]) -> str
 
 
 WORD_PATTERN = re.compile(r"[^\W_]+")  # a word: letters and digits (anything else separates)
+_FIND_WORDS = WORD_PATTERN.findall
 WORD_LENGTH = 48  # characters of a word the word index keeps (a longer one is cut: an id, a hash, a URL's path)
 WORD_K1, WORD_B, WORD_AVERAGE = 1.2, 0.75, 12.0  # BM25's saturation, length norm and a weighted length taken as usual
 
@@ -790,15 +791,23 @@ def word_impacts(weights: Sequence[tuple[str, float]], properties: Mapping[str, 
     the node's weighted length), in thousandths. Each store keeps these rows in the write's transaction; a search
     reads a word's nodes most-about-it first and ranks only those."""
     counts: dict[str, float] = {}
+    get = counts.get
     length = 0.0
-    for name, weight in weights:
-        tokens = text_words(property_text(properties.get(name)))
+    for name, weight in weights:  # the rule word by word, without a call a word (ADR 0065: a third less time)
+        value = properties.get(name)
+        if value is None:
+            continue
+        tokens = _FIND_WORDS((value if isinstance(value, str) else property_text(value)).lower())
+        if not tokens:
+            continue
         length += weight * len(tokens)
         for token in tokens:
-            word = token[:WORD_LENGTH]
-            counts[word] = counts.get(word, 0.0) + weight
+            if len(token) > WORD_LENGTH:
+                token = token[:WORD_LENGTH]
+            counts[token] = get(token, 0.0) + weight
     norm = WORD_K1 * (1 - WORD_B + WORD_B * length / WORD_AVERAGE)
-    return {w: round(1000 * tf * (WORD_K1 + 1) / (tf + norm)) for w, tf in counts.items()}
+    saturation = WORD_K1 + 1
+    return {w: round(1000 * tf * saturation / (tf + norm)) for w, tf in counts.items()}
 
 
 def search_weights(

@@ -19,7 +19,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Se
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar, LiteralString
+from typing import TYPE_CHECKING, Any, ClassVar, LiteralString, TypeVar
 
 from core.lang.conditions import Condition
 from core.lang.model import Model, parse_model, word_impacts
@@ -65,6 +65,7 @@ __all__ = [
     "change_row",
     "edge_row",
     "node_filter",
+    "numbered_word_rows",
     "text_fields_json",
     "vocabulary_rows",
     "word_rows",
@@ -202,14 +203,27 @@ def vocabulary_rows(words: Iterable[str]) -> list[tuple[str, str]]:
     return [(w, w[::-1]) for w in sorted(set(words))]
 
 
+_K = TypeVar("_K")
+
+
 def word_rows(model: Model, nodes: Iterable[Node]) -> Iterator[tuple[str, str, str, int]]:
     """The word index's rows of `nodes`: (word, node id, node type, impact), from `core.lang.model.word_impacts`
-    (in thousandths: a small integer is stored in two bytes, and only orders a word's nodes)."""
-    for n in nodes:
-        node_type = model.node_types.get(n.type)
+    (in thousandths: a small integer is stored in two bytes, and only orders a word's nodes). A store holds each
+    row under the node's number (`numbered_word_rows`) rather than its id."""
+    return numbered_word_rows(model, ((n.id, n.type, n.properties) for n in nodes))
+
+
+def numbered_word_rows(
+    model: Model, nodes: Iterable[tuple[_K, str, Mapping[str, Any]]]
+) -> Iterator[tuple[str, _K, str, int]]:
+    """`word_rows` of (key, type, properties) triples, each row under the triple's key (the node's number in the
+    word index, ADR 0065); a node's rows in its words' code point order, so rows of nodes taken in key order come
+    in the order of the index's primary key (node, word)."""
+    for key, type_, properties in nodes:
+        node_type = model.node_types.get(type_)
         if node_type is not None:
-            for word, impact in word_impacts(node_type.weights, n.properties).items():
-                yield word, n.id, n.type, impact
+            yield from [(word, key, type_, impact)
+                        for word, impact in sorted(word_impacts(node_type.weights, properties).items())]  # fmt: skip
 
 
 def edge_row(e: Edge) -> tuple[Any, ...]:
@@ -336,6 +350,12 @@ class SQLStore(ABC):
     @abstractmethod
     def _index_words(self, db: Any, model: Model) -> None:
         """Fill the word index anew from every node (`word_rows`) and its vocabulary from their words."""
+
+    @staticmethod
+    @abstractmethod
+    def _numbered(sight: bool) -> tuple[str, str]:
+        """How a word index row `p` reaches its node: the joins after `node_words p` (with `nodes n` among them
+        when `sight`, or always) and the expression of the node's id (ADR 0065: rows hold the node's number)."""
 
     def rebuild_word_index(self) -> None:
         """Build the word index anew from the stored nodes, in one write transaction (opening a store whose index
@@ -706,16 +726,17 @@ class SQLStore(ABC):
         if not words:
             return [], False
         m = self.DIALECT.mark
-        join, where, params = "", "", list[Any]()
+        join, id_ = self._numbered(sight is not None)
+        where, params = "", list[Any]()
         if types is not None:
             where += f" AND p.type IN ({', '.join([m] * len(types))})"
             params += list(types)
         if sight is not None:
             seen, seen_params = self.DIALECT.sight(sight, "n.visibility", "n.readers")
-            join, where = " JOIN nodes n ON n.id = p.id", f"{where} AND {seen}"
+            where = f"{where} AND {seen}"
             params += seen_params
-        one = (f"SELECT * FROM (SELECT p.word, p.id, p.impact FROM node_words p{join} WHERE p.word = {m}{where} "
-               f"ORDER BY p.impact DESC, p.id LIMIT {m}) AS w")  # fmt: skip
+        one = (f"SELECT * FROM (SELECT p.word, {id_}, p.impact FROM node_words p{join} WHERE p.word = {m}{where} "
+               f"ORDER BY p.impact DESC, p.node LIMIT {m}) AS w")  # fmt: skip
         rows = self._read(" UNION ALL ".join(f"{one}{i}" for i in range(len(words))),
                           [v for word in words for v in (word, *params, limit + 1)])  # fmt: skip
         out: list[tuple[str, str, float]] = []

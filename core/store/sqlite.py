@@ -38,9 +38,9 @@ from core.store.sql import (
     SQLStore,
     change_row,
     edge_row,
+    numbered_word_rows,
     text_fields_json,
     vocabulary_rows,
-    word_rows,
 )
 from core.store.sqlite_sql import DIALECT
 from core.values.audit import AuditRecord
@@ -49,7 +49,7 @@ from core.values.records import Change, Edge, Node
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 BUSY_TIMEOUT_S = 60.0
 IDLE_READERS = 4  # read-only connections kept open between reads (more are opened while more threads read at once)
 TEXT_COMPACT_MIN = 100  # node writes in one commit from which the text index may be compacted after it
@@ -124,6 +124,23 @@ WORDS_TABLE = (
     "CREATE INDEX vocabulary_reversed ON vocabulary (reversed)",
 )
 
+# The word index keyed by the node's number (ADR 0065): `node_text_ids`' docid, an integer of one to three bytes,
+# where version 7 repeated the node's id in the table and its index.
+_WORD_ROWS = ("CREATE TABLE node_words (word TEXT NOT NULL, node INTEGER NOT NULL, type TEXT NOT NULL, "
+              "impact INTEGER NOT NULL, PRIMARY KEY (node, word)) WITHOUT ROWID")  # fmt: skip
+_WORD_RANK = "CREATE INDEX node_words_rank ON node_words (word, impact DESC, node, type)"
+_VOCABULARY_REVERSED = "CREATE INDEX vocabulary_reversed ON vocabulary (reversed)"
+NUMBERED_WORDS = (
+    "DROP INDEX node_words_rank",
+    "ALTER TABLE node_words RENAME TO node_words_by_id",
+    _WORD_ROWS,
+    "INSERT INTO node_words SELECT o.word, k.docid, o.type, o.impact FROM node_words_by_id o "
+    "JOIN node_text_ids k ON k.id = o.id ORDER BY k.docid, o.word",
+    "DROP TABLE node_words_by_id",
+    _WORD_RANK,
+)
+BUILD_CACHE_KIB = 262_144  # the page cache while the word index is built anew: its sort in memory, not on disk
+
 _RECORDED_MODEL = (  # the model recorded in `meta`, as a history entry at the last model change (or revision 0)
     "INSERT INTO model_history SELECT coalesce(max(c.revision), 0), "
     "coalesce(max(c.at), strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), "
@@ -155,6 +172,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     6: PROPOSALS_TABLE,  # pending change-sets (`core.dispatch.proposals`)
     7: WORDS_TABLE,  # the word index a ranked search reads (filled by `_ensure_text_index`)
     8: (CHANGE_PROPOSAL,),  # the proposal a change-log entry was merged from (null before, and for direct writes)
+    9: NUMBERED_WORDS,  # the word index's rows under the node's number, not its id (the rows moved as they are)
 }
 
 _CHANGE_INSERT = f"INSERT INTO changes ({CHANGE_ALL}) VALUES ({', '.join('?' * 16)})"
@@ -590,7 +608,7 @@ class SQLiteStore(SQLStore):
         put left it."""
         known = [(n.id,) for n, known in nodes if known]
         db.executemany("DELETE FROM node_text WHERE rowid = (SELECT docid FROM node_text_ids WHERE id = ?)", known)
-        db.executemany("DELETE FROM node_words WHERE id = ?", known)
+        db.executemany("DELETE FROM node_words WHERE node = (SELECT docid FROM node_text_ids WHERE id = ?)", known)
         last = {n.id: n for n, _ in nodes}
         db.executemany("INSERT INTO node_text_ids (id) VALUES (?) ON CONFLICT (id) DO NOTHING", [(i,) for i in last])
         self._insert_text(db, self._docids(db, list(last)), last.values(), self._model)
@@ -606,17 +624,14 @@ class SQLiteStore(SQLStore):
 
     @staticmethod
     def _insert_text(db: sqlite3.Connection, docids: dict[str, int], nodes: Iterable[Node], model: Model) -> None:
+        """Add the text index's and the word index's rows of `nodes` (docid: the node's number in both), and the
+        words the vocabulary does not hold yet."""
         fields = {name: t.text for name, t in model.node_types.items()}
         nodes = list(nodes)
         rows = ((docids[n.id], searchable_text(n.properties, fields.get(n.type, ()))) for n in nodes)
         db.executemany("INSERT INTO node_text (rowid, text) VALUES (?, ?)", rows)
-        SQLiteStore._insert_words(db, nodes, model)
-
-    @staticmethod
-    def _insert_words(db: sqlite3.Connection, nodes: Iterable[Node], model: Model) -> None:
-        """Add the word index's rows of `nodes` (`word_rows`) and the words its vocabulary does not hold yet."""
-        words = list(word_rows(model, nodes))
-        db.executemany("INSERT INTO node_words (word, id, type, impact) VALUES (?, ?, ?, ?)", words)
+        words = list(numbered_word_rows(model, ((docids[n.id], n.type, n.properties) for n in nodes)))
+        db.executemany("INSERT INTO node_words (word, node, type, impact) VALUES (?, ?, ?, ?)", words)
         db.executemany("INSERT INTO vocabulary (word, reversed) VALUES (?, ?) ON CONFLICT (word) DO NOTHING",
                        vocabulary_rows(w[0] for w in words))  # fmt: skip
 
@@ -640,28 +655,61 @@ class SQLiteStore(SQLStore):
         row = db.execute("DELETE FROM node_text_ids WHERE id = ? RETURNING docid", (id,)).fetchone()
         if row is not None:
             db.execute("DELETE FROM node_text WHERE rowid = ?", (row[0],))
-        db.execute("DELETE FROM node_words WHERE id = ?", (id,))
+            db.execute("DELETE FROM node_words WHERE node = ?", (row[0],))
 
     def _rebuild_text_index(self, db: sqlite3.Connection, model: Model) -> None:
+        """Fill the text and word indexes anew. A node keeps its number (docid): numbers are given in write order
+        on both backends (PostgreSQL's `nodes.number` never changes), and a word's equally-about nodes are read
+        in number order, so a rebuild must not renumber them (ADR 0065)."""
         db.execute("DELETE FROM node_text")
-        db.execute("DELETE FROM node_text_ids")
-        db.execute("DELETE FROM node_words")
-        db.execute("DELETE FROM vocabulary")
-        db.execute("INSERT INTO node_text_ids (id) SELECT id FROM nodes ORDER BY id")
-        columns = ", ".join(f"nodes.{c}" for c in NODE_COLUMNS.split(", "))
-        cursor = db.execute(f"SELECT m.docid, {columns} FROM nodes JOIN node_text_ids m ON m.id = nodes.id")
-        while rows := cursor.fetchmany(2000):
-            docids = {row[1]: int(row[0]) for row in rows}
-            self._insert_text(db, docids, _nodes([row[1:] for row in rows]), model)
+        db.execute("DELETE FROM node_text_ids WHERE id NOT IN (SELECT id FROM nodes)")
+        db.execute(
+            "INSERT INTO node_text_ids (id) SELECT id FROM nodes WHERE true ORDER BY id ON CONFLICT (id) DO NOTHING"
+        )
+        self._fill_words(db, model, text=True)
         db.execute("INSERT INTO node_text (node_text) VALUES ('optimize')")
         self._set_meta(db, "text_index", text_fields_json(model))
 
     def _index_words(self, db: sqlite3.Connection, model: Model) -> None:
-        db.execute("DELETE FROM node_words")
-        db.execute("DELETE FROM vocabulary")
-        cursor = db.execute(f"SELECT {NODE_COLUMNS} FROM nodes")
-        while rows := cursor.fetchmany(2000):
-            self._insert_words(db, _nodes(rows), model)
+        self._fill_words(db, model, text=False)
+
+    @staticmethod
+    def _numbered(sight: bool) -> tuple[str, str]:
+        """A word index row's node number is its docid in `node_text_ids` (an integer primary key: a rowid)."""
+        return " JOIN node_text_ids k ON k.docid = p.node" + (" JOIN nodes n ON n.id = k.id" if sight else ""), "k.id"
+
+    @staticmethod
+    def _fill_words(db: sqlite3.Connection, model: Model, *, text: bool) -> None:
+        """Fill the word index anew (and the text index, with `text`) from every node, by its number.
+
+        Built in bulk (ADR 0065): the nodes are read in number order, so each node's rows append to the table's
+        primary key (node, word); the ranking index and the vocabulary's are made after the rows, by one sort
+        each, in a page cache large enough to sort in memory; the vocabulary is written once, in word order."""
+        fields = {name: t.text for name, t in model.node_types.items()}
+        cache = db.execute("PRAGMA cache_size").fetchone()[0]
+        db.execute(f"PRAGMA cache_size = -{BUILD_CACHE_KIB}")
+        try:
+            db.execute("DROP INDEX node_words_rank")
+            db.execute("DROP INDEX vocabulary_reversed")
+            db.execute("DELETE FROM node_words")
+            db.execute("DELETE FROM vocabulary")
+            vocabulary: set[str] = set()
+            cursor = db.execute("SELECT m.docid, n.type, n.properties FROM node_text_ids m "
+                                "JOIN nodes n ON n.id = m.id ORDER BY m.docid")  # fmt: skip
+            while rows := cursor.fetchmany(5000):
+                values = json.loads("[" + ",".join(r[2] for r in rows) + "]")  # one parse for the lot
+                nodes = [(r[0], r[1], v) for r, v in zip(rows, values, strict=True)]
+                if text:
+                    db.executemany("INSERT INTO node_text (rowid, text) VALUES (?, ?)",
+                                   [(d, searchable_text(v, fields.get(t, ()))) for d, t, v in nodes])  # fmt: skip
+                words = list(numbered_word_rows(model, nodes))
+                db.executemany("INSERT INTO node_words (word, node, type, impact) VALUES (?, ?, ?, ?)", words)
+                vocabulary.update(w[0] for w in words)
+            db.execute(_WORD_RANK)
+            db.executemany("INSERT INTO vocabulary (word, reversed) VALUES (?, ?)", vocabulary_rows(vocabulary))
+            db.execute(_VOCABULARY_REVERSED)
+        finally:
+            db.execute(f"PRAGMA cache_size = {int(cache)}")
 
     # -- the audit log ----------------------------------------------------------------------------------------
     def append_audit(self, records: Sequence[AuditRecord]) -> None:

@@ -349,6 +349,7 @@ def _without_history(location: str | Path) -> None:
             db.execute("ALTER TABLE changes DROP COLUMN proposal")
             for index in past_indexes:
                 db.execute(f"DROP INDEX {index}")
+            db.execute("ALTER TABLE nodes DROP COLUMN number")  # the word index's node numbers (schema 7)
             db.execute("DELETE FROM canon_schema WHERE version >= 2")
         return
     with sqlite3.connect(location) as db:

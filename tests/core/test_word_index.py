@@ -7,9 +7,11 @@ missing, the index's rows (`node_words`) are those, and its vocabulary holds eve
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any, cast
 
+import psycopg
 import pytest
 
 from core.lang.model import Model, default_seed_path, parse_model
@@ -17,6 +19,7 @@ from core.store import Store, copy_store, open_store
 from core.store.interchange import import_path
 from core.store.retention import Retention
 from core.store.sql import SQLStore, word_rows
+from core.store.sqlite import SQLiteStore
 from core.values.errors import CanonError
 from core.values.operations import DeleteNode, PutNode
 from core.values.records import Node, Sight
@@ -25,11 +28,21 @@ pytestmark = pytest.mark.both_backends
 
 
 def rows(store: Store) -> list[tuple[Any, ...]]:
-    return sorted(tuple(r) for r in store.rows("SELECT word, id, type, impact FROM node_words"))
+    """The index's rows with each node's number read back as its id (a number no node has reads as None)."""
+    numbers = ("node_text_ids k ON k.docid = p.node", "k.id") if isinstance(store, SQLiteStore) else (
+        "nodes k ON k.number = p.node", "k.id")  # fmt: skip
+    sql = f"SELECT p.word, {numbers[1]}, p.type, p.impact FROM node_words p LEFT JOIN {numbers[0]}"
+    return sorted((tuple(r) for r in store.rows(sql)), key=repr)
+
+
+def index_names(store: Store) -> set[str]:
+    sql = ("SELECT name FROM sqlite_master WHERE type = 'index'" if isinstance(store, SQLiteStore)
+           else "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")  # fmt: skip
+    return {r[0] for r in store.rows(sql)}
 
 
 def expected(store: Store, model: Model) -> list[tuple[Any, ...]]:
-    return sorted(word_rows(model, store.iter_nodes()))
+    return sorted(word_rows(model, store.iter_nodes()), key=repr)
 
 
 def assert_in_step(store: Store, model: Model) -> None:
@@ -93,7 +106,7 @@ def test_a_model_that_weighs_other_properties_rebuilds_the_index(seeded_store: S
                         source="test")  # fmt: skip
     seeded_store.apply_model(other, principal="test")
     assert_in_step(seeded_store, other)
-    assert rows(seeded_store) != sorted(word_rows(model, seeded_store.iter_nodes()))
+    assert rows(seeded_store) != expected(seeded_store, model)
 
 
 def test_a_store_whose_index_is_missing_builds_it_when_opened(
@@ -128,3 +141,93 @@ def test_each_prefix_gets_the_best_nodes_of_its_words_and_says_when_more_were_le
     assert got[3] == ([], False)
     for (found, _), prefix in zip(got, prefixes, strict=True):
         assert all(word.startswith(prefix) for word, _, _ in found)
+
+
+def test_a_rebuild_holds_the_same_rows_under_the_same_indexes(seeded_store: Store, model: Model) -> None:
+    """The word index built anew in bulk (ADR 0065: rows first, indexes after; on PostgreSQL beside the live one,
+    then swapped in) holds what the writes left, and leaves the index's indexes as the schema names them: twice,
+    so a swap that left a name behind would fail the second time."""
+    full, names = rows(seeded_store), index_names(seeded_store)
+    assert {"node_words_rank", "vocabulary_reversed"} <= names
+    for _ in range(2):
+        cast("SQLStore", seeded_store).rebuild_word_index()
+        assert rows(seeded_store) == full
+        assert index_names(seeded_store) == names
+    assert_in_step(seeded_store, model)
+    seeded_store.commit([PutNode(team("team-q1", "Quokka Wrangling", "Wrangle quokkas"))], principal="test")
+    seeded_store.commit([DeleteNode("team-q1")], principal="test")
+    assert rows(seeded_store) == full
+
+
+def test_a_store_whose_index_is_keyed_by_id_moves_its_rows_to_numbers_when_opened(
+    seeded_store: Store, model: Model, store_location: str | Path
+) -> None:
+    """A store of the schema before ADR 0065 (rows under the node's id) is migrated with its rows as they were:
+    the same words, types and impacts, each under its node's number."""
+    full = rows(seeded_store)
+    with seeded_store.unit_of_work() as work:
+        work.execute("CREATE TABLE old_words AS SELECT * FROM node_words")
+        work.execute("DROP TABLE node_words")
+    seeded_store.close()
+    if isinstance(seeded_store, SQLiteStore):
+        with sqlite3.connect(store_location) as db:
+            db.execute("CREATE TABLE node_words (word TEXT NOT NULL, id TEXT NOT NULL, type TEXT NOT NULL, "
+                       "impact INTEGER NOT NULL, PRIMARY KEY (id, word)) WITHOUT ROWID")  # fmt: skip
+            db.execute("CREATE INDEX node_words_rank ON node_words (word, impact DESC, id, type)")
+            db.execute("INSERT INTO node_words SELECT o.word, k.id, o.type, o.impact FROM old_words o "
+                       "JOIN node_text_ids k ON k.docid = o.node")  # fmt: skip
+            db.execute("DROP TABLE old_words")
+            db.execute("PRAGMA user_version = 8")
+        db.close()
+    else:
+        with psycopg.connect(str(store_location), autocommit=True) as db:
+            db.execute(
+                'CREATE TABLE node_words (word text COLLATE "C" NOT NULL, id text COLLATE "C" NOT NULL, '
+                'type text COLLATE "C" NOT NULL, impact smallint NOT NULL, PRIMARY KEY (id, word))'
+            )
+            db.execute("CREATE INDEX node_words_rank ON node_words (word, impact DESC, id) INCLUDE (type)")
+            db.execute("INSERT INTO node_words SELECT o.word, n.id, o.type, o.impact FROM old_words o "
+                       "JOIN nodes n ON n.number = o.node")  # fmt: skip
+            db.execute("DROP TABLE old_words")
+            db.execute("ALTER TABLE nodes DROP COLUMN number")
+            db.execute("DELETE FROM canon_schema WHERE version >= 7")
+    store = open_store(store_location, model)
+    try:
+        assert rows(store) == full
+        assert_in_step(store, model)
+    finally:
+        store.close()
+
+
+def test_a_node_keeps_its_number_when_the_model_changes(seeded_store: Store, model: Model) -> None:
+    """A word's equally-about nodes are read in number order (ADR 0065), and numbers are given in write order on
+    both backends: a model change rebuilds the indexes without renumbering, so the backends keep agreeing."""
+    sql = ("SELECT id, docid FROM node_text_ids" if isinstance(seeded_store, SQLiteStore)
+           else "SELECT id, number FROM nodes")  # fmt: skip
+    before = dict(seeded_store.rows(sql))
+    assert sorted(before, key=before.__getitem__) != sorted(before)  # the seed is not written in id order
+    document = model.document
+    version = {**document["x-canon-model"], "version": "1.1.0"}
+    node = {**document["$defs"]["Team"]["x-canon-node"], "text": ["slug"]}
+    other = parse_model({**document, "x-canon-model": version,
+                         "$defs": {**document["$defs"], "Team": {**document["$defs"]["Team"], "x-canon-node": node}}},
+                        source="test")  # fmt: skip
+    seeded_store.apply_model(other, principal="test")
+    assert dict(seeded_store.rows(sql)) == before
+    assert_in_step(seeded_store, other)
+
+
+def test_an_import_of_many_nodes_builds_the_word_index_anew_after_it(
+    store: Store, model: Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL an import that wrote a twentieth or more of the nodes (and at least `WORDS_COMPACT_MIN`)
+    ends by building the word index anew, compact (ADR 0065): a new table, the same rows."""
+    from core.store import postgres
+
+    monkeypatch.setattr(postgres, "WORDS_COMPACT_MIN", 1)
+    table = "SELECT 'node_words'::regclass::oid" if not isinstance(store, SQLiteStore) else "SELECT 1"
+    before = store.rows(table)
+    import_path(store, default_seed_path(), principal="test:seed")
+    assert_in_step(store, model)
+    if not isinstance(store, SQLiteStore):
+        assert store.rows(table) != before
