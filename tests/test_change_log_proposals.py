@@ -7,25 +7,22 @@ a merge touching only what a reader may not see shows that reader no entry and n
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
 from core.dispatch import proposals
 from core.dispatch.resources import read_resource
 from core.ops.config import Config
 from core.seam.instance import Instance, open_instance
-from core.store import Store, is_database_url, open_existing_store
-from core.store.postgres import SCHEMA_VERSION as PG_VERSION
-from core.store.sqlite import SCHEMA_VERSION as SQLITE_VERSION
+from core.store import Store, open_existing_store
 from core.values.operations import operations_of
 from core.values.principal import Principal, Reviewers
 from core.values.uris import CHANGES_URI
 from tests.generators.conftest import asgi, token
+from tests.old_schemas import drop_change_proposals, set_schema_version, words_keyed_by_id
 
 pytestmark = pytest.mark.both_backends
 AUTHOR = Principal("agent", frozenset({"writer"}), frozenset({"payments"}))
@@ -156,25 +153,15 @@ async def test_rest_graphql_and_the_pages_show_the_proposal(instance: Instance, 
         assert "Proposal" in history
 
 
-def _as_before_the_column(location: str | Path) -> None:
-    """Make the store what it was before the change log's proposal column: SQLite schema 7, PostgreSQL schema 5."""
-    if is_database_url(location):
-        with psycopg.connect(str(location), autocommit=True) as db:
-            db.execute("ALTER TABLE changes DROP COLUMN proposal")
-            db.execute("DELETE FROM canon_schema WHERE version >= %s", (PG_VERSION,))
-        return
-    with sqlite3.connect(location) as db:
-        db.execute("ALTER TABLE changes DROP COLUMN proposal")
-        db.execute(f"PRAGMA user_version = {SQLITE_VERSION - 1}")
-    db.close()
-
-
 def test_a_store_from_before_the_column_migrates_its_entries_null_and_then_records_merges(
     seeded_store: Store, store_location: str | Path
 ) -> None:
+    """A store as canon left it before the column (SQLite schema 7, PostgreSQL 5; the word index then keyed by id,
+    as before ADR 0065) is migrated through every later schema: its entries read as they were, with no id."""
     logged = seeded_store.changes(0, 1_000_000)
-    seeded_store.close()
-    _as_before_the_column(store_location)
+    words_keyed_by_id(seeded_store, store_location)
+    drop_change_proposals(store_location)
+    set_schema_version(store_location, sqlite=7, postgresql=5)
     with pytest.raises(Exception, match="schema version"):  # a read-only open refuses the old schema, named
         open_existing_store(store_location, read_only=True)
 

@@ -7,11 +7,9 @@ missing, the index's rows (`node_words`) are those, and its vocabulary holds eve
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any, cast
 
-import psycopg
 import pytest
 
 from core.lang.model import Model, default_seed_path, parse_model
@@ -23,6 +21,7 @@ from core.store.sqlite import SQLiteStore
 from core.values.errors import CanonError
 from core.values.operations import DeleteNode, PutNode
 from core.values.records import Node, Sight
+from tests.old_schemas import set_schema_version, words_keyed_by_id
 
 pytestmark = pytest.mark.both_backends
 
@@ -165,32 +164,8 @@ def test_a_store_whose_index_is_keyed_by_id_moves_its_rows_to_numbers_when_opene
     """A store of the schema before ADR 0065 (rows under the node's id) is migrated with its rows as they were:
     the same words, types and impacts, each under its node's number."""
     full = rows(seeded_store)
-    with seeded_store.unit_of_work() as work:
-        work.execute("CREATE TABLE old_words AS SELECT * FROM node_words")
-        work.execute("DROP TABLE node_words")
-    seeded_store.close()
-    if isinstance(seeded_store, SQLiteStore):
-        with sqlite3.connect(store_location) as db:
-            db.execute("CREATE TABLE node_words (word TEXT NOT NULL, id TEXT NOT NULL, type TEXT NOT NULL, "
-                       "impact INTEGER NOT NULL, PRIMARY KEY (id, word)) WITHOUT ROWID")  # fmt: skip
-            db.execute("CREATE INDEX node_words_rank ON node_words (word, impact DESC, id, type)")
-            db.execute("INSERT INTO node_words SELECT o.word, k.id, o.type, o.impact FROM old_words o "
-                       "JOIN node_text_ids k ON k.docid = o.node")  # fmt: skip
-            db.execute("DROP TABLE old_words")
-            db.execute("PRAGMA user_version = 8")
-        db.close()
-    else:
-        with psycopg.connect(str(store_location), autocommit=True) as db:
-            db.execute(
-                'CREATE TABLE node_words (word text COLLATE "C" NOT NULL, id text COLLATE "C" NOT NULL, '
-                'type text COLLATE "C" NOT NULL, impact smallint NOT NULL, PRIMARY KEY (id, word))'
-            )
-            db.execute("CREATE INDEX node_words_rank ON node_words (word, impact DESC, id) INCLUDE (type)")
-            db.execute("INSERT INTO node_words SELECT o.word, n.id, o.type, o.impact FROM old_words o "
-                       "JOIN nodes n ON n.number = o.node")  # fmt: skip
-            db.execute("DROP TABLE old_words")
-            db.execute("ALTER TABLE nodes DROP COLUMN number")
-            db.execute("DELETE FROM canon_schema WHERE version >= 7")
+    words_keyed_by_id(seeded_store, store_location)
+    set_schema_version(store_location, sqlite=8, postgresql=6)
     store = open_store(store_location, model)
     try:
         assert rows(store) == full
