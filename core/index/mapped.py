@@ -288,23 +288,13 @@ class Mapped:
         return found
 
 
-class MappedNodes(Mapping[str, dict[str, Any]]):
-    """id -> attributes (type, visibility, readers) of the mapped file's nodes; each read makes a new dict."""
+class _ByNode(Mapping[str, Any]):
+    """A read-only map keyed by the mapped file's node ids, in their order: what its two maps share."""
 
     __slots__ = ("mapped",)
 
     def __init__(self, mapped: Mapped) -> None:
         self.mapped = mapped
-
-    def __getitem__(self, id: str) -> dict[str, Any]:
-        k = self.mapped.number(id)
-        if k < 0:
-            raise KeyError(id)
-        return self.mapped.attributes(k)
-
-    def get(self, id: str, default: Any = None) -> Any:
-        k = self.mapped.number(id)
-        return default if k < 0 else self.mapped.attributes(k)
 
     def __contains__(self, id: object) -> bool:
         return self.mapped.number(id) >= 0  # pyright: ignore[reportArgumentType]
@@ -316,13 +306,30 @@ class MappedNodes(Mapping[str, dict[str, Any]]):
         return self.mapped.nodes
 
 
-class MappedAdjacency(Mapping[str, dict[str, dict[str, Any]]]):
+class MappedNodes(_ByNode):
+    """id -> attributes (type, visibility, readers) of the mapped file's nodes; each read makes a new dict."""
+
+    __slots__ = ()
+
+    def __getitem__(self, id: str) -> dict[str, Any]:
+        k = self.mapped.number(id)
+        if k < 0:
+            raise KeyError(id)
+        return self.mapped.attributes(k)
+
+    def get(self, id: str, default: Any = None) -> Any:
+        k = self.mapped.number(id)
+        return default if k < 0 else self.mapped.attributes(k)
+
+
+class MappedAdjacency(_ByNode):
     """id -> neighbour -> {edge type: data} of the mapped file, one way (`out`: networkx's `_succ`; `in`: `_pred`)."""
 
-    __slots__ = ("mapped", "way")
+    __slots__ = ("way",)
 
     def __init__(self, mapped: Mapped, way: str) -> None:
-        self.mapped, self.way = mapped, way
+        super().__init__(mapped)
+        self.way = way
 
     def __getitem__(self, id: str) -> dict[str, dict[str, Any]]:
         k = self.mapped.number(id)
@@ -356,12 +363,3 @@ class MappedAdjacency(Mapping[str, dict[str, dict[str, Any]]]):
         if len(numbers) > _LOOKED_UP:
             numbers.clear()
         return found
-
-    def __contains__(self, id: object) -> bool:
-        return self.mapped.number(id) >= 0  # pyright: ignore[reportArgumentType]
-
-    def __iter__(self) -> Iterator[str]:
-        return map(self.mapped.id_of, range(self.mapped.nodes))
-
-    def __len__(self) -> int:
-        return self.mapped.nodes

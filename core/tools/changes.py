@@ -30,7 +30,7 @@ def get_changes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
         until = args.get("until", latest)
         if until > latest:
             raise FutureRevisionError(revision=until, current=latest)
-        if until < after:
+        if "until" in args and until < after:  # a since past the latest, with no until, is an empty page as before
             raise InvalidArgumentsError("get_changes", [Problem("/until", f"before since ({after})")])
         check_since(after, ctx.view.floor())
         total = ctx.view.count_changes(after, sight=ctx.sight, until=until)

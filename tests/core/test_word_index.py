@@ -34,6 +34,16 @@ def rows(store: Store) -> list[tuple[Any, ...]]:
     return sorted((tuple(r) for r in store.rows(sql)), key=repr)
 
 
+def assert_reopened_with(full: Any, location: str | Path, model: Model) -> None:
+    """The store at `location`, opened again (migrating or rebuilding what it must), holds the word index `full`."""
+    store = open_store(location, model)
+    try:
+        assert rows(store) == full
+        assert_in_step(store, model)
+    finally:
+        store.close()
+
+
 def index_names(store: Store) -> set[str]:
     sql = ("SELECT name FROM sqlite_master WHERE type = 'index'" if isinstance(store, SQLiteStore)
            else "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")  # fmt: skip
@@ -116,12 +126,7 @@ def test_a_store_whose_index_is_missing_builds_it_when_opened(
         work.execute("DELETE FROM node_words")
         work.execute("DELETE FROM meta WHERE key = 'text_index'")
     seeded_store.close()
-    store = open_store(store_location, model)
-    try:
-        assert rows(store) == full
-        assert_in_step(store, model)
-    finally:
-        store.close()
+    assert_reopened_with(full, store_location, model)
 
 
 @pytest.mark.parametrize(
@@ -166,12 +171,7 @@ def test_a_store_whose_index_is_keyed_by_id_moves_its_rows_to_numbers_when_opene
     full = rows(seeded_store)
     words_keyed_by_id(seeded_store, store_location)
     set_schema_version(store_location, sqlite=8, postgresql=6)
-    store = open_store(store_location, model)
-    try:
-        assert rows(store) == full
-        assert_in_step(store, model)
-    finally:
-        store.close()
+    assert_reopened_with(full, store_location, model)
 
 
 def test_a_node_keeps_its_number_when_the_model_changes(seeded_store: Store, model: Model) -> None:
